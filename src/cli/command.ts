@@ -1,0 +1,49 @@
+import type { Writable } from 'node:stream';
+import type { SettingName } from '../config/index.js';
+
+/** One command-line option of a command. `setting` makes the flag override that setting. */
+export interface OptionSpec {
+  readonly type: 'string' | 'boolean';
+  readonly description: string;
+  readonly short?: string;
+  readonly multiple?: boolean;
+  readonly setting?: SettingName;
+  readonly placeholder?: string;
+}
+
+/** What a command receives: parsed flags, positionals, the environment and the output streams. */
+export interface CommandContext {
+  readonly values: Readonly<Record<string, string | boolean | string[] | undefined>>;
+  readonly positionals: readonly string[];
+  readonly env: Readonly<Record<string, string | undefined>>;
+  readonly stdout: Writable;
+  readonly stderr: Writable;
+  /** Aborted on the first SIGTERM/SIGINT: long-running commands stop gracefully when it fires. */
+  readonly signal: AbortSignal;
+}
+
+/** One `agent-dispatch <name>` command. `run` resolves to the process exit code. */
+export interface Command {
+  readonly name: string;
+  readonly summary: string;
+  /** Usage line after `agent-dispatch`, for `--help`. */
+  readonly usage: string;
+  /** Extra paragraphs for `--help`: examples, settings read. */
+  readonly details?: string;
+  readonly options: Readonly<Record<string, OptionSpec>>;
+  /** Settings the command refuses to start without. */
+  readonly requires?: readonly SettingName[];
+  run(ctx: CommandContext): Promise<number>;
+}
+
+/** Exit codes: 0 ok, 1 the work failed, 2 bad usage or a bad setting (contract, section 2). */
+export const EXIT = { ok: 0, failed: 1, usage: 2 } as const;
+
+/** Thrown by a command for bad usage; the CLI prints the message and exits 2. */
+export class UsageError extends Error {
+  readonly code = 'usage';
+  constructor(message: string) {
+    super(message);
+    this.name = 'UsageError';
+  }
+}

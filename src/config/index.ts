@@ -1,0 +1,115 @@
+import { z } from 'zod';
+import { SETTINGS, type SettingName } from './settings.js';
+import type { Rate } from './units.js';
+
+export { SETTINGS, type SettingName } from './settings.js';
+export { formatDuration, parseDurationMs, parseRate, type Rate } from './units.js';
+
+/** The parsed, frozen configuration every role receives. Units are in the names. */
+export interface Config {
+  readonly redisUrl: string | undefined;
+  readonly agentApiUrl: string;
+  readonly agentApiKey: string | undefined;
+  readonly prefix: string;
+  readonly sendRateLimit: Rate;
+  readonly workerConcurrency: number;
+  readonly pollIntervalMs: number;
+  readonly eventsStream: string;
+  readonly eventsMaxLen: number;
+  readonly httpPort: number;
+  readonly logLevel: string;
+  readonly trackTimeoutMs: number;
+  readonly activeGraceMs: number;
+  readonly pollMinIntervalMs: number;
+  readonly pollMaxIntervalMs: number;
+  readonly pollConcurrency: number;
+  readonly sendAttempts: number;
+  readonly sendTimeoutMs: number;
+  readonly connectTimeoutMs: number;
+  readonly ambiguousResend: boolean;
+  readonly promptMaxBytes: number;
+  readonly dispatchRetentionMs: number;
+  readonly shutdownTimeoutMs: number;
+  readonly intakeToken: string | undefined;
+  readonly dashboardToken: string | undefined;
+  readonly dashboardAllowRetries: boolean;
+}
+
+/** One problem with one setting. `message` never contains a secret setting's value. */
+export interface SettingProblem {
+  readonly setting: string;
+  readonly message: string;
+}
+
+/** Thrown by {@link loadConfig}; lists every bad setting at once. Code `bad_setting`. */
+export class ConfigError extends Error {
+  readonly code = 'bad_setting';
+  constructor(readonly problems: readonly SettingProblem[]) {
+    super(problems.map((p) => `${p.setting}: ${p.message}`).join('\n'));
+    this.name = 'ConfigError';
+  }
+}
+
+/** What a role needs besides the defaults: `required` settings must be present. */
+export interface LoadOptions {
+  readonly required?: readonly SettingName[];
+}
+
+type Parsed = { [K in SettingName]: unknown };
+
+/**
+ * Parses every setting from `env` (plus `overrides`, from command-line flags, which win), reports
+ * all problems at once, and returns a frozen {@link Config}. The only reader of the environment.
+ */
+export function loadConfig(
+  env: Record<string, string | undefined> = process.env,
+  overrides: Partial<Record<SettingName, string>> = {},
+  options: LoadOptions = {},
+): Config {
+  const problems: SettingProblem[] = [];
+  const parsed: Partial<Parsed> = {};
+  for (const [name, setting] of Object.entries(SETTINGS) as [SettingName, (typeof SETTINGS)[SettingName]][]) {
+    const raw = overrides[name] ?? nonEmpty(env[name]) ?? ('default' in setting ? setting.default : undefined);
+    if (raw === undefined) {
+      if (options.required?.includes(name)) problems.push({ setting: name, message: 'is required' });
+      continue;
+    }
+    const result = (setting.schema as z.ZodType).safeParse(raw);
+    if (result.success) parsed[name] = result.data;
+    else problems.push({ setting: name, message: result.error.issues.map((i) => i.message).join('; ') });
+  }
+  if (problems.length > 0) throw new ConfigError(problems);
+  const p = parsed as Parsed;
+  return Object.freeze({
+    redisUrl: p.REDIS_URL as string | undefined,
+    agentApiUrl: (p.AGENT_API_URL as string).replace(/\/+$/, ''),
+    agentApiKey: p.AGENT_API_KEY as string | undefined,
+    prefix: p.DISPATCH_PREFIX as string,
+    sendRateLimit: Object.freeze(p.SEND_RATE_LIMIT as Rate),
+    workerConcurrency: p.WORKER_CONCURRENCY as number,
+    pollIntervalMs: p.POLL_INTERVAL as number,
+    eventsStream: p.EVENTS_STREAM as string,
+    eventsMaxLen: p.EVENTS_MAXLEN as number,
+    httpPort: p.HTTP_PORT as number,
+    logLevel: p.LOG_LEVEL as string,
+    trackTimeoutMs: p.TRACK_TIMEOUT as number,
+    activeGraceMs: p.ACTIVE_GRACE as number,
+    pollMinIntervalMs: p.POLL_MIN_INTERVAL as number,
+    pollMaxIntervalMs: p.POLL_MAX_INTERVAL as number,
+    pollConcurrency: p.POLL_CONCURRENCY as number,
+    sendAttempts: p.SEND_ATTEMPTS as number,
+    sendTimeoutMs: p.SEND_TIMEOUT as number,
+    connectTimeoutMs: p.CONNECT_TIMEOUT as number,
+    ambiguousResend: p.AMBIGUOUS_RESEND as boolean,
+    promptMaxBytes: p.PROMPT_MAX_BYTES as number,
+    dispatchRetentionMs: p.DISPATCH_RETENTION as number,
+    shutdownTimeoutMs: p.SHUTDOWN_TIMEOUT as number,
+    intakeToken: p.INTAKE_TOKEN as string | undefined,
+    dashboardToken: p.DASHBOARD_TOKEN as string | undefined,
+    dashboardAllowRetries: p.DASHBOARD_ALLOW_RETRIES as boolean,
+  });
+}
+
+function nonEmpty(value: string | undefined): string | undefined {
+  return value === undefined || value.trim() === '' ? undefined : value;
+}

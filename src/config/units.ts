@@ -1,0 +1,43 @@
+/**
+ * Parsers for the two value shapes the settings use: durations (`250ms`, `5s`, `2m`, `1h`, `7d`)
+ * and rates (`N/DURATION`, such as `100/1h`).
+ */
+
+const UNIT_MS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+const DURATION = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/;
+const RATE = /^(\d+)\/(.+)$/;
+
+/** A per-window budget: at most `max` events in any window of `windowMs` milliseconds. */
+export interface Rate {
+  readonly max: number;
+  readonly windowMs: number;
+}
+
+/** Parses `250ms`, `5s`, `2m`, `1h` or `7d` into whole milliseconds; `undefined` when malformed. */
+export function parseDurationMs(text: string): number | undefined {
+  const match = DURATION.exec(text.trim());
+  if (!match) return undefined;
+  const [, amount, unit] = match;
+  const ms = Math.round(Number(amount) * UNIT_MS[unit as keyof typeof UNIT_MS]);
+  return Number.isFinite(ms) ? ms : undefined;
+}
+
+/** Parses `N/DURATION` into a {@link Rate}; `undefined` when malformed or not positive. */
+export function parseRate(text: string): Rate | undefined {
+  const match = RATE.exec(text.trim());
+  if (!match) return undefined;
+  const max = Number(match[1]);
+  const windowMs = parseDurationMs(match[2] ?? '');
+  if (!Number.isSafeInteger(max) || max < 1 || windowMs === undefined || windowMs < 1) {
+    return undefined;
+  }
+  return { max, windowMs };
+}
+
+/** Formats milliseconds the way settings are written, for logs and `--help`. */
+export function formatDuration(ms: number): string {
+  for (const unit of ['d', 'h', 'm', 's'] as const) {
+    if (ms >= UNIT_MS[unit] && ms % UNIT_MS[unit] === 0) return `${ms / UNIT_MS[unit]}${unit}`;
+  }
+  return `${ms}ms`;
+}

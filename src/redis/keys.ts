@@ -1,0 +1,50 @@
+/**
+ * Every Redis key the service writes, built in one place behind the configurable prefix. BullMQ's
+ * own keys sit under the same prefix (BullMQ's `prefix` option), so one value moves everything —
+ * a test's private namespace, or a `{hash-tag}` for Redis Cluster.
+ */
+
+/** BullMQ queue names, under the prefix. */
+export const QUEUE_NAMES = {
+  /** One BullMQ job per follow-up: the consumer sends it. */
+  dispatch: 'dispatch',
+  /** The poller's job scheduler ticks. */
+  poll: 'poll',
+} as const;
+
+/** The key builder for one prefix. */
+export interface Keys {
+  readonly prefix: string;
+  /** Hash: the dispatch record of one follow-up (the source of truth for its state). */
+  dispatch(dispatchId: string): string;
+  /** List: dispatch ids of one agent job in enqueue order; the head is the one in flight or next. */
+  lane(projectId: string, jobId: string): string;
+  /** Sorted set: the sliding-window send log of one project (score = send time in ms). */
+  budget(projectId: string): string;
+  /** String: epoch ms until which a project is parked after the API answered 429. */
+  park(projectId: string): string;
+  /** String: epoch ms until which a project's status reads are backed off (GET 429/5xx). */
+  pollPark(projectId: string): string;
+  /** Sorted set: sent follow-ups being tracked, scored by the time their next status read is due. */
+  readonly tracked: string;
+  /** String: the lock that keeps poll ticks from overlapping across poller processes. */
+  readonly pollLock: string;
+  /** Hash: counters of what the fleet did (sends by outcome, events by type...). */
+  readonly counters: string;
+}
+
+/** Builds the {@link Keys} of one prefix. Ids are length-prefixed so no two pairs collide. */
+export function keysFor(prefix: string): Keys {
+  const k = (...parts: string[]) => [prefix, ...parts].join(':');
+  return Object.freeze({
+    prefix,
+    dispatch: (dispatchId: string) => k('d', dispatchId),
+    lane: (projectId: string, jobId: string) => k('lane', `${projectId.length}.${projectId}`, jobId),
+    budget: (projectId: string) => k('budget', projectId),
+    park: (projectId: string) => k('park', projectId),
+    pollPark: (projectId: string) => k('pollpark', projectId),
+    tracked: k('tracked'),
+    pollLock: k('poll', 'lock'),
+    counters: k('counters'),
+  });
+}

@@ -1,0 +1,48 @@
+/**
+ * Names defined once: log fields, lifecycle events (`noun:verb`, used as log messages) and the
+ * completion-event types of the contract's section 5.
+ */
+
+/** Log field names used for context in child loggers. */
+export const LOG_FIELDS = {
+  role: 'role',
+  dispatchId: 'dispatchId',
+  projectId: 'projectId',
+  jobId: 'jobId',
+  err: 'err',
+} as const;
+
+/** Lifecycle events, used as the constant message of a log line. */
+export const LIFECYCLE = {
+  roleStarted: 'role:started',
+  roleStopping: 'role:stopping',
+  roleStopped: 'role:stopped',
+  followupEnqueued: 'followup:enqueued',
+  followupBlocked: 'followup:blocked',
+  followupBudgetWait: 'followup:budget-wait',
+  followupParked: 'followup:parked',
+  followupSent: 'followup:sent',
+  followupRetry: 'followup:retry',
+  followupAmbiguous: 'followup:ambiguous',
+  followupFinished: 'followup:finished',
+  followupUnknownStatus: 'followup:unknown-status',
+  followupPoison: 'followup:poison',
+  projectParked: 'project:parked',
+  concurrencyChanged: 'concurrency:changed',
+  pollTick: 'poll:tick',
+  pollSkipped: 'poll:skipped',
+  pollError: 'poll:error',
+  redisError: 'redis:error',
+  httpListening: 'http:listening',
+} as const;
+
+/** Completion-event `type` values (contract, section 5). */
+export const EVENT_TYPES = {
+  completed: 'followup.completed',
+  failed: 'followup.failed',
+  archived: 'followup.archived',
+  timedOut: 'followup.timed_out',
+  undeliverable: 'followup.undeliverable',
+} as const;
+
+export type EventType = (typeof EVENT_TYPES)[keyof typeof EVENT_TYPES];

@@ -1,0 +1,90 @@
+import { describe, expect, it } from 'vitest';
+import {
+  ConfigError,
+  loadConfig,
+  parseDurationMs,
+  parseRate,
+  type SettingName,
+} from '../../src/config/index.js';
+
+describe('units', () => {
+  it.each([
+    ['250ms', 250],
+    ['5s', 5_000],
+    ['2m', 120_000],
+    ['1h', 3_600_000],
+    ['1.5s', 1_500],
+    ['7d', 604_800_000],
+  ])('parses the duration %s', (text, ms) => {
+    expect(parseDurationMs(text)).toBe(ms);
+  });
+
+  it.each(['', '5', 's', '5 sec', '-1s', 'abc'])('rejects the duration %j', (text) => {
+    expect(parseDurationMs(text)).toBeUndefined();
+  });
+
+  it('parses a rate and rejects malformed ones', () => {
+    expect(parseRate('100/1h')).toEqual({ max: 100, windowMs: 3_600_000 });
+    expect(parseRate('20/2s')).toEqual({ max: 20, windowMs: 2_000 });
+    for (const bad of ['abc', '100', '0/1h', '10/0s', '1.5/1h', '/1h', '10/']) {
+      expect(parseRate(bad), bad).toBeUndefined();
+    }
+  });
+});
+
+describe('loadConfig', () => {
+  it('applies the contract defaults', () => {
+    const config = loadConfig({});
+    expect(config).toMatchObject({
+      agentApiUrl: 'https://api.mintlify.com',
+      prefix: 'agent-dispatch',
+      sendRateLimit: { max: 100, windowMs: 3_600_000 },
+      pollIntervalMs: 5_000,
+      eventsStream: 'agent-dispatch:events',
+      httpPort: 3000,
+      logLevel: 'info',
+    });
+    expect(Object.isFrozen(config)).toBe(true);
+  });
+
+  it('reports every bad setting at once, each by name', () => {
+    const error = catchConfigError({
+      SEND_RATE_LIMIT: 'abc',
+      POLL_INTERVAL: 'soon',
+      HTTP_PORT: '70000',
+    });
+    expect(error.problems.map((p) => p.setting).sort()).toEqual([
+      'HTTP_PORT',
+      'POLL_INTERVAL',
+      'SEND_RATE_LIMIT',
+    ]);
+    expect(error.message).toMatch(/^SEND_RATE_LIMIT: expected N\/DURATION/m);
+  });
+
+  it('never echoes a secret setting in its error', () => {
+    const error = catchConfigError({ REDIS_URL: 'http://user:hunter2-secret@host' }, [
+      'AGENT_API_KEY',
+    ]);
+    expect(error.message).toContain('REDIS_URL');
+    expect(error.message).toContain('AGENT_API_KEY: is required');
+    expect(error.message).not.toContain('hunter2-secret');
+  });
+
+  it('lets flags override the environment', () => {
+    const config = loadConfig({ HTTP_PORT: '3000' }, { HTTP_PORT: '4000' });
+    expect(config.httpPort).toBe(4000);
+  });
+});
+
+function catchConfigError(
+  env: Record<string, string>,
+  required: readonly SettingName[] = [],
+): ConfigError {
+  try {
+    loadConfig(env, {}, { required });
+  } catch (err) {
+    expect(err).toBeInstanceOf(ConfigError);
+    return err as ConfigError;
+  }
+  throw new Error('expected a ConfigError');
+}

@@ -1,0 +1,72 @@
+import { randomBytes } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { inject } from 'vitest';
+import { loadConfig, type Config, type SettingName } from '../../src/config/index.js';
+
+/** A private corner of the shared test Redis: its own key prefix and events stream. */
+export interface Namespace {
+  readonly redisUrl: string;
+  readonly prefix: string;
+  readonly eventsStream: string;
+  /** A client for assertions; closed by {@link Namespace.cleanup}. */
+  readonly redis: Redis;
+  /** A config for this namespace; `settings` are environment values layered over the defaults. */
+  config(settings?: Partial<Record<SettingName, string>>): Config;
+  /** The environment a child process (a CLI role) needs to work in this namespace. */
+  env(settings?: Partial<Record<SettingName, string>>): Record<string, string>;
+  /** Deletes every key of the namespace and closes the client. */
+  cleanup(): Promise<void>;
+}
+
+/** Creates a namespace with a random prefix, so tests never see each other's keys. */
+export function createNamespace(label = 'test'): Namespace {
+  const redisUrl = inject('redisUrl');
+  const prefix = `t-${label}-${randomBytes(4).toString('hex')}`;
+  const eventsStream = `${prefix}:events`;
+  const redis = new Redis(redisUrl, { maxRetriesPerRequest: null });
+  const base = {
+    REDIS_URL: redisUrl,
+    DISPATCH_PREFIX: prefix,
+    EVENTS_STREAM: eventsStream,
+    AGENT_API_KEY: 'test-key',
+    LOG_LEVEL: 'warn',
+  } satisfies Partial<Record<SettingName, string>>;
+  return {
+    redisUrl,
+    prefix,
+    eventsStream,
+    redis,
+    config: (settings = {}) => loadConfig({ ...base, ...settings }),
+    env: (settings = {}) => ({ ...base, ...settings }),
+    cleanup: async () => {
+      let cursor = '0';
+      do {
+        const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
+        cursor = next;
+        if (keys.length > 0) await redis.unlink(...keys);
+      } while (cursor !== '0');
+      await redis.quit();
+    },
+  };
+}
+
+/** Polls `check` until it returns a value other than `undefined`, or fails after `timeoutMs`. */
+export async function eventually<T>(
+  check: () => Promise<T | undefined> | T | undefined,
+  { timeoutMs = 20_000, intervalMs = 50, what = 'condition' } = {},
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  for (;;) {
+    try {
+      const value = await check();
+      if (value !== undefined) return value;
+    } catch (err) {
+      lastError = err;
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`, { cause: lastError });
+    }
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+}

@@ -1,0 +1,96 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+
+/** A `redis-server` process of the test's own, on a free loopback port, with AOF on. */
+export interface PrivateRedis {
+  readonly url: string;
+  readonly port: number;
+  readonly dir: string;
+  /** Kills the server with `signal` (SIGKILL simulates a crash) and waits for it to exit. */
+  stop(signal?: NodeJS.Signals): Promise<void>;
+  /** Starts the server again on the same port and data folder (AOF replays). */
+  restart(): Promise<void>;
+  /** Stops the server and removes its data folder. */
+  destroy(): Promise<void>;
+}
+
+/** Asks the kernel for a free loopback TCP port. */
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** Waits until a Redis at `url` answers PING, or throws after `timeoutMs`. */
+export async function waitForRedis(url: string, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    try {
+      await client.connect();
+      await client.ping();
+      return;
+    } catch (err) {
+      if (Date.now() > deadline) throw new Error(`redis at ${url} did not answer in ${timeoutMs} ms`, { cause: err });
+      await new Promise((r) => setTimeout(r, 50));
+    } finally {
+      client.disconnect();
+    }
+  }
+}
+
+/**
+ * Starts `redis-server` (from PATH, or `binary`) with AOF (`appendfsync everysec`) and
+ * `maxmemory-policy noeviction`, as production runs it. Rejects if the binary is missing.
+ */
+export async function startPrivateRedis(binary = 'redis-server'): Promise<PrivateRedis> {
+  const port = await freePort();
+  const dir = mkdtempSync(join(tmpdir(), 'agent-dispatch-redis-'));
+  let child: ChildProcess | undefined;
+  const url = `redis://127.0.0.1:${port}`;
+  const launch = async () => {
+    const proc = spawn(
+      binary,
+      ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--appendonly', 'yes',
+        '--appendfsync', 'everysec', '--save', '', '--maxmemory-policy', 'noeviction'],
+      { stdio: 'ignore' },
+    );
+    await new Promise<void>((resolve, reject) => {
+      proc.once('error', reject);
+      proc.once('spawn', () => resolve());
+    });
+    child = proc;
+    await waitForRedis(url);
+  };
+  const stop = async (signal: NodeJS.Signals = 'SIGTERM') => {
+    const proc = child;
+    child = undefined;
+    if (!proc || proc.exitCode !== null) return;
+    const exited = new Promise((r) => proc.once('exit', r));
+    proc.kill(signal);
+    await exited;
+  };
+  await launch();
+  return {
+    url,
+    port,
+    dir,
+    stop,
+    restart: launch,
+    destroy: async () => {
+      await stop();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}

@@ -1,0 +1,14 @@
+import { defineConfig } from 'vitest/config';
+
+export default defineConfig({
+  test: {
+    include: ['test/**/*.test.ts'],
+    globalSetup: ['test/support/global-setup.ts'],
+    testTimeout: 60_000,
+    hookTimeout: 60_000,
+    // Suites that start worker processes compete for 2 cores; a few files at a time keeps timing
+    // assertions about budgets honest.
+    maxWorkers: 2,
+    reporters: ['default'],
+  },
+});
