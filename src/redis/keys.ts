@@ -23,6 +23,8 @@ export interface Keys {
   budget(projectId: string): string;
   /** String: epoch ms until which a project is parked after the API answered 429. */
   park(projectId: string): string;
+  /** String: marks that the orphan event of one BullMQ job was published. */
+  orphan(bullJobId: string): string;
   /** String: epoch ms until which a project's status reads are backed off (GET 429/5xx). */
   pollPark(projectId: string): string;
   /** Sorted set: sent follow-ups being tracked, scored by the time their next status read is due. */
@@ -43,6 +45,7 @@ export function keysFor(prefix: string): Keys {
     budget: (projectId: string) => k('budget', projectId),
     park: (projectId: string) => k('park', projectId),
     pollPark: (projectId: string) => k('pollpark', projectId),
+    orphan: (bullJobId: string) => k('orphan', bullJobId),
     tracked: k('tracked'),
     pollLock: k('poll', 'lock'),
     counters: k('counters'),

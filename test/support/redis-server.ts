@@ -37,6 +37,9 @@ export async function waitForRedis(url: string, timeoutMs = 10_000): Promise<voi
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    client.on('error', () => {
+      // Refused while the server starts: the loop below tries again.
+    });
     try {
       await client.connect();
       await client.ping();

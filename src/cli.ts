@@ -1,0 +1,109 @@
+#!/usr/bin/env node
+/**
+ * The composition root: parses the command line, turns setting and usage problems into exit code
+ * 2, wires signals to a graceful stop, and runs one command.
+ */
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { EXIT, UsageError, type Command, type CommandContext } from './cli/command.js';
+import { enqueueCommand } from './cli/enqueue.js';
+import { commandHelp, topLevelHelp } from './cli/help.js';
+import { pollerCommand } from './cli/poller.js';
+import { simulateCommand } from './cli/simulate.js';
+import { statusCommand } from './cli/status.js';
+import { workerCommand } from './cli/worker.js';
+import { ConfigError } from './config/index.js';
+import { InvalidFollowUpError } from './dispatch/followup.js';
+
+const COMMANDS: readonly Command[] = [
+  workerCommand,
+  pollerCommand,
+  enqueueCommand,
+  statusCommand,
+  simulateCommand,
+];
+
+/** Runs the CLI with `argv` (without node and script); resolves to the exit code. */
+export async function main(argv: readonly string[], signal: AbortSignal): Promise<number> {
+  const [name, ...rest] = argv;
+  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
+    process.stdout.write(`${topLevelHelp(COMMANDS)}\n`);
+    return name === undefined ? EXIT.usage : EXIT.ok;
+  }
+  const command = COMMANDS.find((c) => c.name === name);
+  if (!command) {
+    process.stderr.write(`agent-dispatch: unknown command "${name}"; run agent-dispatch --help\n`);
+    return EXIT.usage;
+  }
+  try {
+    const parsed = parse(command, rest);
+    if (parsed.values['help'] === true) {
+      process.stdout.write(`${commandHelp(command)}\n`);
+      return EXIT.ok;
+    }
+    const ctx: CommandContext = {
+      values: parsed.values as CommandContext['values'],
+      positionals: parsed.positionals,
+      env: process.env,
+      stdout: process.stdout,
+      stderr: process.stderr,
+      signal,
+    };
+    return await command.run(ctx);
+  } catch (err) {
+    return report(err);
+  }
+}
+
+function parse(command: Command, args: readonly string[]) {
+  const options: ParseArgsConfig['options'] = { help: { type: 'boolean', short: 'h' } };
+  for (const [name, o] of Object.entries(command.options)) {
+    options[name] = { type: o.type, ...(o.short ? { short: o.short } : {}), ...(o.multiple ? { multiple: true } : {}) };
+  }
+  try {
+    return parseArgs({ args: [...args], options, allowPositionals: true, strict: true });
+  } catch (err) {
+    throw new UsageError(`${(err as Error).message}; run agent-dispatch ${command.name} --help`);
+  }
+}
+
+/** Prints an error as the contract wants it and picks the exit code. No stack trace for users. */
+function report(err: unknown): number {
+  const write = (line: string) => process.stderr.write(`agent-dispatch: ${line}\n`);
+  if (err instanceof ConfigError) {
+    for (const p of err.problems) write(`${p.setting}: ${p.message}`);
+    return EXIT.usage;
+  }
+  if (err instanceof UsageError) {
+    write(err.message);
+    return EXIT.usage;
+  }
+  if (err instanceof InvalidFollowUpError) {
+    for (const p of err.problems) write(`${p.field}: ${p.message}`);
+    return EXIT.usage;
+  }
+  const code = typeof err === 'object' && err !== null && 'code' in err ? String(err.code) : undefined;
+  write(`${err instanceof Error ? err.message : String(err)}${code ? ` (${code})` : ''}`);
+  return EXIT.failed;
+}
+
+const controller = new AbortController();
+let signals = 0;
+for (const sig of ['SIGTERM', 'SIGINT'] as const) {
+  process.on(sig, () => {
+    // The first signal stops gracefully; a second one forces the exit at once.
+    if (++signals > 1) process.exit(130);
+    controller.abort();
+  });
+}
+
+main(process.argv.slice(2), controller.signal).then(
+  (code) => {
+    process.exitCode = code;
+    // Everything is closed by now; a handle left open by a library must not keep us alive.
+    setTimeout(() => process.exit(code), 3_000).unref();
+  },
+  (err: unknown) => {
+    process.stderr.write(`agent-dispatch: ${String(err)}\n`);
+    process.exit(EXIT.failed);
+  },
+);

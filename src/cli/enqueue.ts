@@ -1,0 +1,124 @@
+import { createReadStream } from 'node:fs';
+import { createInterface } from 'node:readline';
+import type { Writable } from 'node:stream';
+import { checkFollowUp, type FollowUp, type FollowUpInput } from '../dispatch/followup.js';
+import { createProducer, type Producer } from '../producer/index.js';
+import { EXIT, UsageError, type Command } from './command.js';
+import { configOf } from './settings.js';
+
+/** Lines sent per `sendMany` call: one round trip each. */
+const BATCH = 500;
+/** Progress goes to stderr at most this often on long files. */
+const PROGRESS_EVERY_MS = 2_000;
+
+/** `agent-dispatch enqueue`: one follow-up from flags, or many from an NDJSON file. */
+export const enqueueCommand: Command = {
+  name: 'enqueue',
+  summary: 'puts follow-ups on the queue, from flags or an NDJSON file',
+  usage: 'enqueue --project P --job J --prompt TEXT [--key K] [--meta JSON]\n       agent-dispatch enqueue --file F.ndjson',
+  details: [
+    'Prints one JSON line per follow-up: {"dispatchId": "...", "deduplicated": false} (with "line" for files).',
+    'A file has one JSON object per line (projectId, jobId, prompt, optional key, meta); "-" reads stdin.',
+    'Each bad line is reported on stderr with its number and reason; good lines are still enqueued,',
+    'and the exit code is 1 if any line was bad.',
+  ].join('\n'),
+  options: {
+    project: { type: 'string', placeholder: 'P', description: 'project id' },
+    job: { type: 'string', placeholder: 'J', description: 'agent job id' },
+    prompt: { type: 'string', placeholder: 'TEXT', description: 'the follow-up prompt' },
+    key: { type: 'string', placeholder: 'K', description: 'idempotency key: the same key is enqueued once' },
+    meta: { type: 'string', placeholder: 'JSON', description: 'small JSON object echoed in the completion event' },
+    file: { type: 'string', placeholder: 'F.ndjson', description: 'read follow-ups from this NDJSON file' },
+  },
+  requires: ['REDIS_URL'],
+  async run(ctx) {
+    const { file, project, job, prompt, key, meta } = ctx.values as Record<string, string | undefined>;
+    if (file !== undefined && (project ?? job ?? prompt ?? key ?? meta) !== undefined) {
+      throw new UsageError('--file cannot be combined with --project, --job, --prompt, --key or --meta');
+    }
+    if (file === undefined && (project === undefined || job === undefined || prompt === undefined)) {
+      throw new UsageError('enqueue needs --project, --job and --prompt, or --file');
+    }
+    const config = configOf(this, ctx);
+    const producer = createProducer({
+      redisUrl: config.redisUrl ?? '',
+      prefix: config.prefix,
+      promptMaxBytes: config.promptMaxBytes,
+      sendAttempts: config.sendAttempts,
+    });
+    try {
+      if (file !== undefined) return await enqueueFile(producer, file, config.promptMaxBytes, ctx.stdout, ctx.stderr);
+      const input: FollowUpInput = { projectId: project ?? '', jobId: job ?? '', prompt: prompt ?? '' };
+      if (key !== undefined) input.key = key;
+      if (meta !== undefined) input.meta = parseMeta(meta);
+      const result = await producer.send(input);
+      ctx.stdout.write(`${JSON.stringify(result)}\n`);
+      return EXIT.ok;
+    } finally {
+      await producer.close();
+    }
+  },
+};
+
+function parseMeta(text: string): Record<string, unknown> {
+  try {
+    return JSON.parse(text) as Record<string, unknown>;
+  } catch {
+    throw new UsageError('--meta: must be a JSON object, such as {"ticket": 42}');
+  }
+}
+
+/** Reads an NDJSON file in batches; resolves to the exit code. */
+async function enqueueFile(producer: Producer, path: string, promptMaxBytes: number, stdout: Writable, stderr: Writable): Promise<number> {
+  const input = path === '-' ? process.stdin : createReadStream(path);
+  const opened = new Promise<void>((resolve, reject) => {
+    input.once('error', (err: NodeJS.ErrnoException) => reject(new UsageError(`--file: cannot read ${path}: ${err.code ?? err.message}`)));
+    input.once('readable', () => resolve());
+    input.once('end', () => resolve());
+  });
+  await opened;
+  const counts = { lines: 0, enqueued: 0, deduplicated: 0, bad: 0 };
+  let batch: { line: number; value: FollowUp }[] = [];
+  let lastProgress = Date.now();
+  const flush = async () => {
+    if (batch.length === 0) return;
+    const results = await producer.sendMany(batch.map((b) => b.value as FollowUpInput));
+    for (const [i, result] of results.entries()) {
+      stdout.write(`${JSON.stringify({ ...result, line: batch[i]?.line })}\n`);
+      counts[result.deduplicated ? 'deduplicated' : 'enqueued']++;
+    }
+    batch = [];
+    if (Date.now() - lastProgress > PROGRESS_EVERY_MS) {
+      lastProgress = Date.now();
+      stderr.write(`enqueue: ${counts.lines} lines read, ${counts.enqueued} enqueued, ${counts.deduplicated} deduplicated, ${counts.bad} bad\n`);
+    }
+  };
+  for await (const text of createInterface({ input, crlfDelay: Infinity })) {
+    const line = ++counts.lines;
+    if (text.trim() === '') continue;
+    const problem = parseLine(text, promptMaxBytes);
+    if (typeof problem === 'string') {
+      counts.bad++;
+      stderr.write(`line ${line}: ${problem}\n`);
+      continue;
+    }
+    batch.push({ line, value: problem });
+    if (batch.length >= BATCH) await flush();
+  }
+  await flush();
+  stderr.write(`enqueue: ${counts.lines} lines, ${counts.enqueued} enqueued, ${counts.deduplicated} deduplicated, ${counts.bad} bad\n`);
+  return counts.bad > 0 ? EXIT.failed : EXIT.ok;
+}
+
+/** One line to a follow-up, or the reason it is bad (naming the field). */
+function parseLine(text: string, promptMaxBytes: number): FollowUp | string {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return 'not valid JSON';
+  }
+  const checked = checkFollowUp(value, promptMaxBytes);
+  if (checked.ok) return checked.value;
+  return checked.problems.map((p) => `${p.field}: ${p.message}`).join('; ');
+}

@@ -1,0 +1,72 @@
+import { isAgentApiError } from '../agent-api/index.js';
+
+/**
+ * The one place that decides what a failed send means.
+ *
+ * Who owns retries: BullMQ, only. The agent-API client never retries (a retried POST could
+ * deliver a prompt twice), and a 429 or a budget wait parks the job with `moveToDelayed`, which
+ * spends no attempt. So undici retries and BullMQ attempts never multiply: a follow-up is written
+ * to the wire at most `SEND_ATTEMPTS` times, and only after failures that prove it was not taken.
+ */
+export type SendFailure =
+  /** The API refused it for good (400, 401/403, 404): end it undeliverable. */
+  | { kind: 'permanent'; reason: string }
+  /** 429: park the project, not the queue; retry when the wait is over, no attempt spent. */
+  | { kind: 'rate_limited'; retryAfterMs: number | undefined }
+  /**
+   * Certainly not processed (5xx, the request never left): retry with backoff. `refund` gives the
+   * budget unit back when the request never reached the API.
+   */
+  | { kind: 'transient'; reason: string; refund: boolean }
+  /** May have been delivered (timeout or reset after the request was written): settle first. */
+  | { kind: 'ambiguous'; reason: string }
+  /** The API answered success with an unreadable body: delivered, job unknown. */
+  | { kind: 'delivered'; reason: string };
+
+/** Classifies a send failure. Anything not from the agent-API client counts as ambiguous. */
+export function classifySendFailure(err: unknown): SendFailure {
+  if (!isAgentApiError(err)) return { kind: 'ambiguous', reason: 'unexpected_error' };
+  if (err.ambiguous) return { kind: 'ambiguous', reason: err.code };
+  switch (err.code) {
+    case 'bad_request':
+    case 'unauthorized':
+    case 'not_found':
+      return { kind: 'permanent', reason: err.code };
+    case 'rate_limited':
+      return { kind: 'rate_limited', retryAfterMs: err.retryAfterMs };
+    case 'server':
+      return { kind: 'transient', reason: err.code, refund: false };
+    case 'network':
+      return { kind: 'transient', reason: err.code, refund: true };
+    case 'bad_response':
+      return { kind: 'delivered', reason: err.code };
+    case 'timeout':
+      // A timeout that is not ambiguous never wrote the request (connect timeout).
+      return { kind: 'transient', reason: err.code, refund: true };
+  }
+}
+
+/**
+ * How long to park a project after a 429 that named no wait: one budget slot's share of the
+ * window, doubled for each 429 in a row, at most the whole window. The API's own figure, when
+ * given, always wins.
+ */
+export function rateLimitParkMs(
+  retryAfterMs: number | undefined,
+  rate: { max: number; windowMs: number },
+  consecutive: number,
+): number {
+  if (retryAfterMs !== undefined && retryAfterMs >= 0) return Math.max(retryAfterMs, 100);
+  const slotMs = rate.windowMs / rate.max;
+  return Math.min(rate.windowMs, Math.max(1_000, slotMs * 2 ** Math.min(consecutive, 20)));
+}
+
+/**
+ * Margin added to the budget window: our clock marks a send when the intent is recorded, the
+ * API's when the request arrives, a few milliseconds later and not always by the same amount. The
+ * margin keeps a window as the API measures it within the budget too; it costs 2.5 % of the
+ * budget at most. Reserved slots may be spent at most half of it late.
+ */
+export function budgetMarginMs(windowMs: number): number {
+  return Math.min(1_000, Math.max(100, Math.round(windowMs * 0.025)));
+}

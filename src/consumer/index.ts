@@ -1,0 +1,1 @@
+export { startConsumer, type ConsumerOptions, type ConsumerRole } from './worker.js';

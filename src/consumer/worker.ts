@@ -1,0 +1,157 @@
+import { hostname } from 'node:os';
+import { Queue, Worker, type Job } from 'bullmq';
+import { AgentApiClient } from '../agent-api/index.js';
+import type { Config } from '../config/index.js';
+import type { DispatchJobData } from '../dispatch/queue.js';
+import { DispatchStore } from '../dispatch/store.js';
+import { wakeDispatch } from '../dispatch/wake.js';
+import { connect } from '../redis/connections.js';
+import { keysFor, QUEUE_NAMES } from '../redis/keys.js';
+import type { Logger } from '../telemetry/logger.js';
+import type { Metrics } from '../telemetry/metrics.js';
+import { EVENT_TYPES, LIFECYCLE } from '../telemetry/names.js';
+import { ConcurrencyController } from './concurrency.js';
+import { createProcessor } from './send.js';
+
+/** A running role, as the CLI and `/readyz` see it. */
+export interface ConsumerRole {
+  readonly name: string;
+  running(): boolean;
+  /** Stops gracefully within the shutdown deadline; idempotent (the same promise). */
+  close(): Promise<void>;
+}
+
+/** What the consumer needs; `api` may be given (tests), otherwise it is built from `config`. */
+export interface ConsumerOptions {
+  readonly config: Config;
+  readonly logger: Logger;
+  readonly metrics: Metrics;
+  readonly api?: AgentApiClient;
+}
+
+/**
+ * Starts the consumer role: a BullMQ Worker that sends follow-ups. Run as many processes as
+ * needed; the per-project budget and the lanes live in Redis, so they hold across all of them.
+ */
+export function startConsumer(options: ConsumerOptions): ConsumerRole {
+  const { config, metrics } = options;
+  const workerId = `${hostname()}:${process.pid}`;
+  const logger = options.logger.child({ role: 'worker', workerId });
+  const redisUrl = requireRedisUrl(config);
+  const redis = connect(redisUrl, 'worker', 'worker');
+  redis.on('error', (err) => logger.warn({ err }, LIFECYCLE.redisError));
+  const store = new DispatchStore(redis, keysFor(config.prefix), {
+    eventsStream: config.eventsStream,
+    eventsMaxLen: config.eventsMaxLen,
+    retentionMs: config.dispatchRetentionMs,
+  });
+  const ownsApi = !options.api;
+  const api = options.api ?? new AgentApiClient({
+    baseUrl: config.agentApiUrl,
+    apiKey: config.agentApiKey ?? '',
+    connectTimeoutMs: config.connectTimeoutMs,
+    requestTimeoutMs: config.sendTimeoutMs,
+    logger,
+  });
+  const queue = new Queue(QUEUE_NAMES.dispatch, { connection: redis, prefix: config.prefix });
+  queue.on('error', (err) => logger.warn({ err }, LIFECYCLE.redisError));
+
+  let worker: Worker<DispatchJobData, string> | undefined;
+  const concurrency = new ConcurrencyController({
+    max: config.workerConcurrency,
+    onChange: (limit, reason) => {
+      metrics.inFlightLimit.set({ worker: workerId }, limit);
+      if (worker) worker.concurrency = limit;
+      logger.info({ limit, reason }, LIFECYCLE.concurrencyChanged);
+    },
+  });
+  metrics.inFlightLimit.set({ worker: workerId }, concurrency.limit);
+  const processJob = createProcessor({ config, store, api, queue, metrics, logger, concurrency, workerId });
+  let inFlight = 0;
+  worker = new Worker<DispatchJobData, string>(
+    QUEUE_NAMES.dispatch,
+    async (job, token) => {
+      metrics.inFlight.set({ worker: workerId }, ++inFlight);
+      try {
+        return await processJob(job, token);
+      } finally {
+        metrics.inFlight.set({ worker: workerId }, --inFlight);
+      }
+    },
+    {
+      connection: connect(redisUrl, 'worker', 'worker-blocking'),
+      prefix: config.prefix,
+      concurrency: concurrency.limit,
+      // A job whose worker died is run again; the rerun reads the dispatch record first and never
+      // resends blindly. More than 10 deaths on one job is a crash loop: it fails, and ends
+      // undeliverable below.
+      maxStalledCount: 10,
+    },
+  );
+  worker.on('error', (err) => logger.error({ err }, LIFECYCLE.redisError));
+  worker.on('failed', (job, err) => {
+    if (job) void onFailed(store, queue, metrics, logger, job, err);
+  });
+  logger.info({ concurrency: concurrency.limit, rate: config.sendRateLimit }, LIFECYCLE.roleStarted);
+
+  let closing: Promise<void> | undefined;
+  return {
+    name: 'worker',
+    running: () => !closing && worker?.isRunning() === true,
+    close() {
+      closing ??= shutdown();
+      return closing;
+    },
+  };
+
+  async function shutdown(): Promise<void> {
+    logger.info({ deadlineMs: config.shutdownTimeoutMs }, LIFECYCLE.roleStopping);
+    const graceful = worker?.close() ?? Promise.resolve();
+    const timedOut = await Promise.race([
+      graceful.then(() => false),
+      new Promise<boolean>((resolve) => setTimeout(resolve, config.shutdownTimeoutMs, true).unref()),
+    ]).catch(() => true);
+    // Past the deadline, in-flight sends are abandoned: their jobs stall and their reruns settle
+    // them from the record, so nothing is lost or sent twice.
+    if (timedOut) await worker?.close(true).catch(() => {});
+    await queue.close().catch(() => {});
+    if (ownsApi) await api.close().catch(() => {});
+    redis.disconnect();
+    logger.info({ timedOut }, LIFECYCLE.roleStopped);
+  }
+}
+
+/**
+ * A BullMQ job failed. Most failures are retried by BullMQ; when this one is final (attempts
+ * spent, or stalled too often), its dispatch must still end with one event.
+ */
+async function onFailed(
+  store: DispatchStore,
+  queue: Queue,
+  metrics: Metrics,
+  logger: Logger,
+  job: Job<DispatchJobData>,
+  err: Error,
+): Promise<void> {
+  try {
+    if ((await job.getState()) !== 'failed') return;
+    const record = await store.get(job.data.dispatchId);
+    if (!record) return;
+    if (record.state === 'sending') {
+      await store.markSent(record, 'unsettled', undefined, 1_000);
+      return;
+    }
+    if (record.state !== 'queued') return;
+    const reason = `worker_failed:${err.name}`;
+    const { finished, nextDispatchId } = await store.finish(record, { type: EVENT_TYPES.undeliverable, reason }, 'queued');
+    if (finished) metrics.eventsPublished.inc({ type: EVENT_TYPES.undeliverable });
+    if (nextDispatchId) await wakeDispatch(queue, nextDispatchId);
+  } catch (error) {
+    logger.error({ err: error, dispatchId: job.data?.dispatchId }, LIFECYCLE.followupFinished);
+  }
+}
+
+function requireRedisUrl(config: Config): string {
+  if (!config.redisUrl) throw new Error('REDIS_URL is required');
+  return config.redisUrl;
+}

@@ -1,0 +1,175 @@
+/**
+ * The Lua scripts behind every multi-key change of a dispatch. Each runs atomically, so a state
+ * change and what must go with it (a budget entry, a lane release, the stream entry) happen
+ * together or not at all. Times come from Redis (`TIME`), one clock for the whole fleet.
+ *
+ * Every key a script touches is passed in KEYS, so a `{hash-tag}` prefix keeps them in one slot.
+ */
+
+const NOW = `local t = redis.call('TIME'); local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)`;
+
+/** KEYS: record, lane. ARGV: dispatchId, projectId, jobId, prompt, key, meta. → 1 new, 0 exists. */
+export const REGISTER = `
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+${NOW}
+redis.call('HSET', KEYS[1], 'projectId', ARGV[2], 'jobId', ARGV[3], 'prompt', ARGV[4],
+  'key', ARGV[5], 'meta', ARGV[6], 'state', 'queued', 'enqueuedAt', now, 'attempts', 0, 'polls', 0)
+redis.call('RPUSH', KEYS[2], ARGV[1])
+return 1`;
+
+/**
+ * Decides whether a queued dispatch may be sent now, and if so records the intent and spends one
+ * unit of the project's budget in the same step.
+ * KEYS: record, lane, budget, park. ARGV: dispatchId, max, windowMs, toleranceMs.
+ * → {verdict, n, prompt}: go (n = attempt), blocked, parked (n = until), over (n = until),
+ *   missing, or the record's state when it is not queued.
+ *
+ * The budget is a sliding-window log: one entry per send, scored by its time, so no window of
+ * `windowMs`, wherever it starts, holds more than `max` entries. A dispatch that finds no room
+ * reserves the earliest slot that keeps that true (an entry `r:<id>` in the future) and waits for
+ * it; waking, it spends exactly that slot. So a backlog is woken once per slot, in order, instead
+ * of all at once every time a slot frees. A reservation woken later than `toleranceMs` (a worker
+ * was busy, or a 429 parked the project meanwhile) is dropped and taken again.
+ */
+export const ACQUIRE = `
+local function keepAtLeast(key, ms)
+  if redis.call('PTTL', key) < ms then redis.call('PEXPIRE', key, ms) end
+end
+local state = redis.call('HGET', KEYS[1], 'state')
+if not state then return {'missing', 0, ''} end
+if state ~= 'queued' then return {state, 0, ''} end
+if redis.call('LINDEX', KEYS[2], 0) ~= ARGV[1] then return {'blocked', 0, ''} end
+${NOW}
+local parked = tonumber(redis.call('GET', KEYS[4]) or '0')
+if parked > now then return {'parked', parked, ''} end
+local max, window, tolerance = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - window)
+local slot = now
+local reservation = 'r:' .. ARGV[1]
+local reserved = redis.call('ZSCORE', KEYS[3], reservation)
+if reserved then
+  reserved = tonumber(reserved)
+  if reserved > now then return {'over', reserved, ''} end
+  redis.call('ZREM', KEYS[3], reservation)
+  if now - reserved > tolerance then reserved = nil else slot = reserved end
+end
+if not reserved then
+  local n = redis.call('ZCARD', KEYS[3])
+  if n > 0 then
+    local last = tonumber(redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')[2])
+    if last > slot then slot = last end
+  end
+  if n >= max then
+    local pivot = tonumber(redis.call('ZRANGE', KEYS[3], n - max, n - max, 'WITHSCORES')[2]) + window
+    if pivot > slot then slot = pivot end
+  end
+  if slot > now then
+    redis.call('ZADD', KEYS[3], slot, reservation)
+    keepAtLeast(KEYS[3], slot - now + window + 60000)
+    return {'over', slot, ''}
+  end
+end
+local attempt = redis.call('HINCRBY', KEYS[1], 'attempts', 1)
+redis.call('ZADD', KEYS[3], slot, ARGV[1] .. ':' .. attempt)
+keepAtLeast(KEYS[3], window + 60000)
+redis.call('HSET', KEYS[1], 'state', 'sending', 'sendingAt', now)
+return {'go', attempt, redis.call('HGET', KEYS[1], 'prompt') or ''}`;
+
+/**
+ * Records that a send happened (state `sent`) or may have happened (`unsettled`) and starts
+ * tracking it. The send time is the intent's time: the job may have started any time after it.
+ * KEYS: record, tracked. ARGV: dispatchId, newState, jobJson, status, seenActive, firstDelayMs.
+ * → 1, or 0 when the record was not `sending`.
+ */
+export const MARK_SENT = `
+if redis.call('HGET', KEYS[1], 'state') ~= 'sending' then return 0 end
+${NOW}
+local sentAt = redis.call('HGET', KEYS[1], 'sendingAt') or now
+redis.call('HSET', KEYS[1], 'state', ARGV[2], 'sentAt', sentAt, 'job', ARGV[3], 'lastStatus', ARGV[4],
+  'seenActive', ARGV[5], 'pollDelayMs', ARGV[6])
+redis.call('ZADD', KEYS[2], now + tonumber(ARGV[6]), ARGV[1])
+return 1`;
+
+/**
+ * Puts a dispatch whose send certainly did not go through back to `queued`, from `sending` (a
+ * failed attempt) or `unsettled` (an operator-approved resend). `refund` gives the budget entry
+ * back when the request never left; `parkMs` parks the whole project (after a 429).
+ * KEYS: record, budget, park, tracked. ARGV: dispatchId, attempt, refund, parkMs.
+ * → the park deadline (0 when not parked), or -1 when the record was in another state.
+ */
+export const REQUEUE = `
+local state = redis.call('HGET', KEYS[1], 'state')
+if state ~= 'sending' and state ~= 'unsettled' then return -1 end
+redis.call('HSET', KEYS[1], 'state', 'queued')
+redis.call('ZREM', KEYS[4], ARGV[1])
+if ARGV[3] == '1' then redis.call('ZREM', KEYS[2], ARGV[1] .. ':' .. ARGV[2]) end
+local parkMs = tonumber(ARGV[4])
+if parkMs <= 0 then return 0 end
+${NOW}
+local untilMs = now + parkMs
+local current = tonumber(redis.call('GET', KEYS[3]) or '0')
+if untilMs > current then
+  redis.call('SET', KEYS[3], untilMs, 'PX', parkMs + 1000)
+  return untilMs
+end
+return current`;
+
+/**
+ * Ends a dispatch: marks it done, publishes its one event, stops tracking it and releases its lane,
+ * all at once, so a crash cannot leave an event without its release or the reverse. Running it a
+ * second time for the same dispatch does nothing: exactly one event.
+ * KEYS: record, lane, tracked, stream. ARGV: dispatchId, expectedState ('' = any), finishedAt,
+ * type, reason, retentionMs, maxLen, then the stream entry's field/value pairs.
+ * → {1, nextDispatchId or '', entryId} or {0, '', ''}.
+ */
+export const FINISH = `
+local state = redis.call('HGET', KEYS[1], 'state')
+if not state or state == 'done' then return {0, '', ''} end
+if ARGV[2] ~= '' and ARGV[2] ~= state then return {0, '', ''} end
+redis.call('HSET', KEYS[1], 'state', 'done', 'finishedAt', ARGV[3], 'type', ARGV[4], 'reason', ARGV[5])
+redis.call('HDEL', KEYS[1], 'prompt')
+redis.call('PEXPIRE', KEYS[1], ARGV[6])
+redis.call('ZREM', KEYS[3], ARGV[1])
+if redis.call('LINDEX', KEYS[2], 0) == ARGV[1] then
+  redis.call('LPOP', KEYS[2])
+else
+  redis.call('LREM', KEYS[2], 1, ARGV[1])
+end
+local entry = redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[7], '*', unpack(ARGV, 8))
+local nextId = redis.call('LINDEX', KEYS[2], 0) or ''
+return {1, nextId, entry}`;
+
+/**
+ * Moves a tracked dispatch's next status read `delayMs` ahead and stores what the read saw.
+ * KEYS: record, tracked. ARGV: dispatchId, delayMs, then field/value pairs for the record.
+ * → 1, or 0 when it is no longer tracked (another poller finished it).
+ */
+export const RESCHEDULE = `
+if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then return 0 end
+${NOW}
+redis.call('ZADD', KEYS[2], 'XX', now + tonumber(ARGV[2]), ARGV[1])
+if #ARGV > 2 then redis.call('HSET', KEYS[1], unpack(ARGV, 3)) end
+return 1`;
+
+/** KEYS: tracked. ARGV: limit. → {now, id...}: tracked dispatches due now, oldest first. */
+export const DUE = `
+${NOW}
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))
+table.insert(ids, 1, now)
+return ids`;
+
+/** KEYS: record, lane. ARGV: dispatchId. → 1 when it is queued and at the head of its lane. */
+export const IS_NEXT = `
+if redis.call('HGET', KEYS[1], 'state') ~= 'queued' then return 0 end
+if redis.call('LINDEX', KEYS[2], 0) == ARGV[1] then return 1 end
+return 0`;
+
+/**
+ * Publishes the event of a BullMQ job that has no dispatch record (a payload this version cannot
+ * read). The marker makes a rerun of the same job publish nothing more.
+ * KEYS: marker, stream. ARGV: retentionMs, maxLen, then the entry's field/value pairs. → 1 or 0.
+ */
+export const ORPHAN = `
+if not redis.call('SET', KEYS[1], '1', 'NX', 'PX', tonumber(ARGV[1])) then return 0 end
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], '*', unpack(ARGV, 3))
+return 1`;

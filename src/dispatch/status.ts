@@ -1,0 +1,46 @@
+import type { AgentJob } from '../agent-api/index.js';
+import type { EventType } from '../telemetry/names.js';
+import type { DispatchRecord, DispatchState } from './record.js';
+
+/** A dispatch's state as `status` and `GET /v1/followups/:id` show it. Times are ISO strings. */
+export interface DispatchStatus {
+  dispatchId: string;
+  projectId: string;
+  jobId: string;
+  key: string | null;
+  meta: Record<string, unknown> | null;
+  state: DispatchState;
+  /** The event type it ended with, once `state` is `done`. */
+  type: EventType | null;
+  reason: string | null;
+  /** The agent job's last status seen. */
+  status: string | null;
+  prLink: string | null;
+  attempts: number;
+  enqueuedAt: string;
+  sentAt: string | null;
+  finishedAt: string | null;
+  job: AgentJob | null;
+}
+
+/** The public view of a record: everything but the prompt. */
+export function describeDispatch(record: DispatchRecord): DispatchStatus {
+  const iso = (ms: number | undefined) => (ms === undefined ? null : new Date(ms).toISOString());
+  return {
+    dispatchId: record.dispatchId,
+    projectId: record.projectId,
+    jobId: record.jobId,
+    key: record.key ?? null,
+    meta: record.meta ?? null,
+    state: record.state,
+    type: record.type ?? null,
+    reason: record.reason ?? null,
+    status: record.job?.status ?? record.lastStatus ?? null,
+    prLink: typeof record.job?.prLink === 'string' ? record.job.prLink : null,
+    attempts: record.attempts,
+    enqueuedAt: new Date(record.enqueuedAt).toISOString(),
+    sentAt: iso(record.sentAt),
+    finishedAt: iso(record.finishedAt),
+    job: record.job ?? null,
+  };
+}

@@ -1,0 +1,227 @@
+import { createHash } from 'node:crypto';
+import type { ChainableCommander, Redis } from 'ioredis';
+import type { AgentJob } from '../agent-api/index.js';
+import type { Rate } from '../config/index.js';
+import type { Keys } from '../redis/keys.js';
+import type { FollowUp } from './followup.js';
+import { eventFields, parseRecord, type DispatchRecord, type DispatchState, type Ending } from './record.js';
+import * as lua from './scripts.js';
+import { EVENT_TYPES } from '../telemetry/names.js';
+
+type Reply = string | number | null | Reply[];
+
+/** A Lua script run by SHA, loaded again after a Redis restart forgets it. */
+class Script {
+  private readonly sha: string;
+  constructor(readonly source: string) {
+    this.sha = createHash('sha1').update(source).digest('hex');
+  }
+
+  async run(redis: Redis, keys: readonly string[], args: readonly (string | number)[]): Promise<Reply> {
+    try {
+      return (await redis.evalsha(this.sha, keys.length, ...keys, ...args)) as Reply;
+    } catch (err) {
+      if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT')) throw err;
+      return (await redis.eval(this.source, keys.length, ...keys, ...args)) as Reply;
+    }
+  }
+}
+
+const SCRIPTS = {
+  acquire: new Script(lua.ACQUIRE),
+  markSent: new Script(lua.MARK_SENT),
+  requeue: new Script(lua.REQUEUE),
+  finish: new Script(lua.FINISH),
+  reschedule: new Script(lua.RESCHEDULE),
+  due: new Script(lua.DUE),
+  isNext: new Script(lua.IS_NEXT),
+  orphan: new Script(lua.ORPHAN),
+};
+
+/** Where a dispatch's identity is: enough to build all of its keys. */
+export interface DispatchRef {
+  readonly dispatchId: string;
+  readonly projectId: string;
+  readonly jobId: string;
+}
+
+/** The answer of {@link DispatchStore.acquire}. */
+export type Verdict =
+  | { kind: 'go'; attempt: number; prompt: string }
+  | { kind: 'blocked' }
+  | { kind: 'parked' | 'over'; untilMs: number }
+  | { kind: 'missing' }
+  | { kind: 'not-queued'; state: DispatchState };
+
+/** Settings the store needs. */
+export interface StoreOptions {
+  readonly eventsStream: string;
+  readonly eventsMaxLen: number;
+  readonly retentionMs: number;
+}
+
+/**
+ * The dispatch records, lanes, budgets and the tracked set: every state change of a follow-up goes
+ * through here, as one atomic script.
+ */
+export class DispatchStore {
+  constructor(
+    readonly redis: Redis,
+    readonly keys: Keys,
+    private readonly options: StoreOptions,
+  ) {}
+
+  /** Queues the registration of a follow-up on `multi` (the producer's transaction). */
+  registerInto(multi: ChainableCommander, dispatchId: string, followUp: FollowUp): void {
+    const keys = [this.keys.dispatch(dispatchId), this.keys.lane(followUp.projectId, followUp.jobId)];
+    // EVAL, not EVALSHA: inside MULTI a NOSCRIPT would fail this command alone and commit the rest.
+    multi.eval(lua.REGISTER, keys.length, ...keys, dispatchId, followUp.projectId, followUp.jobId,
+      followUp.prompt, followUp.key ?? '', followUp.meta ? JSON.stringify(followUp.meta) : '');
+  }
+
+  /** Reads one dispatch record. */
+  async get(dispatchId: string): Promise<DispatchRecord | undefined> {
+    return parseRecord(dispatchId, await this.redis.hgetall(this.keys.dispatch(dispatchId)));
+  }
+
+  /** Reads several dispatch records in one round trip; missing ones are `undefined`. */
+  async getMany(ids: readonly string[]): Promise<(DispatchRecord | undefined)[]> {
+    if (ids.length === 0) return [];
+    const pipeline = this.redis.pipeline();
+    for (const id of ids) pipeline.hgetall(this.keys.dispatch(id));
+    const replies = (await pipeline.exec()) ?? [];
+    return ids.map((id, i) => {
+      const [err, hash] = replies[i] ?? [null, {}];
+      if (err) throw err;
+      return parseRecord(id, hash as Record<string, string>);
+    });
+  }
+
+  /**
+   * Checks lane, park and budget, and when all allow it, records the intent to send. `toleranceMs`
+   * is how late a reserved slot may still be spent (see the ACQUIRE script).
+   */
+  async acquire(ref: DispatchRef, rate: Rate, toleranceMs: number): Promise<Verdict> {
+    const reply = (await SCRIPTS.acquire.run(
+      this.redis,
+      [this.keys.dispatch(ref.dispatchId), this.lane(ref), this.keys.budget(ref.projectId), this.keys.park(ref.projectId)],
+      [ref.dispatchId, rate.max, rate.windowMs, toleranceMs],
+    )) as [string, number, string];
+    const [kind, n, prompt] = reply;
+    switch (kind) {
+      case 'go':
+        return { kind, attempt: n, prompt };
+      case 'blocked':
+      case 'missing':
+        return { kind };
+      case 'parked':
+      case 'over':
+        return { kind, untilMs: n };
+      default:
+        return { kind: 'not-queued', state: kind as DispatchState };
+    }
+  }
+
+  /** Records a send as done (`sent`) or of unknown outcome (`unsettled`) and starts tracking it. */
+  async markSent(
+    ref: DispatchRef,
+    state: 'sent' | 'unsettled',
+    job: AgentJob | undefined,
+    firstDelayMs: number,
+  ): Promise<boolean> {
+    const reply = await SCRIPTS.markSent.run(this.redis, [this.keys.dispatch(ref.dispatchId), this.keys.tracked], [
+      ref.dispatchId,
+      state,
+      job ? JSON.stringify(job) : '',
+      job?.status ?? '',
+      job?.status === 'active' ? '1' : '0',
+      Math.max(1, Math.round(firstDelayMs)),
+    ]);
+    return reply === 1;
+  }
+
+  /**
+   * Returns a dispatch to `queued`. `refund` when the request never left, `parkMs` to park the
+   * project. Resolves to the park deadline (0 if none), or `undefined` if the state had moved on.
+   */
+  async requeue(ref: DispatchRef, attempt: number, refund: boolean, parkMs = 0): Promise<number | undefined> {
+    const reply = (await SCRIPTS.requeue.run(
+      this.redis,
+      [this.keys.dispatch(ref.dispatchId), this.keys.budget(ref.projectId), this.keys.park(ref.projectId), this.keys.tracked],
+      [ref.dispatchId, attempt, refund ? '1' : '0', Math.max(0, Math.round(parkMs))],
+    )) as number;
+    return reply < 0 ? undefined : reply;
+  }
+
+  /**
+   * Ends a dispatch with its one event, if it is still in `expected` state (any state but `done`
+   * when omitted). Resolves to whether this call ended it, and the lane's next dispatch.
+   */
+  async finish(
+    record: DispatchRecord,
+    ending: Ending,
+    expected?: DispatchState,
+  ): Promise<{ finished: boolean; nextDispatchId: string | undefined }> {
+    const finishedAt = Date.now();
+    const reply = (await SCRIPTS.finish.run(
+      this.redis,
+      [this.keys.dispatch(record.dispatchId), this.lane(record), this.keys.tracked, this.options.eventsStream],
+      [
+        record.dispatchId,
+        expected ?? '',
+        finishedAt,
+        ending.type,
+        ending.reason ?? '',
+        this.options.retentionMs,
+        this.options.eventsMaxLen,
+        ...eventFields(record, ending, finishedAt),
+      ],
+    )) as [number, string, string];
+    return { finished: reply[0] === 1, nextDispatchId: reply[1] || undefined };
+  }
+
+  /** Sets the next status read of a tracked dispatch `delayMs` ahead; stores `fields` on it. */
+  async reschedule(dispatchId: string, delayMs: number, fields: Record<string, string | number> = {}): Promise<boolean> {
+    const pairs = Object.entries(fields).flat();
+    const reply = await SCRIPTS.reschedule.run(this.redis, [this.keys.dispatch(dispatchId), this.keys.tracked], [
+      dispatchId,
+      Math.max(1, Math.round(delayMs)),
+      ...pairs,
+    ]);
+    return reply === 1;
+  }
+
+  /** The tracked dispatches due for a status read, at most `limit`, and Redis's clock. */
+  async due(limit: number): Promise<{ nowMs: number; ids: string[] }> {
+    const [now, ...ids] = (await SCRIPTS.due.run(this.redis, [this.keys.tracked], [limit])) as [number, ...string[]];
+    return { nowMs: now, ids };
+  }
+
+  /** Whether a dispatch is queued at the head of its lane, so it may be sent now. */
+  async isNext(ref: DispatchRef): Promise<boolean> {
+    const reply = await SCRIPTS.isNext.run(this.redis, [this.keys.dispatch(ref.dispatchId), this.lane(ref)], [ref.dispatchId]);
+    return reply === 1;
+  }
+
+  /**
+   * Publishes an undeliverable event for a BullMQ job that has no dispatch record, once per
+   * `bullJobId`. The event carries whatever ids the payload had.
+   */
+  async publishOrphan(bullJobId: string, payload: unknown, reason: string): Promise<boolean> {
+    const data = (typeof payload === 'object' && payload !== null ? payload : {}) as Record<string, unknown>;
+    const text = (name: string) => (typeof data[name] === 'string' ? (data[name] as string) : '');
+    const now = new Date().toISOString();
+    const event = { dispatchId: text('dispatchId') || bullJobId, projectId: text('projectId'), jobId: text('jobId'),
+      key: null, meta: null, job: null, reason, enqueuedAt: null, sentAt: null, finishedAt: now, attempts: 0 };
+    const reply = await SCRIPTS.orphan.run(this.redis, [this.keys.orphan(bullJobId), this.options.eventsStream], [
+      this.options.retentionMs, this.options.eventsMaxLen,
+      'type', EVENT_TYPES.undeliverable, 'dispatchId', event.dispatchId, 'projectId', event.projectId,
+      'jobId', event.jobId, 'status', '', 'prLink', '', 'event', JSON.stringify(event), 'v', '1',
+    ]);
+    return reply === 1;
+  }
+
+  private lane(ref: DispatchRef): string {
+    return this.keys.lane(ref.projectId, ref.jobId);
+  }
+}

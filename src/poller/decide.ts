@@ -1,0 +1,80 @@
+import { isAgentApiError, isTerminalStatus, statusKind, type AgentJob } from '../agent-api/index.js';
+import { eventTypeOf, STATES, type DispatchRecord, type Ending } from '../dispatch/record.js';
+import { EVENT_TYPES } from '../telemetry/names.js';
+
+/** What one status read saw: the job, or the error the client raised. */
+export type Observation = { kind: 'job'; job: AgentJob } | { kind: 'error'; error: unknown };
+
+/** What to do with a tracked dispatch after a status read. */
+export type Action =
+  /** It ended: publish its event. */
+  | { kind: 'finish'; ending: Ending }
+  /** Read again in `delayMs`, storing `fields` on the record. */
+  | { kind: 'reschedule'; delayMs: number; fields: Record<string, string | number> }
+  /** The read failed (429, 5xx, network): back off this project's reads, keep tracking. */
+  | { kind: 'backoff'; delayMs: number }
+  /** An unsettled send was never taken up and the operator opted in to resending. */
+  | { kind: 'resend' };
+
+/** The settings that shape decisions (from the config). */
+export interface DecideSettings {
+  readonly trackTimeoutMs: number;
+  readonly activeGraceMs: number;
+  readonly pollMinIntervalMs: number;
+  readonly pollMaxIntervalMs: number;
+  readonly ambiguousResend: boolean;
+}
+
+/** Growth of the wait between reads of one dispatch: quick at first, few reads for long runs. */
+const BACKOFF_FACTOR = 1.5;
+
+/**
+ * Decides what a status read means for a dispatch.
+ *
+ * The stale terminal status: a send is processed asynchronously, so right after it the job may
+ * still show the previous run's `completed`. A terminal status therefore counts for this follow-up
+ * only once the job was seen `active` after the send, or once `activeGraceMs` passed without ever
+ * seeing it active (a run too quick to be caught between two reads). For a send whose delivery is
+ * unknown (`unsettled`), "never seen active" means it was most likely never taken: it ends
+ * undeliverable (`ambiguous`), or is resent when the operator chose so.
+ */
+export function decide(record: DispatchRecord, seen: Observation, nowMs: number, s: DecideSettings): Action {
+  const sinceSendMs = nowMs - (record.sentAt ?? record.enqueuedAt);
+  const timedOut = sinceSendMs >= s.trackTimeoutMs;
+  const timeout: Ending = { type: EVENT_TYPES.timedOut, reason: 'track_timeout' };
+  const next = Math.min(s.pollMaxIntervalMs, Math.round((record.pollDelayMs ?? s.pollMinIntervalMs) * BACKOFF_FACTOR));
+
+  if (seen.kind === 'error') {
+    if (isAgentApiError(seen.error) && seen.error.code === 'not_found') {
+      return { kind: 'finish', ending: { type: EVENT_TYPES.undeliverable, reason: 'not_found' } };
+    }
+    if (timedOut) return { kind: 'finish', ending: timeout };
+    return { kind: 'backoff', delayMs: Math.max(next, retryAfter(seen.error) ?? 0, 2 * s.pollMinIntervalMs) };
+  }
+
+  const { job } = seen;
+  const status = job.status;
+  const kind = statusKind(status);
+  const fields = { job: JSON.stringify(job), lastStatus: status ?? '', polls: record.polls + 1 };
+  if (isTerminalStatus(status)) {
+    const ended: Action = { kind: 'finish', ending: { type: eventTypeOf(status), job } };
+    if (record.seenActive) return ended;
+    if (sinceSendMs >= s.activeGraceMs) {
+      if (record.state === STATES.sent) return ended;
+      if (s.ambiguousResend) return { kind: 'resend' };
+      return { kind: 'finish', ending: { type: EVENT_TYPES.undeliverable, reason: 'ambiguous', job } };
+    }
+    // Within the grace period: read again soon, to catch the run while it is active.
+    return { kind: 'reschedule', delayMs: s.pollMinIntervalMs, fields: { ...fields, pollDelayMs: s.pollMinIntervalMs } };
+  }
+  if (timedOut) return { kind: 'finish', ending: { ...timeout, job } };
+  if (kind === 'active') {
+    return { kind: 'reschedule', delayMs: next, fields: { ...fields, seenActive: '1', state: STATES.sent, pollDelayMs: next } };
+  }
+  // An unknown status is tolerated: keep reading, as for an active run.
+  return { kind: 'reschedule', delayMs: next, fields: { ...fields, pollDelayMs: next } };
+}
+
+function retryAfter(error: unknown): number | undefined {
+  return isAgentApiError(error) ? error.retryAfterMs : undefined;
+}

@@ -1,0 +1,97 @@
+import { Queue, Worker } from 'bullmq';
+import { AgentApiClient } from '../agent-api/index.js';
+import type { Config } from '../config/index.js';
+import { DispatchStore } from '../dispatch/store.js';
+import { connect } from '../redis/connections.js';
+import { keysFor, QUEUE_NAMES } from '../redis/keys.js';
+import type { Logger } from '../telemetry/logger.js';
+import type { Metrics } from '../telemetry/metrics.js';
+import { LIFECYCLE } from '../telemetry/names.js';
+import { runTick } from './tick.js';
+
+/** The id of the one job scheduler every poller process upserts. */
+export const POLL_SCHEDULER_ID = 'poll-tick';
+
+/** A running poller, as the CLI and `/readyz` see it. */
+export interface PollerRole {
+  readonly name: string;
+  running(): boolean;
+  /** Stops after the running tick, within the shutdown deadline; idempotent. */
+  close(): Promise<void>;
+}
+
+/** What the poller needs; `api` may be given (tests), otherwise it is built from `config`. */
+export interface PollerOptions {
+  readonly config: Config;
+  readonly logger: Logger;
+  readonly metrics: Metrics;
+  readonly api?: AgentApiClient;
+}
+
+/**
+ * Starts the poller role: a BullMQ job scheduler ticks every `POLL_INTERVAL`, and a worker of
+ * concurrency 1 runs the ticks. Every poller process upserts the same scheduler (one pending tick
+ * at a time) and a Redis lock keeps ticks from overlapping, so any number may run.
+ */
+export function startPoller(options: PollerOptions): PollerRole {
+  const { config, metrics } = options;
+  const logger = options.logger.child({ role: 'poller' });
+  if (!config.redisUrl) throw new Error('REDIS_URL is required');
+  const redis = connect(config.redisUrl, 'worker', 'poller');
+  redis.on('error', (err) => logger.warn({ err }, LIFECYCLE.redisError));
+  const store = new DispatchStore(redis, keysFor(config.prefix), {
+    eventsStream: config.eventsStream,
+    eventsMaxLen: config.eventsMaxLen,
+    retentionMs: config.dispatchRetentionMs,
+  });
+  const ownsApi = !options.api;
+  const api = options.api ?? new AgentApiClient({
+    baseUrl: config.agentApiUrl,
+    apiKey: config.agentApiKey ?? '',
+    connectTimeoutMs: config.connectTimeoutMs,
+    requestTimeoutMs: config.sendTimeoutMs,
+    logger,
+  });
+  const dispatchQueue = new Queue(QUEUE_NAMES.dispatch, { connection: redis, prefix: config.prefix });
+  const pollQueue = new Queue(QUEUE_NAMES.poll, { connection: redis, prefix: config.prefix });
+  for (const q of [dispatchQueue, pollQueue]) q.on('error', (err) => logger.warn({ err }, LIFECYCLE.redisError));
+
+  const ctx = { config, store, api, queue: dispatchQueue, metrics, logger };
+  const worker = new Worker(QUEUE_NAMES.poll, () => runTick(ctx), {
+    connection: connect(config.redisUrl, 'worker', 'poller-blocking'),
+    prefix: config.prefix,
+    concurrency: 1,
+    // A tick that dies with its process is simply not rerun: the next tick reads the same due set.
+    maxStalledCount: 0,
+    removeOnComplete: { count: 100 },
+    removeOnFail: { count: 100 },
+  });
+  worker.on('error', (err) => logger.error({ err }, LIFECYCLE.redisError));
+  worker.on('failed', (_job, err) => logger.error({ err }, LIFECYCLE.pollError));
+  const scheduled = pollQueue
+    .upsertJobScheduler(POLL_SCHEDULER_ID, { every: config.pollIntervalMs }, { name: 'tick', opts: { removeOnComplete: 100, removeOnFail: 100 } })
+    .catch((err: unknown) => logger.error({ err }, LIFECYCLE.pollError));
+  logger.info({ pollIntervalMs: config.pollIntervalMs }, LIFECYCLE.roleStarted);
+
+  let closing: Promise<void> | undefined;
+  return {
+    name: 'poller',
+    running: () => !closing && worker.isRunning(),
+    close() {
+      closing ??= (async () => {
+        logger.info({ deadlineMs: config.shutdownTimeoutMs }, LIFECYCLE.roleStopping);
+        await scheduled;
+        const timedOut = await Promise.race([
+          worker.close().then(() => false),
+          new Promise<boolean>((resolve) => setTimeout(resolve, config.shutdownTimeoutMs, true).unref()),
+        ]).catch(() => true);
+        if (timedOut) await worker.close(true).catch(() => {});
+        await Promise.allSettled([dispatchQueue.close(), pollQueue.close()]);
+        if (ownsApi) await api.close().catch(() => {});
+        redis.disconnect();
+        logger.info({ timedOut }, LIFECYCLE.roleStopped);
+      })();
+      return closing;
+    },
+  };
+}

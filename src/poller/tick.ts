@@ -1,0 +1,176 @@
+import { randomUUID } from 'node:crypto';
+import type { Queue } from 'bullmq';
+import { statusKind, type AgentApiClient } from '../agent-api/index.js';
+import type { Config } from '../config/index.js';
+import { DISPATCH_JOB_NAME, dispatchJobOptions, type DispatchJobData } from '../dispatch/queue.js';
+import type { DispatchRecord } from '../dispatch/record.js';
+import type { DispatchStore } from '../dispatch/store.js';
+import { wakeDispatch } from '../dispatch/wake.js';
+import type { Logger } from '../telemetry/logger.js';
+import type { Metrics } from '../telemetry/metrics.js';
+import { LIFECYCLE } from '../telemetry/names.js';
+import { decide, type Action, type Observation } from './decide.js';
+
+/**
+ * Bounds of one tick. A tick reads at most this many due dispatches per batch, and starts no new
+ * batch after `TICK_BUDGET_MS`: what is left is due at the next tick, which the lock keeps from
+ * overlapping this one.
+ * @defaultValue 500 per batch, 20 s per tick, lock of 30 s renewed per batch
+ */
+const BATCH_SIZE = 500;
+const TICK_BUDGET_MS = 20_000;
+const LOCK_MS = 30_000;
+
+const RELEASE_LOCK = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`;
+const RENEW_LOCK = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0`;
+
+/** What a tick needs, built once per poller process. */
+export interface TickContext {
+  readonly config: Config;
+  readonly store: DispatchStore;
+  readonly api: AgentApiClient;
+  /** The dispatch queue: to wake a lane's next dispatch, and for operator-approved resends. */
+  readonly queue: Queue;
+  readonly metrics: Metrics;
+  readonly logger: Logger;
+}
+
+/** What one tick did, for logs and tests. */
+export interface TickResult {
+  readonly ran: boolean;
+  readonly reads: number;
+  readonly finished: number;
+}
+
+/** Runs one poll tick, unless another poller's tick holds the lock. */
+export async function runTick(ctx: TickContext): Promise<TickResult> {
+  const { redis, keys } = ctx.store;
+  const token = randomUUID();
+  if ((await redis.set(keys.pollLock, token, 'PX', LOCK_MS, 'NX')) !== 'OK') {
+    ctx.metrics.pollTicks.inc({ outcome: 'skipped' });
+    return { ran: false, reads: 0, finished: 0 };
+  }
+  const started = Date.now();
+  let reads = 0;
+  let finished = 0;
+  try {
+    for (;;) {
+      const { nowMs, ids } = await ctx.store.due(BATCH_SIZE);
+      if (ids.length === 0) break;
+      const result = await pollBatch(ctx, ids, nowMs);
+      reads += result.reads;
+      finished += result.finished;
+      if (ids.length < BATCH_SIZE || Date.now() - started > TICK_BUDGET_MS) break;
+      await redis.eval(RENEW_LOCK, 1, keys.pollLock, token, LOCK_MS);
+    }
+    ctx.metrics.pollTicks.inc({ outcome: 'ran' });
+  } catch (err) {
+    ctx.metrics.pollTicks.inc({ outcome: 'error' });
+    throw err;
+  } finally {
+    await redis.eval(RELEASE_LOCK, 1, keys.pollLock, token).catch(() => {});
+  }
+  ctx.logger.debug({ reads, finished, ms: Date.now() - started }, LIFECYCLE.pollTick);
+  return { ran: true, reads, finished };
+}
+
+/** Reads and acts on one batch of due dispatches, `POLL_CONCURRENCY` reads at a time. */
+async function pollBatch(ctx: TickContext, ids: readonly string[], nowMs: number): Promise<TickResult> {
+  const records = await ctx.store.getMany(ids);
+  const parkedUntil = await projectParks(ctx, records);
+  let reads = 0;
+  let finished = 0;
+  let next = 0;
+  const lane = async () => {
+    while (next < records.length) {
+      const i = next++;
+      const record = records[i];
+      if (!record) {
+        // Tracked but no record: it expired or was never ours. Stop tracking it.
+        await ctx.store.redis.zrem(ctx.store.keys.tracked, ids[i] as string);
+        continue;
+      }
+      const parked = parkedUntil.get(record.projectId);
+      if (parked && parked > nowMs) {
+        await ctx.store.reschedule(record.dispatchId, parked - nowMs);
+        continue;
+      }
+      reads++;
+      if (await pollOne(ctx, record, nowMs)) finished++;
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(ctx.config.pollConcurrency, records.length) }, lane));
+  return { ran: true, reads, finished };
+}
+
+/** Projects whose status reads are backed off (a GET answered 429 or 5xx), with until when. */
+async function projectParks(ctx: TickContext, records: readonly (DispatchRecord | undefined)[]): Promise<Map<string, number>> {
+  const projects = [...new Set(records.flatMap((r) => (r ? [r.projectId] : [])))];
+  if (projects.length === 0) return new Map();
+  const values = await ctx.store.redis.mget(...projects.map((p) => ctx.store.keys.pollPark(p)));
+  return new Map(projects.map((p, i) => [p, Number(values[i] ?? 0)]));
+}
+
+/** Reads one dispatch's job and acts on what it shows. Resolves to whether the dispatch ended. */
+async function pollOne(ctx: TickContext, record: DispatchRecord, nowMs: number): Promise<boolean> {
+  const started = performance.now();
+  let seen: Observation;
+  try {
+    seen = { kind: 'job', job: await ctx.api.getJob(record.projectId, record.jobId) };
+    ctx.metrics.apiLatency.observe({ operation: 'get', outcome: 'ok' }, (performance.now() - started) / 1000);
+  } catch (error) {
+    seen = { kind: 'error', error };
+    const code = (error as { code?: unknown }).code;
+    ctx.metrics.apiLatency.observe({ operation: 'get', outcome: typeof code === 'string' ? code : 'error' }, (performance.now() - started) / 1000);
+  }
+  const action = decide(record, seen, nowMs, ctx.config);
+  countRead(ctx, seen, action);
+  return act(ctx, record, action, seen);
+}
+
+async function act(ctx: TickContext, record: DispatchRecord, action: Action, seen: Observation): Promise<boolean> {
+  const log = ctx.logger.child({ dispatchId: record.dispatchId, projectId: record.projectId, jobId: record.jobId });
+  switch (action.kind) {
+    case 'reschedule':
+      if (seen.kind === 'job' && statusKind(seen.job.status) === 'unknown' && seen.job.status !== record.lastStatus) {
+        // Tolerated and logged once per change; the dispatch stays tracked.
+        log.warn({ status: seen.job.status }, LIFECYCLE.followupUnknownStatus);
+      }
+      await ctx.store.reschedule(record.dispatchId, action.delayMs, action.fields);
+      return false;
+    case 'backoff': {
+      const until = Date.now() + action.delayMs;
+      await ctx.store.redis.set(ctx.store.keys.pollPark(record.projectId), until, 'PX', action.delayMs);
+      log.warn({ err: seen.kind === 'error' ? seen.error : undefined, delayMs: action.delayMs }, LIFECYCLE.pollError);
+      await ctx.store.reschedule(record.dispatchId, action.delayMs);
+      return false;
+    }
+    case 'resend':
+      return resend(ctx, record, log);
+    case 'finish': {
+      const { finished, nextDispatchId } = await ctx.store.finish(record, action.ending, record.state);
+      if (finished) {
+        ctx.metrics.eventsPublished.inc({ type: action.ending.type });
+        log.info({ type: action.ending.type, reason: action.ending.reason }, LIFECYCLE.followupFinished);
+      }
+      if (nextDispatchId) await wakeDispatch(ctx.queue, nextDispatchId);
+      return finished;
+    }
+  }
+}
+
+/** The operator opted in to resending what could not be settled: queue it again, as a new job. */
+async function resend(ctx: TickContext, record: DispatchRecord, log: Logger): Promise<boolean> {
+  if ((await ctx.store.requeue(record, record.attempts, false)) === undefined) return false;
+  const data: DispatchJobData = { v: 1, dispatchId: record.dispatchId, projectId: record.projectId, jobId: record.jobId };
+  const jobId = `${record.dispatchId}-r${record.attempts}`;
+  await ctx.queue.add(DISPATCH_JOB_NAME, data, { ...dispatchJobOptions(jobId, ctx.config.sendAttempts) });
+  log.warn({ attempts: record.attempts }, LIFECYCLE.followupRetry);
+  return false;
+}
+
+function countRead(ctx: TickContext, seen: Observation, action: Action): void {
+  let outcome: string = statusKind(seen.kind === 'job' ? seen.job.status : undefined);
+  if (seen.kind === 'error') outcome = action.kind === 'finish' ? 'not_found' : 'error';
+  ctx.metrics.statusReads.inc({ outcome });
+}

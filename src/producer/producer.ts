@@ -1,0 +1,119 @@
+import { Job, Queue } from 'bullmq';
+import type { ChainableCommander, Redis } from 'ioredis';
+import { checkFollowUp, InvalidFollowUpError, type FieldProblem, type FollowUp, type FollowUpInput } from '../dispatch/followup.js';
+import { DISPATCH_JOB_NAME, dispatchJobOptions, newDispatchId, type DispatchJobData } from '../dispatch/queue.js';
+import { describeDispatch, type DispatchStatus } from '../dispatch/status.js';
+import { DispatchStore } from '../dispatch/store.js';
+import { connect } from '../redis/connections.js';
+import { keysFor, QUEUE_NAMES } from '../redis/keys.js';
+
+/** Options of {@link createProducer}. Every default matches the service's settings. */
+export interface ProducerOptions {
+  redisUrl: string;
+  /** @defaultValue `agent-dispatch` */
+  prefix?: string;
+  /** @defaultValue 65536 */
+  promptMaxBytes?: number;
+  /** Send attempts for transient failures, stored on each job. @defaultValue 8 */
+  sendAttempts?: number;
+  /** An existing connection to use instead of `redisUrl` (not closed by `close`). */
+  connection?: Redis;
+}
+
+/** What `send` answers: the dispatch, and whether it existed already (same idempotency key). */
+export interface SendResult {
+  dispatchId: string;
+  deduplicated: boolean;
+}
+
+/** The producer library (contract, section 4). */
+export interface Producer {
+  /** Validates and enqueues one follow-up; throws {@link InvalidFollowUpError} naming the field. */
+  send(followUp: FollowUpInput): Promise<SendResult>;
+  /** Validates all, then enqueues all in one round trip, atomically; results in input order. */
+  sendMany(followUps: readonly FollowUpInput[]): Promise<SendResult[]>;
+  /** The state of a dispatch, or `null` when unknown or expired. */
+  status(dispatchId: string): Promise<DispatchStatus | null>;
+  close(): Promise<void>;
+}
+
+export { InvalidFollowUpError };
+
+/**
+ * Creates a producer. Its Redis connection fails fast (no offline queue): while Redis is down,
+ * `send` rejects at once instead of holding follow-ups in memory where a crash would lose them.
+ */
+export function createProducer(options: ProducerOptions): Producer {
+  const prefix = options.prefix ?? 'agent-dispatch';
+  const promptMaxBytes = options.promptMaxBytes ?? 65_536;
+  const attempts = options.sendAttempts ?? 8;
+  const redis = options.connection ?? connect(options.redisUrl, 'producer', 'producer');
+  const queue = new Queue<DispatchJobData>(QUEUE_NAMES.dispatch, { connection: redis, prefix });
+  queue.on('error', () => {
+    // Errors reach the caller through the rejected promise of send/sendMany.
+  });
+  // Retention is the service's concern; records expire through the consumer and poller.
+  const store = new DispatchStore(redis, keysFor(prefix), { eventsStream: '', eventsMaxLen: 0, retentionMs: 0 });
+  let closing: Promise<void> | undefined;
+
+  async function enqueue(followUps: readonly FollowUp[]): Promise<SendResult[]> {
+    const client = await queue.backend.client;
+    const multi = client.multi();
+    const ids = followUps.map((f) => newDispatchId(f.key));
+    for (const [i, followUp] of followUps.entries()) {
+      const dispatchId = ids[i] as string;
+      store.registerInto(multi as unknown as ChainableCommander, dispatchId, followUp);
+      const data: DispatchJobData = { v: 1, dispatchId, projectId: followUp.projectId, jobId: followUp.jobId };
+      const job = new Job(queue, DISPATCH_JOB_NAME, data, dispatchJobOptions(dispatchId, attempts), dispatchId);
+      await queue.backend.addJobToTransaction(multi, job.asJSON(), dispatchId);
+    }
+    const replies = (await multi.exec()) ?? [];
+    return ids.map((dispatchId, i) => {
+      const [registerErr, created] = replies[2 * i] ?? [new Error('no reply'), 0];
+      const [addErr] = replies[2 * i + 1] ?? [new Error('no reply')];
+      if (registerErr || addErr) throw registerErr ?? addErr;
+      return { dispatchId, deduplicated: created === 0 };
+    });
+  }
+
+  return {
+    async send(followUp) {
+      const [result] = await this.sendMany([followUp]).catch((err: unknown) => {
+        throw err instanceof InvalidFollowUpError ? new InvalidFollowUpError(err.problems.map(withoutIndex)) : err;
+      });
+      return result as SendResult;
+    },
+    async sendMany(followUps) {
+      if (!Array.isArray(followUps)) {
+        throw new InvalidFollowUpError([{ field: '(batch)', message: 'must be an array' }]);
+      }
+      const valid: FollowUp[] = [];
+      const problems: FieldProblem[] = [];
+      for (const [index, input] of followUps.entries()) {
+        const checked = checkFollowUp(input, promptMaxBytes, index);
+        if (checked.ok) valid.push(checked.value);
+        else problems.push(...checked.problems);
+      }
+      if (problems.length > 0) throw new InvalidFollowUpError(problems);
+      return valid.length === 0 ? [] : enqueue(valid);
+    },
+    async status(dispatchId) {
+      if (typeof dispatchId !== 'string' || dispatchId.length === 0 || dispatchId.length > 200) {
+        throw new InvalidFollowUpError([{ field: 'dispatchId', message: 'must be a non-empty string' }]);
+      }
+      const record = await store.get(dispatchId);
+      return record ? describeDispatch(record) : null;
+    },
+    close() {
+      closing ??= (async () => {
+        await queue.close();
+        if (!options.connection) redis.disconnect();
+      })();
+      return closing;
+    },
+  };
+}
+
+function withoutIndex({ field, message }: FieldProblem): FieldProblem {
+  return { field, message };
+}

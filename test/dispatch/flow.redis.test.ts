@@ -1,0 +1,47 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { duplicates, readEvents } from '../support/events.js';
+import { createNamespace, eventually, type Namespace } from '../support/namespace.js';
+import { startService, type InProcessService } from '../support/service.js';
+import { useSimulator } from '../support/simulator.js';
+
+describe('a follow-up from send to its event', () => {
+  const simulator = useSimulator({ workTimeMs: 150 });
+  let ns: Namespace;
+  let service: InProcessService;
+
+  beforeEach(() => {
+    ns = createNamespace('flow');
+    simulator().reset();
+  });
+  afterEach(async () => {
+    await service?.close();
+    await ns.cleanup();
+  });
+
+  it('sends each prompt once, in order per agent job, and publishes one event each', async () => {
+    service = startService(ns, simulator());
+    simulator().seedJob('p1', 'j1');
+    simulator().seedJob('p1', 'j2');
+    const inputs = [1, 2, 3].flatMap((n) => [
+      { projectId: 'p1', jobId: 'j1', prompt: `j1 #${n}`, meta: { n } },
+      { projectId: 'p1', jobId: 'j2', prompt: `j2 #${n}` },
+    ]);
+    const results = await service.producer.sendMany(inputs);
+    expect(results.every((r) => !r.deduplicated)).toBe(true);
+
+    const events = await eventually(async () => {
+      const all = await readEvents(ns.redis, ns.eventsStream);
+      return all.length >= inputs.length ? all : undefined;
+    }, { what: 'six events' });
+
+    expect(events).toHaveLength(6);
+    expect(duplicates(events.map((e) => e.dispatchId))).toEqual([]);
+    expect(new Set(events.map((e) => e.dispatchId))).toEqual(new Set(results.map((r) => r.dispatchId)));
+    expect(events.every((e) => e.type === 'followup.completed' && e.status === 'completed')).toBe(true);
+    const deliveries = simulator().deliveries;
+    expect(deliveries.filter((d) => d.jobId === 'j1').map((d) => d.prompt)).toEqual(['j1 #1', 'j1 #2', 'j1 #3']);
+    expect(deliveries.filter((d) => d.jobId === 'j2').map((d) => d.prompt)).toEqual(['j2 #1', 'j2 #2', 'j2 #3']);
+    const first = events.find((e) => e.dispatchId === results[0]?.dispatchId);
+    expect(first?.event).toMatchObject({ meta: { n: 1 }, attempts: 1, reason: null });
+  });
+});

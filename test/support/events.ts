@@ -1,0 +1,41 @@
+import type { Redis } from 'ioredis';
+
+/** One completion event as read back from the stream, with `event` parsed. */
+export interface StreamEvent {
+  readonly id: string;
+  readonly type: string;
+  readonly dispatchId: string;
+  readonly projectId: string;
+  readonly jobId: string;
+  readonly status: string;
+  readonly prLink: string;
+  readonly v: string;
+  readonly event: Record<string, unknown>;
+}
+
+/** Reads the whole stream (XRANGE), parsing each entry. */
+export async function readEvents(redis: Redis, stream: string): Promise<StreamEvent[]> {
+  const entries = await redis.xrange(stream, '-', '+');
+  return entries.map(([id, fields]) => {
+    const f: Record<string, string> = {};
+    for (let i = 0; i + 1 < fields.length; i += 2) f[fields[i] as string] = fields[i + 1] as string;
+    return {
+      id,
+      type: f['type'] ?? '',
+      dispatchId: f['dispatchId'] ?? '',
+      projectId: f['projectId'] ?? '',
+      jobId: f['jobId'] ?? '',
+      status: f['status'] ?? '',
+      prLink: f['prLink'] ?? '',
+      v: f['v'] ?? '',
+      event: JSON.parse(f['event'] ?? 'null') as Record<string, unknown>,
+    };
+  });
+}
+
+/** Counts how many times each value occurs; the ones seen more than once. */
+export function duplicates<T>(values: readonly T[]): T[] {
+  const seen = new Map<T, number>();
+  for (const v of values) seen.set(v, (seen.get(v) ?? 0) + 1);
+  return [...seen].filter(([, n]) => n > 1).map(([v]) => v);
+}

@@ -1,0 +1,55 @@
+import { startConsumer } from '../../src/consumer/index.js';
+import type { Config, SettingName } from '../../src/config/index.js';
+import { startPoller } from '../../src/poller/index.js';
+import { createProducer, type Producer } from '../../src/producer/index.js';
+import { createLogger, type Logger } from '../../src/telemetry/logger.js';
+import { createMetrics, type Metrics } from '../../src/telemetry/metrics.js';
+import type { Namespace } from './namespace.js';
+import { TEST_API_KEY } from './simulator.js';
+import type { Simulator } from '../../src/simulator/index.js';
+
+/** Roles of the service running inside the test process, against a simulator. */
+export interface InProcessService {
+  readonly config: Config;
+  readonly producer: Producer;
+  readonly metrics: Metrics;
+  readonly logger: Logger;
+  /** Stops every role and the producer; safe to call twice. */
+  close(): Promise<void>;
+}
+
+/** Settings that make tests quick: short polls, a short grace period, a short shutdown. */
+export const FAST_SETTINGS: Partial<Record<SettingName, string>> = {
+  POLL_INTERVAL: '100ms',
+  POLL_MIN_INTERVAL: '100ms',
+  POLL_MAX_INTERVAL: '1s',
+  ACTIVE_GRACE: '2s',
+  SHUTDOWN_TIMEOUT: '5s',
+  SEND_TIMEOUT: '2s',
+  CONNECT_TIMEOUT: '1s',
+};
+
+/** Starts `roles` (a worker and a poller by default) in this process. */
+export function startService(
+  ns: Namespace,
+  simulator: Simulator,
+  settings: Partial<Record<SettingName, string>> = {},
+  roles: { worker?: boolean; poller?: boolean } = {},
+): InProcessService {
+  const config = ns.config({ ...FAST_SETTINGS, AGENT_API_URL: simulator.url, AGENT_API_KEY: TEST_API_KEY, ...settings });
+  const logger = createLogger(config.logLevel);
+  const metrics = createMetrics();
+  const started = [
+    ...(roles.worker === false ? [] : [startConsumer({ config, logger, metrics })]),
+    ...(roles.poller === false ? [] : [startPoller({ config, logger, metrics })]),
+  ];
+  const producer = createProducer({ redisUrl: ns.redisUrl, prefix: ns.prefix, promptMaxBytes: config.promptMaxBytes });
+  let closing: Promise<void> | undefined;
+  return {
+    config,
+    producer,
+    metrics,
+    logger,
+    close: () => (closing ??= Promise.all([...started.map((r) => r.close()), producer.close()]).then(() => {})),
+  };
+}
