@@ -1,0 +1,182 @@
+import type { Logger } from 'pino';
+import { Pool, type Dispatcher } from 'undici';
+import { badResponse, errorFromStatus, errorFromTransport, type Operation } from './classify.js';
+import { AgentApiError } from './errors.js';
+import { exchange, type Outcome } from './exchange.js';
+import { agentJobSchema, type AgentJob } from './job.js';
+
+/** How to reach the agent API. Units are in the names. */
+export interface AgentApiClientOptions {
+  /** `{base_url}`, such as `https://api.mintlify.com`; a path prefix is kept. */
+  readonly baseUrl: string;
+  /** Bearer key. Kept in one private header object; never logged or put in an error message. */
+  readonly apiKey: string;
+  /** TCP (and TLS) connect timeout. */
+  readonly connectTimeoutMs: number;
+  /** Headers timeout and body timeout (between body chunks) of one request. */
+  readonly requestTimeoutMs: number;
+  /** Sockets per origin. @defaultValue 64 */
+  readonly connections?: number;
+  /** Receives one debug line per call, fields first. */
+  readonly logger?: Logger;
+}
+
+/** @defaultValue of {@link AgentApiClientOptions.connections}. */
+export const DEFAULT_CONNECTIONS = 64;
+
+/** Per-call options. */
+export interface CallOptions {
+  /** Aborts the call: code `timeout`, ambiguous when the request was already written. */
+  readonly signal?: AbortSignal;
+}
+
+/** Bearer tokens are token68 characters in practice; anything else would break the header. */
+const API_KEY_SHAPE = /^[\x21-\x7e]+$/;
+
+/**
+ * The one HTTP client of the agent API, with one keep-alive undici `Pool` for its origin.
+ *
+ * No retries happen here, neither undici's (no retry interceptor, pipelining 1 so undici never
+ * re-dispatches a request after a head-of-line failure) nor our own: BullMQ attempts own every
+ * retry, decided by the consumer's classifier, and two layers of retries would multiply each
+ * other and could resend a prompt the API may already have received.
+ */
+export class AgentApiClient {
+  readonly #pool: Pool;
+  readonly #basePath: string;
+  readonly #getHeaders: Readonly<Record<string, string>>;
+  readonly #sendHeaders: Readonly<Record<string, string>>;
+  readonly #scrub: (text: string) => string;
+  readonly #logger: Logger | undefined;
+  #closing: Promise<void> | undefined;
+
+  constructor(options: AgentApiClientOptions) {
+    const url = new URL(options.baseUrl);
+    if (!API_KEY_SHAPE.test(options.apiKey)) {
+      // The message must not echo the key, not even a malformed one.
+      throw new TypeError('apiKey must be a non-empty string of visible ASCII characters');
+    }
+    this.#basePath = url.pathname.replace(/\/+$/, '');
+    const authorization = `Bearer ${options.apiKey}`;
+    const key = options.apiKey;
+    this.#scrub = (text) => text.split(key).join('[redacted]');
+    this.#getHeaders = { authorization, accept: 'application/json' };
+    this.#sendHeaders = { ...this.#getHeaders, 'content-type': 'application/json' };
+    this.#logger = options.logger;
+    this.#pool = new Pool(url.origin, {
+      connections: options.connections ?? DEFAULT_CONNECTIONS,
+      pipelining: 1,
+      connect: { timeout: options.connectTimeoutMs },
+      headersTimeout: options.requestTimeoutMs,
+      bodyTimeout: options.requestTimeoutMs,
+    });
+  }
+
+  /**
+   * Sends a follow-up: `POST {base}/v2/agent/{projectId}/job/{jobId}/message` with
+   * `{"prompt": prompt}`. Resolves with the job as the 2xx response shows it, which may still be
+   * the previous run's terminal state (the send is processed asynchronously).
+   *
+   * Rejects with {@link AgentApiError}. Code `bad_response` means the server answered 2xx, so
+   * the message **was accepted** even though the body is unusable; `ambiguous: true` means the
+   * outcome is unknown and must be settled from the job's status before any resend.
+   */
+  async sendMessage(
+    projectId: string,
+    jobId: string,
+    prompt: string,
+    options: CallOptions = {},
+  ): Promise<AgentJob> {
+    const path = `${this.#jobPath(projectId, jobId)}/message`;
+    const body = JSON.stringify({ prompt });
+    const request = { method: 'POST', path, body, headers: this.#sendHeaders } as const;
+    return this.#call('send', projectId, jobId, request, options.signal);
+  }
+
+  /** Reads a job: `GET {base}/v2/agent/{projectId}/job/{jobId}`. Rejects with {@link AgentApiError}. */
+  async getJob(projectId: string, jobId: string, options: CallOptions = {}): Promise<AgentJob> {
+    const request = {
+      method: 'GET',
+      path: this.#jobPath(projectId, jobId),
+      headers: this.#getHeaders,
+    } as const;
+    return this.#call('get', projectId, jobId, request, options.signal);
+  }
+
+  /** Closes the pool once in-flight calls finish. Idempotent: a second call returns the same promise. */
+  close(): Promise<void> {
+    this.#closing ??= this.#pool.close().then(() => undefined);
+    return this.#closing;
+  }
+
+  async #call(
+    op: Operation,
+    projectId: string,
+    jobId: string,
+    request: Dispatcher.DispatchOptions,
+    signal: AbortSignal | undefined,
+  ): Promise<AgentJob> {
+    const startedAt = performance.now();
+    const outcome = await exchange(this.#pool, request, signal);
+    const ms = Math.round(performance.now() - startedAt);
+    try {
+      const job = this.#interpret(op, outcome);
+      this.#logger?.debug(
+        { op, projectId, jobId, status: outcome.ok ? outcome.status : undefined, ms },
+        'agent-api:call',
+      );
+      return job;
+    } catch (err) {
+      this.#logger?.debug({ op, projectId, jobId, ms, err }, 'agent-api:call-failed');
+      throw err;
+    }
+  }
+
+  #interpret(op: Operation, outcome: Outcome): AgentJob {
+    if (!outcome.ok) {
+      const { status, cause } = outcome;
+      if (status === undefined) {
+        throw errorFromTransport(op, cause, outcome.written, outcome.aborted);
+      }
+      // The status line arrived and then the body failed: the status alone says what happened.
+      if (isSuccess(status)) throw badResponse(op, status, cause);
+      throw errorFromStatus(op, status, outcome.headers, '', this.#scrub, cause);
+    }
+    const text = outcome.body.toString('utf8');
+    if (!isSuccess(outcome.status)) {
+      throw errorFromStatus(op, outcome.status, outcome.headers, text, this.#scrub);
+    }
+    let json: unknown;
+    try {
+      json = JSON.parse(text);
+    } catch (err) {
+      throw badResponse(op, outcome.status, err);
+    }
+    const parsed = agentJobSchema.safeParse(json);
+    if (!parsed.success) throw badResponse(op, outcome.status, parsed.error);
+    return parsed.data;
+  }
+
+  #jobPath(projectId: string, jobId: string): string {
+    return `${this.#basePath}/v2/agent/${segment('projectId', projectId)}/job/${segment('jobId', jobId)}`;
+  }
+}
+
+function isSuccess(status: number): boolean {
+  return status >= 200 && status < 300;
+}
+
+/**
+ * One encoded path segment. `.` and `..` are encoded too, because a proxy that normalises dot
+ * segments would otherwise send the call to another path.
+ */
+function segment(name: string, value: string): string {
+  if (value === '') {
+    throw new AgentApiError(`agent API call needs a non-empty ${name}`, {
+      code: 'bad_request',
+      ambiguous: false,
+    });
+  }
+  const encoded = encodeURIComponent(value);
+  return encoded === '.' || encoded === '..' ? encoded.replaceAll('.', '%2E') : encoded;
+}

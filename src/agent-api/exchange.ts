@@ -1,0 +1,158 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import type { Dispatcher } from 'undici';
+
+/**
+ * One HTTP exchange through undici's dispatch API, with the one fact `request()` hides: whether the
+ * request was handed to a socket. undici calls `onRequestStart` synchronously right before it
+ * writes a request to a connected socket (`writeH1`), and never for a request that failed to
+ * connect, so "started" means "may have reached the server". The exchange never rejects; the
+ * client turns the outcome into an agent job or an error.
+ */
+
+/** Largest response body read: an agent job is a few KB; this bounds memory on a broken server. */
+export const MAX_RESPONSE_BYTES = 1024 * 1024;
+
+/** What came back: a complete response, or a failure with how far the exchange got. */
+export type Outcome =
+  | {
+      readonly ok: true;
+      readonly status: number;
+      readonly headers: IncomingHttpHeaders;
+      readonly body: Buffer;
+    }
+  | {
+      readonly ok: false;
+      readonly cause: unknown;
+      /** The request was handed to a socket: it may have reached the server. */
+      readonly written: boolean;
+      /** The caller's signal ended the exchange. */
+      readonly aborted: boolean;
+      /** Set when the status line arrived before the failure (the body then failed). */
+      readonly status: number | undefined;
+      readonly headers: IncomingHttpHeaders;
+    };
+
+/** Raised through undici when a response body passes {@link MAX_RESPONSE_BYTES}. */
+export class ResponseTooLargeError extends Error {
+  readonly code = 'response_too_large';
+  constructor() {
+    super(`response body larger than ${MAX_RESPONSE_BYTES} bytes`);
+    this.name = 'ResponseTooLargeError';
+  }
+}
+
+/** Runs one request on `dispatcher`; resolves with its {@link Outcome}, never rejects. */
+export function exchange(
+  dispatcher: Dispatcher,
+  request: Dispatcher.DispatchOptions,
+  signal: AbortSignal | undefined,
+): Promise<Outcome> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) {
+      resolve({
+        ok: false,
+        cause: signal.reason,
+        written: false,
+        aborted: true,
+        status: undefined,
+        headers: {},
+      });
+      return;
+    }
+    dispatcher.dispatch(request, new ExchangeHandler(resolve, signal));
+  });
+}
+
+/** Collects one response; the body is always read to its end or the request aborted. */
+class ExchangeHandler implements Dispatcher.DispatchHandler {
+  #written = false;
+  #settled = false;
+  #status: number | undefined;
+  #headers: IncomingHttpHeaders = {};
+  #chunks: Buffer[] = [];
+  #bytes = 0;
+  #controller: Dispatcher.DispatchController | undefined;
+  readonly #resolve: (outcome: Outcome) => void;
+  readonly #signal: AbortSignal | undefined;
+  readonly #onAbort = (): void => this.#abort();
+
+  constructor(resolve: (outcome: Outcome) => void, signal: AbortSignal | undefined) {
+    this.#resolve = resolve;
+    this.#signal = signal;
+    signal?.addEventListener('abort', this.#onAbort, { once: true });
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController, _context: unknown): void {
+    this.#controller = controller;
+    // Aborted while queued for a connection: stop here, before undici writes anything.
+    if (this.#settled || this.#signal?.aborted) {
+      controller.abort(abortReason(this.#signal));
+      return;
+    }
+    this.#written = true;
+  }
+
+  onResponseStart(
+    _controller: Dispatcher.DispatchController,
+    statusCode: number,
+    headers: IncomingHttpHeaders,
+  ): void {
+    this.#status = statusCode;
+    this.#headers = headers;
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    this.#bytes += chunk.length;
+    if (this.#bytes > MAX_RESPONSE_BYTES) {
+      controller.abort(new ResponseTooLargeError());
+      return;
+    }
+    this.#chunks.push(chunk);
+  }
+
+  onResponseEnd(): void {
+    const status = this.#status ?? 0;
+    this.#settle({ ok: true, status, headers: this.#headers, body: Buffer.concat(this.#chunks) });
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController | undefined, error: Error): void {
+    this.#settle({
+      ok: false,
+      cause: error,
+      written: this.#written,
+      aborted: this.#signal?.aborted === true,
+      status: this.#status,
+      headers: this.#headers,
+    });
+  }
+
+  #abort(): void {
+    if (this.#controller && this.#written) {
+      this.#controller.abort(abortReason(this.#signal));
+      return;
+    }
+    // Not written yet: answer the caller now; onRequestStart aborts the request if it ever starts.
+    const cause = this.#signal?.reason;
+    this.#settle({
+      ok: false,
+      cause,
+      written: false,
+      aborted: true,
+      status: undefined,
+      headers: {},
+    });
+  }
+
+  #settle(outcome: Outcome): void {
+    if (this.#settled) return;
+    this.#settled = true;
+    this.#chunks = [];
+    this.#signal?.removeEventListener('abort', this.#onAbort);
+    this.#resolve(outcome);
+  }
+}
+
+function abortReason(signal: AbortSignal | undefined): Error {
+  const reason: unknown = signal?.reason;
+  return reason instanceof Error ? reason : new Error('request aborted', { cause: reason });
+}
