@@ -57,7 +57,11 @@ export async function main(argv: readonly string[], signal: AbortSignal): Promis
 function parse(command: Command, args: readonly string[]) {
   const options: ParseArgsConfig['options'] = { help: { type: 'boolean', short: 'h' } };
   for (const [name, o] of Object.entries(command.options)) {
-    options[name] = { type: o.type, ...(o.short ? { short: o.short } : {}), ...(o.multiple ? { multiple: true } : {}) };
+    options[name] = {
+      type: o.type,
+      ...(o.short ? { short: o.short } : {}),
+      ...(o.multiple ? { multiple: true } : {}),
+    };
   }
   try {
     return parseArgs({ args: [...args], options, allowPositionals: true, strict: true });
@@ -81,7 +85,8 @@ function report(err: unknown): number {
     for (const p of err.problems) write(`${p.field}: ${p.message}`);
     return EXIT.usage;
   }
-  const code = typeof err === 'object' && err !== null && 'code' in err ? String(err.code) : undefined;
+  const code =
+    typeof err === 'object' && err !== null && 'code' in err ? String(err.code) : undefined;
   write(`${err instanceof Error ? err.message : String(err)}${code ? ` (${code})` : ''}`);
   return EXIT.failed;
 }

@@ -15,7 +15,8 @@ const PROGRESS_EVERY_MS = 2_000;
 export const enqueueCommand: Command = {
   name: 'enqueue',
   summary: 'puts follow-ups on the queue, from flags or an NDJSON file',
-  usage: 'enqueue --project P --job J --prompt TEXT [--key K] [--meta JSON]\n       agent-dispatch enqueue --file F.ndjson',
+  usage:
+    'enqueue --project P --job J --prompt TEXT [--key K] [--meta JSON]\n       agent-dispatch enqueue --file F.ndjson',
   details: [
     'Prints one JSON line per follow-up: {"dispatchId": "...", "deduplicated": false} (with "line" for files).',
     'A file has one JSON object per line (projectId, jobId, prompt, optional key, meta); "-" reads stdin.',
@@ -26,17 +27,37 @@ export const enqueueCommand: Command = {
     project: { type: 'string', placeholder: 'P', description: 'project id' },
     job: { type: 'string', placeholder: 'J', description: 'agent job id' },
     prompt: { type: 'string', placeholder: 'TEXT', description: 'the follow-up prompt' },
-    key: { type: 'string', placeholder: 'K', description: 'idempotency key: the same key is enqueued once' },
-    meta: { type: 'string', placeholder: 'JSON', description: 'small JSON object echoed in the completion event' },
-    file: { type: 'string', placeholder: 'F.ndjson', description: 'read follow-ups from this NDJSON file' },
+    key: {
+      type: 'string',
+      placeholder: 'K',
+      description: 'idempotency key: the same key is enqueued once',
+    },
+    meta: {
+      type: 'string',
+      placeholder: 'JSON',
+      description: 'small JSON object echoed in the completion event',
+    },
+    file: {
+      type: 'string',
+      placeholder: 'F.ndjson',
+      description: 'read follow-ups from this NDJSON file',
+    },
   },
   requires: ['REDIS_URL'],
   async run(ctx) {
-    const { file, project, job, prompt, key, meta } = ctx.values as Record<string, string | undefined>;
+    const { file, project, job, prompt, key, meta } = ctx.values as Record<
+      string,
+      string | undefined
+    >;
     if (file !== undefined && (project ?? job ?? prompt ?? key ?? meta) !== undefined) {
-      throw new UsageError('--file cannot be combined with --project, --job, --prompt, --key or --meta');
+      throw new UsageError(
+        '--file cannot be combined with --project, --job, --prompt, --key or --meta',
+      );
     }
-    if (file === undefined && (project === undefined || job === undefined || prompt === undefined)) {
+    if (
+      file === undefined &&
+      (project === undefined || job === undefined || prompt === undefined)
+    ) {
       throw new UsageError('enqueue needs --project, --job and --prompt, or --file');
     }
     const config = configOf(this, ctx);
@@ -47,8 +68,13 @@ export const enqueueCommand: Command = {
       sendAttempts: config.sendAttempts,
     });
     try {
-      if (file !== undefined) return await enqueueFile(producer, file, config.promptMaxBytes, ctx.stdout, ctx.stderr);
-      const input: FollowUpInput = { projectId: project ?? '', jobId: job ?? '', prompt: prompt ?? '' };
+      if (file !== undefined)
+        return await enqueueFile(producer, file, config.promptMaxBytes, ctx.stdout, ctx.stderr);
+      const input: FollowUpInput = {
+        projectId: project ?? '',
+        jobId: job ?? '',
+        prompt: prompt ?? '',
+      };
       if (key !== undefined) input.key = key;
       if (meta !== undefined) input.meta = parseMeta(meta);
       const result = await producer.send(input);
@@ -69,10 +95,18 @@ function parseMeta(text: string): Record<string, unknown> {
 }
 
 /** Reads an NDJSON file in batches; resolves to the exit code. */
-async function enqueueFile(producer: Producer, path: string, promptMaxBytes: number, stdout: Writable, stderr: Writable): Promise<number> {
+async function enqueueFile(
+  producer: Producer,
+  path: string,
+  promptMaxBytes: number,
+  stdout: Writable,
+  stderr: Writable,
+): Promise<number> {
   const input = path === '-' ? process.stdin : createReadStream(path);
   const opened = new Promise<void>((resolve, reject) => {
-    input.once('error', (err: NodeJS.ErrnoException) => reject(new UsageError(`--file: cannot read ${path}: ${err.code ?? err.message}`)));
+    input.once('error', (err: NodeJS.ErrnoException) =>
+      reject(new UsageError(`--file: cannot read ${path}: ${err.code ?? err.message}`)),
+    );
     input.once('readable', () => resolve());
     input.once('end', () => resolve());
   });
@@ -90,7 +124,9 @@ async function enqueueFile(producer: Producer, path: string, promptMaxBytes: num
     batch = [];
     if (Date.now() - lastProgress > PROGRESS_EVERY_MS) {
       lastProgress = Date.now();
-      stderr.write(`enqueue: ${counts.lines} lines read, ${counts.enqueued} enqueued, ${counts.deduplicated} deduplicated, ${counts.bad} bad\n`);
+      stderr.write(
+        `enqueue: ${counts.lines} lines read, ${counts.enqueued} enqueued, ${counts.deduplicated} deduplicated, ${counts.bad} bad\n`,
+      );
     }
   };
   for await (const text of createInterface({ input, crlfDelay: Infinity })) {
@@ -106,7 +142,9 @@ async function enqueueFile(producer: Producer, path: string, promptMaxBytes: num
     if (batch.length >= BATCH) await flush();
   }
   await flush();
-  stderr.write(`enqueue: ${counts.lines} lines, ${counts.enqueued} enqueued, ${counts.deduplicated} deduplicated, ${counts.bad} bad\n`);
+  stderr.write(
+    `enqueue: ${counts.lines} lines, ${counts.enqueued} enqueued, ${counts.deduplicated} deduplicated, ${counts.bad} bad\n`,
+  );
   return counts.bad > 0 ? EXIT.failed : EXIT.ok;
 }
 

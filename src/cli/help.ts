@@ -6,7 +6,7 @@ export function topLevelHelp(commands: readonly Command[]): string {
   const width = Math.max(...commands.map((c) => c.name.length));
   const settingWidth = Math.max(...Object.keys(SETTINGS).map((s) => s.length));
   return [
-    'agent-dispatch: delivers follow-up prompts to AI agent jobs within each project\'s rate limit,',
+    "agent-dispatch: delivers follow-up prompts to AI agent jobs within each project's rate limit,",
     'tracks each job to its end and publishes one completion event per follow-up.',
     '',
     'Usage: agent-dispatch <command> [options]',
@@ -20,7 +20,7 @@ export function topLevelHelp(commands: readonly Command[]): string {
       return `  ${name.padEnd(settingWidth)}  ${s.description.replaceAll('`', '')}${fallback}`;
     }),
     '',
-    'Run `agent-dispatch <command> --help` for a command\'s options.',
+    "Run `agent-dispatch <command> --help` for a command's options.",
     'Exit codes: 0 done, 1 the work failed, 2 bad usage or a bad setting.',
   ].join('\n');
 }

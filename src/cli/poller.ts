@@ -10,7 +10,12 @@ export const pollerCommand: Command = {
   usage: 'poller [--interval DURATION]',
   details: 'Any number may run: their ticks never overlap. Stops gracefully on SIGTERM or SIGINT.',
   options: {
-    interval: { type: 'string', placeholder: 'DURATION', setting: 'POLL_INTERVAL', description: 'period of the scheduled tick' },
+    interval: {
+      type: 'string',
+      placeholder: 'DURATION',
+      setting: 'POLL_INTERVAL',
+      description: 'period of the scheduled tick',
+    },
   },
   requires: ['REDIS_URL', 'AGENT_API_KEY'],
   async run(ctx) {

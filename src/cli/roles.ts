@@ -27,7 +27,11 @@ export function roleKit(config: Config): RoleKit {
  * Runs started roles until the first SIGTERM/SIGINT, then closes them all, in reverse order of
  * start, each even if one before it failed, and resolves to the exit code.
  */
-export async function runUntilSignal(ctx: CommandContext, kit: RoleKit, roles: readonly RunningRole[]): Promise<number> {
+export async function runUntilSignal(
+  ctx: CommandContext,
+  kit: RoleKit,
+  roles: readonly RunningRole[],
+): Promise<number> {
   await new Promise<void>((resolve) => {
     if (ctx.signal.aborted) resolve();
     ctx.signal.addEventListener('abort', () => resolve(), { once: true });
@@ -35,7 +39,8 @@ export async function runUntilSignal(ctx: CommandContext, kit: RoleKit, roles: r
   kit.logger.info({ roles: roles.map((r) => r.name) }, LIFECYCLE.roleStopping);
   const results = await Promise.allSettled([...roles].reverse().map((r) => r.close()));
   const failed = results.filter((r) => r.status === 'rejected');
-  for (const f of failed) kit.logger.error({ err: (f as PromiseRejectedResult).reason }, LIFECYCLE.roleStopped);
+  for (const f of failed)
+    kit.logger.error({ err: (f as PromiseRejectedResult).reason }, LIFECYCLE.roleStopped);
   kit.logger.flush();
   return failed.length > 0 ? EXIT.failed : EXIT.ok;
 }

@@ -7,18 +7,22 @@ export const statusCommand: Command = {
   name: 'status',
   summary: "prints a follow-up's state as one JSON object",
   usage: 'status DISPATCH_ID',
-  details: 'Exits 1 when no follow-up has that id (never enqueued, or expired after DISPATCH_RETENTION).',
+  details:
+    'Exits 1 when no follow-up has that id (never enqueued, or expired after DISPATCH_RETENTION).',
   options: {},
   requires: ['REDIS_URL'],
   async run(ctx) {
     const [dispatchId, ...extra] = ctx.positionals;
-    if (!dispatchId || extra.length > 0) throw new UsageError('status takes exactly one DISPATCH_ID');
+    if (!dispatchId || extra.length > 0)
+      throw new UsageError('status takes exactly one DISPATCH_ID');
     const config = configOf(this, ctx);
     const producer = createProducer({ redisUrl: config.redisUrl ?? '', prefix: config.prefix });
     try {
       const state = await producer.status(dispatchId);
       if (!state) {
-        ctx.stderr.write(`agent-dispatch: no follow-up with dispatchId ${JSON.stringify(dispatchId)}\n`);
+        ctx.stderr.write(
+          `agent-dispatch: no follow-up with dispatchId ${JSON.stringify(dispatchId)}\n`,
+        );
         return EXIT.failed;
       }
       ctx.stdout.write(`${JSON.stringify(state)}\n`);

@@ -10,8 +10,18 @@ export const workerCommand: Command = {
   usage: 'worker [--concurrency N] [--rate N/DURATION]',
   details: 'Stops gracefully on SIGTERM or SIGINT: in-flight sends finish within SHUTDOWN_TIMEOUT.',
   options: {
-    concurrency: { type: 'string', placeholder: 'N', setting: 'WORKER_CONCURRENCY', description: 'sends in flight in this process at most' },
-    rate: { type: 'string', placeholder: 'N/DURATION', setting: 'SEND_RATE_LIMIT', description: 'sends per project per window, fleet-wide' },
+    concurrency: {
+      type: 'string',
+      placeholder: 'N',
+      setting: 'WORKER_CONCURRENCY',
+      description: 'sends in flight in this process at most',
+    },
+    rate: {
+      type: 'string',
+      placeholder: 'N/DURATION',
+      setting: 'SEND_RATE_LIMIT',
+      description: 'sends per project per window, fleet-wide',
+    },
   },
   requires: ['REDIS_URL', 'AGENT_API_KEY'],
   async run(ctx) {

@@ -24,6 +24,7 @@ export interface Config {
   readonly pollMaxIntervalMs: number;
   readonly pollConcurrency: number;
   readonly sendAttempts: number;
+  readonly stalledTimeoutMs: number;
   readonly sendTimeoutMs: number;
   readonly connectTimeoutMs: number;
   readonly ambiguousResend: boolean;
@@ -68,15 +69,26 @@ export function loadConfig(
 ): Config {
   const problems: SettingProblem[] = [];
   const parsed: Partial<Parsed> = {};
-  for (const [name, setting] of Object.entries(SETTINGS) as [SettingName, (typeof SETTINGS)[SettingName]][]) {
-    const raw = overrides[name] ?? nonEmpty(env[name]) ?? ('default' in setting ? setting.default : undefined);
+  for (const [name, setting] of Object.entries(SETTINGS) as [
+    SettingName,
+    (typeof SETTINGS)[SettingName],
+  ][]) {
+    const raw =
+      overrides[name] ??
+      nonEmpty(env[name]) ??
+      ('default' in setting ? setting.default : undefined);
     if (raw === undefined) {
-      if (options.required?.includes(name)) problems.push({ setting: name, message: 'is required' });
+      if (options.required?.includes(name))
+        problems.push({ setting: name, message: 'is required' });
       continue;
     }
     const result = (setting.schema as z.ZodType).safeParse(raw);
     if (result.success) parsed[name] = result.data;
-    else problems.push({ setting: name, message: result.error.issues.map((i) => i.message).join('; ') });
+    else
+      problems.push({
+        setting: name,
+        message: result.error.issues.map((i) => i.message).join('; '),
+      });
   }
   if (problems.length > 0) throw new ConfigError(problems);
   const p = parsed as Parsed;
@@ -98,6 +110,7 @@ export function loadConfig(
     pollMaxIntervalMs: p.POLL_MAX_INTERVAL as number,
     pollConcurrency: p.POLL_CONCURRENCY as number,
     sendAttempts: p.SEND_ATTEMPTS as number,
+    stalledTimeoutMs: p.STALLED_TIMEOUT as number,
     sendTimeoutMs: p.SEND_TIMEOUT as number,
     connectTimeoutMs: p.CONNECT_TIMEOUT as number,
     ambiguousResend: p.AMBIGUOUS_RESEND as boolean,

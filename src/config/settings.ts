@@ -10,11 +10,17 @@ const duration = (min: number) =>
   z.string().transform((text, ctx) => {
     const ms = parseDurationMs(text);
     if (ms === undefined) {
-      ctx.addIssue({ code: 'custom', message: `expected a duration such as 250ms, 5s, 2m or 1h, got "${text}"` });
+      ctx.addIssue({
+        code: 'custom',
+        message: `expected a duration such as 250ms, 5s, 2m or 1h, got "${text}"`,
+      });
       return z.NEVER;
     }
     if (ms < min) {
-      ctx.addIssue({ code: 'custom', message: `must be at least ${formatDuration(min)}, got "${text}"` });
+      ctx.addIssue({
+        code: 'custom',
+        message: `must be at least ${formatDuration(min)}, got "${text}"`,
+      });
       return z.NEVER;
     }
     return ms;
@@ -33,7 +39,10 @@ const integer = (min: number, max: number) =>
   z.string().transform((text, ctx) => {
     const value = Number(text);
     if (!/^\d+$/.test(text.trim()) || value < min || value > max) {
-      ctx.addIssue({ code: 'custom', message: `expected a whole number from ${min} to ${max}, got "${text}"` });
+      ctx.addIssue({
+        code: 'custom',
+        message: `expected a whole number from ${min} to ${max}, got "${text}"`,
+      });
       return z.NEVER;
     }
     return value;
@@ -58,11 +67,9 @@ const httpUrl = z.string().refine((text) => URL.canParse(text) && /^https?:/.tes
 
 const secret = z.string().min(1, { message: 'must not be empty' });
 
-const keyName = z
-  .string()
-  .regex(/^[\w{}.:-]{1,100}$/, {
-    message: 'expected 1 to 100 letters, digits or the characters _ - . : { }',
-  });
+const keyName = z.string().regex(/^[\w{}.:-]{1,100}$/, {
+  message: 'expected 1 to 100 letters, digits or the characters _ - . : { }',
+});
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
@@ -79,9 +86,14 @@ export const SETTINGS = {
   REDIS_URL: {
     schema: redisUrl,
     secret: true,
-    description: '`redis://` or `rediss://`; `start` without it runs a private redis-server, other roles refuse to start',
+    description:
+      '`redis://` or `rediss://`; `start` without it runs a private redis-server, other roles refuse to start',
   },
-  AGENT_API_URL: { schema: httpUrl, default: 'https://api.mintlify.com', description: 'base URL of the agent API' },
+  AGENT_API_URL: {
+    schema: httpUrl,
+    default: 'https://api.mintlify.com',
+    description: 'base URL of the agent API',
+  },
   AGENT_API_KEY: {
     schema: secret,
     secret: true,
@@ -92,36 +104,121 @@ export const SETTINGS = {
     default: 'agent-dispatch',
     description: 'prefix of every Redis key the service writes; `{name}` form for Redis Cluster',
   },
-  SEND_RATE_LIMIT: { schema: rate, default: '100/1h', description: 'sends per project in any window of that length, fleet-wide' },
-  WORKER_CONCURRENCY: { schema: integer(1, 1000), default: '16', description: 'sends in flight per worker process (upper bound of the adaptive limit)' },
-  POLL_INTERVAL: { schema: duration(10), default: '5s', description: "period of the poller's scheduled tick" },
-  EVENTS_STREAM: { schema: keyName, default: 'agent-dispatch:events', description: 'key of the completion-event stream' },
-  EVENTS_MAXLEN: { schema: integer(1000, 1_000_000_000), default: '1000000', description: 'approximate cap on the stream length (XADD MAXLEN ~)' },
+  SEND_RATE_LIMIT: {
+    schema: rate,
+    default: '100/1h',
+    description: 'sends per project in any window of that length, fleet-wide',
+  },
+  WORKER_CONCURRENCY: {
+    schema: integer(1, 1000),
+    default: '16',
+    description: 'sends in flight per worker process (upper bound of the adaptive limit)',
+  },
+  POLL_INTERVAL: {
+    schema: duration(10),
+    default: '5s',
+    description: "period of the poller's scheduled tick",
+  },
+  EVENTS_STREAM: {
+    schema: keyName,
+    default: 'agent-dispatch:events',
+    description: 'key of the completion-event stream',
+  },
+  EVENTS_MAXLEN: {
+    schema: integer(1000, 1_000_000_000),
+    default: '1000000',
+    description: 'approximate cap on the stream length (XADD MAXLEN ~)',
+  },
   HTTP_PORT: { schema: integer(0, 65535), default: '3000', description: 'port of the HTTP server' },
-  LOG_LEVEL: { schema: z.enum(LOG_LEVELS, { message: `expected one of ${LOG_LEVELS.join(', ')}` }), default: 'info', description: 'pino log level' },
-  TRACK_TIMEOUT: { schema: duration(1000), default: '24h', description: 'a sent follow-up not terminal after this ends as followup.timed_out' },
+  LOG_LEVEL: {
+    schema: z.enum(LOG_LEVELS, { message: `expected one of ${LOG_LEVELS.join(', ')}` }),
+    default: 'info',
+    description: 'pino log level',
+  },
+  TRACK_TIMEOUT: {
+    schema: duration(1000),
+    default: '24h',
+    description: 'a sent follow-up not terminal after this ends as followup.timed_out',
+  },
   ACTIVE_GRACE: {
     schema: duration(0),
     default: '2m',
-    description: 'a terminal status counts without the job having been seen active after the send only once this has passed',
+    description:
+      'a terminal status counts without the job having been seen active after the send only once this has passed',
   },
-  POLL_MIN_INTERVAL: { schema: duration(10), default: '1s', description: 'first wait between status reads of one follow-up' },
-  POLL_MAX_INTERVAL: { schema: duration(10), default: '1m', description: 'cap of the backed-off wait between status reads' },
-  POLL_CONCURRENCY: { schema: integer(1, 256), default: '16', description: 'status reads in flight per poll tick' },
-  SEND_ATTEMPTS: { schema: integer(1, 50), default: '8', description: 'attempts for a send that failed transiently (5xx, not connected)' },
-  SEND_TIMEOUT: { schema: duration(100), default: '30s', description: 'headers and body timeout of one API request' },
-  CONNECT_TIMEOUT: { schema: duration(100), default: '10s', description: 'connect timeout of one API request' },
+  POLL_MIN_INTERVAL: {
+    schema: duration(10),
+    default: '1s',
+    description: 'first wait between status reads of one follow-up',
+  },
+  POLL_MAX_INTERVAL: {
+    schema: duration(10),
+    default: '1m',
+    description: 'cap of the backed-off wait between status reads',
+  },
+  POLL_CONCURRENCY: {
+    schema: integer(1, 256),
+    default: '16',
+    description: 'status reads in flight per poll tick',
+  },
+  STALLED_TIMEOUT: {
+    schema: duration(1000),
+    default: '30s',
+    description:
+      "how long a dead worker's job waits before another worker takes it over (BullMQ lock)",
+  },
+  SEND_ATTEMPTS: {
+    schema: integer(1, 50),
+    default: '8',
+    description: 'attempts for a send that failed transiently (5xx, not connected)',
+  },
+  SEND_TIMEOUT: {
+    schema: duration(100),
+    default: '30s',
+    description: 'headers and body timeout of one API request',
+  },
+  CONNECT_TIMEOUT: {
+    schema: duration(100),
+    default: '10s',
+    description: 'connect timeout of one API request',
+  },
   AMBIGUOUS_RESEND: {
     schema: flag,
     default: 'false',
-    description: 'resend a follow-up whose delivery could not be settled instead of ending it undeliverable',
+    description:
+      'resend a follow-up whose delivery could not be settled instead of ending it undeliverable',
   },
-  PROMPT_MAX_BYTES: { schema: integer(1, 10 * 1024 * 1024), default: '65536', description: 'largest prompt accepted, in UTF-8 bytes' },
-  DISPATCH_RETENTION: { schema: duration(60_000), default: '7d', description: 'how long a finished follow-up and its idempotency key are kept' },
-  SHUTDOWN_TIMEOUT: { schema: duration(100), default: '10s', description: 'deadline for in-flight work on SIGTERM/SIGINT' },
-  INTAKE_TOKEN: { schema: secret, secret: true, description: 'bearer token of the HTTP intake; the intake is off without it' },
-  DASHBOARD_TOKEN: { schema: secret, secret: true, description: 'token for /dashboard (bearer, or basic auth password); `start` makes one when unset' },
-  DASHBOARD_ALLOW_RETRIES: { schema: flag, default: 'false', description: 'let the dashboard retry, promote and remove jobs' },
+  PROMPT_MAX_BYTES: {
+    schema: integer(1, 10 * 1024 * 1024),
+    default: '65536',
+    description: 'largest prompt accepted, in UTF-8 bytes',
+  },
+  DISPATCH_RETENTION: {
+    schema: duration(60_000),
+    default: '7d',
+    description: 'how long a finished follow-up and its idempotency key are kept',
+  },
+  SHUTDOWN_TIMEOUT: {
+    schema: duration(100),
+    default: '10s',
+    description: 'deadline for in-flight work on SIGTERM/SIGINT',
+  },
+  INTAKE_TOKEN: {
+    schema: secret,
+    secret: true,
+    description: 'bearer token of the HTTP intake; the intake is off without it',
+  },
+  DASHBOARD_TOKEN: {
+    schema: secret,
+    secret: true,
+    description:
+      'token for /dashboard (bearer, or basic auth password); `start` makes one when unset',
+  },
+  DASHBOARD_ALLOW_RETRIES: {
+    schema: flag,
+    default: 'false',
+    description: 'let the dashboard retry, promote and remove jobs',
+  },
 } as const satisfies Record<string, Setting>;
 
 /** Name of one setting (its environment variable). */

@@ -8,7 +8,12 @@ import { wakeDispatch } from '../dispatch/wake.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import { EVENT_TYPES, LIFECYCLE } from '../telemetry/names.js';
-import { budgetMarginMs, classifySendFailure, rateLimitParkMs, type SendFailure } from './classify.js';
+import {
+  budgetMarginMs,
+  classifySendFailure,
+  rateLimitParkMs,
+  type SendFailure,
+} from './classify.js';
 import type { ConcurrencyController } from './concurrency.js';
 
 /**
@@ -43,7 +48,7 @@ export function createProcessor(ctx: SendContext) {
     const parsed = dispatchJobSchema.safeParse(job.data);
     if (!parsed.success) return poison(ctx, job, 'invalid_payload');
     const ref = parsed.data;
-    const verdict = await ctx.store.acquire(ref, rate, toleranceMs);
+    const verdict = await ctx.store.acquire(ref, rate, toleranceMs, ctx.config.pollMinIntervalMs);
     switch (verdict.kind) {
       case 'go':
         return send(ref, verdict.attempt, verdict.prompt, job, token);
@@ -75,8 +80,15 @@ export function createProcessor(ctx: SendContext) {
     job: Job,
     token: string | undefined,
   ): Promise<string> {
-    const log = ctx.logger.child({ dispatchId: ref.dispatchId, projectId: ref.projectId, jobId: ref.jobId });
-    const checked = checkFollowUp({ projectId: ref.projectId, jobId: ref.jobId, prompt }, ctx.config.promptMaxBytes);
+    const log = ctx.logger.child({
+      dispatchId: ref.dispatchId,
+      projectId: ref.projectId,
+      jobId: ref.jobId,
+    });
+    const checked = checkFollowUp(
+      { projectId: ref.projectId, jobId: ref.jobId, prompt },
+      ctx.config.promptMaxBytes,
+    );
     if (!checked.ok) return endUndeliverable(ctx, ref, 'invalid_payload', 'sending');
     const started = performance.now();
     try {
@@ -87,7 +99,10 @@ export function createProcessor(ctx: SendContext) {
       rateLimitStreak.delete(ref.projectId);
       await ctx.store.markSent(ref, 'sent', agentJob, ctx.config.pollMinIntervalMs);
       ctx.metrics.sends.inc({ outcome: 'sent' });
-      log.debug({ attempt, status: agentJob.status, latencyMs: Math.round(latencyMs) }, LIFECYCLE.followupSent);
+      log.debug(
+        { attempt, status: agentJob.status, latencyMs: Math.round(latencyMs) },
+        LIFECYCLE.followupSent,
+      );
       return 'sent';
     } catch (err) {
       const failure = classifySendFailure(err);
@@ -137,7 +152,12 @@ export function createProcessor(ctx: SendContext) {
       case 'delivered':
         ctx.metrics.sends.inc({ outcome: failure.kind === 'ambiguous' ? 'ambiguous' : 'sent' });
         log.warn({ err, attempt, reason: failure.reason }, LIFECYCLE.followupAmbiguous);
-        await ctx.store.markSent(ref, failure.kind === 'ambiguous' ? 'unsettled' : 'sent', undefined, ctx.config.pollMinIntervalMs);
+        await ctx.store.markSent(
+          ref,
+          failure.kind === 'ambiguous' ? 'unsettled' : 'sent',
+          undefined,
+          ctx.config.pollMinIntervalMs,
+        );
         return failure.kind;
     }
   }
@@ -147,17 +167,32 @@ export function createProcessor(ctx: SendContext) {
  * Parks a job until `untilMs` without spending an attempt. For a lane wait (`ref` given), looks at
  * the lane once more after parking: if it freed in between, nobody else will wake this job.
  */
-async function park(ctx: SendContext, job: Job, token: string | undefined, untilMs: number, ref?: DispatchRef): Promise<never> {
+async function park(
+  ctx: SendContext,
+  job: Job,
+  token: string | undefined,
+  untilMs: number,
+  ref?: DispatchRef,
+): Promise<never> {
   await job.moveToDelayed(untilMs, token);
   if (ref && (await ctx.store.isNext(ref))) await wakeDispatch(ctx.queue, ref.dispatchId);
   throw new DelayedError();
 }
 
 /** Ends a dispatch undeliverable (from `expected` state) and wakes its lane's next one. */
-async function endUndeliverable(ctx: SendContext, ref: DispatchRef, reason: string, expected: 'sending' | 'queued'): Promise<string> {
+async function endUndeliverable(
+  ctx: SendContext,
+  ref: DispatchRef,
+  reason: string,
+  expected: 'sending' | 'queued',
+): Promise<string> {
   const record = await ctx.store.get(ref.dispatchId);
   if (!record) return 'gone';
-  const { finished, nextDispatchId } = await ctx.store.finish(record, { type: EVENT_TYPES.undeliverable, reason }, expected);
+  const { finished, nextDispatchId } = await ctx.store.finish(
+    record,
+    { type: EVENT_TYPES.undeliverable, reason },
+    expected,
+  );
   if (finished) ctx.metrics.eventsPublished.inc({ type: EVENT_TYPES.undeliverable });
   if (nextDispatchId) await wakeDispatch(ctx.queue, nextDispatchId);
   return `undeliverable: ${reason}`;
@@ -176,10 +211,13 @@ async function poison(ctx: SendContext, job: Job, reason: string): Promise<strin
     await ctx.store.publishOrphan(job.id ?? dispatchId, job.data, reason);
     return `poison: ${reason}`;
   }
-  if (record.state !== 'queued' && record.state !== 'sending') return `poison: ${reason}, ${record.state}`;
+  if (record.state !== 'queued' && record.state !== 'sending')
+    return `poison: ${reason}, ${record.state}`;
   return endUndeliverable(ctx, record, reason, record.state);
 }
 
 function errorCode(err: unknown): string {
-  return typeof err === 'object' && err !== null && 'code' in err && typeof err.code === 'string' ? err.code : 'error';
+  return typeof err === 'object' && err !== null && 'code' in err && typeof err.code === 'string'
+    ? err.code
+    : 'error';
 }

@@ -46,29 +46,40 @@ export function startConsumer(options: ConsumerOptions): ConsumerRole {
     retentionMs: config.dispatchRetentionMs,
   });
   const ownsApi = !options.api;
-  const api = options.api ?? new AgentApiClient({
-    baseUrl: config.agentApiUrl,
-    apiKey: config.agentApiKey ?? '',
-    connectTimeoutMs: config.connectTimeoutMs,
-    requestTimeoutMs: config.sendTimeoutMs,
-    logger,
-  });
+  const api =
+    options.api ??
+    new AgentApiClient({
+      baseUrl: config.agentApiUrl,
+      apiKey: config.agentApiKey ?? '',
+      connectTimeoutMs: config.connectTimeoutMs,
+      requestTimeoutMs: config.sendTimeoutMs,
+      logger,
+    });
   const queue = new Queue(QUEUE_NAMES.dispatch, { connection: redis, prefix: config.prefix });
   queue.on('error', (err) => logger.warn({ err }, LIFECYCLE.redisError));
 
-  let worker: Worker<DispatchJobData, string> | undefined;
   const concurrency = new ConcurrencyController({
     max: config.workerConcurrency,
     onChange: (limit, reason) => {
       metrics.inFlightLimit.set({ worker: workerId }, limit);
-      if (worker) worker.concurrency = limit;
+      // Only answers change the limit, and answers come after the worker below exists.
+      worker.concurrency = limit;
       logger.info({ limit, reason }, LIFECYCLE.concurrencyChanged);
     },
   });
   metrics.inFlightLimit.set({ worker: workerId }, concurrency.limit);
-  const processJob = createProcessor({ config, store, api, queue, metrics, logger, concurrency, workerId });
+  const processJob = createProcessor({
+    config,
+    store,
+    api,
+    queue,
+    metrics,
+    logger,
+    concurrency,
+    workerId,
+  });
   let inFlight = 0;
-  worker = new Worker<DispatchJobData, string>(
+  const worker = new Worker<DispatchJobData, string>(
     QUEUE_NAMES.dispatch,
     async (job, token) => {
       metrics.inFlight.set({ worker: workerId }, ++inFlight);
@@ -86,18 +97,23 @@ export function startConsumer(options: ConsumerOptions): ConsumerRole {
       // resends blindly. More than 10 deaths on one job is a crash loop: it fails, and ends
       // undeliverable below.
       maxStalledCount: 10,
+      lockDuration: config.stalledTimeoutMs,
+      stalledInterval: config.stalledTimeoutMs,
     },
   );
   worker.on('error', (err) => logger.error({ err }, LIFECYCLE.redisError));
   worker.on('failed', (job, err) => {
     if (job) void onFailed(store, queue, metrics, logger, job, err);
   });
-  logger.info({ concurrency: concurrency.limit, rate: config.sendRateLimit }, LIFECYCLE.roleStarted);
+  logger.info(
+    { concurrency: concurrency.limit, rate: config.sendRateLimit },
+    LIFECYCLE.roleStarted,
+  );
 
   let closing: Promise<void> | undefined;
   return {
     name: 'worker',
-    running: () => !closing && worker?.isRunning() === true,
+    running: () => !closing && worker.isRunning(),
     close() {
       closing ??= shutdown();
       return closing;
@@ -106,14 +122,16 @@ export function startConsumer(options: ConsumerOptions): ConsumerRole {
 
   async function shutdown(): Promise<void> {
     logger.info({ deadlineMs: config.shutdownTimeoutMs }, LIFECYCLE.roleStopping);
-    const graceful = worker?.close() ?? Promise.resolve();
+    const graceful = worker.close();
     const timedOut = await Promise.race([
       graceful.then(() => false),
-      new Promise<boolean>((resolve) => setTimeout(resolve, config.shutdownTimeoutMs, true).unref()),
+      new Promise<boolean>((resolve) =>
+        setTimeout(resolve, config.shutdownTimeoutMs, true).unref(),
+      ),
     ]).catch(() => true);
     // Past the deadline, in-flight sends are abandoned: their jobs stall and their reruns settle
     // them from the record, so nothing is lost or sent twice.
-    if (timedOut) await worker?.close(true).catch(() => {});
+    if (timedOut) await worker.close(true).catch(() => {});
     await queue.close().catch(() => {});
     if (ownsApi) await api.close().catch(() => {});
     redis.disconnect();
@@ -143,7 +161,11 @@ async function onFailed(
     }
     if (record.state !== 'queued') return;
     const reason = `worker_failed:${err.name}`;
-    const { finished, nextDispatchId } = await store.finish(record, { type: EVENT_TYPES.undeliverable, reason }, 'queued');
+    const { finished, nextDispatchId } = await store.finish(
+      record,
+      { type: EVENT_TYPES.undeliverable, reason },
+      'queued',
+    );
     if (finished) metrics.eventsPublished.inc({ type: EVENT_TYPES.undeliverable });
     if (nextDispatchId) await wakeDispatch(queue, nextDispatchId);
   } catch (error) {

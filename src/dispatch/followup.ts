@@ -40,7 +40,7 @@ export interface FollowUp {
 }
 
 // Control characters would corrupt logs and paths; ids travel in URLs and Redis keys.
-const CONTROL = /[\u0000-\u001f\u007f]/;
+const CONTROL = /\p{Cc}/u;
 const utf8Bytes = (text: string) => Buffer.byteLength(text, 'utf8');
 
 const identifier = z

@@ -49,7 +49,10 @@ export interface DispatchRecord {
 }
 
 /** Parses a dispatch hash (from HGETALL); `undefined` when the hash is empty or not ours. */
-export function parseRecord(dispatchId: string, hash: Record<string, string>): DispatchRecord | undefined {
+export function parseRecord(
+  dispatchId: string,
+  hash: Record<string, string>,
+): DispatchRecord | undefined {
   const { projectId, jobId, prompt, state, enqueuedAt } = hash;
   if (!projectId || !jobId || prompt === undefined || !state || !enqueuedAt) return undefined;
   if (!Object.values(STATES).includes(state as DispatchState)) return undefined;
@@ -77,7 +80,11 @@ export function parseRecord(dispatchId: string, hash: Record<string, string>): D
 
 /** The event type of a terminal status (contract, section 5). */
 export function eventTypeOf(status: 'completed' | 'archived' | 'failed'): EventType {
-  return { completed: EVENT_TYPES.completed, archived: EVENT_TYPES.archived, failed: EVENT_TYPES.failed }[status];
+  return {
+    completed: EVENT_TYPES.completed,
+    archived: EVENT_TYPES.archived,
+    failed: EVENT_TYPES.failed,
+  }[status];
 }
 
 /** How a dispatch ends: its event type, and for endings of ours, why. */
@@ -106,14 +113,22 @@ export function eventFields(record: DispatchRecord, ending: Ending, finishedAt: 
   };
   const status = record.state === STATES.queued ? '' : (job?.status ?? record.lastStatus ?? '');
   return [
-    'type', ending.type,
-    'dispatchId', record.dispatchId,
-    'projectId', record.projectId,
-    'jobId', record.jobId,
-    'status', status,
-    'prLink', typeof job?.prLink === 'string' ? job.prLink : '',
-    'event', JSON.stringify(event),
-    'v', '1',
+    'type',
+    ending.type,
+    'dispatchId',
+    record.dispatchId,
+    'projectId',
+    record.projectId,
+    'jobId',
+    record.jobId,
+    'status',
+    status,
+    'prLink',
+    typeof job?.prLink === 'string' ? job.prLink : '',
+    'event',
+    JSON.stringify(event),
+    'v',
+    '1',
   ];
 }
 

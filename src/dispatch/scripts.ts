@@ -20,7 +20,11 @@ return 1`;
 /**
  * Decides whether a queued dispatch may be sent now, and if so records the intent and spends one
  * unit of the project's budget in the same step.
- * KEYS: record, lane, budget, park. ARGV: dispatchId, max, windowMs, toleranceMs.
+ * KEYS: record, lane, budget, park, tracked. ARGV: dispatchId, max, windowMs, toleranceMs,
+ * firstPollMs.
+ *
+ * A dispatch is tracked from the moment its intent is recorded: if its worker dies mid-send, the
+ * poller has already been watching the job, and whether it turned active settles the send.
  * → {verdict, n, prompt}: go (n = attempt), blocked, parked (n = until), over (n = until),
  *   missing, or the record's state when it is not queued.
  *
@@ -72,7 +76,8 @@ end
 local attempt = redis.call('HINCRBY', KEYS[1], 'attempts', 1)
 redis.call('ZADD', KEYS[3], slot, ARGV[1] .. ':' .. attempt)
 keepAtLeast(KEYS[3], window + 60000)
-redis.call('HSET', KEYS[1], 'state', 'sending', 'sendingAt', now)
+redis.call('HSET', KEYS[1], 'state', 'sending', 'sendingAt', now, 'seenActive', '0')
+redis.call('ZADD', KEYS[5], now + tonumber(ARGV[5]), ARGV[1])
 return {'go', attempt, redis.call('HGET', KEYS[1], 'prompt') or ''}`;
 
 /**
@@ -85,8 +90,11 @@ export const MARK_SENT = `
 if redis.call('HGET', KEYS[1], 'state') ~= 'sending' then return 0 end
 ${NOW}
 local sentAt = redis.call('HGET', KEYS[1], 'sendingAt') or now
+-- The poller may have seen the job active while the request was in flight: keep that.
+local seenActive = ARGV[5]
+if redis.call('HGET', KEYS[1], 'seenActive') == '1' then seenActive = '1' end
 redis.call('HSET', KEYS[1], 'state', ARGV[2], 'sentAt', sentAt, 'job', ARGV[3], 'lastStatus', ARGV[4],
-  'seenActive', ARGV[5], 'pollDelayMs', ARGV[6])
+  'seenActive', seenActive, 'pollDelayMs', ARGV[6])
 redis.call('ZADD', KEYS[2], now + tonumber(ARGV[6]), ARGV[1])
 return 1`;
 

@@ -4,7 +4,13 @@ import type { AgentJob } from '../agent-api/index.js';
 import type { Rate } from '../config/index.js';
 import type { Keys } from '../redis/keys.js';
 import type { FollowUp } from './followup.js';
-import { eventFields, parseRecord, type DispatchRecord, type DispatchState, type Ending } from './record.js';
+import {
+  eventFields,
+  parseRecord,
+  type DispatchRecord,
+  type DispatchState,
+  type Ending,
+} from './record.js';
 import * as lua from './scripts.js';
 import { EVENT_TYPES } from '../telemetry/names.js';
 
@@ -17,7 +23,11 @@ class Script {
     this.sha = createHash('sha1').update(source).digest('hex');
   }
 
-  async run(redis: Redis, keys: readonly string[], args: readonly (string | number)[]): Promise<Reply> {
+  async run(
+    redis: Redis,
+    keys: readonly string[],
+    args: readonly (string | number)[],
+  ): Promise<Reply> {
     try {
       return (await redis.evalsha(this.sha, keys.length, ...keys, ...args)) as Reply;
     } catch (err) {
@@ -73,10 +83,22 @@ export class DispatchStore {
 
   /** Queues the registration of a follow-up on `multi` (the producer's transaction). */
   registerInto(multi: ChainableCommander, dispatchId: string, followUp: FollowUp): void {
-    const keys = [this.keys.dispatch(dispatchId), this.keys.lane(followUp.projectId, followUp.jobId)];
+    const keys = [
+      this.keys.dispatch(dispatchId),
+      this.keys.lane(followUp.projectId, followUp.jobId),
+    ];
     // EVAL, not EVALSHA: inside MULTI a NOSCRIPT would fail this command alone and commit the rest.
-    multi.eval(lua.REGISTER, keys.length, ...keys, dispatchId, followUp.projectId, followUp.jobId,
-      followUp.prompt, followUp.key ?? '', followUp.meta ? JSON.stringify(followUp.meta) : '');
+    multi.eval(
+      lua.REGISTER,
+      keys.length,
+      ...keys,
+      dispatchId,
+      followUp.projectId,
+      followUp.jobId,
+      followUp.prompt,
+      followUp.key ?? '',
+      followUp.meta ? JSON.stringify(followUp.meta) : '',
+    );
   }
 
   /** Reads one dispatch record. */
@@ -98,14 +120,26 @@ export class DispatchStore {
   }
 
   /**
-   * Checks lane, park and budget, and when all allow it, records the intent to send. `toleranceMs`
-   * is how late a reserved slot may still be spent (see the ACQUIRE script).
+   * Checks lane, park and budget, and when all allow it, records the intent to send and starts
+   * tracking the dispatch (first read in `firstPollMs`). `toleranceMs` is how late a reserved slot
+   * may still be spent (see the ACQUIRE script).
    */
-  async acquire(ref: DispatchRef, rate: Rate, toleranceMs: number): Promise<Verdict> {
+  async acquire(
+    ref: DispatchRef,
+    rate: Rate,
+    toleranceMs: number,
+    firstPollMs: number,
+  ): Promise<Verdict> {
     const reply = (await SCRIPTS.acquire.run(
       this.redis,
-      [this.keys.dispatch(ref.dispatchId), this.lane(ref), this.keys.budget(ref.projectId), this.keys.park(ref.projectId)],
-      [ref.dispatchId, rate.max, rate.windowMs, toleranceMs],
+      [
+        this.keys.dispatch(ref.dispatchId),
+        this.lane(ref),
+        this.keys.budget(ref.projectId),
+        this.keys.park(ref.projectId),
+        this.keys.tracked,
+      ],
+      [ref.dispatchId, rate.max, rate.windowMs, toleranceMs, Math.max(1, Math.round(firstPollMs))],
     )) as [string, number, string];
     const [kind, n, prompt] = reply;
     switch (kind) {
@@ -129,14 +163,18 @@ export class DispatchStore {
     job: AgentJob | undefined,
     firstDelayMs: number,
   ): Promise<boolean> {
-    const reply = await SCRIPTS.markSent.run(this.redis, [this.keys.dispatch(ref.dispatchId), this.keys.tracked], [
-      ref.dispatchId,
-      state,
-      job ? JSON.stringify(job) : '',
-      job?.status ?? '',
-      job?.status === 'active' ? '1' : '0',
-      Math.max(1, Math.round(firstDelayMs)),
-    ]);
+    const reply = await SCRIPTS.markSent.run(
+      this.redis,
+      [this.keys.dispatch(ref.dispatchId), this.keys.tracked],
+      [
+        ref.dispatchId,
+        state,
+        job ? JSON.stringify(job) : '',
+        job?.status ?? '',
+        job?.status === 'active' ? '1' : '0',
+        Math.max(1, Math.round(firstDelayMs)),
+      ],
+    );
     return reply === 1;
   }
 
@@ -144,10 +182,20 @@ export class DispatchStore {
    * Returns a dispatch to `queued`. `refund` when the request never left, `parkMs` to park the
    * project. Resolves to the park deadline (0 if none), or `undefined` if the state had moved on.
    */
-  async requeue(ref: DispatchRef, attempt: number, refund: boolean, parkMs = 0): Promise<number | undefined> {
+  async requeue(
+    ref: DispatchRef,
+    attempt: number,
+    refund: boolean,
+    parkMs = 0,
+  ): Promise<number | undefined> {
     const reply = (await SCRIPTS.requeue.run(
       this.redis,
-      [this.keys.dispatch(ref.dispatchId), this.keys.budget(ref.projectId), this.keys.park(ref.projectId), this.keys.tracked],
+      [
+        this.keys.dispatch(ref.dispatchId),
+        this.keys.budget(ref.projectId),
+        this.keys.park(ref.projectId),
+        this.keys.tracked,
+      ],
       [ref.dispatchId, attempt, refund ? '1' : '0', Math.max(0, Math.round(parkMs))],
     )) as number;
     return reply < 0 ? undefined : reply;
@@ -165,7 +213,12 @@ export class DispatchStore {
     const finishedAt = Date.now();
     const reply = (await SCRIPTS.finish.run(
       this.redis,
-      [this.keys.dispatch(record.dispatchId), this.lane(record), this.keys.tracked, this.options.eventsStream],
+      [
+        this.keys.dispatch(record.dispatchId),
+        this.lane(record),
+        this.keys.tracked,
+        this.options.eventsStream,
+      ],
       [
         record.dispatchId,
         expected ?? '',
@@ -181,25 +234,36 @@ export class DispatchStore {
   }
 
   /** Sets the next status read of a tracked dispatch `delayMs` ahead; stores `fields` on it. */
-  async reschedule(dispatchId: string, delayMs: number, fields: Record<string, string | number> = {}): Promise<boolean> {
+  async reschedule(
+    dispatchId: string,
+    delayMs: number,
+    fields: Record<string, string | number> = {},
+  ): Promise<boolean> {
     const pairs = Object.entries(fields).flat();
-    const reply = await SCRIPTS.reschedule.run(this.redis, [this.keys.dispatch(dispatchId), this.keys.tracked], [
-      dispatchId,
-      Math.max(1, Math.round(delayMs)),
-      ...pairs,
-    ]);
+    const reply = await SCRIPTS.reschedule.run(
+      this.redis,
+      [this.keys.dispatch(dispatchId), this.keys.tracked],
+      [dispatchId, Math.max(1, Math.round(delayMs)), ...pairs],
+    );
     return reply === 1;
   }
 
   /** The tracked dispatches due for a status read, at most `limit`, and Redis's clock. */
   async due(limit: number): Promise<{ nowMs: number; ids: string[] }> {
-    const [now, ...ids] = (await SCRIPTS.due.run(this.redis, [this.keys.tracked], [limit])) as [number, ...string[]];
+    const [now, ...ids] = (await SCRIPTS.due.run(this.redis, [this.keys.tracked], [limit])) as [
+      number,
+      ...string[],
+    ];
     return { nowMs: now, ids };
   }
 
   /** Whether a dispatch is queued at the head of its lane, so it may be sent now. */
   async isNext(ref: DispatchRef): Promise<boolean> {
-    const reply = await SCRIPTS.isNext.run(this.redis, [this.keys.dispatch(ref.dispatchId), this.lane(ref)], [ref.dispatchId]);
+    const reply = await SCRIPTS.isNext.run(
+      this.redis,
+      [this.keys.dispatch(ref.dispatchId), this.lane(ref)],
+      [ref.dispatchId],
+    );
     return reply === 1;
   }
 
@@ -208,16 +272,49 @@ export class DispatchStore {
    * `bullJobId`. The event carries whatever ids the payload had.
    */
   async publishOrphan(bullJobId: string, payload: unknown, reason: string): Promise<boolean> {
-    const data = (typeof payload === 'object' && payload !== null ? payload : {}) as Record<string, unknown>;
+    const data = (typeof payload === 'object' && payload !== null ? payload : {}) as Record<
+      string,
+      unknown
+    >;
     const text = (name: string) => (typeof data[name] === 'string' ? (data[name] as string) : '');
     const now = new Date().toISOString();
-    const event = { dispatchId: text('dispatchId') || bullJobId, projectId: text('projectId'), jobId: text('jobId'),
-      key: null, meta: null, job: null, reason, enqueuedAt: null, sentAt: null, finishedAt: now, attempts: 0 };
-    const reply = await SCRIPTS.orphan.run(this.redis, [this.keys.orphan(bullJobId), this.options.eventsStream], [
-      this.options.retentionMs, this.options.eventsMaxLen,
-      'type', EVENT_TYPES.undeliverable, 'dispatchId', event.dispatchId, 'projectId', event.projectId,
-      'jobId', event.jobId, 'status', '', 'prLink', '', 'event', JSON.stringify(event), 'v', '1',
-    ]);
+    const event = {
+      dispatchId: text('dispatchId') || bullJobId,
+      projectId: text('projectId'),
+      jobId: text('jobId'),
+      key: null,
+      meta: null,
+      job: null,
+      reason,
+      enqueuedAt: null,
+      sentAt: null,
+      finishedAt: now,
+      attempts: 0,
+    };
+    const reply = await SCRIPTS.orphan.run(
+      this.redis,
+      [this.keys.orphan(bullJobId), this.options.eventsStream],
+      [
+        this.options.retentionMs,
+        this.options.eventsMaxLen,
+        'type',
+        EVENT_TYPES.undeliverable,
+        'dispatchId',
+        event.dispatchId,
+        'projectId',
+        event.projectId,
+        'jobId',
+        event.jobId,
+        'status',
+        '',
+        'prLink',
+        '',
+        'event',
+        JSON.stringify(event),
+        'v',
+        '1',
+      ],
+    );
     return reply === 1;
   }
 

@@ -1,4 +1,9 @@
-import { isAgentApiError, isTerminalStatus, statusKind, type AgentJob } from '../agent-api/index.js';
+import {
+  isAgentApiError,
+  isTerminalStatus,
+  statusKind,
+  type AgentJob,
+} from '../agent-api/index.js';
 import { eventTypeOf, STATES, type DispatchRecord, type Ending } from '../dispatch/record.js';
 import { EVENT_TYPES } from '../telemetry/names.js';
 
@@ -38,38 +43,75 @@ const BACKOFF_FACTOR = 1.5;
  * unknown (`unsettled`), "never seen active" means it was most likely never taken: it ends
  * undeliverable (`ambiguous`), or is resent when the operator chose so.
  */
-export function decide(record: DispatchRecord, seen: Observation, nowMs: number, s: DecideSettings): Action {
+export function decide(
+  record: DispatchRecord,
+  seen: Observation,
+  nowMs: number,
+  s: DecideSettings,
+): Action {
   const sinceSendMs = nowMs - (record.sentAt ?? record.enqueuedAt);
   const timedOut = sinceSendMs >= s.trackTimeoutMs;
   const timeout: Ending = { type: EVENT_TYPES.timedOut, reason: 'track_timeout' };
-  const next = Math.min(s.pollMaxIntervalMs, Math.round((record.pollDelayMs ?? s.pollMinIntervalMs) * BACKOFF_FACTOR));
+  const next = Math.min(
+    s.pollMaxIntervalMs,
+    Math.round((record.pollDelayMs ?? s.pollMinIntervalMs) * BACKOFF_FACTOR),
+  );
 
   if (seen.kind === 'error') {
     if (isAgentApiError(seen.error) && seen.error.code === 'not_found') {
       return { kind: 'finish', ending: { type: EVENT_TYPES.undeliverable, reason: 'not_found' } };
     }
     if (timedOut) return { kind: 'finish', ending: timeout };
-    return { kind: 'backoff', delayMs: Math.max(next, retryAfter(seen.error) ?? 0, 2 * s.pollMinIntervalMs) };
+    return {
+      kind: 'backoff',
+      delayMs: Math.max(next, retryAfter(seen.error) ?? 0, 2 * s.pollMinIntervalMs),
+    };
   }
 
   const { job } = seen;
   const status = job.status;
   const kind = statusKind(status);
   const fields = { job: JSON.stringify(job), lastStatus: status ?? '', polls: record.polls + 1 };
+  if (record.state === STATES.sending) {
+    // The request may still be in flight, so nothing ends here; but a job seen active now was
+    // taken up after the intent, which settles the send if its worker dies.
+    if (timedOut)
+      return {
+        kind: 'finish',
+        ending: { type: EVENT_TYPES.undeliverable, reason: 'stuck_sending', job },
+      };
+    const seenActive = kind === 'active' || record.seenActive ? '1' : '0';
+    return {
+      kind: 'reschedule',
+      delayMs: next,
+      fields: { ...fields, seenActive, pollDelayMs: next },
+    };
+  }
   if (isTerminalStatus(status)) {
     const ended: Action = { kind: 'finish', ending: { type: eventTypeOf(status), job } };
     if (record.seenActive) return ended;
     if (sinceSendMs >= s.activeGraceMs) {
       if (record.state === STATES.sent) return ended;
       if (s.ambiguousResend) return { kind: 'resend' };
-      return { kind: 'finish', ending: { type: EVENT_TYPES.undeliverable, reason: 'ambiguous', job } };
+      return {
+        kind: 'finish',
+        ending: { type: EVENT_TYPES.undeliverable, reason: 'ambiguous', job },
+      };
     }
     // Within the grace period: read again soon, to catch the run while it is active.
-    return { kind: 'reschedule', delayMs: s.pollMinIntervalMs, fields: { ...fields, pollDelayMs: s.pollMinIntervalMs } };
+    return {
+      kind: 'reschedule',
+      delayMs: s.pollMinIntervalMs,
+      fields: { ...fields, pollDelayMs: s.pollMinIntervalMs },
+    };
   }
   if (timedOut) return { kind: 'finish', ending: { ...timeout, job } };
   if (kind === 'active') {
-    return { kind: 'reschedule', delayMs: next, fields: { ...fields, seenActive: '1', state: STATES.sent, pollDelayMs: next } };
+    return {
+      kind: 'reschedule',
+      delayMs: next,
+      fields: { ...fields, seenActive: '1', state: STATES.sent, pollDelayMs: next },
+    };
   }
   // An unknown status is tolerated: keep reading, as for an active run.
   return { kind: 'reschedule', delayMs: next, fields: { ...fields, pollDelayMs: next } };

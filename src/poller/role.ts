@@ -45,16 +45,22 @@ export function startPoller(options: PollerOptions): PollerRole {
     retentionMs: config.dispatchRetentionMs,
   });
   const ownsApi = !options.api;
-  const api = options.api ?? new AgentApiClient({
-    baseUrl: config.agentApiUrl,
-    apiKey: config.agentApiKey ?? '',
-    connectTimeoutMs: config.connectTimeoutMs,
-    requestTimeoutMs: config.sendTimeoutMs,
-    logger,
+  const api =
+    options.api ??
+    new AgentApiClient({
+      baseUrl: config.agentApiUrl,
+      apiKey: config.agentApiKey ?? '',
+      connectTimeoutMs: config.connectTimeoutMs,
+      requestTimeoutMs: config.sendTimeoutMs,
+      logger,
+    });
+  const dispatchQueue = new Queue(QUEUE_NAMES.dispatch, {
+    connection: redis,
+    prefix: config.prefix,
   });
-  const dispatchQueue = new Queue(QUEUE_NAMES.dispatch, { connection: redis, prefix: config.prefix });
   const pollQueue = new Queue(QUEUE_NAMES.poll, { connection: redis, prefix: config.prefix });
-  for (const q of [dispatchQueue, pollQueue]) q.on('error', (err) => logger.warn({ err }, LIFECYCLE.redisError));
+  for (const q of [dispatchQueue, pollQueue])
+    q.on('error', (err) => logger.warn({ err }, LIFECYCLE.redisError));
 
   const ctx = { config, store, api, queue: dispatchQueue, metrics, logger };
   const worker = new Worker(QUEUE_NAMES.poll, () => runTick(ctx), {
@@ -69,7 +75,11 @@ export function startPoller(options: PollerOptions): PollerRole {
   worker.on('error', (err) => logger.error({ err }, LIFECYCLE.redisError));
   worker.on('failed', (_job, err) => logger.error({ err }, LIFECYCLE.pollError));
   const scheduled = pollQueue
-    .upsertJobScheduler(POLL_SCHEDULER_ID, { every: config.pollIntervalMs }, { name: 'tick', opts: { removeOnComplete: 100, removeOnFail: 100 } })
+    .upsertJobScheduler(
+      POLL_SCHEDULER_ID,
+      { every: config.pollIntervalMs },
+      { name: 'tick', opts: { removeOnComplete: 100, removeOnFail: 100 } },
+    )
     .catch((err: unknown) => logger.error({ err }, LIFECYCLE.pollError));
   logger.info({ pollIntervalMs: config.pollIntervalMs }, LIFECYCLE.roleStarted);
 
@@ -83,7 +93,9 @@ export function startPoller(options: PollerOptions): PollerRole {
         await scheduled;
         const timedOut = await Promise.race([
           worker.close().then(() => false),
-          new Promise<boolean>((resolve) => setTimeout(resolve, config.shutdownTimeoutMs, true).unref()),
+          new Promise<boolean>((resolve) =>
+            setTimeout(resolve, config.shutdownTimeoutMs, true).unref(),
+          ),
         ]).catch(() => true);
         if (timedOut) await worker.close(true).catch(() => {});
         await Promise.allSettled([dispatchQueue.close(), pollQueue.close()]);

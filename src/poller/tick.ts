@@ -12,14 +12,14 @@ import { LIFECYCLE } from '../telemetry/names.js';
 import { decide, type Action, type Observation } from './decide.js';
 
 /**
- * Bounds of one tick. A tick reads at most this many due dispatches per batch, and starts no new
- * batch after `TICK_BUDGET_MS`: what is left is due at the next tick, which the lock keeps from
- * overlapping this one.
- * @defaultValue 500 per batch, 20 s per tick, lock of 30 s renewed per batch
+ * Bounds of one tick. A tick reads at most `BATCH_SIZE` due dispatches per batch, and starts no
+ * new batch after half its lock's time: what is left is due at the next tick, which the lock
+ * keeps from overlapping this one. The lock lasts ten poll intervals (2 to 30 s), renewed per
+ * batch: long enough for a slow batch, short enough that a poller killed mid-tick holds up the
+ * others only briefly.
  */
 const BATCH_SIZE = 500;
-const TICK_BUDGET_MS = 20_000;
-const LOCK_MS = 30_000;
+const lockMsOf = (pollIntervalMs: number) => Math.min(30_000, Math.max(2_000, pollIntervalMs * 10));
 
 const RELEASE_LOCK = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`;
 const RENEW_LOCK = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0`;
@@ -46,7 +46,8 @@ export interface TickResult {
 export async function runTick(ctx: TickContext): Promise<TickResult> {
   const { redis, keys } = ctx.store;
   const token = randomUUID();
-  if ((await redis.set(keys.pollLock, token, 'PX', LOCK_MS, 'NX')) !== 'OK') {
+  const lockMs = lockMsOf(ctx.config.pollIntervalMs);
+  if ((await redis.set(keys.pollLock, token, 'PX', lockMs, 'NX')) !== 'OK') {
     ctx.metrics.pollTicks.inc({ outcome: 'skipped' });
     return { ran: false, reads: 0, finished: 0 };
   }
@@ -60,8 +61,8 @@ export async function runTick(ctx: TickContext): Promise<TickResult> {
       const result = await pollBatch(ctx, ids, nowMs);
       reads += result.reads;
       finished += result.finished;
-      if (ids.length < BATCH_SIZE || Date.now() - started > TICK_BUDGET_MS) break;
-      await redis.eval(RENEW_LOCK, 1, keys.pollLock, token, LOCK_MS);
+      if (ids.length < BATCH_SIZE || Date.now() - started > lockMs / 2) break;
+      await redis.eval(RENEW_LOCK, 1, keys.pollLock, token, lockMs);
     }
     ctx.metrics.pollTicks.inc({ outcome: 'ran' });
   } catch (err) {
@@ -75,7 +76,11 @@ export async function runTick(ctx: TickContext): Promise<TickResult> {
 }
 
 /** Reads and acts on one batch of due dispatches, `POLL_CONCURRENCY` reads at a time. */
-async function pollBatch(ctx: TickContext, ids: readonly string[], nowMs: number): Promise<TickResult> {
+async function pollBatch(
+  ctx: TickContext,
+  ids: readonly string[],
+  nowMs: number,
+): Promise<TickResult> {
   const records = await ctx.store.getMany(ids);
   const parkedUntil = await projectParks(ctx, records);
   let reads = 0;
@@ -99,12 +104,17 @@ async function pollBatch(ctx: TickContext, ids: readonly string[], nowMs: number
       if (await pollOne(ctx, record, nowMs)) finished++;
     }
   };
-  await Promise.all(Array.from({ length: Math.min(ctx.config.pollConcurrency, records.length) }, lane));
+  await Promise.all(
+    Array.from({ length: Math.min(ctx.config.pollConcurrency, records.length) }, lane),
+  );
   return { ran: true, reads, finished };
 }
 
 /** Projects whose status reads are backed off (a GET answered 429 or 5xx), with until when. */
-async function projectParks(ctx: TickContext, records: readonly (DispatchRecord | undefined)[]): Promise<Map<string, number>> {
+async function projectParks(
+  ctx: TickContext,
+  records: readonly (DispatchRecord | undefined)[],
+): Promise<Map<string, number>> {
   const projects = [...new Set(records.flatMap((r) => (r ? [r.projectId] : [])))];
   if (projects.length === 0) return new Map();
   const values = await ctx.store.redis.mget(...projects.map((p) => ctx.store.keys.pollPark(p)));
@@ -117,22 +127,41 @@ async function pollOne(ctx: TickContext, record: DispatchRecord, nowMs: number):
   let seen: Observation;
   try {
     seen = { kind: 'job', job: await ctx.api.getJob(record.projectId, record.jobId) };
-    ctx.metrics.apiLatency.observe({ operation: 'get', outcome: 'ok' }, (performance.now() - started) / 1000);
+    ctx.metrics.apiLatency.observe(
+      { operation: 'get', outcome: 'ok' },
+      (performance.now() - started) / 1000,
+    );
   } catch (error) {
     seen = { kind: 'error', error };
     const code = (error as { code?: unknown }).code;
-    ctx.metrics.apiLatency.observe({ operation: 'get', outcome: typeof code === 'string' ? code : 'error' }, (performance.now() - started) / 1000);
+    ctx.metrics.apiLatency.observe(
+      { operation: 'get', outcome: typeof code === 'string' ? code : 'error' },
+      (performance.now() - started) / 1000,
+    );
   }
   const action = decide(record, seen, nowMs, ctx.config);
   countRead(ctx, seen, action);
   return act(ctx, record, action, seen);
 }
 
-async function act(ctx: TickContext, record: DispatchRecord, action: Action, seen: Observation): Promise<boolean> {
-  const log = ctx.logger.child({ dispatchId: record.dispatchId, projectId: record.projectId, jobId: record.jobId });
+async function act(
+  ctx: TickContext,
+  record: DispatchRecord,
+  action: Action,
+  seen: Observation,
+): Promise<boolean> {
+  const log = ctx.logger.child({
+    dispatchId: record.dispatchId,
+    projectId: record.projectId,
+    jobId: record.jobId,
+  });
   switch (action.kind) {
     case 'reschedule':
-      if (seen.kind === 'job' && statusKind(seen.job.status) === 'unknown' && seen.job.status !== record.lastStatus) {
+      if (
+        seen.kind === 'job' &&
+        statusKind(seen.job.status) === 'unknown' &&
+        seen.job.status !== record.lastStatus
+      ) {
         // Tolerated and logged once per change; the dispatch stays tracked.
         log.warn({ status: seen.job.status }, LIFECYCLE.followupUnknownStatus);
       }
@@ -140,18 +169,33 @@ async function act(ctx: TickContext, record: DispatchRecord, action: Action, see
       return false;
     case 'backoff': {
       const until = Date.now() + action.delayMs;
-      await ctx.store.redis.set(ctx.store.keys.pollPark(record.projectId), until, 'PX', action.delayMs);
-      log.warn({ err: seen.kind === 'error' ? seen.error : undefined, delayMs: action.delayMs }, LIFECYCLE.pollError);
+      await ctx.store.redis.set(
+        ctx.store.keys.pollPark(record.projectId),
+        until,
+        'PX',
+        action.delayMs,
+      );
+      log.warn(
+        { err: seen.kind === 'error' ? seen.error : undefined, delayMs: action.delayMs },
+        LIFECYCLE.pollError,
+      );
       await ctx.store.reschedule(record.dispatchId, action.delayMs);
       return false;
     }
     case 'resend':
       return resend(ctx, record, log);
     case 'finish': {
-      const { finished, nextDispatchId } = await ctx.store.finish(record, action.ending, record.state);
+      const { finished, nextDispatchId } = await ctx.store.finish(
+        record,
+        action.ending,
+        record.state,
+      );
       if (finished) {
         ctx.metrics.eventsPublished.inc({ type: action.ending.type });
-        log.info({ type: action.ending.type, reason: action.ending.reason }, LIFECYCLE.followupFinished);
+        log.info(
+          { type: action.ending.type, reason: action.ending.reason },
+          LIFECYCLE.followupFinished,
+        );
       }
       if (nextDispatchId) await wakeDispatch(ctx.queue, nextDispatchId);
       return finished;
@@ -162,9 +206,16 @@ async function act(ctx: TickContext, record: DispatchRecord, action: Action, see
 /** The operator opted in to resending what could not be settled: queue it again, as a new job. */
 async function resend(ctx: TickContext, record: DispatchRecord, log: Logger): Promise<boolean> {
   if ((await ctx.store.requeue(record, record.attempts, false)) === undefined) return false;
-  const data: DispatchJobData = { v: 1, dispatchId: record.dispatchId, projectId: record.projectId, jobId: record.jobId };
+  const data: DispatchJobData = {
+    v: 1,
+    dispatchId: record.dispatchId,
+    projectId: record.projectId,
+    jobId: record.jobId,
+  };
   const jobId = `${record.dispatchId}-r${record.attempts}`;
-  await ctx.queue.add(DISPATCH_JOB_NAME, data, { ...dispatchJobOptions(jobId, ctx.config.sendAttempts) });
+  await ctx.queue.add(DISPATCH_JOB_NAME, data, {
+    ...dispatchJobOptions(jobId, ctx.config.sendAttempts),
+  });
   log.warn({ attempts: record.attempts }, LIFECYCLE.followupRetry);
   return false;
 }

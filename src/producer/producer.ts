@@ -1,7 +1,18 @@
 import { Job, Queue } from 'bullmq';
 import type { ChainableCommander, Redis } from 'ioredis';
-import { checkFollowUp, InvalidFollowUpError, type FieldProblem, type FollowUp, type FollowUpInput } from '../dispatch/followup.js';
-import { DISPATCH_JOB_NAME, dispatchJobOptions, newDispatchId, type DispatchJobData } from '../dispatch/queue.js';
+import {
+  checkFollowUp,
+  InvalidFollowUpError,
+  type FieldProblem,
+  type FollowUp,
+  type FollowUpInput,
+} from '../dispatch/followup.js';
+import {
+  DISPATCH_JOB_NAME,
+  dispatchJobOptions,
+  newDispatchId,
+  type DispatchJobData,
+} from '../dispatch/queue.js';
 import { describeDispatch, type DispatchStatus } from '../dispatch/status.js';
 import { DispatchStore } from '../dispatch/store.js';
 import { connect } from '../redis/connections.js';
@@ -53,7 +64,11 @@ export function createProducer(options: ProducerOptions): Producer {
     // Errors reach the caller through the rejected promise of send/sendMany.
   });
   // Retention is the service's concern; records expire through the consumer and poller.
-  const store = new DispatchStore(redis, keysFor(prefix), { eventsStream: '', eventsMaxLen: 0, retentionMs: 0 });
+  const store = new DispatchStore(redis, keysFor(prefix), {
+    eventsStream: '',
+    eventsMaxLen: 0,
+    retentionMs: 0,
+  });
   let closing: Promise<void> | undefined;
 
   async function enqueue(followUps: readonly FollowUp[]): Promise<SendResult[]> {
@@ -63,8 +78,19 @@ export function createProducer(options: ProducerOptions): Producer {
     for (const [i, followUp] of followUps.entries()) {
       const dispatchId = ids[i] as string;
       store.registerInto(multi as unknown as ChainableCommander, dispatchId, followUp);
-      const data: DispatchJobData = { v: 1, dispatchId, projectId: followUp.projectId, jobId: followUp.jobId };
-      const job = new Job(queue, DISPATCH_JOB_NAME, data, dispatchJobOptions(dispatchId, attempts), dispatchId);
+      const data: DispatchJobData = {
+        v: 1,
+        dispatchId,
+        projectId: followUp.projectId,
+        jobId: followUp.jobId,
+      };
+      const job = new Job(
+        queue,
+        DISPATCH_JOB_NAME,
+        data,
+        dispatchJobOptions(dispatchId, attempts),
+        dispatchId,
+      );
       await queue.backend.addJobToTransaction(multi, job.asJSON(), dispatchId);
     }
     const replies = (await multi.exec()) ?? [];
@@ -79,7 +105,9 @@ export function createProducer(options: ProducerOptions): Producer {
   return {
     async send(followUp) {
       const [result] = await this.sendMany([followUp]).catch((err: unknown) => {
-        throw err instanceof InvalidFollowUpError ? new InvalidFollowUpError(err.problems.map(withoutIndex)) : err;
+        throw err instanceof InvalidFollowUpError
+          ? new InvalidFollowUpError(err.problems.map(withoutIndex))
+          : err;
       });
       return result as SendResult;
     },
@@ -99,8 +127,12 @@ export function createProducer(options: ProducerOptions): Producer {
     },
     async status(dispatchId) {
       if (typeof dispatchId !== 'string' || dispatchId.length === 0 || dispatchId.length > 200) {
-        throw new InvalidFollowUpError([{ field: 'dispatchId', message: 'must be a non-empty string' }]);
+        throw new InvalidFollowUpError([
+          { field: 'dispatchId', message: 'must be a non-empty string' },
+        ]);
       }
+      // The connection has no offline queue: wait until it is up, as BullMQ does before an add.
+      await queue.waitUntilReady();
       const record = await store.get(dispatchId);
       return record ? describeDispatch(record) : null;
     },

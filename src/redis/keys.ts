@@ -41,7 +41,8 @@ export function keysFor(prefix: string): Keys {
   return Object.freeze({
     prefix,
     dispatch: (dispatchId: string) => k('d', dispatchId),
-    lane: (projectId: string, jobId: string) => k('lane', `${projectId.length}.${projectId}`, jobId),
+    lane: (projectId: string, jobId: string) =>
+      k('lane', `${projectId.length}.${projectId}`, jobId),
     budget: (projectId: string) => k('budget', projectId),
     park: (projectId: string) => k('park', projectId),
     pollPark: (projectId: string) => k('pollpark', projectId),

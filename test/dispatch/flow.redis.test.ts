@@ -29,18 +29,33 @@ describe('a follow-up from send to its event', () => {
     const results = await service.producer.sendMany(inputs);
     expect(results.every((r) => !r.deduplicated)).toBe(true);
 
-    const events = await eventually(async () => {
-      const all = await readEvents(ns.redis, ns.eventsStream);
-      return all.length >= inputs.length ? all : undefined;
-    }, { what: 'six events' });
+    const events = await eventually(
+      async () => {
+        const all = await readEvents(ns.redis, ns.eventsStream);
+        return all.length >= inputs.length ? all : undefined;
+      },
+      { what: 'six events' },
+    );
 
     expect(events).toHaveLength(6);
     expect(duplicates(events.map((e) => e.dispatchId))).toEqual([]);
-    expect(new Set(events.map((e) => e.dispatchId))).toEqual(new Set(results.map((r) => r.dispatchId)));
-    expect(events.every((e) => e.type === 'followup.completed' && e.status === 'completed')).toBe(true);
+    expect(new Set(events.map((e) => e.dispatchId))).toEqual(
+      new Set(results.map((r) => r.dispatchId)),
+    );
+    expect(events.every((e) => e.type === 'followup.completed' && e.status === 'completed')).toBe(
+      true,
+    );
     const deliveries = simulator().deliveries;
-    expect(deliveries.filter((d) => d.jobId === 'j1').map((d) => d.prompt)).toEqual(['j1 #1', 'j1 #2', 'j1 #3']);
-    expect(deliveries.filter((d) => d.jobId === 'j2').map((d) => d.prompt)).toEqual(['j2 #1', 'j2 #2', 'j2 #3']);
+    expect(deliveries.filter((d) => d.jobId === 'j1').map((d) => d.prompt)).toEqual([
+      'j1 #1',
+      'j1 #2',
+      'j1 #3',
+    ]);
+    expect(deliveries.filter((d) => d.jobId === 'j2').map((d) => d.prompt)).toEqual([
+      'j2 #1',
+      'j2 #2',
+      'j2 #3',
+    ]);
     const first = events.find((e) => e.dispatchId === results[0]?.dispatchId);
     expect(first?.event).toMatchObject({ meta: { n: 1 }, attempts: 1, reason: null });
   });

@@ -50,7 +50,9 @@ export default async function setup(project: TestProject): Promise<() => Promise
   } else {
     attempts.push('REDIS_URL: not set');
   }
-  throw new Error(`No Redis for the tests. Tried:\n  ${attempts.join('\n  ')}\nInstall redis-server (apt-get install redis-server) or set REDIS_URL.`);
+  throw new Error(
+    `No Redis for the tests. Tried:\n  ${attempts.join('\n  ')}\nInstall redis-server (apt-get install redis-server) or set REDIS_URL.`,
+  );
 }
 
 function provide(project: TestProject, url: string, source: string): void {

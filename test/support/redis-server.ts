@@ -36,7 +36,11 @@ export async function freePort(): Promise<number> {
 export async function waitForRedis(url: string, timeoutMs = 10_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    const client = new Redis(url, {
+      lazyConnect: true,
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => null,
+    });
     client.on('error', () => {
       // Refused while the server starts: the loop below tries again.
     });
@@ -45,7 +49,8 @@ export async function waitForRedis(url: string, timeoutMs = 10_000): Promise<voi
       await client.ping();
       return;
     } catch (err) {
-      if (Date.now() > deadline) throw new Error(`redis at ${url} did not answer in ${timeoutMs} ms`, { cause: err });
+      if (Date.now() > deadline)
+        throw new Error(`redis at ${url} did not answer in ${timeoutMs} ms`, { cause: err });
       await new Promise((r) => setTimeout(r, 50));
     } finally {
       client.disconnect();
@@ -65,8 +70,22 @@ export async function startPrivateRedis(binary = 'redis-server'): Promise<Privat
   const launch = async () => {
     const proc = spawn(
       binary,
-      ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--appendonly', 'yes',
-        '--appendfsync', 'everysec', '--save', '', '--maxmemory-policy', 'noeviction'],
+      [
+        '--port',
+        String(port),
+        '--bind',
+        '127.0.0.1',
+        '--dir',
+        dir,
+        '--appendonly',
+        'yes',
+        '--appendfsync',
+        'everysec',
+        '--save',
+        '',
+        '--maxmemory-policy',
+        'noeviction',
+      ],
       { stdio: 'ignore' },
     );
     await new Promise<void>((resolve, reject) => {

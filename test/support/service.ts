@@ -36,20 +36,32 @@ export function startService(
   settings: Partial<Record<SettingName, string>> = {},
   roles: { worker?: boolean; poller?: boolean } = {},
 ): InProcessService {
-  const config = ns.config({ ...FAST_SETTINGS, AGENT_API_URL: simulator.url, AGENT_API_KEY: TEST_API_KEY, ...settings });
+  const config = ns.config({
+    ...FAST_SETTINGS,
+    AGENT_API_URL: simulator.url,
+    AGENT_API_KEY: TEST_API_KEY,
+    ...settings,
+  });
   const logger = createLogger(config.logLevel);
   const metrics = createMetrics();
   const started = [
     ...(roles.worker === false ? [] : [startConsumer({ config, logger, metrics })]),
     ...(roles.poller === false ? [] : [startPoller({ config, logger, metrics })]),
   ];
-  const producer = createProducer({ redisUrl: ns.redisUrl, prefix: ns.prefix, promptMaxBytes: config.promptMaxBytes });
+  const producer = createProducer({
+    redisUrl: ns.redisUrl,
+    prefix: ns.prefix,
+    promptMaxBytes: config.promptMaxBytes,
+  });
   let closing: Promise<void> | undefined;
   return {
     config,
     producer,
     metrics,
     logger,
-    close: () => (closing ??= Promise.all([...started.map((r) => r.close()), producer.close()]).then(() => {})),
+    close: () =>
+      (closing ??= Promise.all([...started.map((r) => r.close()), producer.close()]).then(
+        () => {},
+      )),
   };
 }

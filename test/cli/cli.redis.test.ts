@@ -1,0 +1,115 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Queue } from 'bullmq';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { QUEUE_NAMES } from '../../src/redis/keys.js';
+import { runCliToEnd } from '../support/cli.js';
+import { createNamespace, type Namespace } from '../support/namespace.js';
+
+describe('the agent-dispatch command line', () => {
+  let ns: Namespace;
+  let dir: string;
+  beforeAll(() => {
+    ns = createNamespace('cli');
+    dir = mkdtempSync(join(tmpdir(), 'agent-dispatch-cli-'));
+  });
+  afterAll(async () => {
+    await ns.cleanup();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('answers --help for itself and for every command', async () => {
+    const top = await runCliToEnd(['--help'], {});
+    expect(top.code).toBe(0);
+    const commands = ['start', 'worker', 'poller', 'serve', 'enqueue', 'status', 'simulate'];
+    for (const name of commands) expect(top.stdout).toMatch(new RegExp(`^  ${name} `, 'm'));
+    const helps = await Promise.all(commands.map((name) => runCliToEnd([name, '--help'], {})));
+    for (const [i, help] of helps.entries()) {
+      expect(help.code, commands[i]).toBe(0);
+      expect(help.stdout).toContain(`Usage: agent-dispatch ${commands[i]}`);
+    }
+  }, 60_000);
+
+  it('exits 2 with one line naming a bad setting, and never prints the key', async () => {
+    const result = await runCliToEnd(['worker'], {
+      SEND_RATE_LIMIT: 'abc',
+      REDIS_URL: ns.redisUrl,
+      AGENT_API_KEY: 'sk-very-secret-value',
+    });
+    expect(result.code).toBe(2);
+    expect(result.stderr.trim().split('\n')).toEqual([
+      'agent-dispatch: SEND_RATE_LIMIT: expected N/DURATION such as 100/1h, got "abc"',
+    ]);
+    expect(result.stdout + result.stderr).not.toContain('sk-very-secret-value');
+  });
+
+  it('exits 2 on bad usage', async () => {
+    const unknownFlag = await runCliToEnd(['enqueue', '--bogus'], ns.env());
+    const missing = await runCliToEnd(['enqueue', '--project', 'p'], ns.env());
+    const badMeta = await runCliToEnd(
+      ['enqueue', '--project', 'p', '--job', 'j', '--prompt', 'x', '--meta', '{nope'],
+      ns.env(),
+    );
+    expect([unknownFlag.code, missing.code, badMeta.code]).toEqual([2, 2, 2]);
+    expect(badMeta.stderr).toContain('--meta');
+  });
+
+  it('enqueues one follow-up from flags and shows its status', async () => {
+    const sent = await runCliToEnd(
+      ['enqueue', '--project', 'p', '--job', 'j', '--prompt', 'hi', '--meta', '{"n":1}'],
+      ns.env(),
+    );
+    expect(sent.code).toBe(0);
+    const { dispatchId, deduplicated } = JSON.parse(sent.stdout) as {
+      dispatchId: string;
+      deduplicated: boolean;
+    };
+    expect(deduplicated).toBe(false);
+    const status = await runCliToEnd(['status', dispatchId], ns.env());
+    expect(status.code).toBe(0);
+    expect(JSON.parse(status.stdout)).toMatchObject({
+      dispatchId,
+      state: 'queued',
+      meta: { n: 1 },
+    });
+    const unknown = await runCliToEnd(['status', 'nope'], ns.env());
+    expect(unknown.code).toBe(1);
+  });
+
+  it('enqueues the good lines of a file, reports each bad one by number, and exits 1', async () => {
+    const local = createNamespace('cli-file');
+    const file = join(dir, 'followups.ndjson');
+    writeFileSync(
+      file,
+      [
+        JSON.stringify({ projectId: 'p', jobId: 'j', prompt: 'one', key: 'k1' }),
+        '{not json',
+        JSON.stringify({ projectId: 'p', jobId: 'j', prompt: '' }),
+        '',
+        JSON.stringify({ projectId: 'p', jobId: 'j', prompt: 'two', meta: { a: 1 } }),
+        JSON.stringify({ jobId: 'j', prompt: 'three' }),
+      ].join('\n'),
+    );
+    const result = await runCliToEnd(['enqueue', '--file', file], local.env());
+    const queue = new Queue(QUEUE_NAMES.dispatch, {
+      connection: local.redis.duplicate(),
+      prefix: local.prefix,
+    });
+    try {
+      expect(result.code).toBe(1);
+      const lines = result.stdout
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as { line: number });
+      expect(lines.map((l) => l.line)).toEqual([1, 5]);
+      expect(result.stderr).toContain('line 2: not valid JSON');
+      expect(result.stderr).toContain('line 3: prompt: must not be empty');
+      expect(result.stderr).toContain('line 6: projectId:');
+      expect(await queue.getJobCounts('wait')).toEqual({ wait: 2 });
+    } finally {
+      await queue.close();
+      await local.cleanup();
+    }
+  });
+});

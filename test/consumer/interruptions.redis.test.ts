@@ -1,0 +1,98 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { createProducer, type Producer } from '../../src/producer/index.js';
+import type { CliProcess } from '../support/cli.js';
+import { duplicates, readEvents, type StreamEvent } from '../support/events.js';
+import { fleetEnv, grid, startRoles, stopAll, waitForWorkers } from '../support/fleet.js';
+import { createNamespace, eventually, type Namespace } from '../support/namespace.js';
+import { useSimulator } from '../support/simulator.js';
+
+describe('a fleet under interruptions', () => {
+  const simulator = useSimulator({ workTimeMs: 200 });
+  let ns: Namespace;
+  let producer: Producer;
+  let processes: CliProcess[] = [];
+
+  beforeEach(() => {
+    ns = createNamespace('interrupt');
+    producer = createProducer({ redisUrl: ns.redisUrl, prefix: ns.prefix });
+    simulator().reset();
+  });
+  afterEach(async () => {
+    await stopAll(processes);
+    processes = [];
+    await producer.close();
+    await ns.cleanup();
+  });
+
+  async function allEvents(count: number, timeoutMs = 90_000): Promise<StreamEvent[]> {
+    return eventually(
+      async () => {
+        const all = await readEvents(ns.redis, ns.eventsStream);
+        return all.length >= count ? all : undefined;
+      },
+      { timeoutMs, intervalMs: 250, what: `${count} events` },
+    );
+  }
+
+  it('parks only the project the API answered 429 for; the others keep flowing', async () => {
+    const env = fleetEnv(ns, simulator(), { SEND_RATE_LIMIT: '100/10s' });
+    processes = [...startRoles('worker', 2, env), ...startRoles('poller', 1, env)];
+    await waitForWorkers(ns, 2);
+    const limitedFrom = Date.now();
+    const limitedUntil = limitedFrom + 10_000;
+    simulator().rateLimitProject('hot0', limitedUntil);
+    const hot = grid(simulator(), 1, 3, 2, 'hot');
+    const others = grid(simulator(), 3, 4, 6, 'cool');
+    await producer.sendMany([...hot, ...others]);
+
+    await allEvents(hot.length + others.length, 60_000);
+    const deliveries = simulator().deliveries;
+    const coolDuringLimit = deliveries.filter(
+      (d) => d.projectId.startsWith('cool') && d.at < limitedUntil,
+    );
+    const hotDeliveries = deliveries.filter((d) => d.projectId === 'hot0');
+    expect(coolDuringLimit.length).toBeGreaterThanOrEqual(others.length * 0.8);
+    expect(hotDeliveries).toHaveLength(hot.length);
+    expect(hotDeliveries.every((d) => d.at >= limitedUntil)).toBe(true);
+    const refused = simulator().requests.filter((r) => r.status === 429);
+    expect(refused.length).toBeGreaterThan(0);
+    expect(refused.every((r) => r.projectId === 'hot0')).toBe(true);
+  }, 90_000);
+
+  it('loses nothing and sends nothing twice when a worker is killed five times mid-run', async () => {
+    const env = fleetEnv(ns, simulator(), { SEND_RATE_LIMIT: '1000/1s', ACTIVE_GRACE: '1s' });
+    const pollers = startRoles('poller', 1, env);
+    let worker = startRoles('worker', 1, env)[0] as CliProcess;
+    processes = [...pollers, worker];
+    const inputs = grid(simulator(), 5, 4, 10);
+    const results = await producer.sendMany(inputs);
+    for (let kill = 0; kill < 5; kill++) {
+      await waitForWorkers(ns, 1);
+      await new Promise((r) => setTimeout(r, 200 + Math.random() * 1_000));
+      expect(await worker.stop('SIGKILL')).toBe('SIGKILL');
+      worker = startRoles('worker', 1, env)[0] as CliProcess;
+      processes = [...pollers, worker];
+    }
+
+    const events = await allEvents(inputs.length);
+    const deliveries = simulator().deliveries;
+    expect(duplicates(deliveries.map((d) => d.prompt))).toEqual([]);
+    expect(duplicates(events.map((e) => e.dispatchId))).toEqual([]);
+    expect(new Set(events.map((e) => e.dispatchId))).toEqual(
+      new Set(results.map((r) => r.dispatchId)),
+    );
+    const byId = new Map(results.map((r, i) => [r.dispatchId, inputs[i]?.prompt]));
+    const delivered = new Set(deliveries.map((d) => d.prompt));
+    for (const e of events.filter((e) => e.type === 'followup.completed')) {
+      expect(delivered.has(byId.get(e.dispatchId) as string)).toBe(true);
+    }
+    console.log(
+      `killed 5 times: ${deliveries.length} delivered, ${
+        events
+          .filter((e) => e.type !== 'followup.completed')
+          .map((e) => `${e.type}:${String(e.event['reason'])}`)
+          .join(', ') || 'no other endings'
+      }`,
+    );
+  }, 150_000);
+});
