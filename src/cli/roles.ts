@@ -37,10 +37,15 @@ export async function runUntilSignal(
     ctx.signal.addEventListener('abort', () => resolve(), { once: true });
   });
   kit.logger.info({ roles: roles.map((r) => r.name) }, LIFECYCLE.roleStopping);
-  const results = await Promise.allSettled([...roles].reverse().map((r) => r.close()));
-  const failed = results.filter((r) => r.status === 'rejected');
-  for (const f of failed)
-    kit.logger.error({ err: (f as PromiseRejectedResult).reason }, LIFECYCLE.roleStopped);
+  let failed = 0;
+  for (const role of [...roles].reverse()) {
+    try {
+      await role.close();
+    } catch (err) {
+      failed++;
+      kit.logger.error({ err, role: role.name }, LIFECYCLE.roleStopped);
+    }
+  }
   kit.logger.flush();
-  return failed.length > 0 ? EXIT.failed : EXIT.ok;
+  return failed > 0 ? EXIT.failed : EXIT.ok;
 }

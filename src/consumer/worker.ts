@@ -40,6 +40,9 @@ export function startConsumer(options: ConsumerOptions): ConsumerRole {
   const redisUrl = requireRedisUrl(config);
   const redis = connect(redisUrl, 'worker', 'worker');
   redis.on('error', (err) => logger.warn({ err }, LIFECYCLE.redisError));
+  // The Worker's own connection; BullMQ closes only connections it made, so we close this one.
+  const workerRedis = connect(redisUrl, 'worker', 'worker-queue');
+  workerRedis.on('error', (err) => logger.debug({ err }, LIFECYCLE.redisError));
   const store = new DispatchStore(redis, keysFor(config.prefix), {
     eventsStream: config.eventsStream,
     eventsMaxLen: config.eventsMaxLen,
@@ -90,7 +93,7 @@ export function startConsumer(options: ConsumerOptions): ConsumerRole {
       }
     },
     {
-      connection: connect(redisUrl, 'worker', 'worker-blocking'),
+      connection: workerRedis,
       prefix: config.prefix,
       concurrency: concurrency.limit,
       // A job whose worker died is run again; the rerun reads the dispatch record first and never
@@ -135,6 +138,7 @@ export function startConsumer(options: ConsumerOptions): ConsumerRole {
     await queue.close().catch(() => {});
     if (ownsApi) await api.close().catch(() => {});
     redis.disconnect();
+    workerRedis.disconnect();
     logger.info({ timedOut }, LIFECYCLE.roleStopped);
   }
 }

@@ -39,6 +39,9 @@ export function startPoller(options: PollerOptions): PollerRole {
   if (!config.redisUrl) throw new Error('REDIS_URL is required');
   const redis = connect(config.redisUrl, 'worker', 'poller');
   redis.on('error', (err) => logger.warn({ err }, LIFECYCLE.redisError));
+  // The Worker's own connection; BullMQ closes only connections it made, so we close this one.
+  const workerRedis = connect(config.redisUrl, 'worker', 'poller-queue');
+  workerRedis.on('error', (err) => logger.debug({ err }, LIFECYCLE.redisError));
   const store = new DispatchStore(redis, keysFor(config.prefix), {
     eventsStream: config.eventsStream,
     eventsMaxLen: config.eventsMaxLen,
@@ -64,7 +67,7 @@ export function startPoller(options: PollerOptions): PollerRole {
 
   const ctx = { config, store, api, queue: dispatchQueue, metrics, logger };
   const worker = new Worker(QUEUE_NAMES.poll, () => runTick(ctx), {
-    connection: connect(config.redisUrl, 'worker', 'poller-blocking'),
+    connection: workerRedis,
     prefix: config.prefix,
     concurrency: 1,
     // A tick that dies with its process is simply not rerun: the next tick reads the same due set.
@@ -101,6 +104,7 @@ export function startPoller(options: PollerOptions): PollerRole {
         await Promise.allSettled([dispatchQueue.close(), pollQueue.close()]);
         if (ownsApi) await api.close().catch(() => {});
         redis.disconnect();
+        workerRedis.disconnect();
         logger.info({ timedOut }, LIFECYCLE.roleStopped);
       })();
       return closing;

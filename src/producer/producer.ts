@@ -59,6 +59,9 @@ export function createProducer(options: ProducerOptions): Producer {
   const promptMaxBytes = options.promptMaxBytes ?? 65_536;
   const attempts = options.sendAttempts ?? 8;
   const redis = options.connection ?? connect(options.redisUrl, 'producer', 'producer');
+  redis.on('error', () => {
+    // Failures reach the caller as rejected sends; the fail-fast connection never queues them.
+  });
   const queue = new Queue<DispatchJobData>(QUEUE_NAMES.dispatch, { connection: redis, prefix });
   queue.on('error', () => {
     // Errors reach the caller through the rejected promise of send/sendMany.

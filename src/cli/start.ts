@@ -1,0 +1,182 @@
+import { randomBytes } from 'node:crypto';
+import { Queue } from 'bullmq';
+import { loadConfig, type Config, type SettingName } from '../config/index.js';
+import { startConsumer } from '../consumer/index.js';
+import { startHttpServer } from '../http/index.js';
+import { startPoller } from '../poller/index.js';
+import { createProducer } from '../producer/index.js';
+import { connect } from '../redis/connections.js';
+import { startEmbeddedRedis, type EmbeddedRedis } from '../redis/embedded.js';
+import { keysFor, QUEUE_NAMES } from '../redis/keys.js';
+import { startSimulator, type Simulator } from '../simulator/index.js';
+import { createLogger } from '../telemetry/logger.js';
+import { createMetrics } from '../telemetry/metrics.js';
+import type { Command, CommandContext } from './command.js';
+import { startProgress } from './progress.js';
+import { runUntilSignal } from './roles.js';
+import { configOf } from './settings.js';
+
+/** Where `start` keeps its private Redis's data: git ignores `.data/`. */
+const EMBEDDED_DATA_DIR = '.data/redis';
+
+/** Demo follow-ups `start` enqueues when it runs against the simulator (keys make it once only). */
+const DEMO = [1, 2, 3].flatMap((n) =>
+  ['docs-site', 'api-reference'].map((projectId) => ({
+    projectId,
+    jobId: `demo-job-${n}`,
+    prompt: `Demo follow-up ${n}: tighten the wording of the quickstart.`,
+    key: `demo:${projectId}:${n}`,
+    meta: { demo: true },
+  })),
+);
+
+/** `agent-dispatch start`: every role in one process, plus the HTTP server (`npm start`). */
+export const startCommand: Command = {
+  name: 'start',
+  summary: 'every role in one process plus the HTTP server: the embedded default (npm start)',
+  usage: 'start [--port N]',
+  details: [
+    'Without REDIS_URL it runs a private redis-server (AOF on, data in .data/redis) and stops it on',
+    'exit. Without AGENT_API_KEY it sends to the bundled simulator, says so on its first line, and',
+    'enqueues a few demo follow-ups. It prints where the dashboard is and shows progress as',
+    'follow-ups move. Stops gracefully on SIGTERM or SIGINT.',
+  ].join('\n'),
+  options: {
+    'data-dir': {
+      type: 'string',
+      placeholder: 'DIR',
+      description: `data folder of the private redis-server (default ${EMBEDDED_DATA_DIR})`,
+    },
+    port: {
+      type: 'string',
+      placeholder: 'N',
+      setting: 'HTTP_PORT',
+      description: 'port of the HTTP server',
+    },
+  },
+  async run(ctx) {
+    const base = configOf(this, ctx);
+    const say = (line: string) => ctx.stderr.write(`agent-dispatch: ${line}\n`);
+    const cleanup: (() => Promise<void>)[] = [];
+    try {
+      const dataDir =
+        typeof ctx.values['data-dir'] === 'string' ? ctx.values['data-dir'] : EMBEDDED_DATA_DIR;
+      const overrides = await embeddedServices(base, dataDir, say, cleanup);
+      return await runAll(
+        loadConfig(ctx.env, { ...overrides, ...flagOverrides(ctx) }),
+        overrides,
+        ctx,
+        say,
+      );
+    } finally {
+      for (const step of cleanup.reverse()) await step().catch(() => {});
+    }
+  },
+};
+
+/** Starts the simulator and the private Redis when their settings are missing. */
+async function embeddedServices(
+  base: Config,
+  dataDir: string,
+  say: (line: string) => void,
+  cleanup: (() => Promise<void>)[],
+): Promise<Partial<Record<SettingName, string>>> {
+  const overrides: Partial<Record<SettingName, string>> = {};
+  const logger = createLogger(base.logLevel);
+  if (!base.agentApiKey) {
+    const apiKey = `sim-${randomBytes(12).toString('hex')}`;
+    const simulator: Simulator = await startSimulator({
+      apiKey,
+      autoCreateJobs: true,
+      workTimeMs: 3_000,
+    });
+    cleanup.push(() => simulator.close());
+    say(
+      `AGENT_API_KEY is not set: sending to the bundled simulator at ${simulator.url}, not to a real agent API`,
+    );
+    Object.assign(overrides, { AGENT_API_URL: simulator.url, AGENT_API_KEY: apiKey });
+  }
+  if (!base.redisUrl) {
+    const redis: EmbeddedRedis = await startEmbeddedRedis({ dataDir, logger });
+    cleanup.push(() => redis.stop());
+    say(
+      `REDIS_URL is not set: running a private redis-server at ${redis.url} (data in ${dataDir})`,
+    );
+    overrides.REDIS_URL = redis.url;
+  }
+  if (!base.dashboardToken) overrides.DASHBOARD_TOKEN = randomBytes(16).toString('hex');
+  if (!base.intakeToken) overrides.INTAKE_TOKEN = randomBytes(16).toString('hex');
+  return overrides;
+}
+
+/** Runs worker, poller and HTTP server until a signal; resolves to the exit code. */
+async function runAll(
+  config: Config,
+  made: Partial<Record<SettingName, string>>,
+  ctx: CommandContext,
+  say: (line: string) => void,
+): Promise<number> {
+  const logger = createLogger(config.logLevel);
+  const metrics = createMetrics({ logger });
+  const kit = { config, logger, metrics };
+  const redis = connect(config.redisUrl ?? '', 'worker', 'start');
+  redis.on('error', () => {
+    // The roles report Redis outages; /readyz shows them.
+  });
+  const queues = Object.values(QUEUE_NAMES).map(
+    (name) => new Queue(name, { connection: redis, prefix: config.prefix }),
+  );
+  for (const q of queues) q.on('error', () => {});
+  const keys = keysFor(config.prefix);
+  metrics.watchRedis({ queues, redis, keys, logger });
+  const producer = createProducer({
+    redisUrl: config.redisUrl ?? '',
+    prefix: config.prefix,
+    promptMaxBytes: config.promptMaxBytes,
+    sendAttempts: config.sendAttempts,
+  });
+  const roles = [startConsumer(kit), startPoller(kit)];
+  const http = await startHttpServer({
+    config,
+    logger,
+    metrics,
+    redis,
+    queues,
+    producer,
+    roles: () => roles.map((r) => ({ name: r.name, running: r.running() })),
+  });
+  const token = config.dashboardToken ?? '';
+  say(
+    `dashboard: ${http.url}/dashboard${made.DASHBOARD_TOKEN ? `?token=${token}` : ' (DASHBOARD_TOKEN)'}`,
+  );
+  say(
+    `intake: POST ${http.url}/v1/followups${made.INTAKE_TOKEN ? ` with "Authorization: Bearer ${config.intakeToken}"` : ' (INTAKE_TOKEN)'}`,
+  );
+  say(`metrics: ${http.url}/metrics · health: ${http.url}/healthz, ${http.url}/readyz`);
+  if (made.AGENT_API_KEY) {
+    const results = await producer.sendMany(DEMO);
+    say(
+      `enqueued ${results.filter((r) => !r.deduplicated).length} demo follow-ups (${results.length} in the demo set)`,
+    );
+  }
+  const stopProgress = startProgress(
+    { queue: queues[0] as Queue, redis, keys, metrics },
+    ctx.stderr,
+  );
+  const closeRest = async () => {
+    stopProgress();
+    await http.close();
+    await producer.close();
+    await Promise.allSettled(queues.map((q) => q.close()));
+    redis.disconnect();
+  };
+  // Closed in reverse: the HTTP server first (no new intake), then the poller, then the worker.
+  return runUntilSignal(ctx, kit, [
+    ...roles,
+    { name: 'http', running: () => true, close: closeRest },
+  ]);
+}
+
+function flagOverrides(ctx: CommandContext): Partial<Record<SettingName, string>> {
+  return typeof ctx.values['port'] === 'string' ? { HTTP_PORT: ctx.values['port'] } : {};
+}
