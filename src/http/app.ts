@@ -1,0 +1,73 @@
+import type { Queue } from 'bullmq';
+import express, { type Express, type RequestHandler } from 'express';
+import type { Redis } from 'ioredis';
+import type { Config } from '../config/index.js';
+import type { Producer } from '../producer/index.js';
+import type { Logger } from '../telemetry/logger.js';
+import type { Metrics } from '../telemetry/metrics.js';
+import { dashboardRouter } from './dashboard.js';
+import { errorHandler, notFound } from './errors.js';
+import { healthRouter } from './health.js';
+import { intakeBodyLimitBytes, intakeRouter } from './intake.js';
+
+/** Everything the routes need. */
+export interface AppOptions {
+  readonly config: Config;
+  readonly logger: Logger;
+  readonly metrics: Metrics;
+  /** A fail-fast connection for `/readyz`. */
+  readonly readinessRedis: Redis;
+  readonly queues: readonly Queue[];
+  readonly producer: Producer | undefined;
+  readonly roles: () => readonly { name: string; running: boolean }[];
+}
+
+/** The express app: health, metrics, intake, dashboard, then JSON 404 and error answers. */
+export function createApp(options: AppOptions): Express {
+  const { config, logger, metrics } = options;
+  const bodyLimitBytes = intakeBodyLimitBytes(config.promptMaxBytes);
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('trust proxy', false);
+  app.use(requestLog(logger));
+  app.use((_req, res, next) => {
+    res.set('x-content-type-options', 'nosniff');
+    next();
+  });
+  app.use(healthRouter({ redis: options.readinessRedis, roles: options.roles }));
+  app.get('/metrics', async (_req, res) => {
+    const text = await metrics.registry.metrics();
+    res.set('content-type', metrics.registry.contentType).send(text);
+  });
+  app.use(
+    intakeRouter({ producer: options.producer, token: config.intakeToken, bodyLimitBytes, logger }),
+  );
+  app.use(
+    dashboardRouter({
+      token: config.dashboardToken,
+      queues: options.queues,
+      allowRetries: config.dashboardAllowRetries,
+    }),
+  );
+  app.use(notFound);
+  app.use(errorHandler(logger, bodyLimitBytes));
+  return app;
+}
+
+/**
+ * Logs each request once it is answered, at debug. Only the path is logged: a query string may
+ * hold the dashboard token, and headers are left out entirely (the Authorization header above all).
+ */
+function requestLog(logger: Logger): RequestHandler {
+  return (req, res, next) => {
+    if (!logger.isLevelEnabled('debug')) return next();
+    // Read now: mounted routers rewrite req.url while they handle the request.
+    const { method, path } = req;
+    const started = process.hrtime.bigint();
+    res.once('finish', () => {
+      const durationMs = Number(process.hrtime.bigint() - started) / 1e6;
+      logger.debug({ method, path, status: res.statusCode, durationMs }, 'http:request');
+    });
+    next();
+  };
+}

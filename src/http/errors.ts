@@ -1,0 +1,84 @@
+import type { ErrorRequestHandler, Request, RequestHandler, Response } from 'express';
+import type { Logger } from '../telemetry/logger.js';
+
+/**
+ * Every error the HTTP server answers is JSON of the form `{"error": "...", ...details}`. Messages
+ * are written here or by the route, never copied from an exception: an exception's text may carry
+ * a Redis address, a token or a stack.
+ */
+
+/** Sends a JSON error. `details` adds fields next to `error` (such as `problems`). */
+export function sendError(
+  res: Response,
+  status: number,
+  message: string,
+  details: Record<string, unknown> = {},
+): void {
+  res
+    .status(status)
+    .set('cache-control', 'no-store')
+    .json({ error: message, ...details });
+}
+
+/** Answers every request that no route took. */
+export const notFound: RequestHandler = (req, res) => {
+  sendError(res, 404, `no route for ${req.method} ${req.path}`);
+};
+
+/** The shape of the errors that express's body parser raises. */
+interface BodyParserError {
+  readonly type: string;
+  readonly status: number;
+}
+
+function isBodyParserError(err: unknown): err is BodyParserError {
+  return (
+    typeof err === 'object' &&
+    err !== null &&
+    typeof (err as { type?: unknown }).type === 'string' &&
+    typeof (err as { status?: unknown }).status === 'number'
+  );
+}
+
+/** The answer to a body-parser failure, or `undefined` for any other error. */
+function describeBodyError(err: unknown, limitBytes: number): [number, string] | undefined {
+  if (!isBodyParserError(err)) return undefined;
+  switch (err.type) {
+    case 'entity.too.large':
+      return [
+        413,
+        `request body is larger than ${limitBytes} bytes; send fewer follow-ups per request`,
+      ];
+    case 'entity.parse.failed':
+      return [400, 'request body is not valid JSON'];
+    case 'encoding.unsupported':
+    case 'charset.unsupported':
+      return [415, 'request body must be UTF-8 JSON'];
+    case 'request.aborted':
+      return [400, 'request was aborted by the client'];
+    default:
+      return err.status >= 400 && err.status < 500
+        ? [err.status, 'request body could not be read']
+        : undefined;
+  }
+}
+
+/**
+ * The last handler: body-parser failures become their 4xx, anything else a logged 500 whose
+ * answer says nothing about its cause.
+ */
+export function errorHandler(logger: Logger, bodyLimitBytes: number): ErrorRequestHandler {
+  return (err: unknown, req: Request, res: Response, _next) => {
+    const known = describeBodyError(err, bodyLimitBytes);
+    if (res.headersSent) {
+      req.socket.destroy();
+      return;
+    }
+    if (known) {
+      sendError(res, known[0], known[1]);
+      return;
+    }
+    logger.error({ err, method: req.method, path: req.path }, 'http:error');
+    sendError(res, 500, 'internal error; see the server log');
+  };
+}

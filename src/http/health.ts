@@ -1,0 +1,56 @@
+import { Router } from 'express';
+import type { Redis } from 'ioredis';
+
+/** How long `/readyz` waits for Redis to answer PING. A scrape-style probe must answer quickly. */
+export const READY_PING_TIMEOUT_MS = 1_000;
+
+/** What `/readyz` checks: Redis, and the roles of the process. */
+export interface ReadinessSource {
+  /** A connection that fails fast (no offline queue), so PING never waits for a reconnect. */
+  readonly redis: Redis;
+  readonly roles: () => readonly { name: string; running: boolean }[];
+}
+
+/**
+ * `/healthz` answers while the process runs (liveness: restart me only when this fails);
+ * `/readyz` answers 200 only when Redis answers PING within a second and every role runs
+ * (readiness: send me traffic), else 503 naming each failed check.
+ */
+export function healthRouter(source: ReadinessSource): Router {
+  const router = Router();
+  router.get('/healthz', (_req, res) => {
+    res.set('cache-control', 'no-store').json({ status: 'ok' });
+  });
+  router.get('/readyz', async (_req, res) => {
+    const checks: Record<string, string> = { redis: await pingRedis(source.redis) };
+    for (const role of source.roles())
+      checks[`role:${role.name}`] = role.running ? 'ok' : 'not running';
+    const ready = Object.values(checks).every((value) => value === 'ok');
+    res
+      .status(ready ? 200 : 503)
+      .set('cache-control', 'no-store')
+      .json({ status: ready ? 'ready' : 'unready', checks });
+  });
+  return router;
+}
+
+/** `ok`, or why Redis is not ready; never the error's own text, which names the Redis address. */
+async function pingRedis(redis: Redis): Promise<string> {
+  if (redis.status !== 'ready') return `not connected (${redis.status})`;
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<string>((resolve) => {
+    timer = setTimeout(
+      () => resolve(`no answer to PING within ${READY_PING_TIMEOUT_MS} ms`),
+      READY_PING_TIMEOUT_MS,
+    );
+  });
+  const ping = redis.ping().then(
+    (reply) => (reply === 'PONG' ? 'ok' : 'unexpected answer to PING'),
+    () => 'PING failed',
+  );
+  try {
+    return await Promise.race([ping, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

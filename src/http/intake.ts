@@ -1,0 +1,145 @@
+import express, { Router, type Request, type RequestHandler, type Response } from 'express';
+import { ID_MAX_CHARS, META_MAX_BYTES, type FollowUpInput } from '../dispatch/followup.js';
+import { InvalidFollowUpError, type Producer } from '../producer/index.js';
+import type { Logger } from '../telemetry/logger.js';
+import { bearerToken, secretsEqual } from './auth.js';
+import { sendError } from './errors.js';
+
+/**
+ * Longest wait for the producer. Its connection fails fast once it has been up, but waits for the
+ * first connect, so a Redis that never answered would otherwise hold the request open.
+ */
+const REDIS_TIMEOUT_MS = 5_000;
+
+/** Most follow-ups one request may carry. */
+export const MAX_BATCH = 1_000;
+
+/**
+ * The JSON body limit: a full batch of largest follow-ups (prompt, meta, ids and their JSON
+ * punctuation), capped at 64 MiB so one request cannot make the server hold an unbounded body.
+ */
+export function intakeBodyLimitBytes(promptMaxBytes: number): number {
+  const perFollowUp = promptMaxBytes + META_MAX_BYTES + 3 * ID_MAX_CHARS + 512;
+  return Math.min(perFollowUp * MAX_BATCH, 64 * 1024 * 1024);
+}
+
+/** What the intake needs; without a producer or a token it only explains how to turn it on. */
+export interface IntakeOptions {
+  readonly producer: Producer | undefined;
+  readonly token: string | undefined;
+  readonly bodyLimitBytes: number;
+  readonly logger: Logger;
+}
+
+/** `POST /v1/followups` (one, an array, or `{"followups": [...]}`) and `GET /v1/followups/:id`. */
+export function intakeRouter(options: IntakeOptions): Router {
+  const router = Router();
+  const { producer, token, logger } = options;
+  if (!producer || !token) {
+    router.use('/v1/followups', (_req, res) => {
+      sendError(res, 404, 'the intake is off: set INTAKE_TOKEN to accept follow-ups over HTTP');
+    });
+    return router;
+  }
+  const json = express.json({ limit: options.bodyLimitBytes, strict: false });
+  router.post('/v1/followups', requireBearer(token), requireJson, json, async (req, res) => {
+    const body: unknown = req.body;
+    const batch = asBatch(body);
+    if (typeof batch === 'string')
+      return sendError(res, 400, 'invalid follow-up', {
+        problems: [{ field: '(body)', message: batch }],
+      });
+    await answer(res, logger, async () =>
+      batch
+        ? { results: await producer.sendMany(batch) }
+        : await producer.send(body as FollowUpInput),
+    );
+  });
+  router.get('/v1/followups/:dispatchId', requireBearer(token), async (req, res) => {
+    await answer(res, logger, async () => {
+      const status = await producer.status(String(req.params['dispatchId']));
+      return status ?? undefined;
+    });
+  });
+  return router;
+}
+
+/**
+ * The follow-ups of a batch body, `undefined` for a single follow-up (validated by the producer),
+ * or a message saying what is wrong with the body's shape.
+ */
+function asBatch(body: unknown): FollowUpInput[] | undefined | string {
+  const list = isObject(body) && 'followups' in body ? body['followups'] : body;
+  if (!Array.isArray(list)) {
+    if (list !== body) return '"followups" must be an array';
+    return isObject(body)
+      ? undefined
+      : 'expected a follow-up object, an array of them, or {"followups": [...]}';
+  }
+  if (list.length === 0) return 'the batch is empty';
+  if (list.length > MAX_BATCH)
+    return `a batch carries at most ${MAX_BATCH} follow-ups, got ${list.length}`;
+  return list as FollowUpInput[];
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** Runs a producer call: its result as 202 (POST) or 200 (GET), `undefined` as 404, failures mapped. */
+async function answer(
+  res: Response,
+  logger: Logger,
+  call: () => Promise<object | undefined>,
+): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new Error(`no answer from Redis within ${REDIS_TIMEOUT_MS} ms`)),
+      REDIS_TIMEOUT_MS,
+    );
+  });
+  try {
+    const result = await Promise.race([call(), deadline]);
+    if (result === undefined)
+      return sendError(res, 404, 'no such dispatch (unknown, or expired after DISPATCH_RETENTION)');
+    res
+      .status(res.req.method === 'POST' ? 202 : 200)
+      .set('cache-control', 'no-store')
+      .json(result);
+  } catch (err) {
+    if (err instanceof InvalidFollowUpError) {
+      return sendError(res, 400, 'invalid follow-up', { problems: err.problems });
+    }
+    // With the producer's fail-fast connection this is nearly always Redis being unreachable. The
+    // write may still have landed, so the advice is to retry with the same idempotency key.
+    logger.warn({ err, method: res.req.method, path: res.req.path }, 'intake:unavailable');
+    res.set('retry-after', '5');
+    sendError(
+      res,
+      503,
+      'Redis is unavailable; retry later, with the same key to avoid a duplicate',
+    );
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** 401 unless the request carries `Authorization: Bearer <token>`. */
+function requireBearer(token: string): RequestHandler {
+  return (req, res, next) => {
+    const presented = bearerToken(req);
+    if (presented === undefined)
+      return sendError(res, 401, 'missing Authorization: Bearer <INTAKE_TOKEN>');
+    if (!secretsEqual(presented, token)) return sendError(res, 401, 'wrong bearer token');
+    next();
+  };
+}
+
+/** 415 for a body that is not declared JSON, so a form post gets an answer that says why. */
+function requireJson(req: Request, res: Response, next: () => void): void {
+  if (!req.is(['application/json', 'application/*+json'])) {
+    return sendError(res, 415, 'send the follow-ups as Content-Type: application/json');
+  }
+  next();
+}

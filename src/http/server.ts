@@ -1,0 +1,100 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { Config } from '../config/index.js';
+import type { Producer } from '../producer/index.js';
+import type { Logger } from '../telemetry/logger.js';
+import type { Metrics } from '../telemetry/metrics.js';
+import { createApp } from './app.js';
+import { READY_PING_TIMEOUT_MS } from './health.js';
+
+/** What {@link startHttpServer} serves. */
+export interface HttpServerOptions {
+  config: Config;
+  logger: Logger;
+  metrics: Metrics;
+  /** Redis of the process; `/readyz` PINGs through a fail-fast duplicate of it. */
+  redis: Redis;
+  /** Queues shown on the dashboard. */
+  queues: Queue[];
+  /** The intake; when absent, or `config.intakeToken` is unset, `/v1/followups` answers 404. */
+  producer?: Producer;
+  /** The roles of this process, for `/readyz`. */
+  roles: () => readonly { name: string; running: boolean }[];
+  /** Interface to listen on. @defaultValue `0.0.0.0` */
+  host?: string;
+}
+
+/** A listening HTTP server. */
+export interface HttpServer {
+  /** Base URL to reach it (loopback when it listens on every interface). */
+  readonly url: string;
+  readonly port: number;
+  /** Stops accepting, lets requests in flight finish briefly, closes keep-alive sockets. Idempotent. */
+  close(): Promise<void>;
+}
+
+/** Longest wait for requests in flight when closing; keep-alive sockets are closed at once. */
+const CLOSE_GRACE_MS = 5_000;
+
+/**
+ * Starts the HTTP server on `config.httpPort` (0 picks a free port): dashboard, metrics, health and
+ * intake. Rejects when the port cannot be bound.
+ */
+export async function startHttpServer(options: HttpServerOptions): Promise<HttpServer> {
+  const { config, logger } = options;
+  const readinessRedis = options.redis.duplicate({
+    connectionName: 'agent-dispatch:readyz',
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    commandTimeout: READY_PING_TIMEOUT_MS,
+  });
+  // /readyz reports Redis outages; the same error in the log every reconnect would only be noise.
+  readinessRedis.on('error', (err: Error) => logger.debug({ err }, 'redis:error'));
+  const app = createApp({ ...options, readinessRedis, producer: options.producer });
+  const server = createServer(app);
+  try {
+    await listen(server, config.httpPort, options.host ?? '0.0.0.0');
+  } catch (err) {
+    readinessRedis.disconnect();
+    throw err;
+  }
+  const address = server.address() as AddressInfo;
+  const host = ['0.0.0.0', '::'].includes(address.address) ? '127.0.0.1' : address.address;
+  let closing: Promise<void> | undefined;
+  return {
+    url: `http://${host.includes(':') ? `[${host}]` : host}:${address.port}`,
+    port: address.port,
+    close() {
+      closing ??= closeServer(server, Math.min(CLOSE_GRACE_MS, config.shutdownTimeoutMs)).finally(
+        () => readinessRedis.disconnect(),
+      );
+      return closing;
+    },
+  };
+}
+
+function listen(server: Server, port: number, host: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const onError = (err: Error) => reject(err);
+    server.once('error', onError);
+    server.listen(port, host, () => {
+      server.off('error', onError);
+      resolve();
+    });
+  });
+}
+
+/** Closes the server: idle sockets now, busy ones once their request ends or `graceMs` passes. */
+function closeServer(server: Server, graceMs: number): Promise<void> {
+  return new Promise((resolve) => {
+    const force = setTimeout(() => server.closeAllConnections(), graceMs);
+    force.unref();
+    server.close(() => {
+      clearTimeout(force);
+      resolve();
+    });
+    server.closeIdleConnections();
+  });
+}

@@ -1,0 +1,215 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync, readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join, resolve } from 'node:path';
+import { Redis } from 'ioredis';
+import type { Logger } from '../telemetry/logger.js';
+
+/**
+ * The private `redis-server` that `agent-dispatch start` runs when REDIS_URL is unset: loopback
+ * only, AOF on (a killed server loses no acknowledged write), `noeviction` as BullMQ requires, and
+ * a data folder of its own that survives restarts.
+ */
+
+/** A running embedded Redis. */
+export interface EmbeddedRedis {
+  readonly url: string;
+  /** Shuts the server down (SIGTERM: Redis flushes its AOF) and waits for it to exit. Idempotent. */
+  stop(): Promise<void>;
+}
+
+/** Thrown when no `redis-server` binary can be started. Code `redis_server_missing`. */
+export class RedisServerMissingError extends Error {
+  readonly code = 'redis_server_missing';
+  constructor(binary: string) {
+    super(
+      `${binary} was not found. \`agent-dispatch start\` without REDIS_URL runs a private Redis: ` +
+        'install one (`apt-get install redis-server`, or `brew install redis`), or run ' +
+        '`docker compose up redis` and set REDIS_URL=redis://127.0.0.1:6379.',
+    );
+    this.name = 'RedisServerMissingError';
+    // An operator's mistake, not a bug: the message is the whole story.
+    this.stack = `${this.name}: ${this.message}`;
+  }
+}
+
+/** Options of {@link startEmbeddedRedis}. */
+export interface EmbeddedRedisOptions {
+  /** Data folder (created if missing), such as `<repo>/.data/redis`. */
+  dataDir: string;
+  /** @defaultValue a free loopback port */
+  port?: number;
+  /** @defaultValue `redis-server` from PATH */
+  binary?: string;
+  logger: Logger;
+}
+
+/** Longest wait for the first PONG; replaying a large AOF takes a while. */
+const READY_TIMEOUT_MS = 60_000;
+/** Longest wait for a clean exit after SIGTERM before SIGKILL. */
+const STOP_TIMEOUT_MS = 15_000;
+
+/** Starts `redis-server` and resolves once it answers PING. */
+export async function startEmbeddedRedis(options: EmbeddedRedisOptions): Promise<EmbeddedRedis> {
+  const binary = options.binary ?? 'redis-server';
+  const dir = resolve(options.dataDir);
+  mkdirSync(dir, { recursive: true });
+  await refuseIfRunning(dir);
+  const port = options.port ?? (await freePort());
+  const logger = options.logger.child({ redisPort: port });
+  const { child, recentOutput } = await launch(binary, port, dir);
+  const url = `redis://127.0.0.1:${port}`;
+  // A normal exit of this process, even a crash, takes the server with it; only SIGKILL leaves it,
+  // and the pidfile check above catches that on the next start.
+  const killOnExit = () => child.kill('SIGTERM');
+  process.once('exit', killOnExit);
+  let stopping: Promise<void> | undefined;
+  let ready = false;
+  const stopped = new Promise<void>((done) =>
+    child.once('exit', (code, signal) => {
+      if (ready && !stopping)
+        logger.error({ code, signal, output: recentOutput.slice(-5) }, 'redis:embedded-exited');
+      done();
+    }),
+  );
+  const stop = () => {
+    stopping ??= stopChild(child, stopped).finally(() => process.off('exit', killOnExit));
+    return stopping;
+  };
+  try {
+    await waitUntilReady(url, child.pid, stopped, recentOutput);
+    ready = true;
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  logger.info({ dir, pid: child.pid }, 'redis:embedded-started');
+  return { url, stop };
+}
+
+/** A started server process and its last log lines (for the error when it dies during start). */
+interface Launched {
+  readonly child: ChildProcess;
+  readonly recentOutput: string[];
+}
+
+function launch(binary: string, port: number, dir: string): Promise<Launched> {
+  const args = [
+    ...['--port', String(port), '--bind', '127.0.0.1', '--dir', dir],
+    ...['--appendonly', 'yes', '--appendfsync', 'everysec', '--save', ''],
+    ...[
+      '--maxmemory-policy',
+      'noeviction',
+      '--pidfile',
+      join(dir, 'redis.pid'),
+      '--daemonize',
+      'no',
+    ],
+  ];
+  // Its own process group: Ctrl-C in a terminal must reach only us, so the server outlives our
+  // graceful shutdown (in-flight sends still write to it) and is stopped last.
+  const child = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  const recentOutput: string[] = [];
+  const keep = (chunk: Buffer) => {
+    recentOutput.push(...chunk.toString('utf8').split('\n').filter(Boolean));
+    recentOutput.splice(0, recentOutput.length - 20);
+  };
+  child.stdout?.on('data', keep);
+  child.stderr?.on('data', keep);
+  return new Promise((resolveChild, reject) => {
+    child.once('error', (err: NodeJS.ErrnoException) =>
+      reject(err.code === 'ENOENT' ? new RedisServerMissingError(binary) : err),
+    );
+    child.once('spawn', () => resolveChild({ child, recentOutput }));
+  });
+}
+
+/**
+ * Polls until our server answers; fails early, with the server's last log lines, if it exits. The
+ * answer must come from our process: on a busy port another Redis would answer in its place.
+ */
+async function waitUntilReady(
+  url: string,
+  pid: number | undefined,
+  stopped: Promise<void>,
+  recentOutput: string[],
+): Promise<void> {
+  const deadline = Date.now() + READY_TIMEOUT_MS;
+  let exited = false;
+  void stopped.then(() => (exited = true));
+  while (!exited) {
+    const client = new Redis(url, {
+      lazyConnect: true,
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => null,
+    });
+    client.on('error', () => {});
+    try {
+      await client.connect();
+      const info = await client.info('server');
+      if (new RegExp(`^process_id:${pid}\\s*$`, 'm').test(info)) return;
+    } catch {
+      // Not listening yet, or still loading the AOF (LOADING error): try again shortly.
+    } finally {
+      client.disconnect();
+    }
+    if (Date.now() > deadline)
+      throw new Error(`redis-server did not answer PING within ${READY_TIMEOUT_MS} ms`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`redis-server exited during start:\n${recentOutput.slice(-10).join('\n')}`);
+}
+
+async function stopChild(child: ChildProcess, stopped: Promise<void>): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), STOP_TIMEOUT_MS);
+  await stopped;
+  clearTimeout(timer);
+}
+
+/** Refuses a data folder that a live redis-server still uses: two servers would corrupt its AOF. */
+async function refuseIfRunning(dir: string): Promise<void> {
+  let pid: number;
+  try {
+    pid = Number(readFileSync(join(dir, 'redis.pid'), 'utf8').trim());
+  } catch {
+    return;
+  }
+  if (!Number.isSafeInteger(pid) || pid <= 0 || !isAlive(pid) || !looksLikeRedis(pid)) return;
+  throw new Error(
+    `a redis-server (pid ${pid}) is still using ${dir}: another \`agent-dispatch start\` is running, ` +
+      `or one was killed. Stop it (kill ${pid}) or set REDIS_URL.`,
+  );
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** After a reboot the pid may belong to anything; where /proc exists, check its name. */
+function looksLikeRedis(pid: number): boolean {
+  try {
+    return readFileSync(`/proc/${pid}/comm`, 'utf8').includes('redis');
+  } catch {
+    return true;
+  }
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolvePort, reject) => {
+    const server = createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      server.close(() => resolvePort(port));
+    });
+  });
+}

@@ -1,0 +1,92 @@
+import { Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { Config } from '../../src/config/index.js';
+import { startHttpServer, type HttpServer } from '../../src/http/index.js';
+import { createProducer, type Producer } from '../../src/producer/index.js';
+import { connect } from '../../src/redis/connections.js';
+import { keysFor, QUEUE_NAMES } from '../../src/redis/keys.js';
+import { createLogger } from '../../src/telemetry/logger.js';
+import { createMetrics, type Metrics } from '../../src/telemetry/metrics.js';
+
+/** An HTTP server wired the way `serve` wires it, on a free port, for one test namespace. */
+export interface TestServer {
+  readonly server: HttpServer;
+  readonly url: string;
+  readonly redis: Redis;
+  readonly queues: Queue[];
+  readonly metrics: Metrics;
+  readonly producer: Producer | undefined;
+  /** Closes the server, producer, queues and connection, in that order. */
+  close(): Promise<void>;
+}
+
+/** Options of {@link startTestServer}. */
+export interface TestServerOptions {
+  /** Redis to use instead of `config.redisUrl` (a private redis-server, say). */
+  redisUrl?: string;
+  /** Starts a producer for the intake. */
+  withProducer?: boolean;
+  roles?: () => readonly { name: string; running: boolean }[];
+}
+
+/** Starts the server on a free loopback port. */
+export async function startTestServer(
+  config: Config,
+  options: TestServerOptions = {},
+): Promise<TestServer> {
+  const redisUrl = options.redisUrl ?? config.redisUrl ?? '';
+  const logger = createLogger('silent');
+  const metrics = createMetrics({ logger });
+  const redis = connect(redisUrl, 'worker', 'test-http');
+  redis.on('error', () => {});
+  const queues = Object.values(QUEUE_NAMES).map((name) => {
+    const queue = new Queue(name, { connection: redis, prefix: config.prefix });
+    queue.on('error', () => {});
+    return queue;
+  });
+  const producer = options.withProducer
+    ? createProducer({ redisUrl, prefix: config.prefix, promptMaxBytes: config.promptMaxBytes })
+    : undefined;
+  metrics.watchRedis({ queues, redis, keys: keysFor(config.prefix) });
+  const server = await startHttpServer({
+    config: { ...config, httpPort: 0 },
+    logger,
+    metrics,
+    redis,
+    queues,
+    producer,
+    roles: options.roles ?? (() => []),
+    host: '127.0.0.1',
+  });
+  return {
+    server,
+    url: server.url,
+    redis,
+    queues,
+    metrics,
+    producer,
+    async close() {
+      await server.close();
+      await producer?.close();
+      for (const queue of queues) await queue.close();
+      redis.disconnect();
+    },
+  };
+}
+
+/** Handle types that mean a test left a socket, server or child process open. */
+const LEAKS = ['TCPSocketWrap', 'TCPServerWrap', 'TCPWrap', 'ProcessWrap'];
+
+/**
+ * Fails unless every socket, server and child process the test file opened has closed. Closing is
+ * asynchronous, so it polls briefly before failing.
+ */
+export async function expectNoLeakedHandles(timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const open = process.getActiveResourcesInfo().filter((type) => LEAKS.includes(type));
+    if (open.length === 0) return;
+    if (Date.now() > deadline) throw new Error(`leaked handles: ${open.join(', ')}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}

@@ -1,0 +1,91 @@
+import { Queue } from 'bullmq';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connect } from '../../src/redis/connections.js';
+import { keysFor } from '../../src/redis/keys.js';
+import { createLogger } from '../../src/telemetry/logger.js';
+import { createMetrics, METRIC_NAMES } from '../../src/telemetry/metrics.js';
+import { expectNoLeakedHandles, startTestServer, type TestServer } from '../http/fixture.js';
+import { createNamespace, type Namespace } from '../support/namespace.js';
+import { freePort } from '../support/redis-server.js';
+import { parseExposition } from './exposition.js';
+
+// Runs after every describe block's own cleanup.
+afterAll(() => expectNoLeakedHandles());
+
+describe('/metrics', () => {
+  let ns: Namespace;
+  let app: TestServer;
+
+  beforeAll(async () => {
+    ns = createNamespace('metrics');
+    app = await startTestServer(ns.config());
+  });
+
+  afterAll(async () => {
+    await app?.close();
+    await ns?.cleanup();
+  });
+
+  it('serves valid Prometheus text with every metric, including the Redis-backed ones', async () => {
+    const { metrics, queues } = app;
+    metrics.sends.inc({ outcome: 'sent' });
+    metrics.apiLatency.observe({ operation: 'send', outcome: 'ok' }, 0.12);
+    metrics.budgetWait.observe(42);
+    metrics.eventsPublished.inc({ type: 'followup.completed' });
+    metrics.statusReads.inc({ outcome: 'terminal' });
+    metrics.inFlightLimit.set({ worker: 'w1' }, 16);
+    metrics.inFlight.set({ worker: 'w1' }, 3);
+    metrics.pollTicks.inc({ outcome: 'ran' });
+    await queues[0]?.add('followup', { n: 1 });
+    await queues[0]?.add('followup', { n: 2 }, { delay: 60_000 });
+    await ns.redis.zadd(keysFor(ns.prefix).tracked, 1, 'a', 2, 'b', 3, 'c');
+
+    const res = await fetch(`${app.url}/metrics`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);
+    const families = parseExposition(await res.text());
+
+    for (const name of Object.values(METRIC_NAMES)) expect(families.has(name), name).toBe(true);
+    expect(families.get('process_cpu_user_seconds_total')?.type).toBe('counter');
+    const value = (family: string, labels: Record<string, string> = {}, suffix = '') =>
+      families
+        .get(family)
+        ?.samples.find(
+          (s) =>
+            s.name === family + suffix &&
+            Object.entries(labels).every(([k, v]) => s.labels[k] === v),
+        )?.value;
+    expect(value(METRIC_NAMES.sends, { outcome: 'sent' })).toBe(1);
+    expect(value(METRIC_NAMES.queueJobs, { queue: 'dispatch', state: 'waiting' })).toBe(1);
+    expect(value(METRIC_NAMES.queueJobs, { queue: 'dispatch', state: 'delayed' })).toBe(1);
+    expect(value(METRIC_NAMES.queueJobs, { queue: 'poll', state: 'active' })).toBe(0);
+    expect(value(METRIC_NAMES.trackedFollowups)).toBe(3);
+    expect(families.get(METRIC_NAMES.apiLatency)?.type).toBe('histogram');
+    expect(value(METRIC_NAMES.apiLatency, { operation: 'send', outcome: 'ok' }, '_count')).toBe(1);
+  });
+});
+
+describe('watchRedis', () => {
+  it('answers a scrape when Redis does not, logging instead of throwing', async () => {
+    const lines: { msg: string }[] = [];
+    const logger = createLogger('warn', {
+      write: (line: string) => void lines.push(JSON.parse(line)),
+    });
+    const metrics = createMetrics({ logger });
+    // Nothing listens on this port: a worker-style connection waits for it forever.
+    const redis = connect(`redis://127.0.0.1:${await freePort()}`, 'worker', 'test-dead');
+    redis.on('error', () => {});
+    const queue = new Queue('dispatch', { connection: redis, prefix: 't-dead' });
+    queue.on('error', () => {});
+    try {
+      metrics.watchRedis({ queues: [queue], redis, keys: keysFor('t-dead') });
+      const families = parseExposition(await metrics.registry.metrics());
+      expect(families.get(METRIC_NAMES.queueJobs)?.samples).toEqual([]);
+      expect(families.get(METRIC_NAMES.trackedFollowups)?.samples[0]?.value).toBeNaN();
+      expect(lines.filter((l) => l.msg === 'metrics:scrape-failed')).toHaveLength(2);
+    } finally {
+      await queue.close().catch(() => {});
+      redis.disconnect();
+    }
+  });
+});
