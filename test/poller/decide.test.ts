@@ -1,0 +1,145 @@
+import { describe, expect, it } from 'vitest';
+import { AgentApiError } from '../../src/agent-api/index.js';
+import type { DispatchRecord } from '../../src/dispatch/record.js';
+import { decide, type DecideSettings } from '../../src/poller/decide.js';
+
+const SETTINGS: DecideSettings = {
+  trackTimeoutMs: 60_000,
+  activeGraceMs: 10_000,
+  pollMinIntervalMs: 1_000,
+  pollMaxIntervalMs: 8_000,
+  ambiguousResend: false,
+};
+const SENT_AT = 1_000_000;
+
+function record(fields: Partial<DispatchRecord> = {}): DispatchRecord {
+  return {
+    dispatchId: 'd1',
+    projectId: 'p',
+    jobId: 'j',
+    prompt: 'x',
+    key: undefined,
+    meta: undefined,
+    state: 'sent',
+    enqueuedAt: SENT_AT - 10,
+    sentAt: SENT_AT,
+    finishedAt: undefined,
+    attempts: 1,
+    job: undefined,
+    lastStatus: undefined,
+    seenActive: false,
+    pollDelayMs: 1_000,
+    polls: 0,
+    type: undefined,
+    reason: undefined,
+    ...fields,
+  };
+}
+const job = (status: string, prLink: string | null = null) => ({
+  kind: 'job' as const,
+  job: { id: 'j', status, prLink },
+});
+const failure = (code: 'not_found' | 'rate_limited' | 'server', retryAfterMs?: number) => ({
+  kind: 'error' as const,
+  error: new AgentApiError('get failed', { code, ambiguous: false, retryAfterMs }),
+});
+
+describe('decide', () => {
+  it('ends with the job status once the job was seen active after the send', () => {
+    const action = decide(
+      record({ seenActive: true }),
+      job('completed', 'https://x/pull/1'),
+      SENT_AT + 500,
+      SETTINGS,
+    );
+    expect(action).toMatchObject({ kind: 'finish', ending: { type: 'followup.completed' } });
+    expect(
+      decide(record({ seenActive: true }), job('failed'), SENT_AT + 500, SETTINGS),
+    ).toMatchObject({ ending: { type: 'followup.failed' } });
+    expect(
+      decide(record({ seenActive: true }), job('archived'), SENT_AT + 500, SETTINGS),
+    ).toMatchObject({ ending: { type: 'followup.archived' } });
+  });
+
+  it('does not trust a terminal status never preceded by active until the grace period passed', () => {
+    expect(decide(record(), job('completed'), SENT_AT + 9_999, SETTINGS)).toMatchObject({
+      kind: 'reschedule',
+      delayMs: 1_000,
+    });
+    expect(decide(record(), job('completed'), SENT_AT + 10_000, SETTINGS)).toMatchObject({
+      kind: 'finish',
+      ending: { type: 'followup.completed' },
+    });
+  });
+
+  it('settles an unsettled send that never showed active as ambiguous, or resends when allowed', () => {
+    const unsettled = record({ state: 'unsettled' });
+    expect(decide(unsettled, job('completed'), SENT_AT + 10_000, SETTINGS)).toMatchObject({
+      kind: 'finish',
+      ending: { type: 'followup.undeliverable', reason: 'ambiguous' },
+    });
+    expect(
+      decide(unsettled, job('completed'), SENT_AT + 10_000, { ...SETTINGS, ambiguousResend: true }),
+    ).toEqual({ kind: 'resend' });
+    expect(
+      decide({ ...unsettled, seenActive: true }, job('completed'), SENT_AT + 10_000, SETTINGS),
+    ).toMatchObject({ ending: { type: 'followup.completed' } });
+  });
+
+  it('marks active, backs the interval off by half each time up to the cap', () => {
+    const first = decide(record(), job('active'), SENT_AT + 100, SETTINGS);
+    expect(first).toMatchObject({
+      kind: 'reschedule',
+      delayMs: 1_500,
+      fields: { seenActive: '1', state: 'sent', pollDelayMs: 1_500 },
+    });
+    expect(
+      decide(record({ pollDelayMs: 7_000 }), job('active'), SENT_AT + 100, SETTINGS),
+    ).toMatchObject({ delayMs: 8_000 });
+  });
+
+  it('keeps tracking an unknown status and never finishes on it', () => {
+    expect(decide(record(), job('queued_v3'), SENT_AT + 100, SETTINGS)).toMatchObject({
+      kind: 'reschedule',
+      fields: { lastStatus: 'queued_v3' },
+    });
+  });
+
+  it('only watches a dispatch whose send is still in flight', () => {
+    const sending = record({ state: 'sending' });
+    expect(decide(sending, job('completed'), SENT_AT + 50_000, SETTINGS)).toMatchObject({
+      kind: 'reschedule',
+      fields: { seenActive: '0' },
+    });
+    expect(decide(sending, job('active'), SENT_AT + 100, SETTINGS)).toMatchObject({
+      kind: 'reschedule',
+      fields: { seenActive: '1' },
+    });
+    expect(decide(sending, job('active'), SENT_AT + 100, SETTINGS)).not.toHaveProperty(
+      'fields.state',
+    );
+  });
+
+  it('ends a 404 as undeliverable, and backs off on 429 and 5xx without ending', () => {
+    expect(decide(record(), failure('not_found'), SENT_AT + 100, SETTINGS)).toMatchObject({
+      ending: { type: 'followup.undeliverable', reason: 'not_found' },
+    });
+    expect(decide(record(), failure('rate_limited', 30_000), SENT_AT + 100, SETTINGS)).toEqual({
+      kind: 'backoff',
+      delayMs: 30_000,
+    });
+    expect(decide(record(), failure('server'), SENT_AT + 100, SETTINGS)).toEqual({
+      kind: 'backoff',
+      delayMs: 2_000,
+    });
+  });
+
+  it('times out a follow-up still not terminal after TRACK_TIMEOUT', () => {
+    expect(decide(record(), job('active'), SENT_AT + 60_000, SETTINGS)).toMatchObject({
+      ending: { type: 'followup.timed_out', reason: 'track_timeout' },
+    });
+    expect(decide(record(), failure('server'), SENT_AT + 60_000, SETTINGS)).toMatchObject({
+      ending: { type: 'followup.timed_out' },
+    });
+  });
+});
