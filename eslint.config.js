@@ -2,6 +2,26 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
+/** Forbids files matching `files` to import the folders `forbidden` of src/. */
+function layer(files, forbidden) {
+  return [
+    {
+      files,
+      rules: {
+        'no-restricted-imports': [
+          'error',
+          {
+            patterns: forbidden.map((folder) => ({
+              group: [`../${folder}/*`, `../../${folder}/*`, `../${folder}.js`],
+              message: `this layer must not import src/${folder}`,
+            })),
+          },
+        ],
+      },
+    },
+  ];
+}
+
 export default tseslint.config(
   { ignores: ['dist/**', 'node_modules/**', '.data/**', 'coverage/**'] },
   js.configs.recommended,
@@ -11,7 +31,10 @@ export default tseslint.config(
     rules: {
       '@typescript-eslint/no-explicit-any': 'error',
       '@typescript-eslint/no-non-null-assertion': 'error',
-      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        { argsIgnorePattern: '^_', varsIgnorePattern: '^_' },
+      ],
       'no-restricted-syntax': [
         'error',
         {
@@ -21,10 +44,34 @@ export default tseslint.config(
       ],
     },
   },
+  // Layering: shared folders never import a role; roles never import each other. The producer is
+  // the library that the HTTP intake and the CLI use, so those two may import it.
+  ...layer(
+    [
+      'src/config/**',
+      'src/redis/**',
+      'src/telemetry/**',
+      'src/agent-api/**',
+      'src/dispatch/**',
+      'src/simulator/**',
+    ],
+    ['consumer', 'poller', 'producer', 'http', 'cli'],
+  ),
+  ...layer(['src/consumer/**'], ['poller', 'producer', 'http', 'cli']),
+  ...layer(['src/poller/**'], ['consumer', 'producer', 'http', 'cli']),
+  ...layer(['src/producer/**'], ['consumer', 'poller', 'http', 'cli']),
+  ...layer(['src/http/**'], ['consumer', 'poller', 'cli']),
   {
     // The composition root and the config loader are the only readers of process.env; tests and
     // scripts set up child processes' environments.
-    files: ['src/config/**', 'src/cli.ts', 'test/**', 'bench/**', 'examples/**', 'vitest.config.ts'],
+    files: [
+      'src/config/**',
+      'src/cli.ts',
+      'test/**',
+      'bench/**',
+      'examples/**',
+      'vitest.config.ts',
+    ],
     rules: { 'no-restricted-syntax': 'off' },
   },
   {

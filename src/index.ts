@@ -2,7 +2,7 @@
  * agent-dispatch's library entry: the producer (contract, section 4) and the types of what it
  * returns and of the completion events.
  */
-export { createProducer, InvalidFollowUpError } from './producer/index.js';
+export { createProducer, InvalidFollowUpError, RedisUnavailableError } from './producer/index.js';
 export type { Producer, ProducerOptions, SendResult } from './producer/index.js';
 export type { FollowUpInput, FieldProblem } from './dispatch/followup.js';
 export type { DispatchStatus } from './dispatch/status.js';

@@ -1,2 +1,2 @@
-export { createProducer, InvalidFollowUpError } from './producer.js';
+export { createProducer, InvalidFollowUpError, RedisUnavailableError } from './producer.js';
 export type { Producer, ProducerOptions, SendResult } from './producer.js';

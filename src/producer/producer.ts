@@ -29,6 +29,17 @@ export interface ProducerOptions {
   sendAttempts?: number;
   /** An existing connection to use instead of `redisUrl` (not closed by `close`). */
   connection?: Redis;
+  /** How long a call waits for Redis to be reachable before it fails. @defaultValue 5000 */
+  readyTimeoutMs?: number;
+}
+
+/** Redis could not be reached in time: nothing was enqueued. Code `redis_unavailable`. */
+export class RedisUnavailableError extends Error {
+  readonly code = 'redis_unavailable';
+  constructor(timeoutMs: number, cause?: unknown) {
+    super(`Redis was not reachable within ${timeoutMs} ms; nothing was enqueued`, { cause });
+    this.name = 'RedisUnavailableError';
+  }
 }
 
 /** What `send` answers: the dispatch, and whether it existed already (same idempotency key). */
@@ -72,9 +83,28 @@ export function createProducer(options: ProducerOptions): Producer {
     eventsMaxLen: 0,
     retentionMs: 0,
   });
+  const readyTimeoutMs = options.readyTimeoutMs ?? 5_000;
   let closing: Promise<void> | undefined;
 
+  /**
+   * Waits for the connection, at most `readyTimeoutMs`: with no offline queue a command before
+   * it is up would fail, and BullMQ's own wait has no end while Redis was never reachable.
+   */
+  async function ready(): Promise<void> {
+    if (redis.status === 'ready') return;
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new RedisUnavailableError(readyTimeoutMs)), readyTimeoutMs);
+    });
+    try {
+      await Promise.race([queue.waitUntilReady(), deadline]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
   async function enqueue(followUps: readonly FollowUp[]): Promise<SendResult[]> {
+    await ready();
     const client = await queue.backend.client;
     const multi = client.multi();
     const ids = followUps.map((f) => newDispatchId(f.key));
@@ -134,8 +164,7 @@ export function createProducer(options: ProducerOptions): Producer {
           { field: 'dispatchId', message: 'must be a non-empty string' },
         ]);
       }
-      // The connection has no offline queue: wait until it is up, as BullMQ does before an add.
-      await queue.waitUntilReady();
+      await ready();
       const record = await store.get(dispatchId);
       return record ? describeDispatch(record) : null;
     },

@@ -88,3 +88,13 @@ function catchConfigError(
   }
   throw new Error('expected a ConfigError');
 }
+
+describe('the README', () => {
+  it('documents every setting', async () => {
+    const { readFileSync } = await import('node:fs');
+    const { SETTINGS } = await import('../../src/config/index.js');
+    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+    const missing = Object.keys(SETTINGS).filter((name) => !readme.includes(`| \`${name}\` |`));
+    expect(missing).toEqual([]);
+  });
+});

@@ -1,7 +1,12 @@
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createProducer, InvalidFollowUpError, type Producer } from '../../src/producer/index.js';
+import {
+  createProducer,
+  InvalidFollowUpError,
+  RedisUnavailableError,
+  type Producer,
+} from '../../src/producer/index.js';
 import { QUEUE_NAMES } from '../../src/redis/keys.js';
 import { createNamespace, eventually, type Namespace } from '../support/namespace.js';
 
@@ -128,5 +133,26 @@ describe('createProducer', () => {
     expect(seen.filter((c) => c === 'exec')).toHaveLength(1);
     expect(seen.filter((c) => c === 'eval')).toHaveLength(100);
     expect(await queue.getJobCounts('wait')).toEqual({ wait: 101 });
+  });
+});
+
+describe('createProducer without Redis', () => {
+  it('fails fast, naming Redis, instead of waiting forever', async () => {
+    const { freePort } = await import('../support/redis-server.js');
+    const producer = createProducer({
+      redisUrl: `redis://127.0.0.1:${await freePort()}`,
+      readyTimeoutMs: 300,
+    });
+    try {
+      const started = Date.now();
+      const error = await producer
+        .send({ projectId: 'p', jobId: 'j', prompt: 'x' })
+        .catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(RedisUnavailableError);
+      expect(Date.now() - started).toBeLessThan(5_000);
+      await expect(producer.status('d')).rejects.toBeInstanceOf(RedisUnavailableError);
+    } finally {
+      await producer.close();
+    }
   });
 });

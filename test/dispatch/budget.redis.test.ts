@@ -1,0 +1,114 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { DispatchStore, type DispatchRef } from '../../src/dispatch/store.js';
+import { keysFor } from '../../src/redis/keys.js';
+import { createProducer, type Producer } from '../../src/producer/index.js';
+import { createNamespace, type Namespace } from '../support/namespace.js';
+
+const RATE = { max: 5, windowMs: 400 };
+
+describe('the per-project budget (ACQUIRE)', () => {
+  let ns: Namespace;
+  let producer: Producer;
+  let store: DispatchStore;
+
+  beforeEach(() => {
+    ns = createNamespace('budget');
+    producer = createProducer({ redisUrl: ns.redisUrl, prefix: ns.prefix });
+    store = new DispatchStore(ns.redis, keysFor(ns.prefix), {
+      eventsStream: ns.eventsStream,
+      eventsMaxLen: 1000,
+      retentionMs: 60_000,
+    });
+  });
+  afterEach(async () => {
+    await producer.close();
+    await ns.cleanup();
+  });
+
+  async function heads(count: number, projectId = 'p'): Promise<DispatchRef[]> {
+    const inputs = Array.from({ length: count }, (_, i) => ({
+      projectId,
+      jobId: `j${i}`,
+      prompt: `#${i}`,
+    }));
+    const results = await producer.sendMany(inputs);
+    return results.map((r, i) => ({ dispatchId: r.dispatchId, projectId, jobId: `j${i}` }));
+  }
+
+  it('never lets more than max sends into any window, and uses the budget while backlogged', async () => {
+    const refs = await heads(200);
+    const slots: number[] = [];
+    const started = Date.now();
+    const endAt = started + 3_000;
+    let next = 0;
+    const caller = async () => {
+      while (Date.now() < endAt && next < refs.length) {
+        const ref = refs[next++] as DispatchRef;
+        for (;;) {
+          const verdict = await store.acquire(ref, RATE, 20, 60_000);
+          if (verdict.kind === 'go') {
+            slots.push(
+              Number(
+                await ns.redis.zscore(
+                  keysFor(ns.prefix).budget('p'),
+                  `${ref.dispatchId}:${verdict.attempt}`,
+                ),
+              ),
+            );
+            break;
+          }
+          expect(verdict.kind).toBe('over');
+          if (verdict.kind !== 'over' || verdict.untilMs > endAt) return;
+          await new Promise((r) => setTimeout(r, Math.max(0, verdict.untilMs - Date.now())));
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: 8 }, caller));
+
+    slots.sort((a, b) => a - b);
+    let busiest = 0;
+    for (let i = 0, j = 0; i < slots.length; i++) {
+      while ((slots[i] as number) - (slots[j] as number) >= RATE.windowMs) j++;
+      busiest = Math.max(busiest, i - j + 1);
+    }
+    expect(busiest).toBeLessThanOrEqual(RATE.max);
+    const windows = ((slots.at(-1) as number) - (slots[0] as number)) / RATE.windowMs;
+    expect(slots.length).toBeGreaterThanOrEqual(Math.floor(windows) * RATE.max * 0.9);
+    console.log(
+      `budget 5/400ms: ${slots.length} sends in ${windows.toFixed(2)} windows, busiest window ${busiest}`,
+    );
+  });
+
+  it('keeps a project parked after a 429 and lets other projects through', async () => {
+    const [hot] = await heads(1, 'hot');
+    const [cool] = await heads(1, 'cool');
+    const go = await store.acquire(hot as DispatchRef, RATE, 20, 60_000);
+    expect(go.kind).toBe('go');
+    const until = await store.requeue(hot as DispatchRef, 1, false, 5_000);
+    expect(until).toBeGreaterThan(Date.now() + 4_000);
+    expect(await store.acquire(hot as DispatchRef, RATE, 20, 60_000)).toEqual({
+      kind: 'parked',
+      untilMs: until,
+    });
+    expect((await store.acquire(cool as DispatchRef, RATE, 20, 60_000)).kind).toBe('go');
+  });
+
+  it('sends only the head of a lane', async () => {
+    const [first, second] = await producer.sendMany([
+      { projectId: 'p', jobId: 'same', prompt: '1' },
+      { projectId: 'p', jobId: 'same', prompt: '2' },
+    ]);
+    const ref = (id: string) => ({ dispatchId: id, projectId: 'p', jobId: 'same' });
+    expect(await store.acquire(ref(second?.dispatchId as string), RATE, 20, 60_000)).toEqual({
+      kind: 'blocked',
+    });
+    expect((await store.acquire(ref(first?.dispatchId as string), RATE, 20, 60_000)).kind).toBe(
+      'go',
+    );
+    expect(await store.acquire(ref(first?.dispatchId as string), RATE, 20, 60_000)).toEqual({
+      kind: 'not-queued',
+      state: 'sending',
+    });
+    expect(await store.isNext(ref(second?.dispatchId as string))).toBe(false);
+  });
+});

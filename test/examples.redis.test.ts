@@ -1,0 +1,64 @@
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { createNamespace, type Namespace } from './support/namespace.js';
+
+const EXAMPLE = fileURLToPath(new URL('../examples/consume-events.ts', import.meta.url));
+
+describe('examples/consume-events.ts', () => {
+  let ns: Namespace;
+  beforeEach(() => {
+    ns = createNamespace('example');
+  });
+  afterEach(() => ns.cleanup());
+
+  it('reads events with a consumer group and acknowledges each one', async () => {
+    for (const n of [1, 2, 3]) {
+      const event = JSON.stringify({ meta: { n }, reason: null });
+      await ns.redis.xadd(
+        ns.eventsStream,
+        '*',
+        'type',
+        'followup.completed',
+        'dispatchId',
+        `d${n}`,
+        'projectId',
+        'p',
+        'jobId',
+        'j',
+        'status',
+        'completed',
+        'prLink',
+        '',
+        'event',
+        event,
+        'v',
+        '1',
+      );
+    }
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', EXAMPLE, '--group', 'g', '--count', '3'],
+      {
+        env: {
+          PATH: process.env['PATH'] ?? '',
+          REDIS_URL: ns.redisUrl,
+          EVENTS_STREAM: ns.eventsStream,
+        },
+      },
+    );
+    let out = '';
+    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    const code = await new Promise((resolve) => child.once('exit', resolve));
+    expect(code).toBe(0);
+    expect(
+      out
+        .trim()
+        .split('\n')
+        .map((line) => line.split(' ')[2]),
+    ).toEqual(['d1', 'd2', 'd3']);
+    expect(out).toContain('meta={"n":2}');
+    const [pending] = (await ns.redis.xpending(ns.eventsStream, 'g')) as [number];
+    expect(pending).toBe(0);
+  });
+});
