@@ -23,6 +23,12 @@ import type { ConcurrencyController } from './concurrency.js';
  */
 const BLOCKED_RECHECK_MS = 30_000;
 
+/**
+ * Past its intent, an attempt's request has ended (answered or timed out) after `SEND_TIMEOUT`
+ * plus this: connecting, writing and our own bookkeeping.
+ */
+const IN_FLIGHT_SLACK_MS = 5_000;
+
 /** What the processor needs, built once per worker process. */
 export interface SendContext {
   readonly config: Config;
@@ -63,13 +69,19 @@ export function createProcessor(ctx: SendContext) {
       case 'missing':
         return poison(ctx, job, 'missing_record');
       case 'not-queued':
-        if (verdict.state !== 'sending') return `already ${verdict.state}`;
-        // A worker died between recording the intent and recording the outcome: the prompt may
-        // have gone out. Never resend blindly; the poller settles it from the job's status.
+        return `already ${verdict.state}`;
+      case 'sending': {
+        // Another run of this job recorded the intent and no outcome. While its request could
+        // still be in flight (a run BullMQ thought stalled may be alive), wait for it.
+        const settledBy = verdict.sendingAt + ctx.config.sendTimeoutMs + IN_FLIGHT_SLACK_MS;
+        if (Date.now() < settledBy) return park(ctx, job, token, settledBy);
+        // Its worker died between intent and outcome: the prompt may have gone out. Never resend
+        // blindly; the poller, tracking it since the intent, settles it from the job's status.
         ctx.logger.warn({ ...ref }, LIFECYCLE.followupAmbiguous);
         await ctx.store.markSent(ref, 'unsettled', undefined, ctx.config.pollMinIntervalMs);
         ctx.metrics.sends.inc({ outcome: 'ambiguous' });
         return 'unsettled after a crash';
+      }
     }
   };
 

@@ -42,6 +42,8 @@ export interface DispatchRecord {
   readonly lastStatus: string | undefined;
   /** The job was seen `active` after this follow-up's send. */
   readonly seenActive: boolean;
+  /** Back in `queued` for an operator-approved resend, waiting for its new BullMQ job. */
+  readonly resendPending: boolean;
   readonly pollDelayMs: number | undefined;
   readonly polls: number;
   readonly type: EventType | undefined;
@@ -71,6 +73,7 @@ export function parseRecord(
     job: parseJson(hash['job']) as AgentJob | undefined,
     lastStatus: hash['lastStatus'] || undefined,
     seenActive: hash['seenActive'] === '1',
+    resendPending: hash['resend'] === '1',
     pollDelayMs: optionalNumber(hash['pollDelayMs']),
     polls: Number(hash['polls'] ?? 0),
     type: (hash['type'] || undefined) as EventType | undefined,

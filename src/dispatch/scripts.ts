@@ -26,7 +26,7 @@ return 1`;
  * A dispatch is tracked from the moment its intent is recorded: if its worker dies mid-send, the
  * poller has already been watching the job, and whether it turned active settles the send.
  * → {verdict, n, prompt}: go (n = attempt), blocked, parked (n = until), over (n = until),
- *   missing, or the record's state when it is not queued.
+ *   missing, sending (n = when that attempt started), or the record's state when not queued.
  *
  * The budget is a sliding-window log: one entry per send, scored by its time, so no window of
  * `windowMs`, wherever it starts, holds more than `max` entries. A dispatch that finds no room
@@ -41,6 +41,7 @@ local function keepAtLeast(key, ms)
 end
 local state = redis.call('HGET', KEYS[1], 'state')
 if not state then return {'missing', 0, ''} end
+if state == 'sending' then return {state, tonumber(redis.call('HGET', KEYS[1], 'sendingAt') or '0'), ''} end
 if state ~= 'queued' then return {state, 0, ''} end
 if redis.call('LINDEX', KEYS[2], 0) ~= ARGV[1] then return {'blocked', 0, ''} end
 ${NOW}
@@ -76,7 +77,7 @@ end
 local attempt = redis.call('HINCRBY', KEYS[1], 'attempts', 1)
 redis.call('ZADD', KEYS[3], slot, ARGV[1] .. ':' .. attempt)
 keepAtLeast(KEYS[3], window + 60000)
-redis.call('HSET', KEYS[1], 'state', 'sending', 'sendingAt', now, 'seenActive', '0')
+redis.call('HSET', KEYS[1], 'state', 'sending', 'sendingAt', now, 'seenActive', '0', 'resend', '0')
 redis.call('ZADD', KEYS[5], now + tonumber(ARGV[5]), ARGV[1])
 return {'go', attempt, redis.call('HGET', KEYS[1], 'prompt') or ''}`;
 
@@ -102,6 +103,8 @@ return 1`;
  * Puts a dispatch whose send certainly did not go through back to `queued`, from `sending` (a
  * failed attempt) or `unsettled` (an operator-approved resend). `refund` gives the budget entry
  * back when the request never left; `parkMs` parks the whole project (after a 429).
+ * A failed attempt stops being tracked: its BullMQ job retries it. A resend stays tracked and is
+ * marked, so the poller adds its new BullMQ job again if it died before adding it.
  * KEYS: record, budget, park, tracked. ARGV: dispatchId, attempt, refund, parkMs.
  * → the park deadline (0 when not parked), or -1 when the record was in another state.
  */
@@ -109,7 +112,11 @@ export const REQUEUE = `
 local state = redis.call('HGET', KEYS[1], 'state')
 if state ~= 'sending' and state ~= 'unsettled' then return -1 end
 redis.call('HSET', KEYS[1], 'state', 'queued')
-redis.call('ZREM', KEYS[4], ARGV[1])
+if state == 'sending' then
+  redis.call('ZREM', KEYS[4], ARGV[1])
+else
+  redis.call('HSET', KEYS[1], 'resend', '1')
+end
 if ARGV[3] == '1' then redis.call('ZREM', KEYS[2], ARGV[1] .. ':' .. ARGV[2]) end
 local parkMs = tonumber(ARGV[4])
 if parkMs <= 0 then return 0 end

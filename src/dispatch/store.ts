@@ -61,6 +61,8 @@ export type Verdict =
   | { kind: 'blocked' }
   | { kind: 'parked' | 'over'; untilMs: number }
   | { kind: 'missing' }
+  /** Another attempt recorded its intent at `sendingAt` and has not recorded an outcome. */
+  | { kind: 'sending'; sendingAt: number }
   | { kind: 'not-queued'; state: DispatchState };
 
 /** Settings the store needs. */
@@ -151,6 +153,8 @@ export class DispatchStore {
       case 'parked':
       case 'over':
         return { kind, untilMs: n };
+      case 'sending':
+        return { kind, sendingAt: n };
       default:
         return { kind: 'not-queued', state: kind as DispatchState };
     }

@@ -18,7 +18,10 @@ export type Action =
   | { kind: 'reschedule'; delayMs: number; fields: Record<string, string | number> }
   /** The read failed (429, 5xx, network): back off this project's reads, keep tracking. */
   | { kind: 'backoff'; delayMs: number }
-  /** An unsettled send was never taken up and the operator opted in to resending. */
+  /**
+   * An unsettled send was never taken up and the operator opted in to resending: queue it again
+   * (or, if it is queued for that already, make sure its BullMQ job exists).
+   */
   | { kind: 'resend' };
 
 /** The settings that shape decisions (from the config). */
@@ -57,6 +60,12 @@ export function decide(
     Math.round((record.pollDelayMs ?? s.pollMinIntervalMs) * BACKOFF_FACTOR),
   );
 
+  if (record.state === STATES.queued) {
+    // Only a resend is tracked while queued: make sure its BullMQ job exists, then look later.
+    return record.resendPending
+      ? { kind: 'resend' }
+      : { kind: 'reschedule', delayMs: next, fields: {} };
+  }
   if (seen.kind === 'error') {
     if (isAgentApiError(seen.error) && seen.error.code === 'not_found') {
       return { kind: 'finish', ending: { type: EVENT_TYPES.undeliverable, reason: 'not_found' } };

@@ -203,9 +203,18 @@ async function act(
   }
 }
 
-/** The operator opted in to resending what could not be settled: queue it again, as a new job. */
+/**
+ * The operator opted in to resending what could not be settled: queue it again, as a new BullMQ
+ * job whose id is fixed by the attempt, so adding it again (after a crash between the two steps,
+ * the next tick does) is a no-op. The record stays tracked until a worker takes it.
+ */
 async function resend(ctx: TickContext, record: DispatchRecord, log: Logger): Promise<boolean> {
-  if ((await ctx.store.requeue(record, record.attempts, false)) === undefined) return false;
+  if (
+    record.state === 'unsettled' &&
+    (await ctx.store.requeue(record, record.attempts, false)) === undefined
+  ) {
+    return false;
+  }
   const data: DispatchJobData = {
     v: 1,
     dispatchId: record.dispatchId,
@@ -216,6 +225,7 @@ async function resend(ctx: TickContext, record: DispatchRecord, log: Logger): Pr
   await ctx.queue.add(DISPATCH_JOB_NAME, data, {
     ...dispatchJobOptions(jobId, ctx.config.sendAttempts),
   });
+  await ctx.store.reschedule(record.dispatchId, ctx.config.pollMaxIntervalMs);
   log.warn({ attempts: record.attempts }, LIFECYCLE.followupRetry);
   return false;
 }

@@ -106,8 +106,8 @@ describe('the per-project budget (ACQUIRE)', () => {
       'go',
     );
     expect(await store.acquire(ref(first?.dispatchId as string), RATE, 20, 60_000)).toEqual({
-      kind: 'not-queued',
-      state: 'sending',
+      kind: 'sending',
+      sendingAt: expect.any(Number) as number,
     });
     expect(await store.isNext(ref(second?.dispatchId as string))).toBe(false);
   });

@@ -28,6 +28,7 @@ function record(fields: Partial<DispatchRecord> = {}): DispatchRecord {
     job: undefined,
     lastStatus: undefined,
     seenActive: false,
+    resendPending: false,
     pollDelayMs: 1_000,
     polls: 0,
     type: undefined,
@@ -118,6 +119,16 @@ describe('decide', () => {
     expect(decide(sending, job('active'), SENT_AT + 100, SETTINGS)).not.toHaveProperty(
       'fields.state',
     );
+  });
+
+  it('re-adds the job of a queued resend, and leaves any other queued dispatch to its worker', () => {
+    expect(
+      decide(record({ state: 'queued', resendPending: true }), job('completed'), SENT_AT, SETTINGS),
+    ).toEqual({ kind: 'resend' });
+    expect(decide(record({ state: 'queued' }), job('completed'), SENT_AT, SETTINGS)).toMatchObject({
+      kind: 'reschedule',
+      fields: {},
+    });
   });
 
   it('ends a 404 as undeliverable, and backs off on 429 and 5xx without ending', () => {
