@@ -216,7 +216,9 @@ async function endUndeliverable(
  */
 async function poison(ctx: SendContext, job: Job, reason: string): Promise<string> {
   ctx.logger.error({ bullJobId: job.id, reason }, LIFECYCLE.followupPoison);
-  const dispatchId = typeof job.data?.dispatchId === 'string' ? job.data.dispatchId : job.id;
+  // An empty id names nothing: fall back to the job's own id, so the orphan event still goes out.
+  const claimed: unknown = job.data?.dispatchId;
+  const dispatchId = typeof claimed === 'string' && claimed !== '' ? claimed : job.id;
   if (!dispatchId) return `poison: ${reason}`;
   const record = await ctx.store.get(dispatchId);
   if (!record) {

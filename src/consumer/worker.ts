@@ -1,12 +1,12 @@
 import { hostname } from 'node:os';
-import { Queue, Worker, type Job } from 'bullmq';
-import { AgentApiClient } from '../agent-api/index.js';
+import { Worker, type Job, type Queue } from 'bullmq';
+import type { AgentApiClient } from '../agent-api/index.js';
 import type { Config } from '../config/index.js';
 import type { DispatchJobData } from '../dispatch/queue.js';
-import { DispatchStore } from '../dispatch/store.js';
+import { closeWorkerWithin, openRoleResources } from '../dispatch/resources.js';
+import type { DispatchStore } from '../dispatch/store.js';
 import { wakeDispatch } from '../dispatch/wake.js';
-import { connect } from '../redis/connections.js';
-import { keysFor, QUEUE_NAMES } from '../redis/keys.js';
+import { QUEUE_NAMES } from '../redis/keys.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import { EVENT_TYPES, LIFECYCLE } from '../telemetry/names.js';
@@ -37,30 +37,12 @@ export function startConsumer(options: ConsumerOptions): ConsumerRole {
   const { config, metrics } = options;
   const workerId = `${hostname()}:${process.pid}`;
   const logger = options.logger.child({ role: 'worker', workerId });
-  const redisUrl = requireRedisUrl(config);
-  const redis = connect(redisUrl, 'worker', 'worker');
-  redis.on('error', (err) => logger.warn({ err }, LIFECYCLE.redisError));
-  // The Worker's own connection; BullMQ closes only connections it made, so we close this one.
-  const workerRedis = connect(redisUrl, 'worker', 'worker-queue');
-  workerRedis.on('error', (err) => logger.debug({ err }, LIFECYCLE.redisError));
-  const store = new DispatchStore(redis, keysFor(config.prefix), {
-    eventsStream: config.eventsStream,
-    eventsMaxLen: config.eventsMaxLen,
-    retentionMs: config.dispatchRetentionMs,
-  });
-  const ownsApi = !options.api;
-  const api =
-    options.api ??
-    new AgentApiClient({
-      baseUrl: config.agentApiUrl,
-      apiKey: config.agentApiKey ?? '',
-      connectTimeoutMs: config.connectTimeoutMs,
-      requestTimeoutMs: config.sendTimeoutMs,
-      logger,
-    });
-  const queue = new Queue(QUEUE_NAMES.dispatch, { connection: redis, prefix: config.prefix });
-  queue.on('error', (err) => logger.warn({ err }, LIFECYCLE.redisError));
-
+  const { store, api, queue, workerRedis, ...resources } = openRoleResources(
+    'worker',
+    config,
+    logger,
+    options.api,
+  );
   const concurrency = new ConcurrencyController({
     max: config.workerConcurrency,
     onChange: (limit, reason) => {
@@ -125,20 +107,8 @@ export function startConsumer(options: ConsumerOptions): ConsumerRole {
 
   async function shutdown(): Promise<void> {
     logger.info({ deadlineMs: config.shutdownTimeoutMs }, LIFECYCLE.roleStopping);
-    const graceful = worker.close();
-    const timedOut = await Promise.race([
-      graceful.then(() => false),
-      new Promise<boolean>((resolve) =>
-        setTimeout(resolve, config.shutdownTimeoutMs, true).unref(),
-      ),
-    ]).catch(() => true);
-    // Past the deadline, in-flight sends are abandoned: their jobs stall and their reruns settle
-    // them from the record, so nothing is lost or sent twice.
-    if (timedOut) await worker.close(true).catch(() => {});
-    await queue.close().catch(() => {});
-    if (ownsApi) await api.close().catch(() => {});
-    redis.disconnect();
-    workerRedis.disconnect();
+    const timedOut = await closeWorkerWithin(worker, config.shutdownTimeoutMs);
+    await resources.close();
     logger.info({ timedOut }, LIFECYCLE.roleStopped);
   }
 }
@@ -175,9 +145,4 @@ async function onFailed(
   } catch (error) {
     logger.error({ err: error, dispatchId: job.data?.dispatchId }, LIFECYCLE.followupFinished);
   }
-}
-
-function requireRedisUrl(config: Config): string {
-  if (!config.redisUrl) throw new Error('REDIS_URL is required');
-  return config.redisUrl;
 }

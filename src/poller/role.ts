@@ -1,9 +1,8 @@
 import { Queue, Worker } from 'bullmq';
-import { AgentApiClient } from '../agent-api/index.js';
+import type { AgentApiClient } from '../agent-api/index.js';
 import type { Config } from '../config/index.js';
-import { DispatchStore } from '../dispatch/store.js';
-import { connect } from '../redis/connections.js';
-import { keysFor, QUEUE_NAMES } from '../redis/keys.js';
+import { closeWorkerWithin, openRoleResources } from '../dispatch/resources.js';
+import { QUEUE_NAMES } from '../redis/keys.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import { LIFECYCLE } from '../telemetry/names.js';
@@ -36,34 +35,10 @@ export interface PollerOptions {
 export function startPoller(options: PollerOptions): PollerRole {
   const { config, metrics } = options;
   const logger = options.logger.child({ role: 'poller' });
-  if (!config.redisUrl) throw new Error('REDIS_URL is required');
-  const redis = connect(config.redisUrl, 'worker', 'poller');
-  redis.on('error', (err) => logger.warn({ err }, LIFECYCLE.redisError));
-  // The Worker's own connection; BullMQ closes only connections it made, so we close this one.
-  const workerRedis = connect(config.redisUrl, 'worker', 'poller-queue');
-  workerRedis.on('error', (err) => logger.debug({ err }, LIFECYCLE.redisError));
-  const store = new DispatchStore(redis, keysFor(config.prefix), {
-    eventsStream: config.eventsStream,
-    eventsMaxLen: config.eventsMaxLen,
-    retentionMs: config.dispatchRetentionMs,
-  });
-  const ownsApi = !options.api;
-  const api =
-    options.api ??
-    new AgentApiClient({
-      baseUrl: config.agentApiUrl,
-      apiKey: config.agentApiKey ?? '',
-      connectTimeoutMs: config.connectTimeoutMs,
-      requestTimeoutMs: config.sendTimeoutMs,
-      logger,
-    });
-  const dispatchQueue = new Queue(QUEUE_NAMES.dispatch, {
-    connection: redis,
-    prefix: config.prefix,
-  });
+  const resources = openRoleResources('poller', config, logger, options.api);
+  const { store, api, queue: dispatchQueue, redis, workerRedis } = resources;
   const pollQueue = new Queue(QUEUE_NAMES.poll, { connection: redis, prefix: config.prefix });
-  for (const q of [dispatchQueue, pollQueue])
-    q.on('error', (err) => logger.warn({ err }, LIFECYCLE.redisError));
+  pollQueue.on('error', (err) => logger.warn({ err }, LIFECYCLE.redisError));
 
   const ctx = { config, store, api, queue: dispatchQueue, metrics, logger };
   const worker = new Worker(QUEUE_NAMES.poll, () => runTick(ctx), {
@@ -94,17 +69,9 @@ export function startPoller(options: PollerOptions): PollerRole {
       closing ??= (async () => {
         logger.info({ deadlineMs: config.shutdownTimeoutMs }, LIFECYCLE.roleStopping);
         await scheduled;
-        const timedOut = await Promise.race([
-          worker.close().then(() => false),
-          new Promise<boolean>((resolve) =>
-            setTimeout(resolve, config.shutdownTimeoutMs, true).unref(),
-          ),
-        ]).catch(() => true);
-        if (timedOut) await worker.close(true).catch(() => {});
-        await Promise.allSettled([dispatchQueue.close(), pollQueue.close()]);
-        if (ownsApi) await api.close().catch(() => {});
-        redis.disconnect();
-        workerRedis.disconnect();
+        const timedOut = await closeWorkerWithin(worker, config.shutdownTimeoutMs);
+        await pollQueue.close().catch(() => {});
+        await resources.close();
         logger.info({ timedOut }, LIFECYCLE.roleStopped);
       })();
       return closing;

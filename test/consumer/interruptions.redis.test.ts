@@ -1,51 +1,25 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createProducer, type Producer } from '../../src/producer/index.js';
+import { describe, expect, it } from 'vitest';
 import type { CliProcess } from '../support/cli.js';
-import { duplicates, readEvents, type StreamEvent } from '../support/events.js';
-import { fleetEnv, grid, startRoles, stopAll, waitForWorkers } from '../support/fleet.js';
-import { createNamespace, eventually, type Namespace } from '../support/namespace.js';
+import { duplicates } from '../support/events.js';
+import { fleetEnv, grid, startRoles, useFleet, waitForWorkers } from '../support/fleet.js';
 import { useSimulator } from '../support/simulator.js';
 
 describe('a fleet under interruptions', () => {
   const simulator = useSimulator({ workTimeMs: 200 });
-  let ns: Namespace;
-  let producer: Producer;
-  let processes: CliProcess[] = [];
-
-  beforeEach(() => {
-    ns = createNamespace('interrupt');
-    producer = createProducer({ redisUrl: ns.redisUrl, prefix: ns.prefix });
-    simulator().reset();
-  });
-  afterEach(async () => {
-    await stopAll(processes);
-    processes = [];
-    await producer.close();
-    await ns.cleanup();
-  });
-
-  async function allEvents(count: number, timeoutMs = 90_000): Promise<StreamEvent[]> {
-    return eventually(
-      async () => {
-        const all = await readEvents(ns.redis, ns.eventsStream);
-        return all.length >= count ? all : undefined;
-      },
-      { timeoutMs, intervalMs: 250, what: `${count} events` },
-    );
-  }
+  const fleet = useFleet('interrupt', simulator);
 
   it('parks only the project the API answered 429 for; the others keep flowing', async () => {
+    const { ns, producer } = fleet();
     const env = fleetEnv(ns, simulator(), { SEND_RATE_LIMIT: '100/10s' });
-    processes = [...startRoles('worker', 2, env), ...startRoles('poller', 1, env)];
+    fleet().processes = [...startRoles('worker', 2, env), ...startRoles('poller', 1, env)];
     await waitForWorkers(ns, 2);
-    const limitedFrom = Date.now();
-    const limitedUntil = limitedFrom + 10_000;
+    const limitedUntil = Date.now() + 10_000;
     simulator().rateLimitProject('hot0', limitedUntil);
     const hot = grid(simulator(), 1, 3, 2, 'hot');
     const others = grid(simulator(), 3, 4, 6, 'cool');
     await producer.sendMany([...hot, ...others]);
 
-    await allEvents(hot.length + others.length, 60_000);
+    await fleet().events(hot.length + others.length, 60_000);
     const deliveries = simulator().deliveries;
     const coolDuringLimit = deliveries.filter(
       (d) => d.projectId.startsWith('cool') && d.at < limitedUntil,
@@ -60,10 +34,11 @@ describe('a fleet under interruptions', () => {
   }, 90_000);
 
   it('loses nothing and sends nothing twice when a worker is killed five times mid-run', async () => {
+    const { ns, producer } = fleet();
     const env = fleetEnv(ns, simulator(), { SEND_RATE_LIMIT: '1000/1s', ACTIVE_GRACE: '1s' });
     const pollers = startRoles('poller', 1, env);
     let worker = startRoles('worker', 1, env)[0] as CliProcess;
-    processes = [...pollers, worker];
+    fleet().processes = [...pollers, worker];
     const inputs = grid(simulator(), 5, 4, 10);
     const results = await producer.sendMany(inputs);
     for (let kill = 0; kill < 5; kill++) {
@@ -71,28 +46,26 @@ describe('a fleet under interruptions', () => {
       await new Promise((r) => setTimeout(r, 200 + Math.random() * 1_000));
       expect(await worker.stop('SIGKILL')).toBe('SIGKILL');
       worker = startRoles('worker', 1, env)[0] as CliProcess;
-      processes = [...pollers, worker];
+      fleet().processes = [...pollers, worker];
     }
 
-    const events = await allEvents(inputs.length);
+    const events = await fleet().events(inputs.length);
     const deliveries = simulator().deliveries;
     expect(duplicates(deliveries.map((d) => d.prompt))).toEqual([]);
     expect(duplicates(events.map((e) => e.dispatchId))).toEqual([]);
     expect(new Set(events.map((e) => e.dispatchId))).toEqual(
       new Set(results.map((r) => r.dispatchId)),
     );
-    const byId = new Map(results.map((r, i) => [r.dispatchId, inputs[i]?.prompt]));
+    const promptOf = new Map(results.map((r, i) => [r.dispatchId, inputs[i]?.prompt]));
     const delivered = new Set(deliveries.map((d) => d.prompt));
     for (const e of events.filter((e) => e.type === 'followup.completed')) {
-      expect(delivered.has(byId.get(e.dispatchId) as string)).toBe(true);
+      expect(delivered.has(promptOf.get(e.dispatchId) as string)).toBe(true);
     }
+    const others = events
+      .filter((e) => e.type !== 'followup.completed')
+      .map((e) => `${e.type}:${String(e.event['reason'])}`);
     console.log(
-      `killed 5 times: ${deliveries.length} delivered, ${
-        events
-          .filter((e) => e.type !== 'followup.completed')
-          .map((e) => `${e.type}:${String(e.event['reason'])}`)
-          .join(', ') || 'no other endings'
-      }`,
+      `killed 5 times: ${deliveries.length} of ${inputs.length} delivered; other endings: ${others.join(', ') || 'none'}`,
     );
   }, 150_000);
 });

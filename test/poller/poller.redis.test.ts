@@ -1,10 +1,9 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createProducer, type Producer } from '../../src/producer/index.js';
+import { beforeEach, describe, expect, it } from 'vitest';
 import type { Outcome } from '../../src/simulator/index.js';
 import type { CliProcess } from '../support/cli.js';
-import { duplicates, readEvents, type StreamEvent } from '../support/events.js';
-import { fleetEnv, grid, startRoles, stopAll, waitForWorkers } from '../support/fleet.js';
-import { createNamespace, eventually, type Namespace } from '../support/namespace.js';
+import { duplicates, type StreamEvent } from '../support/events.js';
+import { fleetEnv, grid, startRoles, useFleet, waitForWorkers } from '../support/fleet.js';
+import { eventually } from '../support/namespace.js';
 import { useSimulator } from '../support/simulator.js';
 
 const OUTCOMES: readonly Outcome[] = ['completed', 'completed_no_pr', 'failed', 'archived'];
@@ -24,39 +23,16 @@ describe('the poller', () => {
     outcome: (_project, _job, prompt) => outcomeOf(prompt),
     sendLimit: { max: 10_000, windowMs: 1_000 },
   });
-  let ns: Namespace;
-  let producer: Producer;
-  let processes: CliProcess[] = [];
-
-  beforeEach(() => {
-    ns = createNamespace('poller');
-    producer = createProducer({ redisUrl: ns.redisUrl, prefix: ns.prefix });
-    simulator().reset();
-    simulator().setStaleTerminalMs(0);
-  });
-  afterEach(async () => {
-    await stopAll(processes);
-    processes = [];
-    await producer.close();
-    await ns.cleanup();
-  });
-
-  async function allEvents(count: number): Promise<StreamEvent[]> {
-    return eventually(
-      async () => {
-        const all = await readEvents(ns.redis, ns.eventsStream);
-        return all.length >= count ? all : undefined;
-      },
-      { timeoutMs: 100_000, intervalMs: 250, what: `${count} events` },
-    );
-  }
+  const fleet = useFleet('poller', simulator);
+  beforeEach(() => simulator().setStaleTerminalMs(0));
 
   it('publishes exactly one event per follow-up, with its type, status, prLink and meta', async () => {
+    const { ns, producer } = fleet();
     const env = fleetEnv(ns, simulator(), { SEND_RATE_LIMIT: '10000/1s' });
-    processes = [...startRoles('worker', 1, env), ...startRoles('poller', 2, env)];
+    fleet().processes = [...startRoles('worker', 1, env), ...startRoles('poller', 2, env)];
     const inputs = grid(simulator(), 10, 5, 4).map((input, i) => ({ ...input, meta: { i } }));
     const results = await producer.sendMany(inputs);
-    const events = await allEvents(inputs.length);
+    const events = await fleet().events(inputs.length);
 
     expect(events).toHaveLength(200);
     expect(duplicates(events.map((e) => e.dispatchId))).toEqual([]);
@@ -81,15 +57,16 @@ describe('the poller', () => {
 
   it("waits out the previous run's stale terminal status and reports the new run", async () => {
     simulator().setStaleTerminalMs(1_500);
+    const { ns, producer } = fleet();
     const env = fleetEnv(ns, simulator(), { ACTIVE_GRACE: '5s' });
-    processes = [...startRoles('worker', 1, env), ...startRoles('poller', 1, env)];
+    fleet().processes = [...startRoles('worker', 1, env), ...startRoles('poller', 1, env)];
     simulator().seedJob('stale', 'j0', { status: 'failed' });
     const { dispatchId } = await producer.send({
       projectId: 'stale',
       jobId: 'j0',
       prompt: 'stale #1',
     });
-    const [event] = await allEvents(1);
+    const [event] = await fleet().events(1);
 
     const [delivery] = simulator().deliveries;
     const runEndedAt = (delivery?.at as number) + 1_500 + 100;
@@ -99,10 +76,11 @@ describe('the poller', () => {
   }, 60_000);
 
   it('misses no event and repeats none when a poller is killed three times during ticks', async () => {
+    const { ns, producer } = fleet();
     const env = fleetEnv(ns, simulator(), { SEND_RATE_LIMIT: '10000/1s' });
     const workers = startRoles('worker', 1, env);
     let poller = startRoles('poller', 1, env)[0] as CliProcess;
-    processes = [...workers, poller];
+    fleet().processes = [...workers, poller];
     await waitForWorkers(ns, 1);
     const inputs = grid(simulator(), 5, 10, 4);
     const results = await producer.sendMany(inputs);
@@ -116,9 +94,9 @@ describe('the poller', () => {
       );
       expect(await poller.stop('SIGKILL')).toBe('SIGKILL');
       poller = startRoles('poller', 1, env)[0] as CliProcess;
-      processes = [...workers, poller];
+      fleet().processes = [...workers, poller];
     }
-    const events = await allEvents(inputs.length);
+    const events = await fleet().events(inputs.length);
     expect(events).toHaveLength(inputs.length);
     expect(duplicates(events.map((e) => e.dispatchId))).toEqual([]);
     expect(new Set(events.map((e) => e.dispatchId))).toEqual(

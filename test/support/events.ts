@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import { eventually } from './namespace.js';
 
 /** One completion event as read back from the stream, with `event` parsed. */
 export interface StreamEvent {
@@ -38,4 +39,20 @@ export function duplicates<T>(values: readonly T[]): T[] {
   const seen = new Map<T, number>();
   for (const v of values) seen.set(v, (seen.get(v) ?? 0) + 1);
   return [...seen].filter(([, n]) => n > 1).map(([v]) => v);
+}
+
+/** Waits until the stream holds at least `count` events, then returns them all. */
+export async function waitForEvents(
+  redis: Redis,
+  stream: string,
+  count: number,
+  timeoutMs = 90_000,
+): Promise<StreamEvent[]> {
+  return eventually(
+    async () => {
+      const all = await readEvents(redis, stream);
+      return all.length >= count ? all : undefined;
+    },
+    { timeoutMs, intervalMs: 250, what: `${count} events` },
+  );
 }

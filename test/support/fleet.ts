@@ -1,9 +1,12 @@
 import { Queue } from 'bullmq';
+import { afterEach, beforeEach } from 'vitest';
+import { createProducer, type Producer } from '../../src/producer/index.js';
 import type { FollowUpInput } from '../../src/dispatch/followup.js';
 import { QUEUE_NAMES } from '../../src/redis/keys.js';
 import type { Delivery, Simulator } from '../../src/simulator/index.js';
 import { runCli, type CliProcess } from './cli.js';
-import { eventually, type Namespace } from './namespace.js';
+import { waitForEvents } from './events.js';
+import { createNamespace, eventually, type Namespace } from './namespace.js';
 import { FAST_SETTINGS } from './service.js';
 import { TEST_API_KEY } from './simulator.js';
 
@@ -103,4 +106,44 @@ export function roundsOf(
   return deliveries
     .filter((d) => d.projectId === projectId && d.jobId === jobId)
     .map((d) => Number(d.prompt.split('#')[1]));
+}
+
+/** One test's fleet: its namespace, a producer, and the CLI processes it started. */
+export interface Fleet {
+  readonly ns: Namespace;
+  readonly producer: Producer;
+  /** Processes to stop after the test; tests add to it and may replace killed ones. */
+  processes: CliProcess[];
+  /** Waits until the stream of this namespace holds `count` events, and returns them. */
+  events(count: number, timeoutMs?: number): ReturnType<typeof waitForEvents>;
+}
+
+/**
+ * Gives each test of the file a fresh {@link Fleet}, and after it stops every process, closes the
+ * producer and deletes the namespace. Returns a getter (the fleet exists once `beforeEach` ran).
+ */
+export function useFleet(label: string, simulator: () => Simulator): () => Fleet {
+  let fleet: Fleet | undefined;
+  beforeEach(() => {
+    const ns = createNamespace(label);
+    const producer = createProducer({ redisUrl: ns.redisUrl, prefix: ns.prefix });
+    fleet = {
+      ns,
+      producer,
+      processes: [],
+      events: (count, timeoutMs) => waitForEvents(ns.redis, ns.eventsStream, count, timeoutMs),
+    };
+    simulator().reset();
+  });
+  afterEach(async () => {
+    if (!fleet) return;
+    await stopAll(fleet.processes);
+    await fleet.producer.close();
+    await fleet.ns.cleanup();
+    fleet = undefined;
+  });
+  return () => {
+    if (!fleet) throw new Error('useFleet(): the fleet exists inside a test');
+    return fleet;
+  };
 }

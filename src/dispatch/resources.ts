@@ -1,0 +1,90 @@
+import { Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { AgentApiClient } from '../agent-api/index.js';
+import type { Config } from '../config/index.js';
+import { connect } from '../redis/connections.js';
+import { keysFor, QUEUE_NAMES } from '../redis/keys.js';
+import type { Logger } from '../telemetry/logger.js';
+import { LIFECYCLE } from '../telemetry/names.js';
+import { DispatchStore } from './store.js';
+
+/** What a worker or poller process works with; `close` releases all of it. */
+export interface RoleResources {
+  /** Commands of the role: the store's scripts and the dispatch queue. */
+  readonly redis: Redis;
+  /** The connection handed to the role's BullMQ Worker. */
+  readonly workerRedis: Redis;
+  readonly store: DispatchStore;
+  readonly api: AgentApiClient;
+  /** The dispatch queue: to wake a lane's next dispatch and to add resends. */
+  readonly queue: Queue;
+  close(): Promise<void>;
+}
+
+/**
+ * Opens the connections, the dispatch store, the agent-API client (unless `api` is given, which
+ * the caller then owns) and the dispatch queue of a role named `name`.
+ */
+export function openRoleResources(
+  name: string,
+  config: Config,
+  logger: Logger,
+  api?: AgentApiClient,
+): RoleResources {
+  if (!config.redisUrl) throw new Error('REDIS_URL is required');
+  const redis = connect(config.redisUrl, 'worker', name);
+  redis.on('error', (err) => logger.warn({ err }, LIFECYCLE.redisError));
+  // BullMQ closes only the connections it made itself, so this one is closed below.
+  const workerRedis = connect(config.redisUrl, 'worker', `${name}-queue`);
+  workerRedis.on('error', (err) => logger.debug({ err }, LIFECYCLE.redisError));
+  const store = new DispatchStore(redis, keysFor(config.prefix), {
+    eventsStream: config.eventsStream,
+    eventsMaxLen: config.eventsMaxLen,
+    retentionMs: config.dispatchRetentionMs,
+  });
+  const client =
+    api ??
+    new AgentApiClient({
+      baseUrl: config.agentApiUrl,
+      apiKey: config.agentApiKey ?? '',
+      connectTimeoutMs: config.connectTimeoutMs,
+      requestTimeoutMs: config.sendTimeoutMs,
+      logger,
+    });
+  const queue = new Queue(QUEUE_NAMES.dispatch, { connection: redis, prefix: config.prefix });
+  queue.on('error', (err) => logger.warn({ err }, LIFECYCLE.redisError));
+  return {
+    redis,
+    workerRedis,
+    store,
+    api: client,
+    queue,
+    async close() {
+      await queue.close().catch(() => {});
+      if (!api) await client.close().catch(() => {});
+      redis.disconnect();
+      workerRedis.disconnect();
+    },
+  };
+}
+
+/**
+ * Closes a BullMQ Worker, waiting for its active jobs at most `deadlineMs`, then forcing it.
+ * Resolves to whether the deadline was hit. Jobs abandoned that way stall, and their reruns read
+ * the dispatch record first, so nothing is lost or sent twice.
+ */
+export async function closeWorkerWithin(
+  worker: { close(force?: boolean): Promise<void> },
+  deadlineMs: number,
+): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = await Promise.race([
+    worker.close().then(() => false),
+    new Promise<boolean>((resolve) => {
+      timer = setTimeout(resolve, deadlineMs, true);
+    }),
+  ]).catch(() => true);
+  clearTimeout(timer);
+  if (timedOut) await worker.close(true).catch(() => {});
+  return timedOut;
+}
