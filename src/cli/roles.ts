@@ -1,4 +1,6 @@
 import type { Config } from '../config/index.js';
+import { startHttpServer } from '../http/index.js';
+import { connect } from '../redis/connections.js';
 import { createLogger, type Logger } from '../telemetry/logger.js';
 import { createMetrics, type Metrics } from '../telemetry/metrics.js';
 import { LIFECYCLE } from '../telemetry/names.js';
@@ -30,8 +32,10 @@ export function roleKit(config: Config): RoleKit {
 export async function runUntilSignal(
   ctx: CommandContext,
   kit: RoleKit,
-  roles: readonly RunningRole[],
+  started: readonly RunningRole[],
 ): Promise<number> {
+  const roles = [...started];
+  if (kit.config.metricsPort !== undefined) roles.push(await metricsServer(kit, started));
   await new Promise<void>((resolve) => {
     if (ctx.signal.aborted) resolve();
     ctx.signal.addEventListener('abort', () => resolve(), { once: true });
@@ -48,4 +52,38 @@ export async function runUntilSignal(
   }
   kit.logger.flush();
   return failed > 0 ? EXIT.failed : EXIT.ok;
+}
+
+/**
+ * The HTTP server of a worker or poller process on `METRICS_PORT`: /metrics, /healthz and
+ * /readyz only (no dashboard, no intake), so each process of a fleet can be scraped and probed.
+ */
+async function metricsServer(kit: RoleKit, roles: readonly RunningRole[]): Promise<RunningRole> {
+  const redis = connect(kit.config.redisUrl ?? '', 'worker', 'metrics');
+  redis.on('error', () => {
+    // /readyz reports it.
+  });
+  const config = {
+    ...kit.config,
+    httpPort: kit.config.metricsPort ?? 0,
+    dashboardToken: undefined,
+    intakeToken: undefined,
+  };
+  const server = await startHttpServer({
+    config,
+    logger: kit.logger,
+    metrics: kit.metrics,
+    redis,
+    queues: [],
+    roles: () => roles.map((r) => ({ name: r.name, running: r.running() })),
+  });
+  kit.logger.info({ url: server.url }, LIFECYCLE.httpListening);
+  return {
+    name: 'metrics',
+    running: () => true,
+    close: async () => {
+      await server.close();
+      redis.disconnect();
+    },
+  };
 }

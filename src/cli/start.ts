@@ -118,7 +118,8 @@ async function runAll(
 ): Promise<number> {
   const logger = createLogger(config.logLevel);
   const metrics = createMetrics({ logger });
-  const kit = { config, logger, metrics };
+  // start serves /metrics itself, on HTTP_PORT; METRICS_PORT is for single-role processes.
+  const kit = { config: { ...config, metricsPort: undefined }, logger, metrics };
   const redis = connect(config.redisUrl ?? '', 'worker', 'start');
   redis.on('error', () => {
     // The roles report Redis outages; /readyz shows them.

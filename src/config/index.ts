@@ -17,6 +17,7 @@ export interface Config {
   readonly eventsStream: string;
   readonly eventsMaxLen: number;
   readonly httpPort: number;
+  readonly metricsPort: number | undefined;
   readonly logLevel: string;
   readonly trackTimeoutMs: number;
   readonly activeGraceMs: number;
@@ -103,6 +104,7 @@ export function loadConfig(
     eventsStream: p.EVENTS_STREAM as string,
     eventsMaxLen: p.EVENTS_MAXLEN as number,
     httpPort: p.HTTP_PORT as number,
+    metricsPort: p.METRICS_PORT as number | undefined,
     logLevel: p.LOG_LEVEL as string,
     trackTimeoutMs: p.TRACK_TIMEOUT as number,
     activeGraceMs: p.ACTIVE_GRACE as number,

@@ -130,6 +130,10 @@ export const SETTINGS = {
     description: 'approximate cap on the stream length (XADD MAXLEN ~)',
   },
   HTTP_PORT: { schema: integer(0, 65535), default: '3000', description: 'port of the HTTP server' },
+  METRICS_PORT: {
+    schema: integer(0, 65535),
+    description: '`worker` and `poller` serve /metrics, /healthz and /readyz on this port when set',
+  },
   LOG_LEVEL: {
     schema: z.enum(LOG_LEVELS, { message: `expected one of ${LOG_LEVELS.join(', ')}` }),
     default: 'info',
