@@ -2,6 +2,7 @@ import { DelayedError, type Job, type Queue } from 'bullmq';
 import type { AgentApiClient } from '../agent-api/index.js';
 import type { Config } from '../config/index.js';
 import { checkFollowUp } from '../dispatch/followup.js';
+import { publishOrphan } from '../dispatch/orphan.js';
 import { dispatchJobSchema, type DispatchJobData } from '../dispatch/queue.js';
 import type { DispatchRef, DispatchStore } from '../dispatch/store.js';
 import { wakeDispatch } from '../dispatch/wake.js';
@@ -222,7 +223,7 @@ async function poison(ctx: SendContext, job: Job, reason: string): Promise<strin
   if (!dispatchId) return `poison: ${reason}`;
   const record = await ctx.store.get(dispatchId);
   if (!record) {
-    await ctx.store.publishOrphan(job.id ?? dispatchId, job.data, reason);
+    await publishOrphan(ctx.store, job.id ?? dispatchId, job.data, reason);
     return `poison: ${reason}`;
   }
   if (record.state !== 'queued' && record.state !== 'sending')

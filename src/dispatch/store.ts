@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import type { ChainableCommander, Redis } from 'ioredis';
 import type { AgentJob } from '../agent-api/index.js';
 import type { Rate } from '../config/index.js';
@@ -11,42 +10,7 @@ import {
   type DispatchState,
   type Ending,
 } from './record.js';
-import * as lua from './scripts.js';
-import { EVENT_TYPES } from '../telemetry/names.js';
-
-type Reply = string | number | null | Reply[];
-
-/** A Lua script run by SHA, loaded again after a Redis restart forgets it. */
-class Script {
-  private readonly sha: string;
-  constructor(readonly source: string) {
-    this.sha = createHash('sha1').update(source).digest('hex');
-  }
-
-  async run(
-    redis: Redis,
-    keys: readonly string[],
-    args: readonly (string | number)[],
-  ): Promise<Reply> {
-    try {
-      return (await redis.evalsha(this.sha, keys.length, ...keys, ...args)) as Reply;
-    } catch (err) {
-      if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT')) throw err;
-      return (await redis.eval(this.source, keys.length, ...keys, ...args)) as Reply;
-    }
-  }
-}
-
-const SCRIPTS = {
-  acquire: new Script(lua.ACQUIRE),
-  markSent: new Script(lua.MARK_SENT),
-  requeue: new Script(lua.REQUEUE),
-  finish: new Script(lua.FINISH),
-  reschedule: new Script(lua.RESCHEDULE),
-  due: new Script(lua.DUE),
-  isNext: new Script(lua.IS_NEXT),
-  orphan: new Script(lua.ORPHAN),
-};
+import { REGISTER_SOURCE, SCRIPTS } from './script.js';
 
 /** Where a dispatch's identity is: enough to build all of its keys. */
 export interface DispatchRef {
@@ -80,7 +44,7 @@ export class DispatchStore {
   constructor(
     readonly redis: Redis,
     readonly keys: Keys,
-    private readonly options: StoreOptions,
+    readonly options: StoreOptions,
   ) {}
 
   /** Queues the registration of a follow-up on `multi` (the producer's transaction). */
@@ -91,7 +55,7 @@ export class DispatchStore {
     ];
     // EVAL, not EVALSHA: inside MULTI a NOSCRIPT would fail this command alone and commit the rest.
     multi.eval(
-      lua.REGISTER,
+      REGISTER_SOURCE,
       keys.length,
       ...keys,
       dispatchId,
@@ -267,57 +231,6 @@ export class DispatchStore {
       this.redis,
       [this.keys.dispatch(ref.dispatchId), this.lane(ref)],
       [ref.dispatchId],
-    );
-    return reply === 1;
-  }
-
-  /**
-   * Publishes an undeliverable event for a BullMQ job that has no dispatch record, once per
-   * `bullJobId`. The event carries whatever ids the payload had.
-   */
-  async publishOrphan(bullJobId: string, payload: unknown, reason: string): Promise<boolean> {
-    const data = (typeof payload === 'object' && payload !== null ? payload : {}) as Record<
-      string,
-      unknown
-    >;
-    const text = (name: string) => (typeof data[name] === 'string' ? (data[name] as string) : '');
-    const now = new Date().toISOString();
-    const event = {
-      dispatchId: text('dispatchId') || bullJobId,
-      projectId: text('projectId'),
-      jobId: text('jobId'),
-      key: null,
-      meta: null,
-      job: null,
-      reason,
-      enqueuedAt: null,
-      sentAt: null,
-      finishedAt: now,
-      attempts: 0,
-    };
-    const reply = await SCRIPTS.orphan.run(
-      this.redis,
-      [this.keys.orphan(bullJobId), this.options.eventsStream],
-      [
-        this.options.retentionMs,
-        this.options.eventsMaxLen,
-        'type',
-        EVENT_TYPES.undeliverable,
-        'dispatchId',
-        event.dispatchId,
-        'projectId',
-        event.projectId,
-        'jobId',
-        event.jobId,
-        'status',
-        '',
-        'prLink',
-        '',
-        'event',
-        JSON.stringify(event),
-        'v',
-        '1',
-      ],
     );
     return reply === 1;
   }
