@@ -166,10 +166,17 @@ redis.call('ZADD', KEYS[2], 'XX', now + tonumber(ARGV[2]), ARGV[1])
 if #ARGV > 2 then redis.call('HSET', KEYS[1], unpack(ARGV, 3)) end
 return 1`;
 
-/** KEYS: tracked. ARGV: limit. → {now, id...}: tracked dispatches due now, oldest first. */
+/**
+ * Claims the tracked dispatches due now, oldest first: each is moved `leaseMs` ahead, so a read
+ * still in flight at the next tick is not started twice, and one whose poller died is due again
+ * once the lease lapses. Acting on a read moves it again (reschedule) or removes it (finish).
+ * KEYS: tracked. ARGV: limit, leaseMs. → {now, id...}.
+ */
 export const DUE = `
 ${NOW}
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))
+local leased = now + tonumber(ARGV[2])
+for _, id in ipairs(ids) do redis.call('ZADD', KEYS[1], 'XX', leased, id) end
 table.insert(ids, 1, now)
 return ids`;
 

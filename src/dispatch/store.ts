@@ -216,12 +216,17 @@ export class DispatchStore {
     return reply === 1;
   }
 
-  /** The tracked dispatches due for a status read, at most `limit`, and Redis's clock. */
-  async due(limit: number): Promise<{ nowMs: number; ids: string[] }> {
-    const [now, ...ids] = (await SCRIPTS.due.run(this.redis, [this.keys.tracked], [limit])) as [
-      number,
-      ...string[],
-    ];
+  /**
+   * Claims the tracked dispatches due for a status read, at most `limit`, for `leaseMs` (see the
+   * DUE script), and returns them with Redis's clock.
+   */
+  async due(limit: number, leaseMs: number): Promise<{ nowMs: number; ids: string[] }> {
+    const reply = await SCRIPTS.due.run(
+      this.redis,
+      [this.keys.tracked],
+      [limit, Math.round(leaseMs)],
+    );
+    const [now, ...ids] = reply as [number, ...string[]];
     return { nowMs: now, ids };
   }
 

@@ -19,6 +19,16 @@ import { decide, type Action, type Observation } from './decide.js';
  * others only briefly.
  */
 const BATCH_SIZE = 500;
+
+/**
+ * How long a tick waits for one status read before it moves on. A read that hangs (up to its
+ * timeout) then finishes on its own, still claimed, and holds up no other agent job's event.
+ * @defaultValue 1 s
+ */
+const READ_WAIT_MS = 1_000;
+
+/** A claimed dispatch stays claimed past any read: connect, headers and body timeouts, and slack. */
+const leaseMsOf = (config: Config) => config.connectTimeoutMs + 2 * config.sendTimeoutMs + 5_000;
 const lockMsOf = (pollIntervalMs: number) => Math.min(30_000, Math.max(2_000, pollIntervalMs * 10));
 
 const RELEASE_LOCK = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`;
@@ -56,7 +66,7 @@ export async function runTick(ctx: TickContext): Promise<TickResult> {
   let finished = 0;
   try {
     for (;;) {
-      const { nowMs, ids } = await ctx.store.due(BATCH_SIZE);
+      const { nowMs, ids } = await ctx.store.due(BATCH_SIZE, leaseMsOf(ctx.config));
       if (ids.length === 0) break;
       const result = await pollBatch(ctx, ids, nowMs);
       reads += result.reads;
@@ -101,7 +111,18 @@ async function pollBatch(
         continue;
       }
       reads++;
-      if (await pollOne(ctx, record, nowMs)) finished++;
+      const read = pollOne(ctx, record, nowMs).then((ended) => {
+        if (ended) finished++;
+      });
+      const waited = await Promise.race([
+        read.then(() => true),
+        sleep(READ_WAIT_MS).then(() => false),
+      ]);
+      if (!waited) {
+        read.catch((err: unknown) =>
+          ctx.logger.warn({ err, dispatchId: record.dispatchId }, LIFECYCLE.pollError),
+        );
+      }
     }
   };
   await Promise.all(
@@ -234,4 +255,9 @@ function countRead(ctx: TickContext, seen: Observation, action: Action): void {
   let outcome: string = statusKind(seen.kind === 'job' ? seen.job.status : undefined);
   if (seen.kind === 'error') outcome = action.kind === 'finish' ? 'not_found' : 'error';
   ctx.metrics.statusReads.inc({ outcome });
+}
+
+/** Resolves after `ms`, without keeping the process alive for it. */
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms).unref());
 }
