@@ -1,14 +1,13 @@
 import { DelayedError, type Job, type Queue } from 'bullmq';
+import { endUndeliverable, errorCode, park, poison, sleep } from './endings.js';
 import type { AgentApiClient } from '../agent-api/index.js';
 import type { Config } from '../config/index.js';
 import { checkFollowUp } from '../dispatch/followup.js';
-import { publishOrphan } from '../dispatch/orphan.js';
 import { dispatchJobSchema, type DispatchJobData } from '../dispatch/queue.js';
 import type { DispatchRef, DispatchStore } from '../dispatch/store.js';
-import { wakeDispatch } from '../dispatch/wake.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Metrics } from '../telemetry/metrics.js';
-import { EVENT_TYPES, LIFECYCLE } from '../telemetry/names.js';
+import { LIFECYCLE } from '../telemetry/names.js';
 import {
   budgetMarginMs,
   classifySendFailure,
@@ -29,6 +28,15 @@ const BLOCKED_RECHECK_MS = 30_000;
  * plus this: connecting, writing and our own bookkeeping.
  */
 const IN_FLIGHT_SLACK_MS = 5_000;
+
+/**
+ * Budget waits: a job is parked until `EARLY_WAKE_MS` before its reserved slot, and a slot at
+ * most `NEAR_SLOT_MS` away is waited for in the worker (holding one of its in-flight places that
+ * long), at most `MAX_NEAR_WAITS` times in a row before the job is parked again.
+ */
+const EARLY_WAKE_MS = 500;
+const NEAR_SLOT_MS = 700;
+const MAX_NEAR_WAITS = 3;
 
 /** What the processor needs, built once per worker process. */
 export interface SendContext {
@@ -51,7 +59,11 @@ export function createProcessor(ctx: SendContext) {
   const toleranceMs = budgetMarginMs(ctx.config.sendRateLimit.windowMs) / 2;
   const rateLimitStreak = new Map<string, number>();
 
-  return async function process(job: Job<DispatchJobData>, token?: string): Promise<string> {
+  return async function process(
+    job: Job<DispatchJobData>,
+    token?: string,
+    round = 0,
+  ): Promise<string> {
     const parsed = dispatchJobSchema.safeParse(job.data);
     if (!parsed.success) return poison(ctx, job, 'invalid_payload');
     const ref = parsed.data;
@@ -63,10 +75,24 @@ export function createProcessor(ctx: SendContext) {
         ctx.metrics.sends.inc({ outcome: 'blocked' });
         return park(ctx, job, token, Date.now() + BLOCKED_RECHECK_MS, ref);
       case 'parked':
-      case 'over':
+      case 'over': {
+        const waitMs = verdict.untilMs - Date.now();
         ctx.metrics.sends.inc({ outcome: 'budget_wait' });
-        ctx.metrics.budgetWait.observe(Math.max(0, verdict.untilMs - Date.now()) / 1000);
-        return park(ctx, job, token, verdict.untilMs);
+        ctx.metrics.budgetWait.observe(Math.max(0, waitMs) / 1000);
+        // A reserved slot is spent on time only if the job is awake at it: BullMQ wakes a delayed
+        // job up to about 100 ms late (Redis checks blocked clients' timeouts `hz` times a
+        // second), so the job is parked until shortly before its slot and waits the rest here.
+        if (verdict.kind === 'over' && waitMs <= NEAR_SLOT_MS && round < MAX_NEAR_WAITS) {
+          await sleep(Math.max(0, waitMs));
+          return process(job, token, round + 1);
+        }
+        return park(
+          ctx,
+          job,
+          token,
+          verdict.untilMs - (verdict.kind === 'over' ? EARLY_WAKE_MS : 0),
+        );
+      }
       case 'missing':
         return poison(ctx, job, 'missing_record');
       case 'not-queued':
@@ -174,65 +200,4 @@ export function createProcessor(ctx: SendContext) {
         return failure.kind;
     }
   }
-}
-
-/**
- * Parks a job until `untilMs` without spending an attempt. For a lane wait (`ref` given), looks at
- * the lane once more after parking: if it freed in between, nobody else will wake this job.
- */
-async function park(
-  ctx: SendContext,
-  job: Job,
-  token: string | undefined,
-  untilMs: number,
-  ref?: DispatchRef,
-): Promise<never> {
-  await job.moveToDelayed(untilMs, token);
-  if (ref && (await ctx.store.isNext(ref))) await wakeDispatch(ctx.queue, ref.dispatchId);
-  throw new DelayedError();
-}
-
-/** Ends a dispatch undeliverable (from `expected` state) and wakes its lane's next one. */
-async function endUndeliverable(
-  ctx: SendContext,
-  ref: DispatchRef,
-  reason: string,
-  expected: 'sending' | 'queued',
-): Promise<string> {
-  const record = await ctx.store.get(ref.dispatchId);
-  if (!record) return 'gone';
-  const { finished, nextDispatchId } = await ctx.store.finish(
-    record,
-    { type: EVENT_TYPES.undeliverable, reason },
-    expected,
-  );
-  if (finished) ctx.metrics.eventsPublished.inc({ type: EVENT_TYPES.undeliverable });
-  if (nextDispatchId) await wakeDispatch(ctx.queue, nextDispatchId);
-  return `undeliverable: ${reason}`;
-}
-
-/**
- * A job whose payload this version cannot read (an older version wrote it, or something else
- * did). Its dispatch, when there is one, ends undeliverable; the job completes, so it cannot loop.
- */
-async function poison(ctx: SendContext, job: Job, reason: string): Promise<string> {
-  ctx.logger.error({ bullJobId: job.id, reason }, LIFECYCLE.followupPoison);
-  // An empty id names nothing: fall back to the job's own id, so the orphan event still goes out.
-  const claimed: unknown = job.data?.dispatchId;
-  const dispatchId = typeof claimed === 'string' && claimed !== '' ? claimed : job.id;
-  if (!dispatchId) return `poison: ${reason}`;
-  const record = await ctx.store.get(dispatchId);
-  if (!record) {
-    await publishOrphan(ctx.store, job.id ?? dispatchId, job.data, reason);
-    return `poison: ${reason}`;
-  }
-  if (record.state !== 'queued' && record.state !== 'sending')
-    return `poison: ${reason}, ${record.state}`;
-  return endUndeliverable(ctx, record, reason, record.state);
-}
-
-function errorCode(err: unknown): string {
-  return typeof err === 'object' && err !== null && 'code' in err && typeof err.code === 'string'
-    ? err.code
-    : 'error';
 }

@@ -1,0 +1,76 @@
+import { DelayedError, type Job } from 'bullmq';
+import { publishOrphan } from '../dispatch/orphan.js';
+import type { DispatchRef } from '../dispatch/store.js';
+import { wakeDispatch } from '../dispatch/wake.js';
+import { EVENT_TYPES, LIFECYCLE } from '../telemetry/names.js';
+import type { SendContext } from './send.js';
+
+/**
+ * How a processor run ends when it does not send: parked (lane, budget, 429), undeliverable, or
+ * poison. Each keeps the record and the events right whatever BullMQ does next with the job.
+ */
+
+/**
+ * Parks a job until `untilMs` without spending an attempt. For a lane wait (`ref` given), looks at
+ * the lane once more after parking: if it freed in between, nobody else will wake this job.
+ */
+export async function park(
+  ctx: SendContext,
+  job: Job,
+  token: string | undefined,
+  untilMs: number,
+  ref?: DispatchRef,
+): Promise<never> {
+  await job.moveToDelayed(untilMs, token);
+  if (ref && (await ctx.store.isNext(ref))) await wakeDispatch(ctx.queue, ref.dispatchId);
+  throw new DelayedError();
+}
+
+/** Ends a dispatch undeliverable (from `expected` state) and wakes its lane's next one. */
+export async function endUndeliverable(
+  ctx: SendContext,
+  ref: DispatchRef,
+  reason: string,
+  expected: 'sending' | 'queued',
+): Promise<string> {
+  const record = await ctx.store.get(ref.dispatchId);
+  if (!record) return 'gone';
+  const { finished, nextDispatchId } = await ctx.store.finish(
+    record,
+    { type: EVENT_TYPES.undeliverable, reason },
+    expected,
+  );
+  if (finished) ctx.metrics.eventsPublished.inc({ type: EVENT_TYPES.undeliverable });
+  if (nextDispatchId) await wakeDispatch(ctx.queue, nextDispatchId);
+  return `undeliverable: ${reason}`;
+}
+
+/**
+ * A job whose payload this version cannot read (an older version wrote it, or something else
+ * did). Its dispatch, when there is one, ends undeliverable; the job completes, so it cannot loop.
+ */
+export async function poison(ctx: SendContext, job: Job, reason: string): Promise<string> {
+  ctx.logger.error({ bullJobId: job.id, reason }, LIFECYCLE.followupPoison);
+  // An empty id names nothing: fall back to the job's own id, so the orphan event still goes out.
+  const claimed: unknown = job.data?.dispatchId;
+  const dispatchId = typeof claimed === 'string' && claimed !== '' ? claimed : job.id;
+  if (!dispatchId) return `poison: ${reason}`;
+  const record = await ctx.store.get(dispatchId);
+  if (!record) {
+    await publishOrphan(ctx.store, job.id ?? dispatchId, job.data, reason);
+    return `poison: ${reason}`;
+  }
+  if (record.state !== 'queued' && record.state !== 'sending')
+    return `poison: ${reason}, ${record.state}`;
+  return endUndeliverable(ctx, record, reason, record.state);
+}
+
+export function errorCode(err: unknown): string {
+  return typeof err === 'object' && err !== null && 'code' in err && typeof err.code === 'string'
+    ? err.code
+    : 'error';
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
