@@ -3,7 +3,7 @@ import { publishOrphan } from '../dispatch/orphan.js';
 import type { DispatchRef } from '../dispatch/store.js';
 import { wakeDispatch } from '../dispatch/wake.js';
 import { EVENT_TYPES, LIFECYCLE } from '../telemetry/names.js';
-import type { SendContext } from './send.js';
+import type { SendContext } from './context.js';
 
 /**
  * How a processor run ends when it does not send: parked (lane, budget, 429), undeliverable, or

@@ -1,12 +1,10 @@
-import { DelayedError, type Job, type Queue } from 'bullmq';
+import { DelayedError, type Job } from 'bullmq';
+import type { SendContext } from './context.js';
 import { endUndeliverable, errorCode, park, poison, sleep } from './endings.js';
-import type { AgentApiClient } from '../agent-api/index.js';
-import type { Config } from '../config/index.js';
 import { checkFollowUp } from '../dispatch/followup.js';
 import { dispatchJobSchema, type DispatchJobData } from '../dispatch/queue.js';
-import type { DispatchRef, DispatchStore } from '../dispatch/store.js';
+import type { DispatchRef } from '../dispatch/store.js';
 import type { Logger } from '../telemetry/logger.js';
-import type { Metrics } from '../telemetry/metrics.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import {
   budgetMarginMs,
@@ -14,7 +12,6 @@ import {
   rateLimitParkMs,
   type SendFailure,
 } from './classify.js';
-import type { ConcurrencyController } from './concurrency.js';
 
 /**
  * How long a dispatch waiting for its lane sleeps before it looks again by itself. It is normally
@@ -37,18 +34,6 @@ const IN_FLIGHT_SLACK_MS = 5_000;
 const EARLY_WAKE_MS = 500;
 const NEAR_SLOT_MS = 700;
 const MAX_NEAR_WAITS = 3;
-
-/** What the processor needs, built once per worker process. */
-export interface SendContext {
-  readonly config: Config;
-  readonly store: DispatchStore;
-  readonly api: AgentApiClient;
-  readonly queue: Queue;
-  readonly metrics: Metrics;
-  readonly logger: Logger;
-  readonly concurrency: ConcurrencyController;
-  readonly workerId: string;
-}
 
 /** Creates the BullMQ processor: one follow-up from acquire to its outcome. */
 export function createProcessor(ctx: SendContext) {
