@@ -1,0 +1,110 @@
+/**
+ * `npm run bench`: runs every scenario against a private redis-server and the bundled simulator,
+ * prints progress, and writes BENCHMARKS.md.
+ *
+ *   npm run bench                         all scenarios, full length; writes BENCHMARKS.md
+ *   npm run bench -- --quick              shorter runs, one repetition (development)
+ *   npm run bench -- --only dispatch,memory
+ *   npm run bench -- --out FILE           write the report to FILE instead
+ *
+ * A partial or quick run prints its report and writes a file only when `--out` names one, so
+ * BENCHMARKS.md always holds a complete, full-length run.
+ */
+import { writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { createContext } from './context.js';
+import { describeMachine } from './machine.js';
+import { renderReport, type Scenario, type ScenarioResult } from './report.js';
+import { budgetScenario } from './scenarios/budget.js';
+import { dispatchScenario } from './scenarios/dispatch.js';
+import { enqueueScenario } from './scenarios/enqueue.js';
+import { fairnessScenario } from './scenarios/fairness.js';
+import { memoryScenario } from './scenarios/memory.js';
+import { pollerScenario } from './scenarios/poller.js';
+import { redisWorkScenario } from './scenarios/redis-work.js';
+
+const SCENARIOS: readonly Scenario[] = [
+  dispatchScenario,
+  enqueueScenario,
+  budgetScenario,
+  fairnessScenario,
+  pollerScenario,
+  memoryScenario,
+  redisWorkScenario,
+];
+
+const DEFAULT_OUT = fileURLToPath(new URL('../BENCHMARKS.md', import.meta.url));
+
+function options() {
+  const { values } = parseArgs({
+    options: {
+      only: { type: 'string' },
+      quick: { type: 'boolean', default: false },
+      out: { type: 'string' },
+    },
+  });
+  const wanted = values.only?.split(',').map((s) => s.trim());
+  const unknown = wanted?.filter((id) => !SCENARIOS.some((s) => s.id === id)) ?? [];
+  if (unknown.length > 0) {
+    throw new Error(
+      `unknown scenario ${unknown.join(', ')}; choose from ${SCENARIOS.map((s) => s.id).join(', ')}`,
+    );
+  }
+  const scenarios = wanted ? SCENARIOS.filter((s) => wanted.includes(s.id)) : SCENARIOS;
+  const complete = !wanted && !values.quick;
+  return {
+    scenarios,
+    quick: values.quick,
+    out: values.out ?? (complete ? DEFAULT_OUT : undefined),
+  };
+}
+
+async function main(): Promise<void> {
+  const { scenarios, quick, out } = options();
+  const startedAt = new Date();
+  const started = performance.now();
+  const ctx = await createContext(quick);
+  const results: ScenarioResult[] = [];
+  try {
+    ctx.progress(
+      'bench',
+      `Redis ${ctx.redisVersion} at ${ctx.redisUrl}; ${scenarios.length} scenarios`,
+    );
+    for (const scenario of scenarios) {
+      const t = performance.now();
+      ctx.progress(scenario.id, 'starting');
+      results.push(await scenario.run(ctx));
+      ctx.progress(scenario.id, `done in ${((performance.now() - t) / 1000).toFixed(1)} s`);
+    }
+  } finally {
+    await ctx.close();
+  }
+  const totalMs = performance.now() - started;
+  const argv = process.argv.slice(2);
+  const command = `npm run bench${argv.length > 0 ? ` -- ${argv.join(' ')}` : ''}`;
+  const report = renderReport(
+    {
+      machine: describeMachine(),
+      redisVersion: ctx.redisVersion,
+      startedAt,
+      totalMs,
+      command,
+      quick,
+    },
+    results,
+  );
+  if (out) writeFileSync(out, report);
+  else process.stdout.write(`\n${report}`);
+  ctx.progress('bench', `total ${(totalMs / 1000).toFixed(1)} s${out ? `; wrote ${out}` : ''}`);
+}
+
+main().then(
+  () => process.exit(0),
+  (err: unknown) => {
+    process.stderr.write(
+      `bench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
+    );
+    process.exit(1);
+  },
+);

@@ -1,0 +1,181 @@
+import type { Delivery } from '../../src/simulator/index.js';
+import { budgetShare, busiestWindow, slotSlackMs, timesByProject } from '../deliveries.js';
+import { describeCpu, topCommands } from '../evidence.js';
+import type { Scenario, ScenarioResult } from '../report.js';
+import { median, ms, num, pct, percentile } from '../stats.js';
+import {
+  DEFAULT_HZ,
+  MAX,
+  measureBudget,
+  PROJECTS,
+  WINDOW_MS,
+  WORKERS,
+  type BudgetRun,
+} from './budget-run.js';
+
+/**
+ * Scenario 3: how close the fleet-wide sliding-window budget runs to its limit without crossing
+ * it. Three worker processes share SEND_RATE_LIMIT=50/5s over ten backlogged projects; a second,
+ * shorter run with Redis at hz 100 shows what limits the share.
+ */
+
+const FAST_HZ = 100;
+
+/**
+ * Reservations ACQUIRE dropped because their job woke too late. ACQUIRE calls PTTL exactly once
+ * when it sends or takes a reservation, and nothing else calls PTTL here (BullMQ does only with
+ * its own limiter). Every follow-up past the first window took one reservation when the workers
+ * first took it; every send is one more call; whatever is left over is a reservation taken again.
+ * About: sends in flight at the end of the period are counted as dropped.
+ */
+function dropped(run: BudgetRun): { dropped: number; initial: number } {
+  const calls = run.probe.commands.get('pttl')?.calls ?? 0;
+  const initial = run.n - MAX * PROJECTS;
+  const sendsTried = run.deliveries.length + run.tooManyAtMs.length;
+  return { dropped: Math.max(0, calls - sendsTried - initial), initial };
+}
+
+/** The most sends of any one project in any window. */
+function busiestOf(deliveries: readonly Delivery[]): number {
+  return Math.max(
+    ...[...timesByProject(deliveries).values()].map((l) => busiestWindow(l, WINDOW_MS)),
+  );
+}
+
+function shareOf(deliveries: readonly Delivery[], periodMs: number): number {
+  return median(
+    [...timesByProject(deliveries).values()].map((l) => budgetShare(l, MAX, WINDOW_MS, periodMs)),
+  );
+}
+
+/** One row per project: sends, busiest window, share of the budget used, slot slack. */
+function projectRows(deliveries: readonly Delivery[], periodMs: number): string[][] {
+  const times = timesByProject(deliveries);
+  const rows = [...times]
+    .sort(([a], [b]) => a.localeCompare(b, 'en', { numeric: true }))
+    .map(([project, list]) => {
+      const slack = slotSlackMs(list, MAX, WINDOW_MS);
+      return [
+        project,
+        String(list.length),
+        String(busiestWindow(list, WINDOW_MS)),
+        pct(budgetShare(list, MAX, WINDOW_MS, periodMs)),
+        `${ms(percentile(slack, 50))} / ${ms(percentile(slack, 99))}`,
+      ];
+    });
+  const busiest = busiestOf(deliveries);
+  return [
+    ...rows,
+    [
+      'all',
+      String(deliveries.length),
+      String(busiest),
+      `median ${pct(shareOf(deliveries, periodMs))}`,
+      '',
+    ],
+  ];
+}
+
+/** The two runs side by side. */
+function comparisonRow(run: BudgetRun): string[] {
+  return [
+    `hz ${run.hz}${run.hz === DEFAULT_HZ ? ' (default)' : ''}, ${run.periodMs / 1000} s`,
+    `${ms(percentile(run.wakeLateMs, 50))} / ${ms(Math.max(...run.wakeLateMs))}`,
+    pct(shareOf(run.deliveries, run.periodMs)),
+    num(dropped(run).dropped, 0),
+    String(run.tooManyAtMs.length),
+  ];
+}
+
+/** What limits the share, each line with its counter. */
+function evidence(run: BudgetRun, fast: BudgetRun): string[] {
+  const when = run.tooManyAtMs.slice(0, 12).map((t) => (t / 1000).toFixed(1));
+  const drops = dropped(run);
+  return [
+    `Late wake-ups: about ${num(drops.dropped, 0)} slot reservations were dropped (for ` +
+      `${num(drops.initial, 0)} follow-ups that had to wait for a slot) because their job woke more ` +
+      'than 62 ms (half the budget margin) after its slot: ACQUIRE then takes a new slot at the back ' +
+      "of the line and the old one goes unused. A parked job wakes when a worker's BZPOPMIN on " +
+      "BullMQ's marker times out, and an idle Redis checks blocked clients' timeouts only `hz` times " +
+      `a second: measured before the runs, a BZPOPMIN returned ${ms(percentile(run.wakeLateMs, 50))} ` +
+      `(p50), ${ms(Math.max(...run.wakeLateMs))} (max) late at hz ${run.hz}, against ` +
+      `${ms(percentile(fast.wakeLateMs, 50))} and ${ms(Math.max(...fast.wakeLateMs))} at hz ` +
+      `${fast.hz}, where about ${num(dropped(fast).dropped, 0)} reservations were dropped.`,
+    `Overshoot: ${run.tooManyAtMs.length} sends answered 429 at hz ${run.hz}` +
+      (when.length > 0 ? ` (at ${when.join(', ')} s after the first send)` : '') +
+      `, ${fast.tooManyAtMs.length} at hz ${fast.hz}. The simulator received sends ` +
+      `${ms(percentile(run.lagMs, 50))} (p50), ${ms(percentile(run.lagMs, 99))} (p99), ` +
+      `${ms(Math.max(...run.lagMs))} (max) after ACQUIRE recorded them. The budget entry is ` +
+      'written at the reserved slot, up to 62 ms before ACQUIRE ran, so the 125 ms margin absorbs ' +
+      "only about 63 ms of that lag; beyond it the API's own window holds 51. Each 429 parks the " +
+      'project for at least 1 s, and every reservation that falls due meanwhile is dropped.',
+    'Ceiling: the service counts a window as 5 s + 125 ms (budgetMarginMs in ' +
+      'src/consumer/classify.ts), so a steady backlog can use at most 50 / 5.125 s = 97.6 % of ' +
+      'the budget.',
+    `${describeCpu(run.probe)}. Redis commands per follow-up sent: ` +
+      topCommands(run.probe.commands, run.deliveries.length),
+  ];
+}
+
+const PROJECT_COLUMNS = [
+  'project',
+  'sends',
+  'most sends in any 5 s window (limit 50)',
+  'budget used while backlogged',
+  'slot slack p50 / p99',
+];
+const RUN_COLUMNS = [
+  'run',
+  'BZPOPMIN late p50 / max',
+  'budget used (median of projects)',
+  'reservations dropped as late',
+  '429s',
+];
+
+function report(run: BudgetRun, fast: BudgetRun): ScenarioResult {
+  return {
+    title: 'Budget precision',
+    summary:
+      `at most ${busiestOf(run.deliveries)} ` +
+      `sends in any 5 s window (limit ${MAX}); ${pct(shareOf(run.deliveries, run.periodMs))} of the budget used ` +
+      `while backlogged with Redis at hz ${run.hz}, ${pct(shareOf(fast.deliveries, fast.periodMs))} at hz ${fast.hz}; ` +
+      `${run.tooManyAtMs.length} and ${fast.tooManyAtMs.length} sends answered 429.`,
+    setup:
+      `SEND_RATE_LIMIT=${MAX}/5s, ${WORKERS} worker processes (concurrency 64), ${PROJECTS} projects ` +
+      `with ${num(run.n / PROJECTS, 0)} follow-ups each (one per agent job, so lanes never hold a ` +
+      'send back), enqueued into the paused queue once the workers had warmed up, then released ' +
+      'at once; measured for ' +
+      `${run.periodMs / 1000} s from the first send, while the backlog lasts. The simulator ` +
+      `enforces the same ${MAX} per 5 s sliding window and answers 429 above it. Redis runs at its ` +
+      `default hz ${DEFAULT_HZ}; a second, ${fast.periodMs / 1000} s run with hz ${fast.hz} shows ` +
+      'what limits the share. Each measured once (the whole bench must stay under 10 minutes); ' +
+      "times are the simulator's arrival times.",
+    tables: [
+      { columns: PROJECT_COLUMNS, rows: projectRows(run.deliveries, run.periodMs) },
+      { columns: RUN_COLUMNS, rows: [comparisonRow(run), comparisonRow(fast)] },
+    ],
+    limitedBy: evidence(run, fast),
+    notes: [
+      'Budget used = sends in the measured period / (50 × period / 5 s), per project, as the issue ' +
+        'defines it: a limiter that keeps a backlogged project at its budget scores about 100 %.',
+      'Slot slack = time from send k to send k + 50, minus 5 s: how much later than the window ' +
+        'allows each slot was used (125 ms is the margin; more is a late wake-up or a wasted slot).',
+      ...(run.errors.length > 0 ? [`errors logged by workers: ${run.errors.join('; ')}`] : []),
+    ],
+  };
+}
+
+/** Scenario 3. */
+export const budgetScenario: Scenario = {
+  id: 'budget',
+  async run(ctx) {
+    const periodMs = ctx.quick ? 20_000 : 60_000;
+    ctx.progress(
+      'budget',
+      `${PROJECTS} backlogged projects for ${periodMs / 1000} s, Redis hz ${DEFAULT_HZ}`,
+    );
+    const run = await measureBudget(ctx, periodMs, DEFAULT_HZ);
+    ctx.progress('budget', `again for ${periodMs / 2000} s with Redis hz ${FAST_HZ}`);
+    return report(run, await measureBudget(ctx, periodMs / 2, FAST_HZ));
+  },
+};

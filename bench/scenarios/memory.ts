@@ -1,0 +1,198 @@
+import { spawn } from 'node:child_process';
+import { Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { createProducer } from '../../src/producer/index.js';
+import { keysFor, QUEUE_NAMES } from '../../src/redis/keys.js';
+import type { BenchContext, Namespace } from '../context.js';
+import { roleEnv, startRoles, stopAll } from '../fleet.js';
+import { infoNumber, memoryOf } from '../probes.js';
+import type { Scenario, ScenarioResult } from '../report.js';
+import { bytes, num } from '../stats.js';
+import {
+  baselineQueue,
+  benchSimulator,
+  enqueueBaseline,
+  enqueueOurs,
+  followUps,
+  waitUntil,
+} from '../workload.js';
+
+/**
+ * Scenario 6: memory. Redis `used_memory` per 10,000 queued follow-ups (ours beside bare BullMQ
+ * jobs), what one follow-up's keys weigh, and a worker's RSS before and after it parked 10,000
+ * follow-ups that are over budget (SEND_RATE_LIMIT=1/1h on 10 projects: 10 sent, the rest parked).
+ */
+
+const PROJECTS = 10;
+
+async function usedMemory(redis: Redis): Promise<number> {
+  return infoNumber(redis, 'memory', 'used_memory');
+}
+
+/** MEMORY USAGE of every project's budget sorted set: the slot reservations of parked jobs. */
+async function budgetBytes(ctx: BenchContext, ns: Namespace): Promise<number> {
+  const keys = keysFor(ns.prefix);
+  let total = 0;
+  for (let p = 0; p < PROJECTS; p++) {
+    total += Number(await ctx.admin.memory('USAGE', keys.budget(`p${p}`), 'SAMPLES', 0)) || 0;
+  }
+  return total;
+}
+
+/** Bytes per key kind of the first follow-up, by MEMORY USAGE. */
+async function keySizes(ctx: BenchContext, ns: Namespace): Promise<string> {
+  const keys = keysFor(ns.prefix);
+  const [first] = (await ctx.admin.lrange(keys.lane('p0', 'j0'), 0, 0)) as [string?];
+  if (!first) return 'no record found';
+  const size = async (key: string) => Number(await ctx.admin.memory('USAGE', key, 'SAMPLES', 0));
+  const record = await size(keys.dispatch(first));
+  const job = await size(`${ns.prefix}:${QUEUE_NAMES.dispatch}:${first}`);
+  const lane = await size(keys.lane('p0', 'j0'));
+  return `dispatch record hash ${bytes(record)}, BullMQ job hash ${bytes(job)}, lane list ${bytes(lane)}`;
+}
+
+async function queuedBytes(ctx: BenchContext, kind: 'ours' | 'baseline', n: number) {
+  const ns = await ctx.fresh('memory');
+  const producer = createProducer({ redisUrl: ctx.redisUrl, prefix: ns.prefix });
+  const queue = baselineQueue(ctx, ns);
+  try {
+    const before = await usedMemory(ctx.admin);
+    if (kind === 'ours') await enqueueOurs(producer, followUps(n, PROJECTS));
+    else await enqueueBaseline(queue, followUps(n, PROJECTS));
+    const delta = (await usedMemory(ctx.admin)) - before;
+    const sizes = kind === 'ours' ? await keySizes(ctx, ns) : '';
+    return { delta, sizes };
+  } finally {
+    await Promise.all([producer.close(), queue.close()]);
+  }
+}
+
+/** A worker's RSS idle, then after parking `n` over-budget follow-ups; Redis memory meanwhile. */
+async function parkedWorker(ctx: BenchContext, n: number) {
+  const ns = await ctx.fresh('memory');
+  const simulator = await benchSimulator();
+  const env = roleEnv(ctx, ns, simulator, { SEND_RATE_LIMIT: '1/1h' });
+  const [worker] = await startRoles(ctx, ns, 'worker', 1, env);
+  const producer = createProducer({ redisUrl: ctx.redisUrl, prefix: ns.prefix });
+  const queue = new Queue(QUEUE_NAMES.dispatch, {
+    connection: ctx.connection,
+    prefix: ns.prefix,
+  });
+  try {
+    const pid = worker?.child.pid ?? 0;
+    await new Promise((r) => setTimeout(r, 1_000));
+    const idle = memoryOf(pid).rss;
+    await enqueueOurs(producer, followUps(n, PROJECTS));
+    await waitUntil(
+      async () => (await queue.getDelayedCount()) >= n - PROJECTS,
+      `${n - PROJECTS} parked`,
+      180_000,
+      200,
+    );
+    const after = memoryOf(pid);
+    const reservations = await budgetBytes(ctx, ns);
+    return { idle, after, reservations, sent: simulator.deliveries.length };
+  } finally {
+    await stopAll(worker ? [worker] : []);
+    await Promise.all([producer.close(), queue.close(), simulator.close()]);
+  }
+}
+
+/**
+ * RSS of an idle Node process with and without the tsx loader the CLI roles run under, so the
+ * loader's share of a worker's RSS is measured, not guessed.
+ */
+async function loaderOverhead(): Promise<number> {
+  const idleRss = async (args: string[]) => {
+    const child = spawn(process.execPath, [...args, '-e', 'setTimeout(() => {}, 10_000)'], {
+      stdio: 'ignore',
+    });
+    await new Promise((r) => setTimeout(r, 1_500));
+    const rss = memoryOf(child.pid ?? 0).rss;
+    child.kill();
+    return rss;
+  };
+  return (await idleRss(['--import', 'tsx'])) - (await idleRss([]));
+}
+
+type Queued = Awaited<ReturnType<typeof queuedBytes>>;
+type Parked = Awaited<ReturnType<typeof parkedWorker>>;
+
+function rows(n: number, ours: Queued, baseline: Queued, worker: Parked): string[][] {
+  const per10k = (b: number) => bytes((b * 10_000) / n);
+  return [
+    ['Redis used_memory per 10,000 queued (ours)', per10k(ours.delta)],
+    ['Redis used_memory per 10,000 queued (baseline: bare BullMQ jobs)', per10k(baseline.delta)],
+    [
+      'Redis: budget sorted sets holding the reservations, per 10,000 parked (ours)',
+      per10k(worker.reservations),
+    ],
+    ['worker RSS idle', bytes(worker.idle)],
+    [
+      `worker RSS after parking ${num(n)} (peak)`,
+      `${bytes(worker.after.rss)} (${bytes(worker.after.peak)})`,
+    ],
+  ];
+}
+
+function report(
+  n: number,
+  ours: Queued,
+  baseline: Queued,
+  worker: Parked,
+  loader: number,
+): ScenarioResult {
+  return {
+    title: 'Memory',
+    summary:
+      `${bytes((ours.delta * 10_000) / n)} of Redis memory per 10,000 queued follow-ups against ` +
+      `${bytes((baseline.delta * 10_000) / n)} for bare BullMQ jobs; worker RSS ` +
+      `${bytes(worker.idle)} idle, ${bytes(worker.after.rss)} after parking ${num(n)}.`,
+    setup:
+      `Redis: \`used_memory\` before and after enqueueing ${num(n)} follow-ups (one per agent job, ` +
+      `${PROJECTS} projects, ~150-byte prompts) with no worker running, ours beside bare BullMQ jobs ` +
+      'with the same fields. Worker: RSS (/proc VmRSS, VmHWM) of one `src/cli.ts worker` process, ' +
+      `idle, then after it took all ${num(n)} with SEND_RATE_LIMIT=1/1h: ${PROJECTS} sent, the rest ` +
+      "parked in BullMQ's delayed set with a reserved budget slot each. Measured once.",
+    tables: [{ columns: ['figure', 'value'], rows: rows(n, ours, baseline, worker) }],
+    limitedBy: [
+      `What a queued follow-up is made of (ours, MEMORY USAGE): ${ours.sizes}; plus its entry in ` +
+        "BullMQ's wait list and two entries in BullMQ's event stream, as for the baseline. The " +
+        'prompt is stored once, in the dispatch record; the BullMQ job carries ids only.',
+      PARKED,
+    ],
+    notes: [
+      `RSS includes the tsx loader (the worker runs from the TypeScript sources): ${bytes(loader)}, ` +
+        'measured here as the RSS of an idle `node --import tsx` minus an idle `node`; ' +
+        '`node dist/cli.js worker` would not carry it.',
+      `${worker.sent} of ${num(n)} were sent (1 per project per hour), as expected.`,
+    ],
+  };
+}
+
+const PARKED =
+  "Parking adds a reservation per follow-up to its project's budget sorted set (the row above) " +
+  'and moves the BullMQ job from the wait list to the delayed set. The consumer keeps no per-job ' +
+  'state once a job is parked ' +
+  '(src/consumer/send.ts holds only a per-project 429 streak), so what the worker gained over ' +
+  'idle is what the burst left in its V8 heap, not memory per parked follow-up.';
+
+/** Scenario 6. */
+export const memoryScenario: Scenario = {
+  id: 'memory',
+  async run(ctx) {
+    const n = ctx.quick ? 2_000 : 10_000;
+    const ours = await queuedBytes(ctx, 'ours', n);
+    const baseline = await queuedBytes(ctx, 'baseline', n);
+    ctx.progress(
+      'memory',
+      `queued ${num(n)}: ours ${bytes(ours.delta)}, baseline ${bytes(baseline.delta)}`,
+    );
+    const worker = await parkedWorker(ctx, n);
+    ctx.progress(
+      'memory',
+      `worker RSS ${bytes(worker.idle)} idle, ${bytes(worker.after.rss)} after parking`,
+    );
+    return report(n, ours, baseline, worker, await loaderOverhead());
+  },
+};

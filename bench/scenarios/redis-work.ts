@@ -1,0 +1,188 @@
+import { createProducer } from '../../src/producer/index.js';
+import type { CliProcess } from '../../test/support/cli.js';
+import type { BenchContext } from '../context.js';
+import { topCommands } from '../evidence.js';
+import { roleEnv, startBaseline, startRoles, stopAll } from '../fleet.js';
+import { startProbe, totalCalls, type ProbeResult } from '../probes.js';
+import type { Scenario, ScenarioResult } from '../report.js';
+import { num } from '../stats.js';
+import {
+  baselineQueue,
+  benchSimulator,
+  enqueueBaseline,
+  enqueueOurs,
+  followUps,
+  waitUntil,
+} from '../workload.js';
+
+/**
+ * Scenario 7: Redis work per follow-up, from INFO commandstats (which counts the commands that
+ * Lua scripts run, too) and the redis-server's CPU time, ours beside the baseline. Ours runs its
+ * phases one after another so each one's share is clear: enqueue, then a worker sends all, then
+ * a poller tracks all to their events. A second run has worker and poller together, as in
+ * production, where a follow-up is read more than once.
+ */
+
+/** As in scenario 5; ACTIVE_GRACE bounds the run when a seen-active mark is lost (see there). */
+const POLL = {
+  POLL_INTERVAL: '250ms',
+  POLL_MIN_INTERVAL: '250ms',
+  POLL_MAX_INTERVAL: '5s',
+  ACTIVE_GRACE: '20s',
+};
+const WORK_MS = 1_000;
+
+/** Measures `work` with Redis as the only watched process; drops the bench's own commands. */
+async function phase(ctx: BenchContext, work: () => Promise<unknown>): Promise<ProbeResult> {
+  const probe = await startProbe(ctx.admin, [{ label: 'redis-server', pid: ctx.redisPid }]);
+  await work();
+  const result = await probe.stop();
+  for (const own of ['xlen', 'info']) result.commands.delete(own);
+  return result;
+}
+
+async function ours(ctx: BenchContext, n: number, together: boolean): Promise<ProbeResult[]> {
+  const ns = await ctx.fresh('redis-work');
+  const simulator = await benchSimulator({ workTimeMs: WORK_MS });
+  const env = roleEnv(ctx, ns, simulator, POLL);
+  const producer = createProducer({ redisUrl: ctx.redisUrl, prefix: ns.prefix });
+  const roles: CliProcess[] = [];
+  const events = async () => (await ctx.admin.xlen(ns.eventsStream)) >= n;
+  try {
+    if (together) {
+      roles.push(...(await startRoles(ctx, ns, 'poller', 1, env)));
+      roles.push(...(await startRoles(ctx, ns, 'worker', 1, env)));
+      return [
+        await phase(ctx, async () => {
+          await enqueueOurs(producer, followUps(n, 100));
+          await waitUntil(events, `${n} events`, 120_000, 50);
+        }),
+      ];
+    }
+    const enqueue = await phase(ctx, () => enqueueOurs(producer, followUps(n, 100)));
+    const send = await phase(ctx, async () => {
+      roles.push(...(await startRoles(ctx, ns, 'worker', 1, env)));
+      await waitUntil(() => simulator.deliveries.length >= n, `${n} deliveries`, 120_000, 20);
+      await new Promise((r) => setTimeout(r, 300)); // the last MARK_SENT and job completions
+      await stopAll(roles.splice(0));
+    });
+    await new Promise((r) => setTimeout(r, WORK_MS)); // every run has ended
+    const track = await phase(ctx, async () => {
+      roles.push(...(await startRoles(ctx, ns, 'poller', 1, env)));
+      await waitUntil(events, `${n} events`, 120_000, 50);
+    });
+    return [enqueue, send, track];
+  } finally {
+    await stopAll(roles);
+    await Promise.all([producer.close(), simulator.close()]);
+  }
+}
+
+async function baseline(ctx: BenchContext, n: number): Promise<ProbeResult[]> {
+  const ns = await ctx.fresh('redis-work');
+  const simulator = await benchSimulator({ workTimeMs: WORK_MS });
+  const queue = baselineQueue(ctx, ns);
+  const roles: CliProcess[] = [];
+  try {
+    const enqueue = await phase(ctx, () => enqueueBaseline(queue, followUps(n, 100)));
+    const processed = await phase(ctx, async () => {
+      roles.push(...(await startBaseline(ctx, ns, simulator, 1, 64)));
+      await waitUntil(() => simulator.deliveries.length >= n, `${n} deliveries`, 120_000, 20);
+      await new Promise((r) => setTimeout(r, 300)); // the last jobs' moveToFinished
+      await stopAll(roles.splice(0));
+    });
+    return [enqueue, processed];
+  } finally {
+    await stopAll(roles);
+    await Promise.all([queue.close(), simulator.close()]);
+  }
+}
+
+/** One table row: commands, script calls and Redis CPU, each per follow-up. */
+function row(label: string, probe: ProbeResult, n: number): string[] {
+  const scripts = ['evalsha', 'eval'].reduce((a, c) => a + (probe.commands.get(c)?.calls ?? 0), 0);
+  const redisMs = probe.cpu[0]?.cpuMs ?? 0;
+  return [
+    label,
+    num(totalCalls(probe.commands) / n, 1),
+    num(scripts / n, 2),
+    num((redisMs * 1000) / n),
+  ];
+}
+
+const COLUMNS = [
+  '',
+  'Redis commands per follow-up',
+  'of which script calls (EVALSHA/EVAL)',
+  'redis-server CPU per follow-up (µs)',
+];
+
+/** Ours (all roles together) against the baseline (enqueue + process), per follow-up. */
+function summary(n: number, periods: Periods): string {
+  const per = (probes: readonly ProbeResult[]) => {
+    const calls = probes.reduce((a, p) => a + totalCalls(p.commands), 0) / n;
+    const redisUs = (probes.reduce((a, p) => a + (p.cpu[0]?.cpuMs ?? 0), 0) * 1000) / n;
+    return { calls, redisUs };
+  };
+  const ours = per(periods.filter(([l]) => l.includes('together')).map(([, p]) => p));
+  const base = per(periods.filter(([l]) => l.startsWith('baseline')).map(([, p]) => p));
+  return (
+    `A dispatched and tracked follow-up costs ${num(ours.calls)} Redis commands and ` +
+    `${num(ours.redisUs)} µs of redis-server CPU, against ${num(base.calls)} and ` +
+    `${num(base.redisUs)} µs for the baseline's add + process: ${num(ours.redisUs / base.redisUs, 2)}× ` +
+    'the Redis CPU. The breakdown by command, per follow-up:'
+  );
+}
+
+/** Every measured period, labelled, in table order. */
+type Periods = readonly (readonly [string, ProbeResult])[];
+
+function report(n: number, periods: Periods): ScenarioResult {
+  return {
+    title: 'Redis work per follow-up',
+    summary: summary(n, periods).replace(' The breakdown by command, per follow-up:', ''),
+    setup:
+      `${num(n)} follow-ups, one per agent job, over 100 projects; INFO commandstats (commands run ` +
+      'inside Lua scripts count too, and each script call counts once more as EVALSHA) and the ' +
+      "redis-server process's CPU time, before and after. Ours runs phase by phase (enqueue; one " +
+      'worker sends all; one poller tracks all to their events), then again with worker and poller ' +
+      `together (simulator runs last ${WORK_MS} ms; POLL_INTERVAL and POLL_MIN_INTERVAL 250ms, ` +
+      'ACTIVE_GRACE 20s). Baseline: addBulk, then one bare BullMQ worker that POSTs. Measured once: ' +
+      'command counts barely vary between runs.',
+    tables: [{ columns: COLUMNS, rows: periods.map(([label, probe]) => row(label, probe, n)) }],
+    limitedBy: [
+      summary(n, periods),
+      ...periods.map(([label, probe]) => `${label}: ${topCommands(probe.commands, n, 8)}`),
+    ],
+    notes: [
+      'The per-follow-up figures include fixed costs of the period (BullMQ worker heartbeats, poll ' +
+        'ticks with nothing due: about 4 ticks per second), spread over the follow-ups of the run.',
+    ],
+  };
+}
+
+/** Scenario 7. */
+export const redisWorkScenario: Scenario = {
+  id: 'redis-work',
+  async run(ctx) {
+    const n = ctx.quick ? 500 : 2_000;
+    const [enqueue, send, track] = (await ours(ctx, n, false)) as [
+      ProbeResult,
+      ProbeResult,
+      ProbeResult,
+    ];
+    ctx.progress('redis-work', 'ours, phase by phase: done');
+    const [together] = (await ours(ctx, n, true)) as [ProbeResult];
+    ctx.progress('redis-work', 'ours, all roles together: done');
+    const [bEnqueue, bProcess] = (await baseline(ctx, n)) as [ProbeResult, ProbeResult];
+    ctx.progress('redis-work', 'baseline: done');
+    return report(n, [
+      ['ours: enqueue (sendMany of 100)', enqueue],
+      ['ours: send (1 worker)', send],
+      ['ours: track to the event (1 poller, runs already over)', track],
+      ['ours: all roles together (1 worker + 1 poller, 1 s runs)', together],
+      ['baseline: addBulk of 100', bEnqueue],
+      ['baseline: process + POST (1 worker)', bProcess],
+    ]);
+  },
+};

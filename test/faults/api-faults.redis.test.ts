@@ -1,0 +1,126 @@
+import { afterEach, beforeEach, describe, expect, it, type TestContext } from 'vitest';
+import type { FollowUpInput } from '../../src/dispatch/followup.js';
+import { createProducer, type Producer } from '../../src/producer/index.js';
+import type { CliProcess } from '../support/cli.js';
+import { fleetEnv, grid, startRoles, stopAll } from '../support/fleet.js';
+import { createNamespace, type Namespace } from '../support/namespace.js';
+import { useSimulator } from '../support/simulator.js';
+import { faultCounts, startChaos } from './support/chaos.js';
+import { describeCounts, recordFigures, stopwatch } from './support/figures.js';
+import { tally, tallyNotes } from './support/ledger.js';
+import { openProbe, waitForRole, type Probe } from './support/quiet.js';
+import { SCALE } from './support/scale.js';
+import {
+  countLogLines,
+  DRILL_SETTINGS,
+  isAlive,
+  outcomeOf,
+  outcomeTypeOf,
+  UNLIMITED,
+} from './support/traffic.js';
+import {
+  ambiguousDespiteSeenActive,
+  deliveredTwiceAfterDoubt,
+  doubtEndings,
+  misSettled,
+} from './support/settling.js';
+
+describe('4. agent-API faults', () => {
+  const simulator = useSimulator({
+    // Runs of 1 to 2 s: the poller, whose reads fail too, still gets to see most of them active.
+    workTimeMs: () => 1_000 + Math.floor(Math.random() * 1_000),
+    outcome: (_project, _job, prompt) => outcomeOf(prompt),
+    sendLimit: UNLIMITED,
+  });
+  let ns: Namespace;
+  let producer: Producer;
+  let probe: Probe;
+  let processes: CliProcess[] = [];
+
+  beforeEach(() => {
+    ns = createNamespace('f-api');
+    producer = createProducer({ redisUrl: ns.redisUrl, prefix: ns.prefix });
+    probe = openProbe(ns.redisUrl, ns.prefix, ns.eventsStream);
+    simulator().reset();
+  });
+  afterEach(async () => {
+    await Promise.all(processes.map((p) => p.stop('SIGKILL')));
+    processes = [];
+    await producer.close();
+    await probe.close();
+    await ns.cleanup();
+  });
+
+  async function drill(ctx: Pick<TestContext, 'task'>, resend: boolean): Promise<void> {
+    const watch = stopwatch();
+    const { followUps, projects, rounds } = SCALE.api;
+    const env = fleetEnv(ns, simulator(), {
+      ...DRILL_SETTINGS,
+      SEND_TIMEOUT: '1s',
+      SEND_ATTEMPTS: '6',
+      AMBIGUOUS_RESEND: String(resend),
+    });
+    processes = [...startRoles('worker', 2, env), ...startRoles('poller', 1, env)];
+    await waitForRole(probe, 'dispatch', 2);
+    const jobs = Math.max(1, Math.round(followUps / projects / rounds));
+    const inputs = grid(simulator(), projects, jobs, rounds, 'a');
+    const chaos = startChaos(
+      simulator(),
+      Array.from({ length: projects }, (_, p) => `a${p}`),
+    );
+    const results = await producer.sendMany(inputs);
+    const accepted = results.map((r, i) => ({
+      dispatchId: r.dispatchId,
+      input: inputs[i] as FollowUpInput,
+    }));
+    const { events, quiet } = await probe.settle(accepted.length, 300_000);
+    chaos.stop();
+    const books = tally(accepted, events, simulator().deliveries, outcomeTypeOf);
+    const wrongSettling = misSettled(accepted, events, simulator().deliveries);
+    const twice = deliveredTwiceAfterDoubt(simulator());
+    const seenButAmbiguous = await ambiguousDespiteSeenActive(probe.redis, ns.prefix, events);
+    const alive = processes.filter((p) => isAlive(p.child)).length;
+    const exits = await stopAll(processes);
+    const duplicatesAllowed = resend ? twice.afterDoubt.length : 0;
+    recordFigures(ctx, {
+      category: 4,
+      scenario: `AMBIGUOUS_RESEND=${resend}: ${accepted.length} follow-ups to ${projects * jobs} agent jobs in ${projects} projects; 2 workers, 1 poller; SEND_TIMEOUT 1s, SEND_ATTEMPTS 6`,
+      tried: accepted.length,
+      faults: `AMBIGUOUS_RESEND=${resend}; 30 % 5xx, 10 % timeouts and 5 % resets after processing, 5 % HTML 502, 5 % malformed JSON, 10 % unknown status; ${chaos.log.bursts} 429 bursts; slow answers and slow bodies`,
+      lost: books.lost.length,
+      duplicated: books.duplicateEvents.length + books.duplicateDeliveries.length,
+      leaked: 0,
+      notes: [
+        ...tallyNotes(books, describeCounts),
+        `requests: ${describeCounts(faultCounts(simulator()))}`,
+        `429 bursts ${chaos.log.bursts} (${chaos.log.burstsWithRetryAfter} with Retry-After, ${chaos.log.burstsPlainText} plain text); of ${chaos.log.ticks} chaos ticks ${chaos.log.slowTicks} answered slower than SEND_TIMEOUT, ${chaos.log.slowBodyTicks} had slow bodies`,
+        `sends in doubt (processed, then a timeout or reset): ${describeCounts(doubtEndings(simulator(), accepted, events))}`,
+        `settling: delivered prompts reported as anything but their run's outcome or undeliverable:ambiguous ${wrongSettling.length}; resends by the poller ${countLogLines(processes, 'followup:retry')}; unknown statuses logged ${countLogLines(processes, 'followup:unknown-status')}`,
+        `ended ambiguous although the record says a read saw the run active: ${seenButAmbiguous.length}`,
+        `prompts delivered twice ${twice.all.length}: ${twice.afterDoubt.length} resent after an ambiguous send (${resend ? 'the risk AMBIGUOUS_RESEND=true accepts' : 'must be 0 without AMBIGUOUS_RESEND'}), ${twice.all.length - twice.afterDoubt.length} otherwise`,
+        `settled to an idle namespace: ${quiet}; processes alive at the end ${alive}/${exits.length}, exit codes on SIGTERM: ${[...new Set(exits)].join(', ')}`,
+      ],
+      durationMs: watch(),
+    });
+
+    expect(books.lost).toEqual([]);
+    expect(books.duplicateEvents).toEqual([]);
+    expect(books.phantomEvents).toEqual([]);
+    expect(books.outcomesWithoutDelivery).toEqual([]);
+    expect(books.wrongOutcomes).toEqual([]);
+    expect(books.orderViolations).toEqual([]);
+    expect(books.duplicateDeliveries).toHaveLength(duplicatesAllowed);
+    expect(twice.all).toEqual(twice.afterDoubt);
+    if (!resend) expect(wrongSettling).toEqual([]);
+    expect(seenButAmbiguous).toEqual([]);
+    expect(quiet).toBe(true);
+    expect(alive).toBe(exits.length);
+    expect(exits.every((code) => code === 0)).toBe(true);
+  }
+
+  it('ends every follow-up once and settles each ambiguous send (AMBIGUOUS_RESEND=false)', (ctx) =>
+    drill(ctx, false));
+
+  it('ends every follow-up once and resends only what it could not settle (AMBIGUOUS_RESEND=true)', (ctx) =>
+    drill(ctx, true));
+});

@@ -1,0 +1,123 @@
+import fc from 'fast-check';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { FollowUpInput } from '../../src/dispatch/followup.js';
+import { createProducer, type Producer } from '../../src/producer/index.js';
+import { keysFor } from '../../src/redis/keys.js';
+import { createNamespace, type Namespace } from '../support/namespace.js';
+import { batchArb, inProcessOnlyMeta, inputArb } from './support/arbitraries.js';
+import { recordFigures, stopwatch } from './support/figures.js';
+import { answerOf, batchAnswerOf, FuzzBooks } from './support/fuzz-books.js';
+import { openProbe, type Probe } from './support/quiet.js';
+import { SCALE } from './support/scale.js';
+
+/** Small, so that generated prompts cross the limit often. */
+const PROMPT_MAX_BYTES = 64;
+
+describe('5. bad input: the producer library', () => {
+  let ns: Namespace;
+  let producer: Producer;
+  let probe: Probe;
+
+  beforeAll(() => {
+    ns = createNamespace('f-fuzz-lib');
+    producer = createProducer({
+      redisUrl: ns.redisUrl,
+      prefix: ns.prefix,
+      promptMaxBytes: PROMPT_MAX_BYTES,
+    });
+    probe = openProbe(ns.redisUrl, ns.prefix, ns.eventsStream);
+  });
+  afterAll(async () => {
+    await producer.close();
+    await probe.close();
+    await ns.cleanup();
+  });
+
+  it('refuses ids and keys that are not well-formed Unicode: Redis would store them altered', async () => {
+    // Redis stores UTF-8: a lone surrogate becomes U+FFFD, so these two keys would name one
+    // dispatch, and the second follow-up would be answered "deduplicated" and never sent.
+    const first = await answerOf(() =>
+      producer.send({ projectId: 'p', jobId: 'j1', prompt: 'one', key: 'k\ud800' }),
+    );
+    const second = await answerOf(() =>
+      producer.send({ projectId: 'p', jobId: 'j2', prompt: 'two', key: 'k\udc00' }),
+    );
+    const job = await answerOf(() =>
+      producer.send({ projectId: 'p', jobId: 'j\ud83d', prompt: 'x' }),
+    );
+    expect([first, second, job]).toMatchObject([
+      { kind: 'rejected', fields: ['key'] },
+      { kind: 'rejected', fields: ['key'] },
+      { kind: 'rejected', fields: ['jobId'] },
+    ]);
+  });
+
+  it.fails('KNOWN ISSUE: stores meta exactly as sent, even a key named __proto__', async () => {
+    // JSON.parse makes "__proto__" an own property; the schema rebuilds meta key by key, and the
+    // assignment then sets a prototype instead: the key vanishes from the record and the event.
+    const meta = JSON.parse(
+      '{"ticket": {"__proto__": {"x": 1}, "id": 7}, "__proto__": 1}',
+    ) as Record<string, unknown>;
+    // A prefix of its own inside the namespace, so the fuzzing's audit below counts only its own.
+    const prefix = `${ns.prefix}:proto`;
+    const own = createProducer({ redisUrl: ns.redisUrl, prefix });
+    const { dispatchId } = await own.send({ projectId: 'p', jobId: 'j', prompt: 'x', meta });
+    await own.close();
+    const stored = await ns.redis.hget(keysFor(prefix).dispatch(dispatchId), 'meta');
+    expect(stored).toBe(JSON.stringify(meta));
+  });
+
+  it('send and sendMany accept exactly the valid inputs and name the field of every invalid one', async (ctx) => {
+    const watch = stopwatch();
+    const books = new FuzzBooks(PROMPT_MAX_BYTES);
+    const sendInput = fc.oneof(
+      { arbitrary: inputArb(PROMPT_MAX_BYTES), weight: 30 },
+      {
+        arbitrary: inProcessOnlyMeta.map((meta) => ({
+          projectId: 'p',
+          jobId: 'j',
+          prompt: 'x',
+          meta,
+        })),
+        weight: 1,
+      },
+      { arbitrary: fc.constant(undefined), weight: 1 },
+    );
+    await fc.assert(
+      fc.asyncProperty(sendInput, async (input) => {
+        books.check(input, await answerOf(() => producer.send(input as FollowUpInput)));
+      }),
+      { numRuns: SCALE.fuzz.sends },
+    );
+    const sends = books.tried;
+    await fc.assert(
+      fc.asyncProperty(batchArb(PROMPT_MAX_BYTES, 20), async (batch) => {
+        const answer = await batchAnswerOf(() => producer.sendMany(batch as FollowUpInput[]));
+        books.checkBatch(batch, answer);
+      }),
+      { numRuns: SCALE.fuzz.batches },
+    );
+    const notAnArray = await batchAnswerOf(() =>
+      producer.sendMany('nope' as unknown as FollowUpInput[]),
+    );
+    await books.audit(ns.redis, ns.prefix, await probe.pendingJobs());
+
+    recordFigures(ctx, {
+      category: 5,
+      scenario: `producer library: ${sends} generated inputs to send(), ${SCALE.fuzz.batches} generated batches of 1–20 to sendMany() (PROMPT_MAX_BYTES ${PROMPT_MAX_BYTES})`,
+      tried: books.tried,
+      faults: 'generated inputs, valid and invalid',
+      lost: books.refusedValid,
+      duplicated: books.enqueuedInvalid,
+      leaked: 0,
+      notes: [
+        `valid ${books.valid} (accepted ${books.firsts.size} distinct dispatches), invalid ${books.invalid}`,
+        `rule violations ${books.violations.length}${books.violations.length ? `: ${books.sample(3).join(' | ')}` : ''}`,
+        `a batch that is not an array: ${notAnArray.kind === 'rejected' ? notAnArray.problems.map((p) => p.field).join(', ') : notAnArray.kind}`,
+      ],
+      durationMs: watch(),
+    });
+    expect(books.sample(10)).toEqual([]);
+    expect(notAnArray).toMatchObject({ kind: 'rejected', problems: [{ field: '(batch)' }] });
+  });
+});

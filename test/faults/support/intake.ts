@@ -1,0 +1,110 @@
+import { Queue } from 'bullmq';
+import type { Config } from '../../../src/config/index.js';
+import { startHttpServer, type HttpServer } from '../../../src/http/index.js';
+import { createProducer } from '../../../src/producer/index.js';
+import { connect } from '../../../src/redis/connections.js';
+import { QUEUE_NAMES } from '../../../src/redis/keys.js';
+import { createLogger, type Logger } from '../../../src/telemetry/logger.js';
+import { createMetrics } from '../../../src/telemetry/metrics.js';
+import type { Answer, BatchAnswer } from './fuzz-books.js';
+
+/** The HTTP server wired as `serve` wires it, in this process, on a free loopback port. */
+export interface Intake {
+  readonly server: HttpServer;
+  readonly url: string;
+  close(): Promise<void>;
+}
+
+/** Starts the server with the intake on (`config.intakeToken`), logging to `logger`. */
+export async function startIntake(
+  config: Config,
+  logger: Logger = createLogger('silent'),
+): Promise<Intake> {
+  const redisUrl = config.redisUrl ?? '';
+  const redis = connect(redisUrl, 'worker', 'faults-http');
+  redis.on('error', () => {});
+  const queues = Object.values(QUEUE_NAMES).map((name) => {
+    const queue = new Queue(name, { connection: redis, prefix: config.prefix });
+    queue.on('error', () => {});
+    return queue;
+  });
+  const producer = createProducer({
+    redisUrl,
+    prefix: config.prefix,
+    promptMaxBytes: config.promptMaxBytes,
+  });
+  const server = await startHttpServer({
+    config: { ...config, httpPort: 0 },
+    logger,
+    metrics: createMetrics({ logger }),
+    redis,
+    queues,
+    producer,
+    roles: () => [],
+    host: '127.0.0.1',
+  });
+  return {
+    server,
+    url: server.url,
+    async close() {
+      await server.close();
+      await producer.close();
+      for (const queue of queues) await queue.close();
+      redis.disconnect();
+    },
+  };
+}
+
+/** What the intake answered, as a status and its JSON body (or text). */
+export interface Reply {
+  readonly status: number;
+  readonly body: Record<string, unknown>;
+}
+
+/** POSTs `body` to the intake. */
+export async function post(
+  url: string,
+  token: string,
+  body: string,
+  contentType = 'application/json',
+): Promise<Reply> {
+  const res = await fetch(`${url}/v1/followups`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': contentType },
+    body,
+  });
+  const text = await res.text();
+  let parsed: Record<string, unknown>;
+  try {
+    parsed = JSON.parse(text) as Record<string, unknown>;
+  } catch {
+    parsed = { text };
+  }
+  return { status: res.status, body: parsed };
+}
+
+type Problem = { index?: number; field: string; message: string };
+
+/** A reply to one follow-up, as an {@link Answer}. */
+export function singleAnswer(reply: Reply): Answer {
+  if (reply.status === 202)
+    return { kind: 'accepted', ...(reply.body as { dispatchId: string; deduplicated: boolean }) };
+  const problems = reply.body['problems'] as Problem[] | undefined;
+  if (reply.status === 400 && problems)
+    return {
+      kind: 'rejected',
+      fields: problems.map((p) => p.field),
+      message: problems.map((p) => `${p.field}: ${p.message}`).join('; '),
+    };
+  return { kind: 'error', message: `${reply.status} ${JSON.stringify(reply.body)}` };
+}
+
+/** A reply to a batch, as a {@link BatchAnswer}. */
+export function batchAnswer(reply: Reply): BatchAnswer {
+  const results = reply.body['results'] as
+    { dispatchId: string; deduplicated: boolean }[] | undefined;
+  if (reply.status === 202 && results) return { kind: 'accepted', results };
+  const problems = reply.body['problems'] as Problem[] | undefined;
+  if (reply.status === 400 && problems) return { kind: 'rejected', problems };
+  return { kind: 'error', message: `${reply.status} ${JSON.stringify(reply.body)}` };
+}
