@@ -8,12 +8,14 @@ import { Redis } from 'ioredis';
 export interface Canary {
   /** Highest value acknowledged so far. */
   acked(): number;
+  /** When Redis acknowledged `value` (epoch ms), if it did. */
+  ackedAt(value: number): number | undefined;
   /** Resolves when every loop has stopped (Redis went away), with the highest value acknowledged. */
   readonly done: Promise<number>;
 }
 
 /** Starts `loops` INCR loops on `key`; they stop at the first error. */
-export function startCanary(url: string, key: string, loops = 8): Canary {
+export function startCanary(url: string, key: string, loops = 2): Canary {
   const client = new Redis(url, {
     enableOfflineQueue: false,
     maxRetriesPerRequest: 0,
@@ -23,13 +25,16 @@ export function startCanary(url: string, key: string, loops = 8): Canary {
     // The server is killed under it: the loops see the failure as a rejected INCR.
   });
   let highest = 0;
+  const times = new Map<number, number>();
   const loop = async () => {
     await new Promise<void>((resolve) =>
       client.status === 'ready' ? resolve() : client.once('ready', resolve),
     );
     for (;;) {
       try {
-        highest = Math.max(highest, await client.incr(key));
+        const value = await client.incr(key);
+        times.set(value, Date.now());
+        highest = Math.max(highest, value);
       } catch {
         return;
       }
@@ -39,7 +44,7 @@ export function startCanary(url: string, key: string, loops = 8): Canary {
     client.disconnect();
     return highest;
   });
-  return { acked: () => highest, done };
+  return { acked: () => highest, ackedAt: (value) => times.get(value), done };
 }
 
 /** The counter's value after the restart (0 when the key is gone). */

@@ -6,6 +6,8 @@ import type { StreamEvent } from '../../support/events.js';
 export interface Accepted {
   readonly dispatchId: string;
   readonly input: FollowUpInput;
+  /** When `send` answered (epoch ms), where the drill needs it. */
+  readonly at?: number;
 }
 
 /** The books of a drill: what was accepted against what came out. Lists hold offending ids. */

@@ -48,7 +48,7 @@ export function startSender(
       const started = performance.now();
       try {
         const { dispatchId } = await producer.send(input);
-        accepted.push({ dispatchId, input });
+        accepted.push({ dispatchId, input, at: Date.now() });
       } catch (err) {
         const ms = performance.now() - started;
         rejected.push({ input, ms, error: err instanceof Error ? err.message : String(err) });
