@@ -60,13 +60,19 @@ if reserved then
 end
 if not reserved then
   local n = redis.call('ZCARD', KEYS[3])
+  local last = now
   if n > 0 then
-    local last = tonumber(redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')[2])
+    last = tonumber(redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')[2])
     if last > slot then slot = last end
   end
   if n >= max then
     local pivot = tonumber(redis.call('ZRANGE', KEYS[3], n - max, n - max, 'WITHSCORES')[2]) + window
     if pivot > slot then slot = pivot end
+    -- Pace a backlog: a reservation comes at least window/max after the latest entry, so a
+    -- window's reservations do not all fall due in the same instant (they would mirror the first
+    -- window's burst and wake together). The rate stays max per window.
+    local paced = last + math.ceil(window / max)
+    if paced > slot then slot = paced end
   end
   if slot > now then
     redis.call('ZADD', KEYS[3], slot, reservation)
@@ -163,7 +169,11 @@ export const RESCHEDULE = `
 if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then return 0 end
 ${NOW}
 redis.call('ZADD', KEYS[2], 'XX', now + tonumber(ARGV[2]), ARGV[1])
+-- The poller decided from a snapshot read before its GET; meanwhile MARK_SENT may have set
+-- seenActive from the send's answer. Seen active is a fact once true: never take it back.
+local seenActive = redis.call('HGET', KEYS[1], 'seenActive')
 if #ARGV > 2 then redis.call('HSET', KEYS[1], unpack(ARGV, 3)) end
+if seenActive == '1' then redis.call('HSET', KEYS[1], 'seenActive', '1') end
 return 1`;
 
 /**
