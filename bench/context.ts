@@ -1,6 +1,7 @@
 import { Redis } from 'ioredis';
 import { startPrivateRedis, type PrivateRedis } from '../test/support/redis-server.js';
 import { infoNumber, machineBusyMs } from './probes.js';
+import type { Schedule } from './schedule.js';
 
 /**
  * What every scenario shares: a private `redis-server` (AOF `appendfsync everysec`, as production
@@ -28,6 +29,10 @@ export interface BenchContext {
   readonly redisVersion: string;
   /** Shorter runs and fewer repetitions, for development. */
   readonly quick: boolean;
+  /** Runs behind a median: 3, or 1 in quick mode. */
+  readonly repeats: number;
+  /** Whether one more repeat, expected to take `estimateMs`, fits the run's time budget. */
+  mayRepeat(estimateMs: number): boolean;
   /**
    * Empties Redis, compacts its AOF and waits a little for the machine to be quiet, then hands
    * out a new namespace.
@@ -39,7 +44,7 @@ export interface BenchContext {
 }
 
 /** Starts the private Redis and builds the context. */
-export async function createContext(quick: boolean): Promise<BenchContext> {
+export async function createContext(quick: boolean, schedule: Schedule): Promise<BenchContext> {
   const server: PrivateRedis = await startPrivateRedis();
   const admin = new Redis(server.url, { maxRetriesPerRequest: null });
   const redisPid = await infoNumber(admin, 'server', 'process_id');
@@ -54,6 +59,8 @@ export async function createContext(quick: boolean): Promise<BenchContext> {
     redisPid,
     redisVersion,
     quick,
+    repeats: quick ? 1 : 3,
+    mayRepeat: (estimateMs) => schedule.allows(estimateMs),
     async fresh(label) {
       await admin.flushall();
       await compactAof(admin);

@@ -24,6 +24,11 @@ export interface ScenarioResult {
 export interface Scenario {
   /** The name `--only` takes. */
   readonly id: string;
+  /**
+   * What one run of every part takes on this 2-core machine while other programs load it: the
+   * time the run budget keeps for this scenario however late it starts (see schedule.ts).
+   */
+  readonly minimumMs: number;
   run(ctx: BenchContext): Promise<ScenarioResult>;
 }
 

@@ -16,6 +16,7 @@ import { parseArgs } from 'node:util';
 import { createContext } from './context.js';
 import { describeMachine } from './machine.js';
 import { renderReport, type Scenario, type ScenarioResult } from './report.js';
+import { Schedule } from './schedule.js';
 import { budgetScenario } from './scenarios/budget.js';
 import { dispatchScenario } from './scenarios/dispatch.js';
 import { enqueueScenario } from './scenarios/enqueue.js';
@@ -64,7 +65,8 @@ async function main(): Promise<void> {
   const { scenarios, quick, out } = options();
   const startedAt = new Date();
   const started = performance.now();
-  const ctx = await createContext(quick);
+  const schedule = new Schedule(new Map(scenarios.map((s) => [s.id, s.minimumMs])));
+  const ctx = await createContext(quick, schedule);
   const results: ScenarioResult[] = [];
   try {
     ctx.progress(
@@ -73,6 +75,7 @@ async function main(): Promise<void> {
     );
     for (const scenario of scenarios) {
       const t = performance.now();
+      schedule.enter(scenario.id);
       ctx.progress(scenario.id, 'starting');
       results.push(await scenario.run(ctx));
       ctx.progress(scenario.id, `done in ${((performance.now() - t) / 1000).toFixed(1)} s`);

@@ -71,14 +71,23 @@ export interface Repeated<T> {
   readonly typical: T;
 }
 
-/** Runs `once` `times` times in a row; `figure` picks the number the median is taken of. */
+/**
+ * Runs `once` up to `times` times in a row; `figure` picks the number the median is taken of.
+ * Before each repeat, `mayRepeat` is asked with the last run's duration (the time budget).
+ */
 export async function repeated<T>(
   times: number,
   once: (run: number) => Promise<T>,
   figure: (result: T) => number,
+  mayRepeat: (estimateMs: number) => boolean = () => true,
 ): Promise<Repeated<T>> {
   const results: T[] = [];
-  for (let run = 0; run < times; run++) results.push(await once(run));
+  let lastMs = 0;
+  for (let run = 0; run < times && (run === 0 || mayRepeat(lastMs)); run++) {
+    const started = Date.now();
+    results.push(await once(run));
+    lastMs = Date.now() - started;
+  }
   const values = results.map(figure);
   return { values, median: median(values), typical: results[medianIndex(values)] as T };
 }

@@ -190,6 +190,7 @@ function report(run: BudgetRun, fast: BudgetRun): ScenarioResult {
 /** Scenario 3. */
 export const budgetScenario: Scenario = {
   id: 'budget',
+  minimumMs: 120_000,
   async run(ctx) {
     const periodMs = ctx.quick ? 20_000 : 60_000;
     ctx.progress(

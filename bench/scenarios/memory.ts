@@ -180,6 +180,7 @@ const PARKED =
 /** Scenario 6. */
 export const memoryScenario: Scenario = {
   id: 'memory',
+  minimumMs: 25_000,
   async run(ctx) {
     const n = ctx.quick ? 2_000 : 10_000;
     const ours = await queuedBytes(ctx, 'ours', n);

@@ -84,6 +84,7 @@ function report(r: PollerRun): ScenarioResult {
 /** Scenario 5. */
 export const pollerScenario: Scenario = {
   id: 'poller',
+  minimumMs: 45_000,
   async run(ctx) {
     return report(await measurePoller(ctx, ctx.quick ? 2_000 : 10_000));
   },

@@ -164,6 +164,7 @@ function report(n: number, periods: Periods): ScenarioResult {
 /** Scenario 7. */
 export const redisWorkScenario: Scenario = {
   id: 'redis-work',
+  minimumMs: 35_000,
   async run(ctx) {
     const n = ctx.quick ? 500 : 2_000;
     const [enqueue, send, track] = (await ours(ctx, n, false)) as [
