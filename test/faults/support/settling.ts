@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import { keysFor } from '../../../src/redis/keys.js';
 import type { Delivery, Simulator } from '../../../src/simulator/index.js';
+import { logLines } from '../../support/cli.js';
 import type { StreamEvent } from '../../support/events.js';
 import type { Accepted } from './ledger.js';
 
@@ -27,29 +28,29 @@ export function misSettled(
 }
 
 /**
- * Prompts the simulator accepted more than once, and of those, the ones whose first accepted
- * request got no answer (timeout or reset after processing): the only sends the service may
- * repeat, and only when the operator opted in.
+ * Prompts the simulator accepted more than once, and of those, the ones whose dispatch a worker
+ * logged as left in doubt (`followup:ambiguous`: a timeout, reset or crash after the request was
+ * written): the only sends the service may repeat, and only when the operator opted in. The
+ * worker's own log is the judge, not the simulator's record: under load an answer can be written
+ * by the simulator and still arrive after the client gave up.
  */
-export function deliveredTwiceAfterDoubt(simulator: Simulator): {
-  all: string[];
-  afterDoubt: string[];
-} {
-  const first = new Map<string, { fault: string | undefined; count: number }>();
-  for (const r of simulator.requests) {
-    if (r.kind !== 'send' || !r.processed || r.prompt === undefined) continue;
-    const seen = first.get(r.prompt);
-    if (seen) seen.count++;
-    else first.set(r.prompt, { fault: r.fault, count: 1 });
-  }
-  const twice = [...first].filter(([, v]) => v.count > 1);
-  return {
-    all: twice.map(([prompt]) => prompt).sort(),
-    afterDoubt: twice
-      .filter(([, v]) => v.fault === 'timeout' || v.fault === 'reset')
-      .map(([prompt]) => prompt)
-      .sort(),
-  };
+export function deliveredTwiceAfterDoubt(
+  simulator: Simulator,
+  accepted: readonly Accepted[],
+  workers: readonly { output: { stdout: string } }[],
+): { all: string[]; afterDoubt: string[] } {
+  const doubted = new Set<unknown>();
+  for (const w of workers)
+    for (const line of logLines(w.output.stdout))
+      if (line['msg'] === 'followup:ambiguous') doubted.add(line['dispatchId']);
+  const promptOf = new Map(accepted.map((a) => [a.input.prompt, a.dispatchId]));
+  const counts = new Map<string, number>();
+  for (const d of simulator.deliveries) counts.set(d.prompt, (counts.get(d.prompt) ?? 0) + 1);
+  const all = [...counts]
+    .filter(([, n]) => n > 1)
+    .map(([prompt]) => prompt)
+    .sort();
+  return { all, afterDoubt: all.filter((prompt) => doubted.has(promptOf.get(prompt))) };
 }
 
 /**
