@@ -12,10 +12,16 @@
  * - **poll tick**: one run of the poller's job scheduler; it reads the status of due dispatches.
  * - **terminal status**: `completed`, `archived` or `failed`; the dispatch then ends with one event.
  */
+import { createHash } from 'node:crypto';
 import { z } from 'zod';
 
 /** Largest `meta` accepted, as UTF-8 bytes of its JSON. It rides along in every event. */
 export const META_MAX_BYTES = 4096;
+/**
+ * Deepest `meta` accepted, in levels of objects and arrays (`{}` is 1). Checked before the schema:
+ * zod validates JSON recursively, and 1,500 levels (3 KB of `[`) overflowed the stack.
+ */
+export const META_MAX_DEPTH = 32;
 /** Largest project id, job id and idempotency key accepted. */
 export const ID_MAX_CHARS = 200;
 
@@ -53,11 +59,8 @@ const identifier = z
   .refine((s) => !CONTROL.test(s), { error: 'must not contain control characters' })
   .refine((s) => s.trim().length > 0, { error: 'must not be blank' });
 
-const meta = z
-  .record(z.string(), z.json(), { error: 'must be a JSON object' })
-  .refine((value) => utf8Bytes(JSON.stringify(value)) <= META_MAX_BYTES, {
-    error: `must be at most ${META_MAX_BYTES} bytes as JSON`,
-  });
+// Its size is checked on the caller's object, not on zod's copy (see copyOfMeta).
+const meta = z.record(z.string(), z.json(), { error: 'must be a JSON object' });
 
 /** The schema of one follow-up; `promptMaxBytes` comes from `PROMPT_MAX_BYTES`. */
 export function followUpSchema(promptMaxBytes: number) {
@@ -114,23 +117,109 @@ function describeProblem(p: FieldProblem): string {
   return `${p.index === undefined ? '' : `[${p.index}] `}${p.field}: ${p.message}`;
 }
 
-/** Validates one follow-up; the problems name their fields (`prompt`, `meta.x`...). */
+/**
+ * Validates one follow-up; the problems name their fields (`prompt`, `meta.x`...). Never throws:
+ * an error raised while validating (a getter of an in-process caller's object, say) is a problem
+ * of the input too. `meta` is checked for depth and size before the schema walks it.
+ */
 export function checkFollowUp(
   input: unknown,
   promptMaxBytes: number,
   index?: number,
 ): { ok: true; value: FollowUp } | { ok: false; problems: FieldProblem[] } {
-  const result = followUpSchema(promptMaxBytes).safeParse(input);
-  if (!result.success) {
-    const problems = result.error.issues.map((issue) => ({
-      field: fieldName(issue),
-      message: issue.message,
-      ...(index === undefined ? {} : { index }),
-    }));
-    return { ok: false, problems };
+  const problem = (field: string, message: string): FieldProblem => ({
+    field,
+    message,
+    ...(index === undefined ? {} : { index }),
+  });
+  try {
+    // A meta too deep or too big is not handed to the schema; the other fields still are.
+    const shape = metaShapeProblem(input);
+    const result = followUpSchema(promptMaxBytes).safeParse(
+      shape ? { ...(input as object), meta: undefined } : input,
+    );
+    const problems = result.success
+      ? []
+      : result.error.issues.map((issue) => problem(fieldName(issue), issue.message));
+    if (shape) problems.push(problem('meta', shape));
+    else if (!problems.some(isAboutMeta) && metaBytes(input) > META_MAX_BYTES)
+      problems.push(problem('meta', `must be at most ${META_MAX_BYTES} bytes as JSON`));
+    if (!result.success || problems.length > 0) return { ok: false, problems };
+    const { projectId, jobId, prompt, key } = result.data;
+    return { ok: true, value: { projectId, jobId, prompt, key, meta: copyOfMeta(input) } };
+  } catch {
+    // Nothing else can be said about a value whose validation threw; the field is unknown.
+    return { ok: false, problems: [problem(suspectField(input), 'could not be read as JSON')] };
   }
-  const { projectId, jobId, prompt, key, meta: m } = result.data;
-  return { ok: true, value: { projectId, jobId, prompt, key, meta: m } };
+}
+
+/**
+ * A copy of the caller's `meta`, exactly as sent. zod rebuilds objects key by key, and assigning
+ * a key named `__proto__` sets a prototype instead of a property: the key would vanish. JSON.parse
+ * keeps it as an own property, so a JSON round trip of the original keeps every key (and detaches
+ * the copy from later changes by the caller).
+ */
+function copyOfMeta(input: unknown): Record<string, unknown> | undefined {
+  const meta = (input as { meta?: unknown }).meta;
+  if (meta === undefined) return undefined;
+  return JSON.parse(JSON.stringify(meta)) as Record<string, unknown>;
+}
+
+/**
+ * Why `meta` is too deep or too big to validate, found by an iterative walk (no recursion, so no
+ * input can overflow the stack), or `undefined`. Each JSON value takes at least one byte, so more
+ * values than {@link META_MAX_BYTES} cannot fit; a cycle is reported as too deep.
+ */
+function metaShapeProblem(input: unknown): string | undefined {
+  if (typeof input !== 'object' || input === null || !('meta' in input)) return undefined;
+  const pending: [unknown, number][] = [[input.meta, 1]];
+  let values = 0;
+  for (let next = pending.pop(); next; next = pending.pop()) {
+    const [value, depth] = next;
+    if (++values > META_MAX_BYTES) return `must be at most ${META_MAX_BYTES} bytes as JSON`;
+    if (typeof value !== 'object' || value === null) continue;
+    if (depth > META_MAX_DEPTH) return `must be nested at most ${META_MAX_DEPTH} levels deep`;
+    for (const child of Object.values(value)) pending.push([child, depth + 1]);
+  }
+  return undefined;
+}
+
+function isAboutMeta(p: FieldProblem): boolean {
+  return p.field === 'meta' || p.field.startsWith('meta.');
+}
+
+/** UTF-8 bytes of the caller's `meta` as JSON (0 when absent); called once it validated. */
+function metaBytes(input: unknown): number {
+  const meta = (input as { meta?: unknown }).meta;
+  return meta === undefined ? 0 : utf8Bytes(JSON.stringify(meta));
+}
+
+/** The field to blame when validation threw: `meta` is the only one that is walked into. */
+function suspectField(input: unknown): string {
+  return typeof input === 'object' && input !== null && 'meta' in input ? 'meta' : '(body)';
+}
+
+/**
+ * The digest of a follow-up's content (project, job, prompt, meta), stored on its record: a second
+ * send with the same idempotency key and another digest is a conflict, not a duplicate. Meta keys
+ * are sorted, so the same object built in another order is the same follow-up.
+ */
+export function contentDigest(followUp: FollowUp): string {
+  const content = [
+    JSON.stringify(followUp.projectId),
+    JSON.stringify(followUp.jobId),
+    JSON.stringify(followUp.prompt),
+    followUp.meta === undefined ? 'null' : canonicalJson(followUp.meta),
+  ].join(',');
+  return createHash('sha256').update(content).digest('hex');
+}
+
+/** JSON with object keys sorted. Recursive: only for validated meta, at most 32 levels deep. */
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (typeof value !== 'object' || value === null) return JSON.stringify(value);
+  const entries = Object.entries(value).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
 }
 
 function fieldName(issue: z.core.$ZodIssue): string {

@@ -1,8 +1,11 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FollowUpInput } from '../../src/dispatch/followup.js';
+import { DispatchStore } from '../../src/dispatch/store.js';
 import { createProducer, type Producer } from '../../src/producer/index.js';
 import { keysFor } from '../../src/redis/keys.js';
+import { EVENT_TYPES } from '../../src/telemetry/names.js';
+import { readEvents } from '../support/events.js';
 import { createNamespace, type Namespace } from '../support/namespace.js';
 import { batchArb, inProcessOnlyMeta, inputArb } from './support/arbitraries.js';
 import { recordFigures, stopwatch } from './support/figures.js';
@@ -52,12 +55,12 @@ describe('5. bad input: the producer library', () => {
     ]);
   });
 
-  it.fails('KNOWN ISSUE: stores meta exactly as sent, even a key named __proto__', async () => {
-    // JSON.parse makes "__proto__" an own property; the schema rebuilds meta key by key, and the
-    // assignment then sets a prototype instead: the key vanishes from the record and the event.
-    const meta = JSON.parse(
-      '{"ticket": {"__proto__": {"x": 1}, "id": 7}, "__proto__": 1}',
-    ) as Record<string, unknown>;
+  it('stores meta exactly as sent, even a key named __proto__, and the event carries it', async () => {
+    // JSON.parse makes "__proto__" an own property; rebuilding meta key by key with assignment
+    // would set a prototype instead, and the key would vanish from the record and the event.
+    const text = '{"ticket": {"__proto__": {"x": 1}, "id": 7}, "__proto__": 1}';
+    const meta = JSON.parse(text) as Record<string, unknown>;
+    expect(Object.keys(meta)).toEqual(['ticket', '__proto__']);
     // A prefix of its own inside the namespace, so the fuzzing's audit below counts only its own.
     const prefix = `${ns.prefix}:proto`;
     const own = createProducer({ redisUrl: ns.redisUrl, prefix });
@@ -65,6 +68,19 @@ describe('5. bad input: the producer library', () => {
     await own.close();
     const stored = await ns.redis.hget(keysFor(prefix).dispatch(dispatchId), 'meta');
     expect(stored).toBe(JSON.stringify(meta));
+    expect(JSON.parse(stored ?? '')).toEqual(JSON.parse(text));
+
+    const stream = `${prefix}:events`;
+    const store = new DispatchStore(ns.redis, keysFor(prefix), {
+      eventsStream: stream,
+      eventsMaxLen: 100,
+      retentionMs: 60_000,
+    });
+    const record = await store.get(dispatchId);
+    if (!record) throw new Error('the record is missing');
+    await store.finish(record, { type: EVENT_TYPES.undeliverable, reason: 'bad_request' });
+    const [event] = await readEvents(ns.redis, stream);
+    expect(JSON.stringify(event?.event['meta'])).toBe(JSON.stringify(meta));
   });
 
   it('send and sendMany accept exactly the valid inputs and name the field of every invalid one', async (ctx) => {
@@ -111,7 +127,7 @@ describe('5. bad input: the producer library', () => {
       duplicated: books.enqueuedInvalid,
       leaked: 0,
       notes: [
-        `valid ${books.valid} (accepted ${books.firsts.size} distinct dispatches), invalid ${books.invalid}`,
+        `valid ${books.valid} (accepted ${books.firsts.size} distinct dispatches, ${books.conflicts} refused as key conflicts), invalid ${books.invalid}`,
         `rule violations ${books.violations.length}${books.violations.length ? `: ${books.sample(3).join(' | ')}` : ''}`,
         `a batch that is not an array: ${notAnArray.kind === 'rejected' ? notAnArray.problems.map((p) => p.field).join(', ') : notAnArray.kind}`,
       ],

@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { ID_MAX, META_MAX_BYTES, utf8Bytes } from './oracle.js';
+import { ID_MAX, META_MAX_BYTES, META_MAX_DEPTH, utf8Bytes } from './oracle.js';
 
 /**
  * Generators of follow-up inputs, valid and not, for the fuzzing of every entry point. Each field
@@ -69,12 +69,28 @@ export function promptArb(maxBytes: number): fc.Arbitrary<unknown> {
 const metaArb = fc.oneof(
   { arbitrary: fc.constant(undefined), weight: 6 },
   {
-    // Without keys named __proto__: the producer drops them (a known issue with its own test in
-    // fuzz-producer.redis.test.ts), which would fail every run that happens to draw one.
-    arbitrary: fc
-      .dictionary(fc.string({ maxLength: 8 }), fc.jsonValue({ maxDepth: 2 }), { maxKeys: 4 })
-      .filter((meta) => !JSON.stringify(meta).includes('"__proto__"')),
+    arbitrary: fc.dictionary(fc.string({ maxLength: 8 }), fc.jsonValue({ maxDepth: 2 }), {
+      maxKeys: 4,
+    }),
     weight: 4,
+  },
+  {
+    // Keys named __proto__, at the top and inside: stored and echoed like any other key.
+    arbitrary: fc
+      .constantFrom(
+        '{"__proto__": 1}',
+        '{"a": {"__proto__": {"x": [1]}}, "__proto__": null}',
+        '{"constructor": {"prototype": 1}}',
+      )
+      .map((text) => JSON.parse(text) as unknown),
+    weight: 1,
+  },
+  {
+    // Nested near the depth limit, and far past it (a stack overflow once).
+    arbitrary: fc
+      .constantFrom(META_MAX_DEPTH - 1, META_MAX_DEPTH, 1_500)
+      .map((depth) => JSON.parse(`{"x":${'['.repeat(depth)}${']'.repeat(depth)}}`) as unknown),
+    weight: 1,
   },
   {
     // {"pad":"xxx…"} of META_MAX_BYTES - 3 to + 3 bytes.

@@ -8,13 +8,15 @@
  *   (C0, DEL, C1), not blank;
  * - `prompt`: a well-formed string of at least 1 character and at most `promptMaxBytes` UTF-8 bytes;
  * - `meta`: a plain object of JSON values (finite numbers, no `undefined`, functions or class
- *   instances) whose JSON is at most 4096 UTF-8 bytes.
+ *   instances) whose JSON is at most 4096 UTF-8 bytes, nested at most 32 levels (`{}` is one),
+ *   with every key kept, `__proto__` included.
  *
  * An optional field whose value is `undefined` counts as absent, as JSON would have it.
  */
 
 export const ID_MAX = 200;
 export const META_MAX_BYTES = 4096;
+export const META_MAX_DEPTH = 32;
 const ALLOWED = new Set(['projectId', 'jobId', 'prompt', 'key', 'meta']);
 
 /** The fields of `input` that make it invalid (empty when it is valid); `(body)` for a non-object. */
@@ -52,15 +54,16 @@ function isPrompt(value: unknown, maxBytes: number): boolean {
 
 function isMeta(value: unknown): boolean {
   return (
-    isPlainObject(value) && isJson(value) && utf8Bytes(JSON.stringify(value)) <= META_MAX_BYTES
+    isPlainObject(value) && isJson(value, 1) && utf8Bytes(JSON.stringify(value)) <= META_MAX_BYTES
   );
 }
 
-function isJson(value: unknown): boolean {
+function isJson(value: unknown, depth: number): boolean {
   if (value === null || typeof value === 'string' || typeof value === 'boolean') return true;
   if (typeof value === 'number') return Number.isFinite(value);
-  if (Array.isArray(value)) return value.every(isJson);
-  return isPlainObject(value) && Object.values(value).every(isJson);
+  if (depth > META_MAX_DEPTH) return false;
+  if (Array.isArray(value)) return value.every((v) => isJson(v, depth + 1));
+  return isPlainObject(value) && Object.values(value).every((v) => isJson(v, depth + 1));
 }
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {
