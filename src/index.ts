@@ -2,8 +2,13 @@
  * agent-dispatch's library entry: the producer (contract, section 4) and the types of what it
  * returns and of the completion events.
  */
-export { createProducer, InvalidFollowUpError, RedisUnavailableError } from './producer/index.js';
-export type { Producer, ProducerOptions, SendResult } from './producer/index.js';
+export {
+  createProducer,
+  IdempotencyConflictError,
+  InvalidFollowUpError,
+  RedisUnavailableError,
+} from './producer/index.js';
+export type { KeyConflict, Producer, ProducerOptions, SendResult } from './producer/index.js';
 export type { FollowUpInput, FieldProblem } from './dispatch/followup.js';
 export type { DispatchStatus } from './dispatch/status.js';
 export type { DispatchState } from './dispatch/record.js';

@@ -2,7 +2,12 @@ import { createReadStream } from 'node:fs';
 import { createInterface } from 'node:readline';
 import type { Writable } from 'node:stream';
 import { checkFollowUp, type FollowUp, type FollowUpInput } from '../dispatch/followup.js';
-import { createProducer, type Producer } from '../producer/index.js';
+import {
+  createProducer,
+  IdempotencyConflictError,
+  type Producer,
+  type SendResult,
+} from '../producer/index.js';
 import { EXIT, UsageError, type Command } from './command.js';
 import { configOf } from './settings.js';
 
@@ -116,9 +121,18 @@ async function enqueueFile(
   let lastProgress = Date.now();
   const flush = async () => {
     if (batch.length === 0) return;
-    const results = await producer.sendMany(batch.map((b) => b.value as FollowUpInput));
+    const lines = batch.map((b) => b.line);
+    const results = await sendBatch(
+      producer,
+      batch.map((b) => b.value as FollowUpInput),
+    );
     for (const [i, result] of results.entries()) {
-      stdout.write(`${JSON.stringify({ ...result, line: batch[i]?.line })}\n`);
+      if ('problem' in result) {
+        counts.bad++;
+        stderr.write(`line ${lines[i]}: ${result.problem}\n`);
+        continue;
+      }
+      stdout.write(`${JSON.stringify({ ...result, line: lines[i] })}\n`);
       counts[result.deduplicated ? 'deduplicated' : 'enqueued']++;
     }
     batch = [];
@@ -146,6 +160,29 @@ async function enqueueFile(
     `enqueue: ${counts.lines} lines, ${counts.enqueued} enqueued, ${counts.deduplicated} deduplicated, ${counts.bad} bad\n`,
   );
   return counts.bad > 0 ? EXIT.failed : EXIT.ok;
+}
+
+/**
+ * Sends one batch; a line whose key conflicts gets its problem instead of a result. The rest of
+ * the batch was enqueued in the same transaction, so its results are reported as usual.
+ */
+async function sendBatch(
+  producer: Producer,
+  followUps: FollowUpInput[],
+): Promise<(SendResult | { problem: string })[]> {
+  try {
+    return await producer.sendMany(followUps);
+  } catch (err) {
+    if (!(err instanceof IdempotencyConflictError)) throw err;
+    return err.results.map(
+      (result, i) =>
+        result ?? {
+          problem: `key: already used for a different follow-up (dispatch ${
+            err.conflicts.find((c) => c.index === i)?.dispatchId ?? '?'
+          })`,
+        },
+    );
+  }
 }
 
 /** One line to a follow-up, or the reason it is bad (naming the field). */

@@ -8,12 +8,23 @@
 
 const NOW = `local t = redis.call('TIME'); local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)`;
 
-/** KEYS: record, lane. ARGV: dispatchId, projectId, jobId, prompt, key, meta. → 1 new, 0 exists. */
+/**
+ * KEYS: record, lane. ARGV: dispatchId, projectId, jobId, prompt, key, meta, digest (of the
+ * content, computed by the producer). → 1 new, 0 exists with the same digest, -1 exists with
+ * another: the idempotency key was used for a different follow-up. The digest outlives the prompt
+ * (FINISH deletes that), so a conflict is seen until the record expires; a record written before
+ * digests were stored has none and counts as the same.
+ */
 export const REGISTER = `
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  local digest = redis.call('HGET', KEYS[1], 'digest')
+  if digest and digest ~= ARGV[7] then return -1 end
+  return 0
+end
 ${NOW}
 redis.call('HSET', KEYS[1], 'projectId', ARGV[2], 'jobId', ARGV[3], 'prompt', ARGV[4],
-  'key', ARGV[5], 'meta', ARGV[6], 'state', 'queued', 'enqueuedAt', now, 'attempts', 0, 'polls', 0)
+  'key', ARGV[5], 'meta', ARGV[6], 'digest', ARGV[7], 'state', 'queued', 'enqueuedAt', now,
+  'attempts', 0, 'polls', 0)
 redis.call('RPUSH', KEYS[2], ARGV[1])
 return 1`;
 

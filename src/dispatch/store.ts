@@ -2,7 +2,7 @@ import type { ChainableCommander, Redis } from 'ioredis';
 import type { AgentJob } from '../agent-api/index.js';
 import type { Rate } from '../config/index.js';
 import type { Keys } from '../redis/keys.js';
-import type { FollowUp } from './followup.js';
+import { contentDigest, type FollowUp } from './followup.js';
 import {
   eventFields,
   parseRecord,
@@ -47,7 +47,10 @@ export class DispatchStore {
     readonly options: StoreOptions,
   ) {}
 
-  /** Queues the registration of a follow-up on `multi` (the producer's transaction). */
+  /**
+   * Queues the registration of a follow-up on `multi` (the producer's transaction). Its reply: 1
+   * registered, 0 the same content was registered under this id before, -1 different content was.
+   */
   registerInto(multi: ChainableCommander, dispatchId: string, followUp: FollowUp): void {
     const keys = [
       this.keys.dispatch(dispatchId),
@@ -64,6 +67,7 @@ export class DispatchStore {
       followUp.prompt,
       followUp.key ?? '',
       followUp.meta ? JSON.stringify(followUp.meta) : '',
+      contentDigest(followUp),
     );
   }
 

@@ -17,6 +17,13 @@ import { describeDispatch, type DispatchStatus } from '../dispatch/status.js';
 import { DispatchStore } from '../dispatch/store.js';
 import { connect } from '../redis/connections.js';
 import { keysFor, QUEUE_NAMES } from '../redis/keys.js';
+import {
+  asRedisFailure,
+  IdempotencyConflictError,
+  RedisUnavailableError,
+  type KeyConflict,
+  type SendResult,
+} from './errors.js';
 
 /** Options of {@link createProducer}. Every default matches the service's settings. */
 export interface ProducerOptions {
@@ -33,33 +40,26 @@ export interface ProducerOptions {
   readyTimeoutMs?: number;
 }
 
-/** Redis could not be reached in time: nothing was enqueued. Code `redis_unavailable`. */
-export class RedisUnavailableError extends Error {
-  readonly code = 'redis_unavailable';
-  constructor(timeoutMs: number, cause?: unknown) {
-    super(`Redis was not reachable within ${timeoutMs} ms; nothing was enqueued`, { cause });
-    this.name = 'RedisUnavailableError';
-  }
-}
-
-/** What `send` answers: the dispatch, and whether it existed already (same idempotency key). */
-export interface SendResult {
-  dispatchId: string;
-  deduplicated: boolean;
-}
-
 /** The producer library (contract, section 4). */
 export interface Producer {
-  /** Validates and enqueues one follow-up; throws {@link InvalidFollowUpError} naming the field. */
+  /**
+   * Validates and enqueues one follow-up; throws {@link InvalidFollowUpError} naming the field,
+   * {@link IdempotencyConflictError} when its key was used for a different follow-up, and
+   * {@link RedisUnavailableError} when Redis is unreachable.
+   */
   send(followUp: FollowUpInput): Promise<SendResult>;
-  /** Validates all, then enqueues all in one round trip, atomically; results in input order. */
+  /**
+   * Validates all (any invalid: nothing is enqueued), then enqueues all in one round trip,
+   * atomically; results in input order. A key conflict rejects only its own item: the others are
+   * enqueued, and the {@link IdempotencyConflictError} carries their results.
+   */
   sendMany(followUps: readonly FollowUpInput[]): Promise<SendResult[]>;
   /** The state of a dispatch, or `null` when unknown or expired. */
   status(dispatchId: string): Promise<DispatchStatus | null>;
   close(): Promise<void>;
 }
 
-export { InvalidFollowUpError };
+export { IdempotencyConflictError, InvalidFollowUpError, RedisUnavailableError, type SendResult };
 
 /**
  * Creates a producer. Its Redis connection fails fast (no offline queue): while Redis is down,
@@ -98,6 +98,8 @@ export function createProducer(options: ProducerOptions): Producer {
     });
     try {
       await Promise.race([queue.waitUntilReady(), deadline]);
+    } catch (err) {
+      throw asRedisFailure(err, redis);
     } finally {
       clearTimeout(timer);
     }
@@ -126,21 +128,46 @@ export function createProducer(options: ProducerOptions): Producer {
       );
       await queue.backend.addJobToTransaction(multi, job.asJSON(), dispatchId);
     }
-    const replies = (await multi.exec()) ?? [];
-    return ids.map((dispatchId, i) => {
+    const replies = await multi.exec().catch((err: unknown) => {
+      throw asRedisFailure(err, redis);
+    });
+    if (!replies) throw new RedisUnavailableError('Redis discarded the transaction; retry it');
+    return resultsOf(followUps, ids, replies);
+  }
+
+  /**
+   * The answers of a committed transaction: REGISTER says 1 new, 0 the same content under the
+   * same key (deduplicated), -1 different content under that key (a conflict).
+   */
+  function resultsOf(
+    followUps: readonly FollowUp[],
+    ids: readonly string[],
+    replies: readonly [Error | null, unknown][],
+  ): SendResult[] {
+    const conflicts: KeyConflict[] = [];
+    const results = ids.map((dispatchId, i): SendResult | null => {
       const [registerErr, created] = replies[2 * i] ?? [new Error('no reply'), 0];
       const [addErr] = replies[2 * i + 1] ?? [new Error('no reply')];
-      if (registerErr || addErr) throw registerErr ?? addErr;
-      return { dispatchId, deduplicated: created === 0 };
+      if (registerErr || addErr) throw asRedisFailure(registerErr ?? addErr, redis);
+      if (created !== -1) return { dispatchId, deduplicated: created === 0 };
+      conflicts.push({ index: i, key: followUps[i]?.key ?? '', dispatchId });
+      return null;
     });
+    if (conflicts.length > 0) throw new IdempotencyConflictError(conflicts, results);
+    return results as SendResult[];
   }
 
   return {
     async send(followUp) {
       const [result] = await this.sendMany([followUp]).catch((err: unknown) => {
-        throw err instanceof InvalidFollowUpError
-          ? new InvalidFollowUpError(err.problems.map(withoutIndex))
-          : err;
+        if (err instanceof InvalidFollowUpError)
+          throw new InvalidFollowUpError(err.problems.map(withoutIndex));
+        if (err instanceof IdempotencyConflictError)
+          throw new IdempotencyConflictError(
+            err.conflicts.map(({ key, dispatchId }) => ({ key, dispatchId })),
+            err.results,
+          );
+        throw err;
       });
       return result as SendResult;
     },
@@ -165,7 +192,9 @@ export function createProducer(options: ProducerOptions): Producer {
         ]);
       }
       await ready();
-      const record = await store.get(dispatchId);
+      const record = await store.get(dispatchId).catch((err: unknown) => {
+        throw asRedisFailure(err, redis);
+      });
       return record ? describeDispatch(record) : null;
     },
     close() {

@@ -112,4 +112,65 @@ describe('the agent-dispatch command line', () => {
       await local.cleanup();
     }
   });
+
+  it('reports a deeply nested meta and a conflicting key as line errors, enqueues the rest, exits 1', async () => {
+    const local = createNamespace('cli-bad-input');
+    const file = join(dir, 'bad-input.ndjson');
+    const deepArrays = `${'['.repeat(1500)}${']'.repeat(1500)}`;
+    const deepObjects = `${'{"a":'.repeat(1500)}1${'}'.repeat(1500)}`;
+    const proto = '{"ticket":{"__proto__":{"x":1},"id":7},"__proto__":1}';
+    writeFileSync(
+      file,
+      [
+        JSON.stringify({ projectId: 'p', jobId: 'j', prompt: 'one', key: 'k1' }),
+        `{"projectId":"p","jobId":"j","prompt":"deep","meta":{"x":${deepArrays}}}`,
+        `{"projectId":"p","jobId":"j","prompt":"deeper","meta":{"x":${deepObjects}}}`,
+        JSON.stringify({ projectId: 'p', jobId: 'j', prompt: 'changed', key: 'k1' }),
+        JSON.stringify({ projectId: 'p', jobId: 'j', prompt: 'one', key: 'k1' }),
+        `{"projectId":"p","jobId":"j","prompt":"proto","meta":${proto}}`,
+      ].join('\n'),
+    );
+    const result = await runCliToEnd(['enqueue', '--file', file], local.env());
+    const queue = new Queue(QUEUE_NAMES.dispatch, {
+      connection: local.redis.duplicate(),
+      prefix: local.prefix,
+    });
+    try {
+      expect(result.stderr).not.toMatch(/RangeError|stack/i);
+      expect(result.code).toBe(1);
+      const lines = result.stdout
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as { line: number; dispatchId: string; deduplicated: boolean });
+      expect(lines.map((l) => [l.line, l.deduplicated])).toEqual([
+        [1, false],
+        [5, true],
+        [6, false],
+      ]);
+      expect(result.stderr).toMatch(/^line 2: meta: .*32 levels/m);
+      expect(result.stderr).toMatch(/^line 3: meta: .*32 levels/m);
+      expect(result.stderr).toMatch(/^line 4: key: .*different follow-up/m);
+      expect(await queue.getJobCounts('wait')).toEqual({ wait: 2 });
+      const stored = await local.redis.hget(`${local.prefix}:d:${lines[2]?.dispatchId}`, 'meta');
+      expect(stored).toBe(proto);
+    } finally {
+      await queue.close();
+      await local.cleanup();
+    }
+  });
+
+  it('exits 1 naming key when enqueue is given a known key with a different prompt', async () => {
+    const local = createNamespace('cli-conflict');
+    try {
+      const args = ['enqueue', '--project', 'p', '--job', 'j', '--key', 'k-conflict'];
+      const first = await runCliToEnd([...args, '--prompt', 'one'], local.env());
+      expect(first.code).toBe(0);
+      const second = await runCliToEnd([...args, '--prompt', 'two'], local.env());
+      expect(second.code).toBe(1);
+      expect(second.stdout).toBe('');
+      expect(second.stderr).toMatch(/key: .*different follow-up/);
+    } finally {
+      await local.cleanup();
+    }
+  });
 });

@@ -59,7 +59,7 @@ describe('5. bad input: agent-dispatch enqueue --file', () => {
             line.parsed,
             answer ?? { kind: 'error', message: `no answer for line ${i + 1}` },
           );
-          if (answer?.kind === 'rejected') bad++;
+          if (answer?.kind === 'rejected' || answer?.kind === 'conflict') bad++;
         }
       });
       if (run.code !== (bad > 0 ? 1 : 0))
@@ -76,7 +76,7 @@ describe('5. bad input: agent-dispatch enqueue --file', () => {
       duplicated: books.enqueuedInvalid,
       leaked: 0,
       notes: [
-        `${lines} lines: valid ${books.valid} (accepted ${books.firsts.size} distinct dispatches), invalid ${books.invalid}, not JSON ${brokenJson}, the rest blank`,
+        `${lines} lines: valid ${books.valid} (accepted ${books.firsts.size} distinct dispatches, ${books.conflicts} refused as key conflicts), invalid ${books.invalid}, not JSON ${brokenJson}, the rest blank`,
         `rule violations ${books.violations.length + problems.length}${books.violations.length + problems.length ? `: ${[...problems, ...books.sample(3)].slice(0, 3).join(' | ')}` : ''}; exit codes: 1 for a file with a bad line, never a crash`,
       ],
       durationMs: watch(),

@@ -90,7 +90,7 @@ describe('5. bad input: the HTTP intake', () => {
       duplicated: books.enqueuedInvalid,
       leaked: 0,
       notes: [
-        `follow-ups: valid ${books.valid} (accepted ${books.firsts.size} distinct dispatches), invalid ${books.invalid}; answers by status: ${Object.entries(
+        `follow-ups: valid ${books.valid} (accepted ${books.firsts.size} distinct dispatches, ${books.conflicts} refused as key conflicts), invalid ${books.invalid}; answers by status: ${Object.entries(
           statuses,
         )
           .map(([s, n]) => `${s} ${n}`)

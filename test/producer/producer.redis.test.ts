@@ -1,13 +1,17 @@
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { META_MAX_DEPTH } from '../../src/dispatch/followup.js';
+import { DispatchStore } from '../../src/dispatch/store.js';
 import {
   createProducer,
+  IdempotencyConflictError,
   InvalidFollowUpError,
   RedisUnavailableError,
   type Producer,
 } from '../../src/producer/index.js';
-import { QUEUE_NAMES } from '../../src/redis/keys.js';
+import { keysFor, QUEUE_NAMES } from '../../src/redis/keys.js';
+import { EVENT_TYPES } from '../../src/telemetry/names.js';
 import { createNamespace, eventually, type Namespace } from '../support/namespace.js';
 
 describe('createProducer', () => {
@@ -53,16 +57,24 @@ describe('createProducer', () => {
     expect(await producer.status('no-such-dispatch')).toBeNull();
   });
 
-  it('returns the first dispatch for a repeated key and enqueues nothing more', async () => {
-    const first = await producer.send({ projectId: 'p', jobId: 'j', prompt: 'a', key: 'order-1' });
+  it('returns the first dispatch for a repeated key with the same content, enqueuing nothing more', async () => {
+    const first = await producer.send({
+      projectId: 'p',
+      jobId: 'j',
+      prompt: 'a',
+      key: 'order-1',
+      meta: { a: 1, b: [1, 2] },
+    });
+    // The same content, its meta keys in another order: the same follow-up.
     const again = await producer.send({
       projectId: 'p',
       jobId: 'j',
-      prompt: 'different text',
+      prompt: 'a',
       key: 'order-1',
+      meta: { b: [1, 2], a: 1 },
     });
     const [inBatch, other] = await producer.sendMany([
-      { projectId: 'p', jobId: 'j', prompt: 'a', key: 'order-1' },
+      { projectId: 'p', jobId: 'j', prompt: 'a', key: 'order-1', meta: { a: 1, b: [1, 2] } },
       { projectId: 'p', jobId: 'j', prompt: 'b', key: 'order-2' },
     ]);
     expect(again).toEqual({ dispatchId: first.dispatchId, deduplicated: true });
@@ -70,6 +82,120 @@ describe('createProducer', () => {
     expect(other?.deduplicated).toBe(false);
     expect(await queue.getJobCounts('wait')).toEqual({ wait: 2 });
     expect(await ns.redis.llen(`${ns.prefix}:lane:1.p:j`)).toBe(2);
+  });
+
+  it('refuses a repeated key with different content: IdempotencyConflictError naming key', async () => {
+    const first = await producer.send({ projectId: 'p', jobId: 'j', prompt: 'a', key: 'order-1' });
+    const variants = [
+      { projectId: 'p', jobId: 'j', prompt: 'different text', key: 'order-1' },
+      { projectId: 'p', jobId: 'j2', prompt: 'a', key: 'order-1' },
+      { projectId: 'p', jobId: 'j', prompt: 'a', key: 'order-1', meta: { n: 1 } },
+    ];
+    for (const variant of variants) {
+      const error = await producer.send(variant).catch((e: unknown) => e);
+      expect(error, JSON.stringify(variant)).toBeInstanceOf(IdempotencyConflictError);
+      expect(error).toMatchObject({
+        code: 'idempotency_conflict',
+        field: 'key',
+        conflicts: [{ key: 'order-1', dispatchId: first.dispatchId }],
+        results: [null],
+      });
+      expect((error as Error).message).toContain('key');
+    }
+    // The first follow-up is kept as it was; nothing else was enqueued.
+    expect(await ns.redis.hget(`${ns.prefix}:d:${first.dispatchId}`, 'prompt')).toBe('a');
+    expect(await queue.getJobCounts('wait')).toEqual({ wait: 1 });
+    expect(await ns.redis.llen(`${ns.prefix}:lane:1.p:j`)).toBe(1);
+  });
+
+  it('in a batch, reports the conflicting index and the results of the others, which are enqueued', async () => {
+    const first = await producer.send({ projectId: 'p', jobId: 'j', prompt: 'a', key: 'order-1' });
+    const error = (await producer
+      .sendMany([
+        { projectId: 'p', jobId: 'j', prompt: 'new', key: 'order-2' },
+        { projectId: 'p', jobId: 'j', prompt: 'changed', key: 'order-1' },
+        { projectId: 'p', jobId: 'j', prompt: 'a', key: 'order-1' },
+        { projectId: 'p', jobId: 'j', prompt: 'no key' },
+      ])
+      .catch((e: unknown) => e)) as IdempotencyConflictError;
+    expect(error).toBeInstanceOf(IdempotencyConflictError);
+    expect(error.conflicts).toEqual([{ index: 1, key: 'order-1', dispatchId: first.dispatchId }]);
+    expect(error.results).toEqual([
+      { dispatchId: expect.any(String), deduplicated: false },
+      null,
+      { dispatchId: first.dispatchId, deduplicated: true },
+      { dispatchId: expect.any(String), deduplicated: false },
+    ]);
+    expect(error.message).toContain('[1] key');
+    expect(await queue.getJobCounts('wait')).toEqual({ wait: 3 });
+    expect(await ns.redis.lrange(`${ns.prefix}:lane:1.p:j`, 0, -1)).toEqual([
+      first.dispatchId,
+      error.results[0]?.dispatchId,
+      error.results[3]?.dispatchId,
+    ]);
+  });
+
+  it('still detects a conflict after the follow-up ended and its prompt was deleted', async () => {
+    const followUp = { projectId: 'p', jobId: 'j', prompt: 'a', key: 'order-9' };
+    const { dispatchId } = await producer.send(followUp);
+    const store = new DispatchStore(ns.redis, keysFor(ns.prefix), {
+      eventsStream: ns.eventsStream,
+      eventsMaxLen: 1000,
+      retentionMs: 60_000,
+    });
+    const record = await store.get(dispatchId);
+    if (!record) throw new Error('no record');
+    const { finished } = await store.finish(record, {
+      type: EVENT_TYPES.undeliverable,
+      reason: 'bad_request',
+    });
+    expect(finished).toBe(true);
+    expect(await ns.redis.hexists(`${ns.prefix}:d:${dispatchId}`, 'prompt')).toBe(0);
+    expect(await producer.send(followUp)).toEqual({ dispatchId, deduplicated: true });
+    const error = await producer.send({ ...followUp, prompt: 'b' }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(IdempotencyConflictError);
+  });
+
+  it('rejects a meta nested 1,500 levels deep naming meta, without overflowing the stack', async () => {
+    const deep = (depth: number, open: string, close: string) =>
+      JSON.parse(`{"x":${open.repeat(depth)}1${close.repeat(depth)}}`) as Record<string, unknown>;
+    // 3 KB of arrays, and the same depth of objects: both used to overflow inside zod.
+    for (const meta of [deep(1500, '[', ']'), deep(1500, '{"a":', '}'), deep(20_000, '[', ']')]) {
+      const error = await producer
+        .send({ projectId: 'p', jobId: 'j', prompt: 'x', meta })
+        .catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(InvalidFollowUpError);
+      expect((error as InvalidFollowUpError).field).toBe('meta');
+      expect((error as InvalidFollowUpError).message).toContain(`${META_MAX_DEPTH} levels`);
+    }
+    // 32 levels is allowed.
+    const ok = await producer.send({
+      projectId: 'p',
+      jobId: 'j',
+      prompt: 'x',
+      meta: deep(META_MAX_DEPTH - 1, '[', ']'),
+    });
+    expect(ok.deduplicated).toBe(false);
+  });
+
+  it('reports any error raised while validating as InvalidFollowUpError, never as a crash', async () => {
+    const meta = {};
+    Object.defineProperty(meta, 'boom', {
+      enumerable: true,
+      get() {
+        throw new Error('getter exploded');
+      },
+    });
+    const cyclic: Record<string, unknown> = { a: 1 };
+    cyclic['self'] = cyclic;
+    for (const bad of [meta, cyclic]) {
+      const error = await producer
+        .send({ projectId: 'p', jobId: 'j', prompt: 'x', meta: bad })
+        .catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(InvalidFollowUpError);
+      expect((error as InvalidFollowUpError).field).toBe('meta');
+    }
+    expect(await enqueuedKeys()).toEqual([]);
   });
 
   it.each([

@@ -1,6 +1,10 @@
 import type { Redis } from 'ioredis';
 import { parseRecord } from '../../../src/dispatch/record.js';
-import { InvalidFollowUpError } from '../../../src/producer/index.js';
+import {
+  IdempotencyConflictError,
+  InvalidFollowUpError,
+  type SendResult,
+} from '../../../src/producer/index.js';
 import { keysFor } from '../../../src/redis/keys.js';
 import { badFields, topFields, utf8Bytes } from './oracle.js';
 
@@ -8,11 +12,15 @@ import { badFields, topFields, utf8Bytes } from './oracle.js';
 export type Answer =
   | { kind: 'accepted'; dispatchId: string; deduplicated: boolean }
   | { kind: 'rejected'; fields: string[]; message: string }
+  /** Its idempotency key holds `dispatchId`, a different follow-up: not enqueued. */
+  | { kind: 'conflict'; dispatchId: string }
   | { kind: 'error'; message: string };
 
 /** How an entry point answered a batch. */
 export type BatchAnswer =
   | { kind: 'accepted'; results: readonly { dispatchId: string; deduplicated: boolean }[] }
+  /** Enqueued but for key conflicts: one answer per input. */
+  | { kind: 'partial'; answers: readonly Answer[] }
   | {
       kind: 'rejected';
       problems: readonly { index?: number; field: string; message: string }[];
@@ -42,6 +50,8 @@ export class FuzzBooks {
   tried = 0;
   valid = 0;
   invalid = 0;
+  /** Valid inputs refused, rightly, because their key holds a different follow-up. */
+  conflicts = 0;
   readonly violations: Violation[] = [];
   /** The first input accepted for each dispatch id (a repeated key returns the first). */
   readonly firsts = new Map<string, Record<string, unknown>>();
@@ -58,10 +68,22 @@ export class FuzzBooks {
       this.violations.push({ rule, input, detail });
     };
     if (answer.kind === 'error') return flag('answered with an unexpected error', answer.message);
+    if (answer.kind === 'conflict') {
+      if (expected.length > 0)
+        return flag('invalid input answered as a conflict', expected.join(', '));
+      const first = this.firsts.get(answer.dispatchId);
+      if (!first || sameContent(first, input))
+        flag('key conflict without a different first follow-up', answer.dispatchId);
+      else this.conflicts++;
+      return;
+    }
     if (answer.kind === 'accepted') {
       if (expected.length > 0) return flag('invalid input accepted', expected.join(', '));
-      if (!answer.deduplicated && !this.firsts.has(answer.dispatchId))
+      const first = this.firsts.get(answer.dispatchId);
+      if (!answer.deduplicated && !first)
         this.firsts.set(answer.dispatchId, input as Record<string, unknown>);
+      else if (answer.deduplicated && first && !sameContent(first, input))
+        flag('different content deduplicated: the new prompt was dropped', answer.dispatchId);
       return;
     }
     if (expected.length === 0) return flag('valid input refused', answer.message);
@@ -88,6 +110,10 @@ export class FuzzBooks {
    * field of each invalid input and nothing else (all or nothing).
    */
   checkBatch(inputs: readonly unknown[], answer: BatchAnswer): void {
+    if (answer.kind === 'partial') {
+      inputs.forEach((input, i) => this.check(input, answer.answers[i] ?? errorOf(answer)));
+      return;
+    }
     if (answer.kind !== 'rejected') {
       inputs.forEach((input, i) => {
         const result = answer.kind === 'accepted' ? answer.results[i] : undefined;
@@ -186,6 +212,27 @@ async function scanCount(redis: Redis, pattern: string): Promise<number> {
   return count;
 }
 
+/** Same project, job, prompt and meta (keys in any order): what a repeated key may carry. */
+function sameContent(a: Record<string, unknown>, b: unknown): boolean {
+  const c = b as Record<string, unknown>;
+  return (
+    a['projectId'] === c['projectId'] &&
+    a['jobId'] === c['jobId'] &&
+    a['prompt'] === c['prompt'] &&
+    sortedJson(a['meta']) === sortedJson(c['meta'])
+  );
+}
+
+function sortedJson(value: unknown): string {
+  return (
+    JSON.stringify(value, (_key, v: unknown) =>
+      typeof v === 'object' && v !== null && !Array.isArray(v)
+        ? Object.fromEntries(Object.entries(v).sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0)))
+        : v,
+    ) ?? 'undefined'
+  );
+}
+
 function safeJson(value: unknown): string {
   try {
     return JSON.stringify(value) ?? String(value);
@@ -203,8 +250,27 @@ export async function answerOf(
   } catch (err) {
     if (err instanceof InvalidFollowUpError)
       return { kind: 'rejected', fields: err.problems.map((p) => p.field), message: err.message };
+    if (err instanceof IdempotencyConflictError && err.conflicts[0])
+      return { kind: 'conflict', dispatchId: err.conflicts[0].dispatchId };
     return { kind: 'error', message: err instanceof Error ? err.message : String(err) };
   }
+}
+
+/** One answer per input from a batch's results, `null` where `conflictOf` names the holder. */
+export function partialAnswer(
+  results: readonly (SendResult | null)[],
+  conflictOf: (index: number) => string | undefined,
+): BatchAnswer {
+  return {
+    kind: 'partial',
+    answers: results.map((result, i): Answer => {
+      if (result) return { kind: 'accepted', ...result };
+      const dispatchId = conflictOf(i);
+      return dispatchId
+        ? { kind: 'conflict', dispatchId }
+        : { kind: 'error', message: `no result and no conflict for item ${i}` };
+    }),
+  };
 }
 
 /** The answer of one `sendMany`. */
@@ -215,6 +281,11 @@ export async function batchAnswerOf(
     return { kind: 'accepted', results: await call() };
   } catch (err) {
     if (err instanceof InvalidFollowUpError) return { kind: 'rejected', problems: err.problems };
+    if (err instanceof IdempotencyConflictError)
+      return partialAnswer(
+        err.results,
+        (i) => err.conflicts.find((c) => c.index === i)?.dispatchId,
+      );
     return { kind: 'error', message: err instanceof Error ? err.message : String(err) };
   }
 }

@@ -6,7 +6,7 @@ import { connect } from '../../../src/redis/connections.js';
 import { QUEUE_NAMES } from '../../../src/redis/keys.js';
 import { createLogger, type Logger } from '../../../src/telemetry/logger.js';
 import { createMetrics } from '../../../src/telemetry/metrics.js';
-import type { Answer, BatchAnswer } from './fuzz-books.js';
+import { partialAnswer, type Answer, type BatchAnswer } from './fuzz-books.js';
 
 /** The HTTP server wired as `serve` wires it, in this process, on a free loopback port. */
 export interface Intake {
@@ -83,13 +83,15 @@ export async function post(
   return { status: res.status, body: parsed };
 }
 
-type Problem = { index?: number; field: string; message: string };
+type Problem = { index?: number; field: string; message: string; dispatchId?: string };
 
 /** A reply to one follow-up, as an {@link Answer}. */
 export function singleAnswer(reply: Reply): Answer {
   if (reply.status === 202)
     return { kind: 'accepted', ...(reply.body as { dispatchId: string; deduplicated: boolean }) };
   const problems = reply.body['problems'] as Problem[] | undefined;
+  const holder = problems?.[0]?.dispatchId;
+  if (reply.status === 409 && holder) return { kind: 'conflict', dispatchId: holder };
   if (reply.status === 400 && problems)
     return {
       kind: 'rejected',
@@ -105,6 +107,9 @@ export function batchAnswer(reply: Reply): BatchAnswer {
     { dispatchId: string; deduplicated: boolean }[] | undefined;
   if (reply.status === 202 && results) return { kind: 'accepted', results };
   const problems = reply.body['problems'] as Problem[] | undefined;
+  const partial = reply.body['results'] as ({ dispatchId: string; deduplicated: boolean } | null)[];
+  if (reply.status === 409 && problems && partial)
+    return partialAnswer(partial, (i) => problems.find((p) => p.index === i)?.dispatchId);
   if (reply.status === 400 && problems) return { kind: 'rejected', problems };
   return { kind: 'error', message: `${reply.status} ${JSON.stringify(reply.body)}` };
 }

@@ -65,6 +65,13 @@ export function cliAnswers(stdout: string, stderr: string): Map<number, Answer> 
     const match = /^line (\d+): (.*)$/.exec(text);
     if (!match) continue;
     const message = match[2] ?? '';
+    const conflict = /^key: already used for a different follow-up \(dispatch (\S+)\)$/.exec(
+      message,
+    );
+    if (conflict) {
+      answers.set(Number(match[1]), { kind: 'conflict', dispatchId: conflict[1] ?? '' });
+      continue;
+    }
     const fields = message === 'not valid JSON' ? ['(json)'] : fieldsOf(message);
     answers.set(Number(match[1]), { kind: 'rejected', fields, message });
   }
