@@ -1,6 +1,11 @@
 import express, { Router, type Request, type RequestHandler, type Response } from 'express';
 import { ID_MAX_CHARS, META_MAX_BYTES, type FollowUpInput } from '../dispatch/followup.js';
-import { InvalidFollowUpError, type Producer } from '../producer/index.js';
+import {
+  IdempotencyConflictError,
+  InvalidFollowUpError,
+  RedisUnavailableError,
+  type Producer,
+} from '../producer/index.js';
 import type { Logger } from '../telemetry/logger.js';
 import { bearerToken, secretsEqual } from './auth.js';
 import { sendError } from './errors.js';
@@ -95,7 +100,7 @@ async function answer(
   let timer: NodeJS.Timeout | undefined;
   const deadline = new Promise<never>((_, reject) => {
     timer = setTimeout(
-      () => reject(new Error(`no answer from Redis within ${REDIS_TIMEOUT_MS} ms`)),
+      () => reject(new RedisUnavailableError(`no answer from Redis within ${REDIS_TIMEOUT_MS} ms`)),
       REDIS_TIMEOUT_MS,
     );
   });
@@ -108,21 +113,47 @@ async function answer(
       .set('cache-control', 'no-store')
       .json(result);
   } catch (err) {
-    if (err instanceof InvalidFollowUpError) {
-      return sendError(res, 400, 'invalid follow-up', { problems: err.problems });
-    }
-    // With the producer's fail-fast connection this is nearly always Redis being unreachable. The
-    // write may still have landed, so the advice is to retry with the same idempotency key.
+    answerFailure(res, logger, err);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * Maps a failure by its class: invalid input 400, a key conflict 409, Redis unreachable 503 (the
+ * only retryable answer), anything else a logged 500. A default of 503 would make clients retry
+ * forever an input that can never succeed.
+ */
+function answerFailure(res: Response, logger: Logger, err: unknown): void {
+  if (err instanceof InvalidFollowUpError)
+    return sendError(res, 400, 'invalid follow-up', { problems: err.problems });
+  if (err instanceof IdempotencyConflictError) {
+    const problems = err.conflicts.map(({ index, dispatchId }) => ({
+      ...(index === undefined ? {} : { index }),
+      field: 'key',
+      message: 'already used for a different follow-up; the first one is kept',
+      dispatchId,
+    }));
+    // A batch's other follow-ups were enqueued: their results say so, so nothing is sent twice.
+    const batch = err.conflicts.some((c) => c.index !== undefined);
+    return sendError(res, 409, 'idempotency key conflict: the key was used for another follow-up', {
+      code: err.code,
+      problems,
+      ...(batch ? { results: err.results } : {}),
+    });
+  }
+  if (err instanceof RedisUnavailableError) {
+    // The write may still have landed, so the advice is to retry with the same idempotency key.
     logger.warn({ err, method: res.req.method, path: res.req.path }, 'intake:unavailable');
     res.set('retry-after', '5');
-    sendError(
+    return sendError(
       res,
       503,
       'Redis is unavailable; retry later, with the same key to avoid a duplicate',
     );
-  } finally {
-    clearTimeout(timer);
   }
+  logger.error({ err, method: res.req.method, path: res.req.path }, 'intake:error');
+  sendError(res, 500, 'internal error; see the server log');
 }
 
 /** 401 unless the request carries `Authorization: Bearer <token>`. */

@@ -26,6 +26,8 @@ export interface TestServerOptions {
   redisUrl?: string;
   /** Starts a producer for the intake. */
   withProducer?: boolean;
+  /** A producer of the test's own for the intake (closed by `close`), instead of a real one. */
+  producer?: Producer;
   roles?: () => readonly { name: string; running: boolean }[];
 }
 
@@ -44,9 +46,11 @@ export async function startTestServer(
     queue.on('error', () => {});
     return queue;
   });
-  const producer = options.withProducer
-    ? createProducer({ redisUrl, prefix: config.prefix, promptMaxBytes: config.promptMaxBytes })
-    : undefined;
+  const producer = options.producer
+    ? options.producer
+    : options.withProducer
+      ? createProducer({ redisUrl, prefix: config.prefix, promptMaxBytes: config.promptMaxBytes })
+      : undefined;
   metrics.watchRedis({ queues, redis, keys: keysFor(config.prefix) });
   const server = await startHttpServer({
     config: { ...config, httpPort: 0 },

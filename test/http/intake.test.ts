@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { intakeBodyLimitBytes } from '../../src/http/index.js';
+import { RedisUnavailableError, type Producer } from '../../src/producer/index.js';
 import { createNamespace, type Namespace } from '../support/namespace.js';
 import { expectNoLeakedHandles, startTestServer, type TestServer } from './fixture.js';
 
@@ -141,6 +142,59 @@ describe('POST /v1/followups', () => {
     expect(second).toEqual({ dispatchId: first.dispatchId, deduplicated: true });
   });
 
+  it('answers 409 naming key when a key comes back with different content', async () => {
+    const first = (await (
+      await post(JSON.stringify(followUp(31, { key: 'order-31' })))
+    ).json()) as {
+      dispatchId: string;
+    };
+    const single = await post(JSON.stringify(followUp(31, { key: 'order-31', prompt: 'changed' })));
+    expect(single.status).toBe(409);
+    expect(await single.json()).toEqual({
+      error: expect.stringMatching(/idempotency key/),
+      code: 'idempotency_conflict',
+      problems: [{ field: 'key', message: expect.any(String), dispatchId: first.dispatchId }],
+    });
+
+    const batch = await post(
+      JSON.stringify([followUp(32), followUp(31, { key: 'order-31', prompt: 'changed' })]),
+    );
+    expect(batch.status).toBe(409);
+    const body = (await batch.json()) as {
+      problems: unknown[];
+      results: ({ dispatchId: string } | null)[];
+    };
+    expect(body).toMatchObject({
+      code: 'idempotency_conflict',
+      problems: [{ index: 1, field: 'key', dispatchId: first.dispatchId }],
+      results: [{ dispatchId: expect.any(String), deduplicated: false }, null],
+    });
+    // The batch's other follow-up was enqueued: the answer says so, and it is there.
+    const enqueued = body.results[0]?.dispatchId ?? '';
+    expect(await app.producer?.status(enqueued)).toMatchObject({ state: 'queued' });
+  });
+
+  it('answers 400 naming meta, not 503, for a meta nested 1,500 levels deep', async () => {
+    for (const meta of [
+      `{"x":${'['.repeat(1500)}${']'.repeat(1500)}}`,
+      `{"x":${'{"a":'.repeat(1500)}1${'}'.repeat(1500)}}`,
+    ]) {
+      const res = await post(`{"projectId":"p1","jobId":"deep","prompt":"x","meta":${meta}}`);
+      expect(res.status).toBe(400);
+      expect(await res.json()).toEqual({
+        error: 'invalid follow-up',
+        problems: [{ field: 'meta', message: expect.stringMatching(/levels/) }],
+      });
+    }
+    const batch = await post(
+      `[${JSON.stringify(followUp(50))},{"projectId":"p1","jobId":"deep","prompt":"x","meta":{"x":${'['.repeat(1500)}${']'.repeat(1500)}}}]`,
+    );
+    expect(batch.status).toBe(400);
+    expect(((await batch.json()) as { problems: unknown[] }).problems).toEqual([
+      { index: 1, field: 'meta', message: expect.stringMatching(/levels/) },
+    ]);
+  });
+
   it('answers GET /v1/followups/:id with the status, or 404', async () => {
     const { dispatchId } = (await (await post(JSON.stringify(followUp(40)))).json()) as {
       dispatchId: string;
@@ -166,6 +220,38 @@ describe('POST /v1/followups', () => {
     const res = await fetch(`${app.url}/nope`);
     expect(res.status).toBe(404);
     expect(res.headers.get('content-type')).toMatch(/json/);
+  });
+});
+
+describe('the intake when the producer fails', () => {
+  it('answers 503 only for Redis being unavailable; another failure is a 500, never a retry', async () => {
+    const ns = createNamespace('intake-failures');
+    let failure: Error = new Error('unset');
+    const failing: Producer = {
+      send: () => Promise.reject(failure),
+      sendMany: () => Promise.reject(failure),
+      status: () => Promise.reject(failure),
+      close: () => Promise.resolve(),
+    };
+    const app = await startTestServer(ns.config({ INTAKE_TOKEN: TOKEN }), { producer: failing });
+    const post = () =>
+      fetch(`${app.url}/v1/followups`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ projectId: 'p', jobId: 'j', prompt: 'x' }),
+      });
+    try {
+      failure = new RangeError('Maximum call stack size exceeded');
+      const bug = await post();
+      expect([bug.status, bug.headers.get('retry-after')]).toEqual([500, null]);
+      expect(await bug.json()).toEqual({ error: 'internal error; see the server log' });
+      failure = new RedisUnavailableError(5_000);
+      const down = await post();
+      expect([down.status, down.headers.get('retry-after')]).toEqual([503, '5']);
+    } finally {
+      await app.close();
+      await ns.cleanup();
+    }
   });
 });
 
