@@ -1,9 +1,12 @@
 import { z } from 'zod';
-import { SETTINGS, type SettingName } from './settings.js';
+import { SETTINGS, type LOG_FORMATS, type SettingName } from './settings.js';
 import type { Rate } from './units.js';
 
 export { SETTINGS, type SettingName } from './settings.js';
 export { formatDuration, parseDurationMs, parseRate, type Rate } from './units.js';
+
+/** How log lines are written: JSON lines for machines, or pino-pretty's lines for a person. */
+export type LogFormat = (typeof LOG_FORMATS)[number];
 
 /** The parsed, frozen configuration every role receives. Units are in the names. */
 export interface Config {
@@ -19,6 +22,8 @@ export interface Config {
   readonly httpPort: number;
   readonly metricsPort: number | undefined;
   readonly logLevel: string;
+  /** Unset: the command decides (`start` is pretty on a terminal; everything else JSON). */
+  readonly logFormat: LogFormat | undefined;
   readonly trackTimeoutMs: number;
   readonly activeGraceMs: number;
   readonly pollMinIntervalMs: number;
@@ -106,6 +111,7 @@ export function loadConfig(
     httpPort: p.HTTP_PORT as number,
     metricsPort: p.METRICS_PORT as number | undefined,
     logLevel: p.LOG_LEVEL as string,
+    logFormat: p.LOG_FORMAT as LogFormat | undefined,
     trackTimeoutMs: p.TRACK_TIMEOUT as number,
     activeGraceMs: p.ACTIVE_GRACE as number,
     pollMinIntervalMs: p.POLL_MIN_INTERVAL as number,

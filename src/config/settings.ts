@@ -72,6 +72,7 @@ const keyName = z.string().regex(/^[\w{}.:-]{1,100}$/, {
 });
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export const LOG_FORMATS = ['json', 'pretty'] as const;
 
 /** One setting: its parser, its default (as written in the environment) and what it means. */
 interface Setting {
@@ -138,6 +139,11 @@ export const SETTINGS = {
     schema: z.enum(LOG_LEVELS, { message: `expected one of ${LOG_LEVELS.join(', ')}` }),
     default: 'info',
     description: 'pino log level',
+  },
+  LOG_FORMAT: {
+    schema: z.enum(LOG_FORMATS, { message: `expected one of ${LOG_FORMATS.join(', ')}` }),
+    description:
+      '`json` (one JSON object per line) or `pretty` (for a person); default: `pretty` for `start` on a terminal, else `json`',
   },
   TRACK_TIMEOUT: {
     schema: duration(1000),
