@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { DurabilitySetting } from '../redis/durability.js';
 import { SETTINGS, type LOG_FORMATS, type SettingName } from './settings.js';
 import type { Rate } from './units.js';
 
@@ -11,6 +12,7 @@ export type LogFormat = (typeof LOG_FORMATS)[number];
 /** The parsed, frozen configuration every role receives. Units are in the names. */
 export interface Config {
   readonly redisUrl: string | undefined;
+  readonly durability: DurabilitySetting;
   readonly agentApiUrl: string;
   readonly agentApiKey: string | undefined;
   readonly prefix: string;
@@ -100,6 +102,7 @@ export function loadConfig(
   const p = parsed as Parsed;
   return Object.freeze({
     redisUrl: p.REDIS_URL as string | undefined,
+    durability: Object.freeze(p.REDIS_DURABILITY as DurabilitySetting),
     agentApiUrl: (p.AGENT_API_URL as string).replace(/\/+$/, ''),
     agentApiKey: p.AGENT_API_KEY as string | undefined,
     prefix: p.DISPATCH_PREFIX as string,

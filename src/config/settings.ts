@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { parseDurability, type DurabilitySetting } from '../redis/durability.js';
 import { formatDuration, parseDurationMs, parseRate, type Rate } from './units.js';
 
 /**
@@ -65,6 +66,18 @@ const httpUrl = z.string().refine((text) => URL.canParse(text) && /^https?:/.tes
   message: 'expected an http:// or https:// URL',
 });
 
+const durability = z.string().transform((text, ctx): DurabilitySetting => {
+  const parsed = parseDurability(text);
+  if (!parsed) {
+    ctx.addIssue({
+      code: 'custom',
+      message: `expected fsync, replicas:N or none (with ! to refuse weaker), got "${text}"`,
+    });
+    return z.NEVER;
+  }
+  return parsed;
+});
+
 const secret = z.string().min(1, { message: 'must not be empty' });
 
 const keyName = z.string().regex(/^[\w{}.:-]{1,100}$/, {
@@ -89,6 +102,12 @@ export const SETTINGS = {
     secret: true,
     description:
       '`redis://` or `rediss://`; `start` without it runs a private redis-server, other roles refuse to start',
+  },
+  REDIS_DURABILITY: {
+    schema: durability,
+    default: 'fsync',
+    description:
+      '`fsync` (WAITAOF 1 0 where a crash must not undo a write), `replicas:N` (WAITAOF 1 N), `none`; a trailing `!` refuses to start without the guarantee',
   },
   AGENT_API_URL: {
     schema: httpUrl,
