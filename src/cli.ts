@@ -6,6 +6,7 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { EXIT, UsageError, type Command, type CommandContext } from './cli/command.js';
 import { enqueueCommand } from './cli/enqueue.js';
+import { eventsCommand } from './cli/events.js';
 import { commandHelp, topLevelHelp } from './cli/help.js';
 import { pollerCommand } from './cli/poller.js';
 import { serveCommand } from './cli/serve.js';
@@ -23,6 +24,7 @@ const COMMANDS: readonly Command[] = [
   serveCommand,
   enqueueCommand,
   statusCommand,
+  eventsCommand,
   simulateCommand,
 ];
 

@@ -1,7 +1,7 @@
 import type { Config } from '../config/index.js';
 import { startHttpServer } from '../http/index.js';
 import { connect } from '../redis/connections.js';
-import { createLogger, type Logger } from '../telemetry/logger.js';
+import { createLogger, logFormatFor, type Logger } from '../telemetry/logger.js';
 import { createMetrics, type Metrics } from '../telemetry/metrics.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import { EXIT, type CommandContext } from './command.js';
@@ -22,7 +22,11 @@ export interface RoleKit {
 
 /** Builds the logger and metrics of a role process. */
 export function roleKit(config: Config): RoleKit {
-  return { config, logger: createLogger(config.logLevel), metrics: createMetrics() };
+  return {
+    config,
+    logger: createLogger(config.logLevel, undefined, logFormatFor(config.logFormat, false)),
+    metrics: createMetrics(),
+  };
 }
 
 /**

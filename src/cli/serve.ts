@@ -6,7 +6,7 @@ import { startHttpServer } from '../http/index.js';
 import { createProducer } from '../producer/index.js';
 import { connect } from '../redis/connections.js';
 import { keysFor, QUEUE_NAMES } from '../redis/keys.js';
-import { createLogger, type Logger } from '../telemetry/logger.js';
+import { createLogger, logFormatFor, type Logger } from '../telemetry/logger.js';
 import { createMetrics } from '../telemetry/metrics.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import { EXIT, type Command, type CommandContext } from './command.js';
@@ -32,7 +32,13 @@ export const serveCommand: Command = {
   async run(ctx) {
     const port = typeof ctx.values['port'] === 'string' ? ctx.values['port'] : undefined;
     const config = loadConfig(ctx.env, { HTTP_PORT: port }, { required: ['REDIS_URL'] });
-    await serve(config, createLogger(config.logLevel).child({ role: 'serve' }), ctx);
+    await serve(
+      config,
+      createLogger(config.logLevel, undefined, logFormatFor(config.logFormat, false)).child({
+        role: 'serve',
+      }),
+      ctx,
+    );
     return EXIT.ok;
   },
 };

@@ -9,7 +9,7 @@ import { connect } from '../redis/connections.js';
 import { startEmbeddedRedis, type EmbeddedRedis } from '../redis/embedded.js';
 import { keysFor, QUEUE_NAMES } from '../redis/keys.js';
 import { startSimulator, type Simulator } from '../simulator/index.js';
-import { createLogger } from '../telemetry/logger.js';
+import { createLogger, logFormatFor } from '../telemetry/logger.js';
 import { createMetrics } from '../telemetry/metrics.js';
 import type { Command, CommandContext } from './command.js';
 import { startProgress } from './progress.js';
@@ -82,7 +82,7 @@ async function embeddedServices(
   cleanup: (() => Promise<void>)[],
 ): Promise<Partial<Record<SettingName, string>>> {
   const overrides: Partial<Record<SettingName, string>> = {};
-  const logger = createLogger(base.logLevel);
+  const logger = createLogger(base.logLevel, undefined, logFormatFor(base.logFormat, true));
   if (!base.agentApiKey) {
     const apiKey = `sim-${randomBytes(12).toString('hex')}`;
     const simulator: Simulator = await startSimulator({
@@ -116,7 +116,7 @@ async function runAll(
   ctx: CommandContext,
   say: (line: string) => void,
 ): Promise<number> {
-  const logger = createLogger(config.logLevel);
+  const logger = createLogger(config.logLevel, undefined, logFormatFor(config.logFormat, true));
   const metrics = createMetrics({ logger });
   // start serves /metrics itself, on HTTP_PORT; METRICS_PORT is for single-role processes.
   const kit = { config: { ...config, metricsPort: undefined }, logger, metrics };

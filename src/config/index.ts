@@ -1,13 +1,18 @@
 import { z } from 'zod';
-import { SETTINGS, type SettingName } from './settings.js';
+import type { DurabilitySetting } from '../redis/durability.js';
+import { SETTINGS, type LOG_FORMATS, type SettingName } from './settings.js';
 import type { Rate } from './units.js';
 
 export { SETTINGS, type SettingName } from './settings.js';
 export { formatDuration, parseDurationMs, parseRate, type Rate } from './units.js';
 
+/** How log lines are written: JSON lines for machines, or pino-pretty's lines for a person. */
+export type LogFormat = (typeof LOG_FORMATS)[number];
+
 /** The parsed, frozen configuration every role receives. Units are in the names. */
 export interface Config {
   readonly redisUrl: string | undefined;
+  readonly durability: DurabilitySetting;
   readonly agentApiUrl: string;
   readonly agentApiKey: string | undefined;
   readonly prefix: string;
@@ -19,6 +24,8 @@ export interface Config {
   readonly httpPort: number;
   readonly metricsPort: number | undefined;
   readonly logLevel: string;
+  /** Unset: the command decides (`start` is pretty on a terminal; everything else JSON). */
+  readonly logFormat: LogFormat | undefined;
   readonly trackTimeoutMs: number;
   readonly activeGraceMs: number;
   readonly pollMinIntervalMs: number;
@@ -95,6 +102,7 @@ export function loadConfig(
   const p = parsed as Parsed;
   return Object.freeze({
     redisUrl: p.REDIS_URL as string | undefined,
+    durability: Object.freeze(p.REDIS_DURABILITY as DurabilitySetting),
     agentApiUrl: (p.AGENT_API_URL as string).replace(/\/+$/, ''),
     agentApiKey: p.AGENT_API_KEY as string | undefined,
     prefix: p.DISPATCH_PREFIX as string,
@@ -106,6 +114,7 @@ export function loadConfig(
     httpPort: p.HTTP_PORT as number,
     metricsPort: p.METRICS_PORT as number | undefined,
     logLevel: p.LOG_LEVEL as string,
+    logFormat: p.LOG_FORMAT as LogFormat | undefined,
     trackTimeoutMs: p.TRACK_TIMEOUT as number,
     activeGraceMs: p.ACTIVE_GRACE as number,
     pollMinIntervalMs: p.POLL_MIN_INTERVAL as number,

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { parseDurability, type DurabilitySetting } from '../redis/durability.js';
 import { formatDuration, parseDurationMs, parseRate, type Rate } from './units.js';
 
 /**
@@ -65,6 +66,18 @@ const httpUrl = z.string().refine((text) => URL.canParse(text) && /^https?:/.tes
   message: 'expected an http:// or https:// URL',
 });
 
+const durability = z.string().transform((text, ctx): DurabilitySetting => {
+  const parsed = parseDurability(text);
+  if (!parsed) {
+    ctx.addIssue({
+      code: 'custom',
+      message: `expected fsync, replicas:N or none (with ! to refuse weaker), got "${text}"`,
+    });
+    return z.NEVER;
+  }
+  return parsed;
+});
+
 const secret = z.string().min(1, { message: 'must not be empty' });
 
 const keyName = z.string().regex(/^[\w{}.:-]{1,100}$/, {
@@ -72,6 +85,7 @@ const keyName = z.string().regex(/^[\w{}.:-]{1,100}$/, {
 });
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export const LOG_FORMATS = ['json', 'pretty'] as const;
 
 /** One setting: its parser, its default (as written in the environment) and what it means. */
 interface Setting {
@@ -88,6 +102,12 @@ export const SETTINGS = {
     secret: true,
     description:
       '`redis://` or `rediss://`; `start` without it runs a private redis-server, other roles refuse to start',
+  },
+  REDIS_DURABILITY: {
+    schema: durability,
+    default: 'fsync',
+    description:
+      '`fsync` (WAITAOF 1 0 where a crash must not undo a write), `replicas:N` (WAITAOF 1 N), `none`; a trailing `!` refuses to start without the guarantee',
   },
   AGENT_API_URL: {
     schema: httpUrl,
@@ -138,6 +158,11 @@ export const SETTINGS = {
     schema: z.enum(LOG_LEVELS, { message: `expected one of ${LOG_LEVELS.join(', ')}` }),
     default: 'info',
     description: 'pino log level',
+  },
+  LOG_FORMAT: {
+    schema: z.enum(LOG_FORMATS, { message: `expected one of ${LOG_FORMATS.join(', ')}` }),
+    description:
+      '`json` (one JSON object per line) or `pretty` (for a person); default: `pretty` for `start` on a terminal, else `json`',
   },
   TRACK_TIMEOUT: {
     schema: duration(1000),

@@ -55,6 +55,7 @@ export function createProcessor(ctx: SendContext) {
     const verdict = await ctx.store.acquire(ref, rate, toleranceMs, ctx.config.pollMinIntervalMs);
     switch (verdict.kind) {
       case 'go':
+        ctx.metrics.projectSends.inc({ project: ref.projectId });
         return send(ref, verdict.attempt, verdict.prompt, job, token);
       case 'blocked':
         ctx.metrics.sends.inc({ outcome: 'blocked' });
@@ -159,6 +160,7 @@ export function createProcessor(ctx: SendContext) {
         const parkMs = rateLimitParkMs(failure.retryAfterMs, ctx.config.sendRateLimit, streak - 1);
         const until = (await ctx.store.requeue(ref, attempt, false, parkMs)) || Date.now() + parkMs;
         log.warn({ parkMs, retryAfterMs: failure.retryAfterMs }, LIFECYCLE.projectParked);
+        ctx.metrics.parkProject(ref.projectId, until);
         ctx.metrics.budgetWait.observe(parkMs / 1000);
         await job.moveToDelayed(until, token);
         throw new DelayedError();

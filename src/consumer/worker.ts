@@ -53,6 +53,7 @@ export function startConsumer(options: ConsumerOptions): ConsumerRole {
     },
   });
   metrics.inFlightLimit.set({ worker: workerId }, concurrency.limit);
+  metrics.setRateLimit(config.sendRateLimit);
   const processJob = createProcessor({
     config,
     store,

@@ -1,4 +1,6 @@
 import { pino, type Logger, type DestinationStream } from 'pino';
+import { PinoPretty } from 'pino-pretty';
+import type { LogFormat } from '../config/index.js';
 
 export type { Logger } from 'pino';
 
@@ -21,8 +23,34 @@ export const REDACT_PATHS = [
   'password',
 ] as const;
 
-/** Creates the root logger. Tests pass a destination to read the JSON lines back. */
-export function createLogger(level: string, destination?: DestinationStream): Logger {
+/**
+ * The format a command logs in: `LOG_FORMAT` when set; otherwise pretty only where a person is
+ * certainly reading (`preferPretty`: `start` on a terminal), JSON for everything else.
+ */
+export function logFormatFor(configured: LogFormat | undefined, preferPretty: boolean): LogFormat {
+  return configured ?? (preferPretty && process.stdout.isTTY === true ? 'pretty' : 'json');
+}
+
+/**
+ * Creates the root logger, writing to standard output. Tests pass a destination to read the JSON
+ * lines back. `pretty` formats in this process (no worker thread), colored on a terminal; the
+ * redaction applies before formatting, so a pretty line hides what a JSON line hides.
+ */
+export function createLogger(
+  level: string,
+  destination?: DestinationStream,
+  format: LogFormat = 'json',
+): Logger {
+  const out =
+    format === 'pretty'
+      ? PinoPretty({
+          destination: destination ?? 1,
+          colorize: destination === undefined && process.stdout.isTTY === true,
+          ignore: 'pid,hostname,service',
+          translateTime: 'SYS:HH:MM:ss.l',
+          singleLine: true,
+        })
+      : (destination ?? pino.destination({ dest: 1, sync: false }));
   return pino(
     {
       level,
@@ -30,6 +58,6 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
       redact: { paths: [...REDACT_PATHS], censor: '[redacted]' },
       timestamp: pino.stdTimeFunctions.isoTime,
     },
-    destination ?? pino.destination({ dest: 1, sync: false }),
+    out,
   );
 }

@@ -16,6 +16,12 @@ export const METRIC_NAMES = {
   pollTicks: 'agent_dispatch_poll_ticks_total',
   queueJobs: 'agent_dispatch_queue_jobs',
   trackedFollowups: 'agent_dispatch_tracked_followups',
+  projectSends: 'agent_dispatch_project_sends_total',
+  projectParkedUntil: 'agent_dispatch_project_parked_until_timestamp_seconds',
+  rateLimitMax: 'agent_dispatch_send_rate_limit_max',
+  rateLimitWindow: 'agent_dispatch_send_rate_limit_window_seconds',
+  pollLag: 'agent_dispatch_poll_lag_seconds',
+  redisUp: 'agent_dispatch_redis_up',
 } as const;
 
 /**
@@ -52,9 +58,22 @@ export interface Metrics {
   readonly inFlight: Gauge<'worker'>;
   /** Poll ticks by outcome: ran, skipped, error. */
   readonly pollTicks: Counter<'outcome'>;
+  /** Budget units spent (sends started) per project: with the rate limit, budget use per project. */
+  readonly projectSends: Counter<'project'>;
+  /**
+   * When a project's 429 park ends, as a Unix time, per project; the park is over once it lies in
+   * the past. Set by the worker that parked it (see {@link Metrics.parkProject}).
+   */
+  readonly projectParkedUntil: Gauge<'project'>;
+  /** Records a 429 park of `projectId` until `untilMs`, and forgets parks that have ended. */
+  parkProject(projectId: string, untilMs: number): void;
+  /** Publishes `SEND_RATE_LIMIT`, so a dashboard can divide budget use by it. */
+  setRateLimit(rate: { max: number; windowMs: number }): void;
   /**
    * Adds collectors that read Redis at scrape time: `agent_dispatch_queue_jobs{queue,state}`
-   * (`queue.getJobCounts`) and `agent_dispatch_tracked_followups` (ZCARD of `keys.tracked`).
+   * (`queue.getJobCounts`), `agent_dispatch_tracked_followups` (ZCARD of `keys.tracked`),
+   * `agent_dispatch_poll_lag_seconds` (how overdue the oldest due status read is) and
+   * `agent_dispatch_redis_up` (1 when Redis answered the scrape's PING in time, else 0).
    * Failures at scrape are logged, never thrown. A later call replaces the source of an earlier one.
    */
   watchRedis(source: RedisSource): void;
@@ -72,6 +91,18 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   collectDefaultMetrics({ register: registry });
   const registers = [registry];
   let source: RedisSource | undefined;
+  const parks = new Map<string, number>();
+
+  const rateLimitMax = new Gauge({
+    name: METRIC_NAMES.rateLimitMax,
+    help: 'SEND_RATE_LIMIT: sends allowed per project in one window.',
+    registers,
+  });
+  const rateLimitWindow = new Gauge({
+    name: METRIC_NAMES.rateLimitWindow,
+    help: 'SEND_RATE_LIMIT: the length of the window, in seconds.',
+    registers,
+  });
 
   const metrics: Metrics = {
     registry,
@@ -126,8 +157,38 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       labelNames: ['outcome'],
       registers,
     }),
+    projectSends: new Counter({
+      name: METRIC_NAMES.projectSends,
+      help: 'Sends started (budget units spent) per project.',
+      labelNames: ['project'],
+      registers,
+    }),
+    projectParkedUntil: new Gauge({
+      name: METRIC_NAMES.projectParkedUntil,
+      help: 'Unix time at which the 429 park of a project ends (in the past: not parked).',
+      labelNames: ['project'],
+      registers,
+    }),
+    parkProject(projectId, untilMs) {
+      const nowMs = Date.now();
+      // A park that ended is dropped, so the label set stays as small as the set of parked projects.
+      for (const [project, until] of parks) {
+        if (until > nowMs) continue;
+        parks.delete(project);
+        metrics.projectParkedUntil.remove({ project });
+      }
+      parks.set(projectId, untilMs);
+      metrics.projectParkedUntil.set({ project: projectId }, untilMs / 1000);
+    },
+    setRateLimit({ max, windowMs }) {
+      rateLimitMax.set(max);
+      rateLimitWindow.set(windowMs / 1000);
+    },
     watchRedis(next) {
-      if (!source) registerRedisCollectors(registry, () => source, options.logger);
+      if (!source) {
+        registerRedisCollectors(registry, () => source, options.logger);
+        registerRedisHealth(registry, () => source, options.logger);
+      }
       source = next;
     },
   };
@@ -175,6 +236,48 @@ function registerRedisCollectors(
         this.set(await withTimeout(src.redis.zcard(src.keys.tracked)));
       } catch (err) {
         // A stale or zero figure would read as a healthy one: NaN shows as a gap on a graph.
+        this.set(Number.NaN);
+        (src.logger ?? fallbackLogger)?.warn({ err }, 'metrics:scrape-failed');
+      }
+    },
+  });
+}
+
+/** Registers the Redis health and poll-lag gauges (see {@link Metrics.watchRedis}). */
+function registerRedisHealth(
+  registry: Registry,
+  current: () => RedisSource | undefined,
+  fallbackLogger: Logger | undefined,
+): void {
+  new Gauge({
+    name: METRIC_NAMES.redisUp,
+    help: 'Whether Redis answered a PING within 2 s at scrape time (1) or not (0).',
+    registers: [registry],
+    async collect() {
+      const src = current();
+      if (!src) return;
+      const up = await withTimeout(src.redis.ping()).then(
+        () => 1,
+        () => 0,
+      );
+      this.set(up);
+    },
+  });
+  new Gauge({
+    name: METRIC_NAMES.pollLag,
+    help: 'How long the oldest due status read has been waiting, in seconds (0 when none is due).',
+    registers: [registry],
+    async collect() {
+      const src = current();
+      if (!src) return;
+      try {
+        const [oldest, time] = await withTimeout(
+          Promise.all([src.redis.zrange(src.keys.tracked, 0, 0, 'WITHSCORES'), src.redis.time()]),
+        );
+        const nowMs = Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000);
+        const dueMs = oldest[1] === undefined ? nowMs : Number(oldest[1]);
+        this.set(Math.max(0, nowMs - dueMs) / 1000);
+      } catch (err) {
         this.set(Number.NaN);
         (src.logger ?? fallbackLogger)?.warn({ err }, 'metrics:scrape-failed');
       }

@@ -58,11 +58,30 @@ export async function waitForRedis(url: string, timeoutMs = 10_000): Promise<voi
   }
 }
 
+/** How a private server keeps its writes; the default is how production runs Redis. */
+export interface PersistenceOptions {
+  /** @defaultValue `yes` */
+  readonly appendonly?: 'yes' | 'no';
+  /** @defaultValue `everysec` */
+  readonly appendfsync?: 'always' | 'everysec' | 'no';
+}
+
+/** The Debian package of each server binary the tests start, for the error when one is missing. */
+const PACKAGES: Record<string, string> = {
+  'redis-server': 'apt-get install -y redis-server',
+  'valkey-server':
+    'apt-get install -y -t bookworm-backports valkey-server (README, prerequisites, enables the suite)',
+};
+
 /**
- * Starts `redis-server` (from PATH, or `binary`) with AOF (`appendfsync everysec`) and
- * `maxmemory-policy noeviction`, as production runs it. Rejects if the binary is missing.
+ * Starts `redis-server` (from PATH, or `binary`, such as `valkey-server`) with AOF (`appendfsync
+ * everysec` unless `persistence` says otherwise) and `maxmemory-policy noeviction`, as production
+ * runs it. Rejects, naming the package to install, if the binary is missing.
  */
-export async function startPrivateRedis(binary = 'redis-server'): Promise<PrivateRedis> {
+export async function startPrivateRedis(
+  binary = 'redis-server',
+  persistence: PersistenceOptions = {},
+): Promise<PrivateRedis> {
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'agent-dispatch-redis-'));
   let child: ChildProcess | undefined;
@@ -78,9 +97,9 @@ export async function startPrivateRedis(binary = 'redis-server'): Promise<Privat
         '--dir',
         dir,
         '--appendonly',
-        'yes',
+        persistence.appendonly ?? 'yes',
         '--appendfsync',
-        'everysec',
+        persistence.appendfsync ?? 'everysec',
         '--save',
         '',
         '--maxmemory-policy',
@@ -89,7 +108,13 @@ export async function startPrivateRedis(binary = 'redis-server'): Promise<Privat
       { stdio: 'ignore' },
     );
     await new Promise<void>((resolve, reject) => {
-      proc.once('error', reject);
+      proc.once('error', (err: NodeJS.ErrnoException) =>
+        reject(
+          err.code === 'ENOENT'
+            ? new Error(`${binary} is not installed: ${PACKAGES[binary] ?? `install ${binary}`}`)
+            : err,
+        ),
+      );
       proc.once('spawn', () => resolve());
     });
     child = proc;

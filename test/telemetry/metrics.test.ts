@@ -60,8 +60,33 @@ describe('/metrics', () => {
     expect(value(METRIC_NAMES.queueJobs, { queue: 'dispatch', state: 'delayed' })).toBe(1);
     expect(value(METRIC_NAMES.queueJobs, { queue: 'poll', state: 'active' })).toBe(0);
     expect(value(METRIC_NAMES.trackedFollowups)).toBe(3);
+    // The oldest tracked read was due at epoch ms 1: decades overdue. Redis answered the PING.
+    expect(value(METRIC_NAMES.pollLag)).toBeGreaterThan(1e9);
+    expect(value(METRIC_NAMES.redisUp)).toBe(1);
     expect(families.get(METRIC_NAMES.apiLatency)?.type).toBe('histogram');
     expect(value(METRIC_NAMES.apiLatency, { operation: 'send', outcome: 'ok' }, '_count')).toBe(1);
+  });
+});
+
+describe('budget and park metrics', () => {
+  it('keeps a parked-until figure only for projects whose park has not ended', async () => {
+    const metrics = createMetrics();
+    metrics.setRateLimit({ max: 100, windowMs: 3_600_000 });
+    metrics.projectSends.inc({ project: 'docs' }, 3);
+    metrics.parkProject('old', Date.now() - 1_000);
+    const until = Date.now() + 60_000;
+    metrics.parkProject('hot', until);
+    const families = parseExposition(await metrics.registry.metrics());
+    const samples = (name: string) => families.get(name)?.samples ?? [];
+    expect(samples(METRIC_NAMES.projectParkedUntil)).toEqual([
+      { name: METRIC_NAMES.projectParkedUntil, labels: { project: 'hot' }, value: until / 1000 },
+    ]);
+    expect(samples(METRIC_NAMES.projectSends)[0]).toMatchObject({
+      labels: { project: 'docs' },
+      value: 3,
+    });
+    expect(samples(METRIC_NAMES.rateLimitMax)[0]?.value).toBe(100);
+    expect(samples(METRIC_NAMES.rateLimitWindow)[0]?.value).toBe(3_600);
   });
 });
 
@@ -82,7 +107,9 @@ describe('watchRedis', () => {
       const families = parseExposition(await metrics.registry.metrics());
       expect(families.get(METRIC_NAMES.queueJobs)?.samples).toEqual([]);
       expect(families.get(METRIC_NAMES.trackedFollowups)?.samples[0]?.value).toBeNaN();
-      expect(lines.filter((l) => l.msg === 'metrics:scrape-failed')).toHaveLength(2);
+      expect(families.get(METRIC_NAMES.pollLag)?.samples[0]?.value).toBeNaN();
+      expect(families.get(METRIC_NAMES.redisUp)?.samples[0]?.value).toBe(0);
+      expect(lines.filter((l) => l.msg === 'metrics:scrape-failed')).toHaveLength(3);
     } finally {
       await queue.close().catch(() => {});
       redis.disconnect();

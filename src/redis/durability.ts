@@ -1,0 +1,166 @@
+import type { Redis } from 'ioredis';
+
+/**
+ * What survives a Redis crash (contract, promise 7). Redis acknowledges a write once it is in
+ * memory; with `appendfsync everysec` the AOF reaches the disk up to a second or two later, so a
+ * crash can take back writes that were already acknowledged: an accepted follow-up, or the intent
+ * to send that keeps a prompt from going out twice. `WAITAOF numlocal numreplicas timeout` (Redis
+ * 7.2+, Valkey) returns once every earlier write of the connection is fsynced locally (and on N
+ * replicas); the service waits for it where a crash must not undo a write.
+ */
+
+/** `REDIS_DURABILITY`, parsed. `strict` (a trailing `!`) refuses to start without the guarantee. */
+export type DurabilitySetting =
+  | { readonly mode: 'none' }
+  | { readonly mode: 'fsync'; readonly replicas: number; readonly strict: boolean };
+
+/** Parses `fsync`, `fsync!`, `replicas:N`, `replicas:N!` or `none`; `undefined` when malformed. */
+export function parseDurability(text: string): DurabilitySetting | undefined {
+  const value = text.trim().toLowerCase();
+  if (value === 'none') return { mode: 'none' };
+  const match = /^(?:fsync|replicas:(\d{1,2}))(!?)$/.exec(value);
+  if (!match) return undefined;
+  return { mode: 'fsync', replicas: Number(match[1] ?? 0), strict: match[2] === '!' };
+}
+
+/** What the server told us about itself. `unknown` where CONFIG GET is not allowed. */
+export interface ServerFacts {
+  /** `valkey 8.0.1`, `redis 7.0.15`. */
+  readonly server: string;
+  readonly waitaof: boolean;
+  readonly appendonly: 'yes' | 'no' | 'unknown';
+  readonly appendfsync: 'always' | 'everysec' | 'no' | 'unknown';
+  readonly connectedReplicas: number;
+}
+
+/** Reads the facts that decide durability: the server and its version, AOF and fsync settings. */
+export async function probeServer(redis: Redis): Promise<ServerFacts> {
+  const info = await redis.info();
+  const field = (name: string) => new RegExp(`^${name}:(.*?)\\s*$`, 'm').exec(info)?.[1];
+  const valkey = field('valkey_version');
+  const version = valkey ?? field('redis_version') ?? '0';
+  const [major = 0, minor = 0] = version.split('.').map(Number);
+  const config = async (name: string) => {
+    try {
+      const reply = (await redis.config('GET', name)) as string[];
+      return reply[1] ?? 'unknown';
+    } catch {
+      // Managed services often refuse CONFIG: what cannot be read is said to be unknown.
+      return 'unknown';
+    }
+  };
+  // INFO persistence has aof_enabled even where CONFIG is refused.
+  const aofEnabled = field('aof_enabled');
+  const appendonly = await config('appendonly');
+  return {
+    server: `${valkey ? 'valkey' : 'redis'} ${version}`,
+    waitaof: valkey !== undefined || major > 7 || (major === 7 && minor >= 2),
+    appendonly:
+      appendonly === 'yes' || appendonly === 'no'
+        ? appendonly
+        : aofEnabled === '1'
+          ? 'yes'
+          : aofEnabled === '0'
+            ? 'no'
+            : 'unknown',
+    appendfsync: oneOf(await config('appendfsync'), ['always', 'everysec', 'no'] as const),
+    connectedReplicas: Number(field('connected_slaves') ?? 0),
+  };
+}
+
+/**
+ * How acknowledged writes are kept, as `/readyz` and the start-up log say it:
+ * - `waitaof`: the service waits for WAITAOF where it matters (the promise holds);
+ * - `appendfsync-always`: the server fsyncs every write before it answers (the promise holds);
+ * - `none`: the operator chose `REDIS_DURABILITY=none`;
+ * - `at-risk`: the promise does not hold on this server (see the warning).
+ */
+export type DurabilityMode = 'waitaof' | 'appendfsync-always' | 'none' | 'at-risk';
+
+/** The outcome of {@link assessDurability}. */
+export interface DurabilityAssessment {
+  readonly mode: DurabilityMode;
+  /** WAITAOF's numreplicas when `mode` is `waitaof`. */
+  readonly replicas: number;
+  /** One sentence for the start-up warning: what can be lost, and which setting to change. */
+  readonly warning: string | undefined;
+}
+
+/** Decides how acknowledged writes are kept on this server with this setting. */
+export function assessDurability(
+  setting: DurabilitySetting,
+  facts: ServerFacts,
+): DurabilityAssessment {
+  if (setting.mode === 'none') return { mode: 'none', replicas: 0, warning: undefined };
+  const atRisk = (warning: string): DurabilityAssessment => ({
+    mode: 'at-risk',
+    replicas: 0,
+    warning,
+  });
+  const loses =
+    'a Redis crash can lose acknowledged writes: an accepted follow-up, or the record of a send, so a prompt may be sent twice';
+  if (facts.appendonly === 'no') {
+    return atRisk(
+      `${facts.server} runs with appendonly no: ${loses}. Turn AOF on (appendonly yes).`,
+    );
+  }
+  if (facts.waitaof && facts.appendonly === 'yes') {
+    const replicaWarning =
+      facts.connectedReplicas < setting.replicas
+        ? `REDIS_DURABILITY asks for ${setting.replicas} replica(s) but ${facts.server} has ${facts.connectedReplicas} connected: every write waits in vain until they connect.`
+        : undefined;
+    return { mode: 'waitaof', replicas: setting.replicas, warning: replicaWarning };
+  }
+  if (facts.appendfsync === 'always' && setting.replicas === 0) {
+    return { mode: 'appendfsync-always', replicas: 0, warning: undefined };
+  }
+  if (facts.appendonly === 'unknown' || facts.appendfsync === 'unknown') {
+    return atRisk(
+      `${facts.server} does not say whether appendonly and appendfsync keep every write (CONFIG GET refused), and has no WAITAOF: ${loses}.`,
+    );
+  }
+  if (setting.replicas > 0) {
+    return atRisk(
+      `${facts.server} has no WAITAOF, so REDIS_DURABILITY=replicas:${setting.replicas} cannot wait for replicas: losing this machine loses what the replicas had not received.`,
+    );
+  }
+  return atRisk(
+    `${facts.server} has no WAITAOF and runs with appendfsync ${facts.appendfsync}: ${loses}, up to about 2 s of them. Use appendfsync always, or Redis 7.2+ / Valkey.`,
+  );
+}
+
+/** The service could not make a write durable in time: nothing that depends on it went ahead. */
+export class NotDurableError extends Error {
+  readonly code = 'not_durable';
+  constructor(detail: string) {
+    super(`Redis did not confirm the write on disk: ${detail}`);
+    this.name = 'NotDurableError';
+  }
+}
+
+/**
+ * Waits until every earlier write of `redis` is fsynced (WAITAOF 1 N), at most `timeoutMs`.
+ * Does nothing unless the assessment is `waitaof`. Throws {@link NotDurableError} when WAITAOF
+ * timed out or reported fewer copies than asked: the caller must not go on as if it were kept.
+ */
+export async function waitForDisk(
+  redis: Redis,
+  assessment: Pick<DurabilityAssessment, 'mode' | 'replicas'>,
+  timeoutMs: number,
+): Promise<void> {
+  if (assessment.mode !== 'waitaof') return;
+  const reply = (await redis.call('WAITAOF', 1, assessment.replicas, timeoutMs)) as [
+    number,
+    number,
+  ];
+  const [local, replicas] = reply;
+  if (local < 1 || replicas < assessment.replicas) {
+    throw new NotDurableError(
+      `WAITAOF answered ${local} local and ${replicas} replica fsync(s) within ${timeoutMs} ms`,
+    );
+  }
+}
+
+function oneOf<T extends string>(value: string, allowed: readonly T[]): T | 'unknown' {
+  return (allowed as readonly string[]).includes(value) ? (value as T) : 'unknown';
+}

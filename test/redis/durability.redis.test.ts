@@ -1,0 +1,123 @@
+import { Redis } from 'ioredis';
+import { afterAll, describe, expect, it } from 'vitest';
+import {
+  assessDurability,
+  NotDurableError,
+  parseDurability,
+  probeServer,
+  waitForDisk,
+  type ServerFacts,
+} from '../../src/redis/durability.js';
+import {
+  startPrivateRedis,
+  type PersistenceOptions,
+  type PrivateRedis,
+} from '../support/redis-server.js';
+
+const FSYNC = { mode: 'fsync', replicas: 0, strict: false } as const;
+
+describe('REDIS_DURABILITY', () => {
+  it('parses fsync, replicas:N, none, and the strict form', () => {
+    expect(parseDurability('fsync')).toEqual(FSYNC);
+    expect(parseDurability('fsync!')).toEqual({ ...FSYNC, strict: true });
+    expect(parseDurability('replicas:2')).toEqual({ ...FSYNC, replicas: 2 });
+    expect(parseDurability('replicas:1!')).toEqual({ mode: 'fsync', replicas: 1, strict: true });
+    expect(parseDurability(' NONE ')).toEqual({ mode: 'none' });
+    for (const bad of ['', 'always', 'replicas:', 'replicas:x', 'none!', 'fsync!!'])
+      expect(parseDurability(bad), bad).toBeUndefined();
+  });
+
+  it('decides from the server: WAITAOF, appendfsync always, or a warning naming the setting', () => {
+    const facts = (f: Partial<ServerFacts>): ServerFacts => ({
+      server: 'redis 7.0.15',
+      waitaof: false,
+      appendonly: 'yes',
+      appendfsync: 'everysec',
+      connectedReplicas: 0,
+      ...f,
+    });
+    expect(assessDurability(FSYNC, facts({ server: 'valkey 8.0.1', waitaof: true }))).toEqual({
+      mode: 'waitaof',
+      replicas: 0,
+      warning: undefined,
+    });
+    expect(assessDurability(FSYNC, facts({ appendfsync: 'always' })).mode).toBe(
+      'appendfsync-always',
+    );
+    const everysec = assessDurability(FSYNC, facts({}));
+    expect(everysec.mode).toBe('at-risk');
+    expect(everysec.warning).toMatch(
+      /appendfsync everysec: a Redis crash can lose acknowledged writes/,
+    );
+    const aofOff = assessDurability(FSYNC, facts({ waitaof: true, appendonly: 'no' }));
+    expect(aofOff.mode).toBe('at-risk');
+    expect(aofOff.warning).toMatch(/appendonly no/);
+    expect(assessDurability({ mode: 'none' }, facts({ appendonly: 'no' }))).toEqual({
+      mode: 'none',
+      replicas: 0,
+      warning: undefined,
+    });
+    const noReplica = assessDurability(
+      { ...FSYNC, replicas: 1 },
+      facts({ waitaof: true, server: 'valkey 8.0.1' }),
+    );
+    expect(noReplica.mode).toBe('waitaof');
+    expect(noReplica.warning).toMatch(/asks for 1 replica\(s\) but valkey 8.0.1 has 0 connected/);
+    const unknown = assessDurability(FSYNC, facts({ appendfsync: 'unknown' }));
+    expect(unknown.warning).toMatch(/CONFIG GET refused/);
+  });
+});
+
+describe('durability on real servers', () => {
+  const servers: PrivateRedis[] = [];
+  const clients: Redis[] = [];
+  afterAll(async () => {
+    for (const c of clients) c.disconnect();
+    for (const s of servers) await s.destroy();
+  });
+  async function server(binary: string, persistence: PersistenceOptions = {}): Promise<Redis> {
+    const started = await startPrivateRedis(binary, persistence);
+    servers.push(started);
+    const client = new Redis(started.url, { maxRetriesPerRequest: 1 });
+    clients.push(client);
+    return client;
+  }
+
+  it('Redis 7.0 with appendfsync everysec: no WAITAOF, a warning naming appendfsync', async () => {
+    const facts = await probeServer(await server('redis-server'));
+    expect(facts).toMatchObject({ waitaof: false, appendonly: 'yes', appendfsync: 'everysec' });
+    expect(facts.server).toMatch(/^redis 7\.0\./);
+    const assessed = assessDurability(FSYNC, facts);
+    expect(assessed.mode).toBe('at-risk');
+    expect(assessed.warning).toContain('appendfsync everysec');
+  });
+
+  it('Redis 7.0 with appendfsync always keeps the promise without WAITAOF', async () => {
+    const facts = await probeServer(await server('redis-server', { appendfsync: 'always' }));
+    expect(assessDurability(FSYNC, facts).mode).toBe('appendfsync-always');
+  });
+
+  it('a server with AOF off is at risk whatever its version, naming appendonly', async () => {
+    const facts = await probeServer(await server('valkey-server', { appendonly: 'no' }));
+    expect(facts).toMatchObject({ waitaof: true, appendonly: 'no' });
+    expect(assessDurability(FSYNC, facts).warning).toContain('appendonly no');
+  });
+
+  it('Valkey: waits for the local fsync, and refuses when the replicas asked for are missing', async () => {
+    const valkey = await server('valkey-server');
+    const facts = await probeServer(valkey);
+    expect(facts.server).toMatch(/^valkey 8\./);
+    const assessed = assessDurability(FSYNC, facts);
+    expect(assessed).toMatchObject({ mode: 'waitaof', replicas: 0 });
+    await valkey.set('k', 'v');
+    await expect(waitForDisk(valkey, assessed, 1_000)).resolves.toBeUndefined();
+    const oneReplica = { mode: 'waitaof', replicas: 1 } as const;
+    const started = Date.now();
+    await expect(waitForDisk(valkey, oneReplica, 200)).rejects.toBeInstanceOf(NotDurableError);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(150);
+    // Nothing is asked of a server where the service does not wait.
+    await expect(
+      waitForDisk(valkey, { mode: 'appendfsync-always', replicas: 0 }, 1),
+    ).resolves.toBeUndefined();
+  });
+});
