@@ -13,3 +13,4 @@ export type { FollowUpInput, FieldProblem } from './dispatch/followup.js';
 export type { DispatchStatus } from './dispatch/status.js';
 export type { DispatchState } from './dispatch/record.js';
 export { EVENT_TYPES, type EventType } from './telemetry/names.js';
+export { NotDurableError, type DurabilitySetting } from './redis/durability.js';

@@ -16,6 +16,14 @@ import {
 import { describeDispatch, type DispatchStatus } from '../dispatch/status.js';
 import { DispatchStore } from '../dispatch/store.js';
 import { connect } from '../redis/connections.js';
+import {
+  assessDurability,
+  NotDurableError,
+  probeServer,
+  waitForDisk,
+  type DurabilityAssessment,
+  type DurabilitySetting,
+} from '../redis/durability.js';
 import { keysFor, QUEUE_NAMES } from '../redis/keys.js';
 import {
   asRedisFailure,
@@ -24,6 +32,9 @@ import {
   type KeyConflict,
   type SendResult,
 } from './errors.js';
+
+/** `REDIS_DURABILITY`'s default. */
+const FSYNC: DurabilitySetting = { mode: 'fsync', replicas: 0, strict: false };
 
 /** Options of {@link createProducer}. Every default matches the service's settings. */
 export interface ProducerOptions {
@@ -38,6 +49,15 @@ export interface ProducerOptions {
   connection?: Redis;
   /** How long a call waits for Redis to be reachable before it fails. @defaultValue 5000 */
   readyTimeoutMs?: number;
+  /**
+   * `REDIS_DURABILITY`: with `fsync` (the default) on a server that has WAITAOF, `send` answers
+   * only once the follow-up is fsynced to the AOF (and to `replicas`), so a Redis crash cannot take
+   * back an accepted follow-up. `strict` makes every call reject with {@link NotDurableError}
+   * where the server cannot keep that promise.
+   */
+  durability?: DurabilitySetting;
+  /** How long `send` waits for the disk (WAITAOF) before it fails, retryable. @defaultValue 5000 */
+  durabilityTimeoutMs?: number;
 }
 
 /** The producer library (contract, section 4). */
@@ -84,6 +104,9 @@ export function createProducer(options: ProducerOptions): Producer {
     retentionMs: 0,
   });
   const readyTimeoutMs = options.readyTimeoutMs ?? 5_000;
+  const durabilitySetting = options.durability ?? FSYNC;
+  const durabilityTimeoutMs = options.durabilityTimeoutMs ?? 5_000;
+  let assessing: Promise<DurabilityAssessment> | undefined;
   let closing: Promise<void> | undefined;
 
   /**
@@ -105,10 +128,41 @@ export function createProducer(options: ProducerOptions): Producer {
     }
   }
 
+  /** What this server keeps, read once per producer (INFO and CONFIG GET, one round trip each). */
+  function durability(client: Redis): Promise<DurabilityAssessment> {
+    assessing ??= probeServer(client).then(
+      (facts) => assessDurability(durabilitySetting, facts),
+      (err: unknown) => {
+        assessing = undefined;
+        throw asRedisFailure(err, redis);
+      },
+    );
+    return assessing;
+  }
+
+  /**
+   * Waits until the transaction is on disk (WAITAOF on the connection that wrote it). A timeout is
+   * a retryable failure: the follow-ups may or may not be kept, so retry with the same key.
+   */
+  async function onDisk(client: Redis, assessment: DurabilityAssessment): Promise<void> {
+    try {
+      await waitForDisk(client, assessment, durabilityTimeoutMs);
+    } catch (err) {
+      throw err instanceof NotDurableError
+        ? new RedisUnavailableError(`${err.message}; retry with the same key`, err)
+        : asRedisFailure(err, redis);
+    }
+  }
+
   async function enqueue(followUps: readonly FollowUp[]): Promise<SendResult[]> {
     await ready();
-    const client = await queue.backend.client;
-    const multi = client.multi();
+    const bullClient = await queue.backend.client;
+    // BullMQ runs its own duplicate of the connection: WAITAOF must go where the MULTI went.
+    const client = bullClient as unknown as Redis;
+    const assessment = await durability(client);
+    if (durabilitySetting.mode === 'fsync' && durabilitySetting.strict && assessment.warning)
+      throw new NotDurableError(`REDIS_DURABILITY is strict, and ${assessment.warning}`);
+    const multi = bullClient.multi();
     const ids = followUps.map((f) => newDispatchId(f.key));
     for (const [i, followUp] of followUps.entries()) {
       const dispatchId = ids[i] as string;
@@ -132,6 +186,7 @@ export function createProducer(options: ProducerOptions): Producer {
       throw asRedisFailure(err, redis);
     });
     if (!replies) throw new RedisUnavailableError('Redis discarded the transaction; retry it');
+    await onDisk(client, assessment);
     return resultsOf(followUps, ids, replies);
   }
 

@@ -129,11 +129,15 @@ export function assessDurability(
   );
 }
 
-/** The service could not make a write durable in time: nothing that depends on it went ahead. */
+/**
+ * A write could not be made durable as `REDIS_DURABILITY` asks (WAITAOF timed out or fell short,
+ * or the server cannot keep the promise and the setting is strict): nothing that depends on it
+ * went ahead. Code `not_durable`.
+ */
 export class NotDurableError extends Error {
   readonly code = 'not_durable';
-  constructor(detail: string) {
-    super(`Redis did not confirm the write on disk: ${detail}`);
+  constructor(message: string) {
+    super(message);
     this.name = 'NotDurableError';
   }
 }
@@ -156,7 +160,7 @@ export async function waitForDisk(
   const [local, replicas] = reply;
   if (local < 1 || replicas < assessment.replicas) {
     throw new NotDurableError(
-      `WAITAOF answered ${local} local and ${replicas} replica fsync(s) within ${timeoutMs} ms`,
+      `Redis did not confirm the write on disk: WAITAOF answered ${local} local and ${replicas} replica fsync(s) within ${timeoutMs} ms`,
     );
   }
 }

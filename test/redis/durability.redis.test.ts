@@ -8,6 +8,8 @@ import {
   waitForDisk,
   type ServerFacts,
 } from '../../src/redis/durability.js';
+import { createProducer, RedisUnavailableError } from '../../src/producer/index.js';
+import { NotDurableError as ExportedNotDurable } from '../../src/index.js';
 import {
   startPrivateRedis,
   type PersistenceOptions,
@@ -119,5 +121,68 @@ describe('durability on real servers', () => {
     await expect(
       waitForDisk(valkey, { mode: 'appendfsync-always', replicas: 0 }, 1),
     ).resolves.toBeUndefined();
+  });
+
+  /** WAITAOF calls the server has run so far. */
+  async function waitaofCalls(redis: Redis): Promise<number> {
+    const stats = String(await redis.info('commandstats'));
+    return Number(/^cmdstat_waitaof:calls=(\d+)/m.exec(stats)?.[1] ?? 0);
+  }
+
+  it('the producer answers only after WAITAOF, once per call, and fails retryably without the copies', async () => {
+    const valkey = await server('valkey-server');
+    const url = `redis://127.0.0.1:${valkey.options.port}`;
+    const producer = createProducer({ redisUrl: url, prefix: 'dur' });
+    try {
+      const before = await waitaofCalls(valkey);
+      await producer.send({ projectId: 'p', jobId: 'j', prompt: 'one' });
+      await producer.sendMany([
+        { projectId: 'p', jobId: 'j', prompt: 'two' },
+        { projectId: 'p', jobId: 'j', prompt: 'three' },
+      ]);
+      expect((await waitaofCalls(valkey)) - before).toBe(2);
+    } finally {
+      await producer.close();
+    }
+    const replicated = createProducer({
+      redisUrl: url,
+      prefix: 'dur',
+      durability: { mode: 'fsync', replicas: 1, strict: false },
+      durabilityTimeoutMs: 200,
+    });
+    try {
+      const error = await replicated
+        .send({ projectId: 'p', jobId: 'j', prompt: 'four', key: 'four' })
+        .catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(RedisUnavailableError);
+      expect(String(error)).toMatch(
+        /WAITAOF answered 1 local and 0 replica.*retry with the same key/,
+      );
+    } finally {
+      await replicated.close();
+    }
+  });
+
+  it('a strict setting refuses sends where the server cannot keep the promise, enqueuing nothing', async () => {
+    const redis = await server('redis-server');
+    const url = `redis://127.0.0.1:${redis.options.port}`;
+    const strict = createProducer({
+      redisUrl: url,
+      prefix: 'strict',
+      durability: { mode: 'fsync', replicas: 0, strict: true },
+    });
+    try {
+      const error = await strict
+        .send({ projectId: 'p', jobId: 'j', prompt: 'x' })
+        .catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(ExportedNotDurable);
+      expect(String(error)).toMatch(/REDIS_DURABILITY is strict.*appendfsync everysec/);
+      // BullMQ writes its queue's meta when it connects; no record, lane or job was written.
+      expect((await redis.keys('strict:*')).filter((k) => k !== 'strict:dispatch:meta')).toEqual(
+        [],
+      );
+    } finally {
+      await strict.close();
+    }
   });
 });
