@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
@@ -6,14 +6,20 @@ import { Redis } from 'ioredis';
 import type { Logger } from '../telemetry/logger.js';
 
 /**
- * The private `redis-server` that `agent-dispatch start` runs when REDIS_URL is unset: loopback
- * only, AOF on (a killed server loses no acknowledged write), `noeviction` as BullMQ requires, and
- * a data folder of its own that survives restarts.
+ * The private server that `agent-dispatch start` runs when REDIS_URL is unset: `valkey-server`
+ * when one is installed, else `redis-server`; loopback only, AOF on, `noeviction` as BullMQ
+ * requires, and a data folder of its own that survives restarts. A server with WAITAOF (Valkey,
+ * Redis 7.2+) runs `appendfsync everysec` and the roles wait for WAITAOF where it matters; one
+ * without runs `appendfsync always`, so what it acknowledged is on disk either way.
  */
 
 /** A running embedded Redis. */
 export interface EmbeddedRedis {
   readonly url: string;
+  /** The binary it runs, such as `valkey-server`, and its version. */
+  readonly server: string;
+  /** `everysec` where the server has WAITAOF, else `always`. */
+  readonly appendfsync: 'always' | 'everysec';
   /** Shuts the server down (SIGTERM: Redis flushes its AOF) and waits for it to exit. Idempotent. */
   stop(): Promise<void>;
 }
@@ -24,7 +30,8 @@ export class RedisServerMissingError extends Error {
   constructor(binary: string) {
     super(
       `${binary} was not found. \`agent-dispatch start\` without REDIS_URL runs a private Redis: ` +
-        'install one (`apt-get install redis-server`, or `brew install redis`), or run ' +
+        'install one (`apt-get install valkey-server` or `apt-get install redis-server`, or ' +
+        '`brew install valkey`), or run ' +
         '`docker compose up redis` and set REDIS_URL=redis://127.0.0.1:6379.',
     );
     this.name = 'RedisServerMissingError';
@@ -39,7 +46,7 @@ export interface EmbeddedRedisOptions {
   dataDir: string;
   /** @defaultValue a free loopback port */
   port?: number;
-  /** @defaultValue `redis-server` from PATH */
+  /** @defaultValue `valkey-server` from PATH when there is one, else `redis-server` */
   binary?: string;
   logger: Logger;
 }
@@ -51,13 +58,14 @@ const STOP_TIMEOUT_MS = 15_000;
 
 /** Starts `redis-server` and resolves once it answers PING. */
 export async function startEmbeddedRedis(options: EmbeddedRedisOptions): Promise<EmbeddedRedis> {
-  const binary = options.binary ?? 'redis-server';
+  const { binary, version, waitaof } = serverBinary(options.binary);
+  const appendfsync = waitaof ? 'everysec' : 'always';
   const dir = resolve(options.dataDir);
   mkdirSync(dir, { recursive: true });
   await refuseIfRunning(dir);
   const port = options.port ?? (await freePort());
   const logger = options.logger.child({ redisPort: port });
-  const { child, recentOutput } = await launch(binary, port, dir);
+  const { child, recentOutput } = await launch(binary, port, dir, appendfsync);
   const url = `redis://127.0.0.1:${port}`;
   // A normal exit of this process, even a crash, takes the server with it; only SIGKILL leaves it,
   // and the pidfile check above catches that on the next start.
@@ -83,8 +91,9 @@ export async function startEmbeddedRedis(options: EmbeddedRedisOptions): Promise
     await stop();
     throw err;
   }
-  logger.info({ dir, pid: child.pid }, 'redis:embedded-started');
-  return { url, stop };
+  const server = `${binary} ${version}`;
+  logger.info({ dir, pid: child.pid, server, appendfsync }, 'redis:embedded-started');
+  return { url, server, appendfsync, stop };
 }
 
 /** A started server process and its last log lines (for the error when it dies during start). */
@@ -93,10 +102,43 @@ interface Launched {
   readonly recentOutput: string[];
 }
 
-function launch(binary: string, port: number, dir: string): Promise<Launched> {
+/** The server binaries `start` may run, in order of preference (Valkey has WAITAOF). */
+const BINARIES = ['valkey-server', 'redis-server'] as const;
+
+/**
+ * The binary to run (`given`, or the first of {@link BINARIES} installed), its version, and whether
+ * it has WAITAOF. A binary that does not answer `--version` is left to fail at launch.
+ */
+function serverBinary(given: string | undefined): {
+  binary: string;
+  version: string;
+  waitaof: boolean;
+} {
+  const candidates = given ? [given] : BINARIES;
+  for (const binary of candidates) {
+    const run = spawnSync(binary, ['--version'], { encoding: 'utf8', timeout: 10_000 });
+    if (run.error) continue;
+    const version = /\bv=(\d+)\.(\d+)\.\d+/.exec(run.stdout ?? '');
+    const [major, minor] = [Number(version?.[1] ?? 0), Number(version?.[2] ?? 0)];
+    const valkey = /valkey/i.test(run.stdout ?? '');
+    return {
+      binary,
+      version: version?.[0].slice(2) ?? 'unknown',
+      waitaof: valkey || major > 7 || (major === 7 && minor >= 2),
+    };
+  }
+  return { binary: candidates.at(-1) ?? 'redis-server', version: 'unknown', waitaof: false };
+}
+
+function launch(
+  binary: string,
+  port: number,
+  dir: string,
+  appendfsync: 'always' | 'everysec',
+): Promise<Launched> {
   const args = [
     ...['--port', String(port), '--bind', '127.0.0.1', '--dir', dir],
-    ...['--appendonly', 'yes', '--appendfsync', 'everysec', '--save', ''],
+    ...['--appendonly', 'yes', '--appendfsync', appendfsync, '--save', ''],
     ...[
       '--maxmemory-policy',
       'noeviction',
@@ -154,10 +196,12 @@ async function waitUntilReady(
       client.disconnect();
     }
     if (Date.now() > deadline)
-      throw new Error(`redis-server did not answer PING within ${READY_TIMEOUT_MS} ms`);
+      throw new Error(`the private Redis server did not answer PING within ${READY_TIMEOUT_MS} ms`);
     await new Promise((r) => setTimeout(r, 100));
   }
-  throw new Error(`redis-server exited during start:\n${recentOutput.slice(-10).join('\n')}`);
+  throw new Error(
+    `the private Redis server exited during start:\n${recentOutput.slice(-10).join('\n')}`,
+  );
 }
 
 async function stopChild(child: ChildProcess, stopped: Promise<void>): Promise<void> {
@@ -178,7 +222,7 @@ async function refuseIfRunning(dir: string): Promise<void> {
   }
   if (!Number.isSafeInteger(pid) || pid <= 0 || !isAlive(pid) || !looksLikeRedis(pid)) return;
   throw new Error(
-    `a redis-server (pid ${pid}) is still using ${dir}: another \`agent-dispatch start\` is running, ` +
+    `a Redis server (pid ${pid}) is still using ${dir}: another \`agent-dispatch start\` is running, ` +
       `or one was killed. Stop it (kill ${pid}) or set REDIS_URL.`,
   );
 }
@@ -195,7 +239,7 @@ function isAlive(pid: number): boolean {
 /** After a reboot the pid may belong to anything; where /proc exists, check its name. */
 function looksLikeRedis(pid: number): boolean {
   try {
-    return readFileSync(`/proc/${pid}/comm`, 'utf8').includes('redis');
+    return /redis|valkey/.test(readFileSync(`/proc/${pid}/comm`, 'utf8'));
   } catch {
     return true;
   }
