@@ -13,7 +13,7 @@ import { createLogger } from '../telemetry/logger.js';
 import { createMetrics } from '../telemetry/metrics.js';
 import type { Command, CommandContext } from './command.js';
 import { startProgress } from './progress.js';
-import { runUntilSignal } from './roles.js';
+import { runUntilSignal, warnIfClearTextKey } from './roles.js';
 import { configOf } from './settings.js';
 
 /** Where `start` keeps its private Redis's data: git ignores `.data/`. */
@@ -150,6 +150,8 @@ async function runAll(
   const metrics = createMetrics({ logger });
   // start serves /metrics itself, on HTTP_PORT; METRICS_PORT is for single-role processes.
   const kit = { config: { ...config, metricsPort: undefined }, logger, metrics };
+  // The bundled simulator listens on loopback, so only a real API URL can warn here.
+  warnIfClearTextKey(kit);
   const redis = connect(config.redisUrl ?? '', 'worker', 'start');
   redis.on('error', () => {
     // The roles report Redis outages; /readyz shows them.
