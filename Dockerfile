@@ -27,4 +27,6 @@ EXPOSE 3000
 HEALTHCHECK --interval=15s --timeout=3s --start-period=20s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.HTTP_PORT || 3000) + '/healthz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 ENTRYPOINT ["node", "dist/cli.js"]
+# No key is baked in: `start` with REDIS_URL and no AGENT_API_KEY exits 2 naming it, and uses the
+# bundled simulator only when told so (`start --simulator`).
 CMD ["start"]

@@ -142,13 +142,16 @@ export class AgentApiClient {
       if (isSuccess(status)) throw badResponse(op, status, cause);
       throw errorFromStatus(op, status, outcome.headers, '', this.#scrub, cause);
     }
-    const text = outcome.body.toString('utf8');
+    // Scrubbed before anything reads it: a server or gateway may echo our Authorization header,
+    // and JSON.parse quotes the start of a body it cannot read in its error message.
+    const text = this.#scrub(outcome.body.toString('utf8'));
     if (!isSuccess(outcome.status)) {
       throw errorFromStatus(op, outcome.status, outcome.headers, text, this.#scrub);
     }
     let json: unknown;
     try {
-      json = JSON.parse(text);
+      // Scrubbed again once parsed: JSON escapes (\u0073...) hide the key from the text scrub.
+      json = scrubStrings(JSON.parse(text), this.#scrub);
     } catch (err) {
       throw badResponse(op, outcome.status, err);
     }
@@ -160,6 +163,16 @@ export class AgentApiClient {
   #jobPath(projectId: string, jobId: string): string {
     return `${this.#basePath}/v2/agent/${segment('projectId', projectId)}/job/${segment('jobId', jobId)}`;
   }
+}
+
+/** `value` (parsed JSON) with `scrub` applied to every string in it, keys included. */
+function scrubStrings(value: unknown, scrub: (text: string) => string): unknown {
+  if (typeof value === 'string') return scrub(value);
+  if (Array.isArray(value)) return value.map((item) => scrubStrings(item, scrub));
+  if (value === null || typeof value !== 'object') return value;
+  return Object.fromEntries(
+    Object.entries(value).map(([key, item]) => [scrub(key), scrubStrings(item, scrub)]),
+  );
 }
 
 function isSuccess(status: number): boolean {

@@ -3,9 +3,10 @@ import { z } from 'zod';
 /**
  * The agent job as the vendor's OpenAPI document describes it (`components.schemas.AgentJob`).
  *
- * The document marks no field required, so none is required here. Unknown fields are kept
- * (`z.looseObject`), also inside `source`, because the vendor adds fields without notice and the
- * completion event echoes the whole object. `status` is any string: a value outside
+ * The document marks no field required, so none is required here. Unknown fields are tolerated
+ * and dropped (`z.object` strips them), also inside `source`: the job is stored in the dispatch
+ * record and echoed in the completion event, so only the contract's fields may reach Redis, never
+ * whatever else a server or a gateway put in the body. `status` is any string: a value outside
  * {@link JOB_STATUSES} is reported by {@link statusKind} as `'unknown'`, never as a parse failure,
  * so a new vendor status cannot crash a role (contract, section 1).
  */
@@ -23,13 +24,13 @@ export type JobStatus = (typeof JOB_STATUSES)[number];
 export type TerminalStatus = (typeof TERMINAL_STATUSES)[number];
 
 /** Where the agent works: the repository URL and the branch (`ref`, nullable). */
-export const jobSourceSchema = z.looseObject({
+export const jobSourceSchema = z.object({
   repository: z.string().optional(),
   ref: z.string().nullable().optional(),
 });
 
 /** Parser of an agent job body; see the module comment for what it tolerates. */
-export const agentJobSchema = z.looseObject({
+export const agentJobSchema = z.object({
   id: z.string().optional(),
   status: z.string().optional(),
   source: jobSourceSchema.optional(),
@@ -40,7 +41,7 @@ export const agentJobSchema = z.looseObject({
   archivedAt: z.string().nullable().optional(),
 });
 
-/** An agent job as parsed from the API; unknown fields are present as `unknown`. */
+/** An agent job as parsed from the API: the contract's fields only. */
 export type AgentJob = z.infer<typeof agentJobSchema>;
 
 const TERMINAL: ReadonlySet<string> = new Set(TERMINAL_STATUSES);

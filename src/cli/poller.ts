@@ -1,6 +1,6 @@
 import { startPoller } from '../poller/index.js';
 import type { Command } from './command.js';
-import { roleKit, runUntilSignal } from './roles.js';
+import { roleKit, runUntilSignal, warnIfClearTextKey } from './roles.js';
 import { configOf } from './settings.js';
 
 /** `agent-dispatch poller`: the poller role only. */
@@ -20,6 +20,7 @@ export const pollerCommand: Command = {
   requires: ['REDIS_URL', 'AGENT_API_KEY'],
   async run(ctx) {
     const kit = roleKit(configOf(this, ctx));
+    warnIfClearTextKey(kit);
     return runUntilSignal(ctx, kit, [startPoller(kit)]);
   },
 };

@@ -1,4 +1,4 @@
-import type { Config } from '../config/index.js';
+import { clearTextApiHost, type Config } from '../config/index.js';
 import { startHttpServer } from '../http/index.js';
 import { connect } from '../redis/connections.js';
 import { createLogger, logFormatFor, type Logger } from '../telemetry/logger.js';
@@ -27,6 +27,16 @@ export function roleKit(config: Config): RoleKit {
     logger: createLogger(config.logLevel, undefined, logFormatFor(config.logFormat, false)),
     metrics: createMetrics(),
   };
+}
+
+/**
+ * Logs one warning when the roles of this process would send the API key over plain `http://` to
+ * a host that is not loopback. Called once per process by the commands whose roles call the API.
+ */
+export function warnIfClearTextKey(kit: RoleKit): void {
+  const host = clearTextApiHost(kit.config.agentApiUrl);
+  if (host === undefined) return;
+  kit.logger.warn({ setting: 'AGENT_API_URL', host }, LIFECYCLE.configClearTextKey);
 }
 
 /**

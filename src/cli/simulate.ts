@@ -22,9 +22,10 @@ export const simulateCommand: Command = {
     "vendor's OpenAPI document describes them, with a sliding per-project send limit and a job lifecycle",
     '(active, then completed with a pull request after the work time).',
     '',
-    'The key comes from --key, else AGENT_API_KEY, else a random one. It is printed on purpose in the',
-    'first output line {"url": ..., "apiKey": ...}: it is the simulator\'s own key, not a secret of any',
-    'real API. Point the service at it with AGENT_API_URL=<url> AGENT_API_KEY=<apiKey>.',
+    'The key comes from --key, else it is a random one; AGENT_API_KEY is never read, so a real key',
+    'in the environment is never printed. The key is printed on purpose in the first output line',
+    '{"url": ..., "apiKey": ...}: it is the simulator\'s own key, not a secret of any real API.',
+    'Point the service at it with AGENT_API_URL=<url> AGENT_API_KEY=<apiKey>.',
     '',
     'Fault rates are shares from 0 to 1. LOG_LEVEL=debug logs every request (to stderr).',
     '',
@@ -127,8 +128,8 @@ function simulatorOptions(ctx: CommandContext): SimulatorOptions & { apiKey: str
   if (sendLimit !== undefined && !limit)
     throw new UsageError(`--send-limit: expected N/DURATION such as 100/1h, got "${sendLimit}"`);
   return {
-    apiKey:
-      text('key') ?? nonEmpty(ctx.env['AGENT_API_KEY']) ?? `sim-${randomBytes(16).toString('hex')}`,
+    // Never AGENT_API_KEY: that may be a real key, and this one is printed.
+    apiKey: nonEmpty(text('key')) ?? `sim-${randomBytes(16).toString('hex')}`,
     port: port(text('port')),
     host: text('host') ?? '127.0.0.1',
     workTimeMs: duration('--work-time', text('work-time')) ?? 200,

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { Queue } from 'bullmq';
-import { loadConfig, type Config, type SettingName } from '../config/index.js';
+import { ConfigError, loadConfig, type Config, type SettingName } from '../config/index.js';
 import { startConsumer } from '../consumer/index.js';
 import { startHttpServer } from '../http/index.js';
 import { startPoller } from '../poller/index.js';
@@ -13,13 +13,16 @@ import { createLogger, logFormatFor } from '../telemetry/logger.js';
 import { createMetrics } from '../telemetry/metrics.js';
 import type { Command, CommandContext } from './command.js';
 import { startProgress } from './progress.js';
-import { runUntilSignal } from './roles.js';
+import { runUntilSignal, warnIfClearTextKey } from './roles.js';
 import { configOf } from './settings.js';
 
 /** Where `start` keeps its private Redis's data: git ignores `.data/`. */
 const EMBEDDED_DATA_DIR = '.data/redis';
 
-/** Demo follow-ups `start` enqueues when it runs against the simulator (keys make it once only). */
+/**
+ * Demo follow-ups `start` enqueues when it runs against the simulator with its private Redis (keys
+ * make it once only). Never into a Redis the operator named: that one may hold real work.
+ */
 const DEMO = [1, 2, 3].flatMap((n) =>
   ['docs-site', 'api-reference'].map((projectId) => ({
     projectId,
@@ -34,14 +37,20 @@ const DEMO = [1, 2, 3].flatMap((n) =>
 export const startCommand: Command = {
   name: 'start',
   summary: 'every role in one process plus the HTTP server: the embedded default (npm start)',
-  usage: 'start [--port N]',
+  usage: 'start [--port N] [--simulator]',
   details: [
     'Without REDIS_URL it runs a private redis-server (AOF on, data in .data/redis) and stops it on',
-    'exit. Without AGENT_API_KEY it sends to the bundled simulator, says so on its first line, and',
-    'enqueues a few demo follow-ups. It prints where the dashboard is and shows progress as',
-    'follow-ups move. Stops gracefully on SIGTERM or SIGINT.',
+    'exit. With neither REDIS_URL nor AGENT_API_KEY (the embedded demo) it sends to the bundled',
+    'simulator, says so on its first line, and enqueues a few demo follow-ups into the private Redis.',
+    'With REDIS_URL and no key it exits 2 naming AGENT_API_KEY, unless --simulator asks for the',
+    'simulator (then no demo follow-ups are enqueued). It prints where the dashboard is and shows',
+    'progress as follow-ups move. Stops gracefully on SIGTERM or SIGINT.',
   ].join('\n'),
   options: {
+    simulator: {
+      type: 'boolean',
+      description: 'send to the bundled agent-API simulator instead of AGENT_API_URL',
+    },
     'data-dir': {
       type: 'string',
       placeholder: 'DIR',
@@ -61,7 +70,8 @@ export const startCommand: Command = {
     try {
       const dataDir =
         typeof ctx.values['data-dir'] === 'string' ? ctx.values['data-dir'] : EMBEDDED_DATA_DIR;
-      const overrides = await embeddedServices(base, dataDir, say, cleanup);
+      const simulator = useSimulator(base, ctx);
+      const overrides = await embeddedServices(base, { dataDir, simulator }, say, cleanup);
       return await runAll(
         loadConfig(ctx.env, { ...overrides, ...flagOverrides(ctx) }),
         overrides,
@@ -74,16 +84,37 @@ export const startCommand: Command = {
   },
 };
 
-/** Starts the simulator and the private Redis when their settings are missing. */
+/**
+ * Whether `start` sends to the bundled simulator: when the operator asked (`--simulator`), or in
+ * the embedded demo (neither REDIS_URL nor a key). A REDIS_URL without a key is a bad setting: the
+ * simulator would consume that Redis's real queue and publish made-up events (contract, promise 6).
+ * Decided before anything connects, so a refusal writes nothing.
+ */
+function useSimulator(base: Config, ctx: CommandContext): 'asked' | 'demo' | undefined {
+  if (ctx.values['simulator'] === true) return 'asked';
+  // AGENT_API_KEY_FILE is another way to configure the key; its presence is enough here.
+  const keyConfigured = base.agentApiKey !== undefined || nonEmpty(ctx.env['AGENT_API_KEY_FILE']);
+  if (keyConfigured) return undefined;
+  if (!base.redisUrl) return 'demo';
+  throw new ConfigError([
+    {
+      setting: 'AGENT_API_KEY',
+      message:
+        'is required when REDIS_URL is set (or AGENT_API_KEY_FILE); pass --simulator to send to the bundled simulator instead',
+    },
+  ]);
+}
+
+/** Starts the simulator and the private Redis when `start` uses them. */
 async function embeddedServices(
   base: Config,
-  dataDir: string,
+  { dataDir, simulator: why }: { dataDir: string; simulator: 'asked' | 'demo' | undefined },
   say: (line: string) => void,
   cleanup: (() => Promise<void>)[],
 ): Promise<Partial<Record<SettingName, string>>> {
   const overrides: Partial<Record<SettingName, string>> = {};
   const logger = createLogger(base.logLevel, undefined, logFormatFor(base.logFormat, true));
-  if (!base.agentApiKey) {
+  if (why) {
     const apiKey = `sim-${randomBytes(12).toString('hex')}`;
     const simulator: Simulator = await startSimulator({
       apiKey,
@@ -91,16 +122,15 @@ async function embeddedServices(
       workTimeMs: 3_000,
     });
     cleanup.push(() => simulator.close());
-    say(
-      `AGENT_API_KEY is not set: sending to the bundled simulator at ${simulator.url}, not to a real agent API`,
-    );
+    const reason = why === 'asked' ? '--simulator' : 'AGENT_API_KEY is not set';
+    say(`${reason}: sending to the bundled simulator at ${simulator.url}, not to a real agent API`);
     Object.assign(overrides, { AGENT_API_URL: simulator.url, AGENT_API_KEY: apiKey });
   }
   if (!base.redisUrl) {
     const redis: EmbeddedRedis = await startEmbeddedRedis({ dataDir, logger });
     cleanup.push(() => redis.stop());
     say(
-      `REDIS_URL is not set: running a private redis-server at ${redis.url} (data in ${dataDir})`,
+      `REDIS_URL is not set: running a private ${redis.server} at ${redis.url} (appendfsync ${redis.appendfsync}, data in ${dataDir})`,
     );
     overrides.REDIS_URL = redis.url;
   }
@@ -120,6 +150,8 @@ async function runAll(
   const metrics = createMetrics({ logger });
   // start serves /metrics itself, on HTTP_PORT; METRICS_PORT is for single-role processes.
   const kit = { config: { ...config, metricsPort: undefined }, logger, metrics };
+  // The bundled simulator listens on loopback, so only a real API URL can warn here.
+  warnIfClearTextKey(kit);
   const redis = connect(config.redisUrl ?? '', 'worker', 'start');
   redis.on('error', () => {
     // The roles report Redis outages; /readyz shows them.
@@ -154,7 +186,7 @@ async function runAll(
     `intake: POST ${http.url}/v1/followups${made.INTAKE_TOKEN ? ` with "Authorization: Bearer ${config.intakeToken}"` : ' (INTAKE_TOKEN)'}`,
   );
   say(`metrics: ${http.url}/metrics · health: ${http.url}/healthz, ${http.url}/readyz`);
-  if (made.AGENT_API_KEY) {
+  if (made.AGENT_API_KEY && made.REDIS_URL) {
     const results = await producer.sendMany(DEMO);
     say(
       `enqueued ${results.filter((r) => !r.deduplicated).length} demo follow-ups (${results.length} in the demo set)`,
@@ -180,4 +212,8 @@ async function runAll(
 
 function flagOverrides(ctx: CommandContext): Partial<Record<SettingName, string>> {
   return typeof ctx.values['port'] === 'string' ? { HTTP_PORT: ctx.values['port'] } : {};
+}
+
+function nonEmpty(value: string | undefined): boolean {
+  return value !== undefined && value.trim() !== '';
 }

@@ -1,6 +1,6 @@
 import { startConsumer } from '../consumer/index.js';
 import type { Command } from './command.js';
-import { roleKit, runUntilSignal } from './roles.js';
+import { roleKit, runUntilSignal, warnIfClearTextKey } from './roles.js';
 import { configOf } from './settings.js';
 
 /** `agent-dispatch worker`: the consumer role only; run as many as the load needs. */
@@ -26,6 +26,7 @@ export const workerCommand: Command = {
   requires: ['REDIS_URL', 'AGENT_API_KEY'],
   async run(ctx) {
     const kit = roleKit(configOf(this, ctx));
+    warnIfClearTextKey(kit);
     return runUntilSignal(ctx, kit, [startConsumer(kit)]);
   },
 };

@@ -80,6 +80,14 @@ const durability = z.string().transform((text, ctx): DurabilitySetting => {
 
 const secret = z.string().min(1, { message: 'must not be empty' });
 
+/** Shortest HTTP token accepted: a shorter one can be guessed by a patient script. */
+export const MIN_TOKEN_LENGTH = 16;
+
+// The message states the rule only: it never echoes the token, nor says how short it was.
+const token = z
+  .string()
+  .min(MIN_TOKEN_LENGTH, { message: `must be at least ${MIN_TOKEN_LENGTH} characters` });
+
 const keyName = z.string().regex(/^[\w{}.:-]{1,100}$/, {
   message: 'expected 1 to 100 letters, digits or the characters _ - . : { }',
 });
@@ -233,15 +241,16 @@ export const SETTINGS = {
     description: 'deadline for in-flight work on SIGTERM/SIGINT',
   },
   INTAKE_TOKEN: {
-    schema: secret,
-    secret: true,
-    description: 'bearer token of the HTTP intake; the intake is off without it',
-  },
-  DASHBOARD_TOKEN: {
-    schema: secret,
+    schema: token,
     secret: true,
     description:
-      'token for /dashboard (bearer, or basic auth password); `start` makes one when unset',
+      'bearer token of the HTTP intake, at least 16 characters; the intake is off without it',
+  },
+  DASHBOARD_TOKEN: {
+    schema: token,
+    secret: true,
+    description:
+      'token for /dashboard (bearer, or basic auth password), at least 16 characters; `start` makes one when unset',
   },
   DASHBOARD_ALLOW_RETRIES: {
     schema: flag,

@@ -13,7 +13,10 @@ export const DASHBOARD_PATH = '/dashboard';
 export interface DashboardOptions {
   readonly token: string | undefined;
   readonly queues: readonly Queue[];
-  /** Lets the dashboard retry, promote and remove jobs; otherwise it is read-only. */
+  /**
+   * Lets the dashboard retry failed jobs and promote delayed ones; otherwise it is read-only. No
+   * other change is ever allowed: see {@link allowedWrite}.
+   */
   readonly allowRetries: boolean;
 }
 
@@ -47,6 +50,7 @@ export function dashboardRouter(options: DashboardOptions): Router {
     DASHBOARD_PATH,
     requireDashboardToken(token),
     refuseCrossSite,
+    guardWrites(options),
     serverAdapter.getRouter() as RequestHandler,
   );
   return router;
@@ -62,10 +66,8 @@ function requireDashboardToken(token: string): RequestHandler {
   return (req, res, next) => {
     const query = typeof req.query['token'] === 'string' ? req.query['token'] : undefined;
     if (query !== undefined && secretsEqual(query, token)) {
-      const url = new URL(req.originalUrl, 'http://localhost');
-      url.searchParams.delete('token');
       res.set('set-cookie', sessionCookie(token, DASHBOARD_PATH, req.secure));
-      res.set('cache-control', 'no-store').redirect(303, `${url.pathname}${url.search}`);
+      res.set('cache-control', 'no-store').redirect(303, sameDashboardPage(req.originalUrl));
       return;
     }
     if (presentsDashboardToken(req, token)) {
@@ -80,6 +82,76 @@ function requireDashboardToken(token: string): RequestHandler {
       'the dashboard needs DASHBOARD_TOKEN: as a bearer token, the Basic auth password, or ?token=',
     );
   };
+}
+
+/**
+ * The page a `?token=` link asked for, without the token, as a path under {@link DASHBOARD_PATH}.
+ * The URL parser resolves dot segments, so `/dashboard/..//evil.example` would become
+ * `//evil.example`, which a browser reads as another host: anything that leaves the dashboard's
+ * path goes to the dashboard's front page instead.
+ */
+function sameDashboardPage(originalUrl: string): string {
+  const url = new URL(originalUrl, 'http://localhost');
+  url.searchParams.delete('token');
+  const inside = url.pathname === DASHBOARD_PATH || url.pathname.startsWith(`${DASHBOARD_PATH}/`);
+  return inside ? `${url.pathname}${url.search}` : DASHBOARD_PATH;
+}
+
+/**
+ * bull-board's write routes (9.10) include emptying, cleaning, obliterating and pausing a queue,
+ * removing a job, editing its data or delay, and adding jobs. Any of them would leave a dispatch
+ * record `queued` with no BullMQ job, its lane blocked for good; so the only writes let through
+ * are a retry of failed jobs and a promotion of delayed ones, whatever the setting says, and only
+ * in the exact form bull-board's UI sends (express matches routes case-insensitively, with or
+ * without a trailing slash: anything else is refused rather than guessed at).
+ */
+function guardWrites(options: DashboardOptions): RequestHandler {
+  return (req, res, next) => {
+    if (['GET', 'HEAD', 'OPTIONS'].includes(req.method)) return next();
+    if (!options.allowRetries) {
+      return sendError(res, 405, 'the dashboard is read-only (DASHBOARD_ALLOW_RETRIES)');
+    }
+    allowedWrite(req.method, req.path, options.queues).then(
+      (allowed) =>
+        allowed
+          ? next()
+          : sendError(res, 403, 'the dashboard only retries failed jobs and promotes delayed jobs'),
+      next,
+    );
+  };
+}
+
+const RETRY_ALL_FAILED = /^\/api\/queues\/([^/]+)\/retry\/failed$/;
+const PROMOTE_ALL_DELAYED = /^\/api\/queues\/([^/]+)\/promote$/;
+const ONE_JOB = /^\/api\/queues\/([^/]+)\/([^/]+)\/(retry|promote)$/;
+
+/** Whether a write is a retry of failed jobs or a promotion of delayed ones; see {@link guardWrites}. */
+async function allowedWrite(
+  method: string,
+  path: string,
+  queues: readonly Queue[],
+): Promise<boolean> {
+  if (method !== 'PUT') return false;
+  const queueNamed = (encoded: string | undefined) =>
+    queues.find((q) => q.name === decodeSegment(encoded));
+  const all = RETRY_ALL_FAILED.exec(path) ?? PROMOTE_ALL_DELAYED.exec(path);
+  if (all) return queueNamed(all[1]) !== undefined;
+  const one = ONE_JOB.exec(path);
+  const queue = queueNamed(one?.[1]);
+  const jobId = decodeSegment(one?.[2]);
+  if (!one || !queue || jobId === undefined) return false;
+  const job = await queue.getJob(jobId);
+  const state = job ? await job.getState() : undefined;
+  return state === (one[3] === 'retry' ? 'failed' : 'delayed');
+}
+
+function decodeSegment(segment: string | undefined): string | undefined {
+  if (segment === undefined) return undefined;
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return undefined;
+  }
 }
 
 /**

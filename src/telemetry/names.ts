@@ -34,6 +34,7 @@ export const LIFECYCLE = {
   pollError: 'poll:error',
   redisError: 'redis:error',
   httpListening: 'http:listening',
+  configClearTextKey: 'config:clear-text-key',
 } as const;
 
 /** Completion-event `type` values (contract, section 5). */

@@ -30,18 +30,23 @@ describe('agentJobSchema', () => {
     expect(agentJobSchema.parse({})).toEqual({});
   });
 
-  it('keeps unknown fields, also inside source, and accepts any status string', () => {
-    const body = {
+  it('keeps only the contract fields, also inside source, and accepts any status string', () => {
+    const job = {
       id: 'j',
       status: 'paused_v9',
-      source: { repository: 'https://github.com/a/b', ref: null, commit: 'abc' },
+      source: { repository: 'https://github.com/a/b', ref: null },
       model: 'm',
       prLink: null,
       createdAt: '2025-01-01T00:00:00Z',
       archivedAt: null,
-      cost: { usd: 1.5 },
     };
-    expect(agentJobSchema.parse(body)).toEqual(body);
+    const body = {
+      ...job,
+      source: { ...job.source, commit: 'abc', token: 'x' },
+      cost: { usd: 1.5 },
+      headers: { authorization: 'Bearer k' },
+    };
+    expect(agentJobSchema.parse(body)).toEqual(job);
   });
 
   it.each([

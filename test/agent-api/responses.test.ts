@@ -129,6 +129,52 @@ describe('error statuses', () => {
   });
 });
 
+describe('a server echoing the key into a 2xx body', () => {
+  /** Every text an error carries: message, server message and each cause's message, as JSON. */
+  const texts = (err: unknown): string => {
+    const parts: unknown[] = [];
+    for (let e: unknown = err; e instanceof Error; e = e.cause) parts.push(e.message, { ...e });
+    return JSON.stringify(parts);
+  };
+  /** The key with its first character JSON-escaped, as a server may write it. */
+  const escaped = `\\u${TEST_API_KEY.charCodeAt(0).toString(16).padStart(4, '0')}${TEST_API_KEY.slice(1)}`;
+
+  it('keeps the key out of the job, in contract fields as in others', async () => {
+    const { url } = await answering((seen) => ({
+      status: 200,
+      body: `{"id":"j","status":"active","model":"${seen.headers.authorization}","prLink":"${escaped}","debug":{"auth":"${seen.headers.authorization}"}}`,
+    }));
+    const client = testClient(url);
+    try {
+      const job = await client.sendMessage('p', 'j', 'hello');
+      expect(job).toEqual({
+        id: 'j',
+        status: 'active',
+        model: 'Bearer [redacted]',
+        prLink: '[redacted]',
+      });
+    } finally {
+      await client.close();
+    }
+  });
+
+  it.each([
+    ['the bare key', (auth: string) => auth.replace(/^Bearer /, '')],
+    ['not JSON', (auth: string) => `echo: ${auth}`],
+    ['JSON of the wrong shape', (auth: string) => `{"id": 7, "note": "${auth}"}`],
+    ['truncated JSON', (auth: string) => `{"id": "j", "model": "${auth}`],
+  ])('keeps the key out of the bad_response error for %s', async (_what, body) => {
+    const { url } = await answering((seen) => ({
+      status: 200,
+      body: body(seen.headers.authorization ?? ''),
+    }));
+    const err = await send(url);
+    expect(err).toMatchObject({ code: 'bad_response' });
+    // JSON.parse quotes the first characters of a body it cannot read: a key prefix is a leak too.
+    expect(texts(err)).not.toContain(TEST_API_KEY.slice(0, 8));
+  });
+});
+
 describe('429 wait hints', () => {
   it.each([
     ['Retry-After in seconds', { 'retry-after': '7' }, 7_000],

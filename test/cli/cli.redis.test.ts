@@ -4,8 +4,8 @@ import { join } from 'node:path';
 import { Queue } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { QUEUE_NAMES } from '../../src/redis/keys.js';
-import { runCliToEnd } from '../support/cli.js';
-import { createNamespace, type Namespace } from '../support/namespace.js';
+import { logLines, runCli, runCliToEnd } from '../support/cli.js';
+import { createNamespace, eventually, type Namespace } from '../support/namespace.js';
 
 describe('the agent-dispatch command line', () => {
   let ns: Namespace;
@@ -43,6 +43,35 @@ describe('the agent-dispatch command line', () => {
     ]);
     expect(result.stdout + result.stderr).not.toContain('sk-very-secret-value');
   });
+
+  it('warns once, at start, when a role would send the key in clear text to another host', async () => {
+    const linesOf = async (command: string, url: string) => {
+      const proc = runCli([command], ns.env({ AGENT_API_URL: url, LOG_LEVEL: 'info' }));
+      try {
+        await eventually(() => (proc.output.stdout.includes('role:started') ? true : undefined), {
+          what: `${command} started`,
+        });
+        expect(await proc.stop('SIGTERM'), `${command} ${url}`).toBe(0);
+      } finally {
+        await proc.stop('SIGKILL');
+      }
+      return logLines(proc.output.stdout).filter((l) => l['msg'] === 'config:clear-text-key');
+    };
+    for (const command of ['worker', 'poller']) {
+      const warned = await linesOf(command, 'http://agent-api.example.test/base');
+      expect(warned, command).toHaveLength(1);
+      expect(warned[0]).toMatchObject({ level: 40, host: 'agent-api.example.test' });
+      expect(JSON.stringify(warned)).not.toContain('test-key');
+    }
+    for (const url of [
+      'http://127.0.0.1:9',
+      'http://localhost:9',
+      'http://[::1]:9',
+      'https://a.example',
+    ]) {
+      expect(await linesOf('worker', url), url).toEqual([]);
+    }
+  }, 90_000);
 
   it('exits 2 on bad usage', async () => {
     const unknownFlag = await runCliToEnd(['enqueue', '--bogus'], ns.env());

@@ -2,9 +2,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { runCli } from '../support/cli.js';
-import { eventually } from '../support/namespace.js';
+import { createNamespace, eventually, type Namespace } from '../support/namespace.js';
 
 describe('agent-dispatch start, with nothing set', () => {
   const dir = mkdtempSync(join(tmpdir(), 'agent-dispatch-start-'));
@@ -58,4 +58,53 @@ describe('agent-dispatch start, with nothing set', () => {
       await proc.stop('SIGKILL');
     }
   }, 90_000);
+});
+
+describe('agent-dispatch start, with a real REDIS_URL', () => {
+  let ns: Namespace;
+  beforeEach(() => {
+    ns = createNamespace('start');
+  });
+  afterEach(() => ns.cleanup());
+
+  /** The namespace's environment without any API key: the Docker image's default command. */
+  const withoutKey = (): Record<string, string> => {
+    const { AGENT_API_KEY: _key, ...env } = ns.env({ HTTP_PORT: '0' });
+    return env;
+  };
+
+  it('exits 2 naming AGENT_API_KEY when no key is set, having written nothing to Redis', async () => {
+    const proc = runCli(['start'], withoutKey());
+    try {
+      const code = await Promise.race([
+        proc.exited,
+        new Promise((r) => setTimeout(() => r('still running after 20 s'), 20_000)),
+      ]);
+      expect(code).toBe(2);
+      const lines = proc.output.stderr.trim().split('\n');
+      expect(lines).toHaveLength(1);
+      expect(lines[0]).toMatch(/^agent-dispatch: AGENT_API_KEY: .*--simulator/);
+      expect(await ns.redis.keys(`${ns.prefix}*`)).toEqual([]);
+    } finally {
+      await proc.stop('SIGKILL');
+    }
+  }, 30_000);
+
+  it('uses the simulator with --simulator, says so, and enqueues no demo follow-ups', async () => {
+    const proc = runCli(['start', '--simulator'], withoutKey());
+    try {
+      await eventually(() => (/metrics: /.test(proc.output.stderr) ? true : undefined), {
+        timeoutMs: 30_000,
+        what: 'the metrics line',
+      });
+      expect(proc.output.stderr.split('\n')[0]).toMatch(
+        /--simulator: sending to the bundled simulator at http:\/\/127\.0\.0\.1:\d+/,
+      );
+      expect(proc.output.stderr).not.toMatch(/demo follow-ups/);
+      expect(await ns.redis.keys(`${ns.prefix}:d:*`)).toEqual([]);
+      expect(await proc.stop('SIGTERM')).toBe(0);
+    } finally {
+      await proc.stop('SIGKILL');
+    }
+  }, 60_000);
 });

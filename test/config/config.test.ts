@@ -6,6 +6,7 @@ import {
   parseRate,
   type SettingName,
 } from '../../src/config/index.js';
+import { runCliToEnd } from '../support/cli.js';
 
 describe('units', () => {
   it.each([
@@ -68,6 +69,27 @@ describe('loadConfig', () => {
     expect(error.message).toContain('REDIS_URL');
     expect(error.message).toContain('AGENT_API_KEY: is required');
     expect(error.message).not.toContain('hunter2-secret');
+  });
+
+  it.each(['DASHBOARD_TOKEN', 'INTAKE_TOKEN'] as const)(
+    'refuses a %s shorter than 16 characters without echoing it',
+    (name) => {
+      const error = catchConfigError({ [name]: 'short-tok3n' });
+      expect(error.problems).toEqual([
+        { setting: name, message: 'must be at least 16 characters' },
+      ]);
+      expect(error.message).not.toContain('short-tok3n');
+      expect(loadConfig({ [name]: 'x'.repeat(16) })).toBeDefined();
+    },
+  );
+
+  it('exits 2 with one line for a short token, before connecting anywhere', async () => {
+    const { code, stderr } = await runCliToEnd(['serve'], {
+      REDIS_URL: 'redis://127.0.0.1:1',
+      DASHBOARD_TOKEN: 'change-me',
+    });
+    expect(code).toBe(2);
+    expect(stderr).toBe('agent-dispatch: DASHBOARD_TOKEN: must be at least 16 characters\n');
   });
 
   it('lets flags override the environment', () => {

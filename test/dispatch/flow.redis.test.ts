@@ -59,4 +59,32 @@ describe('a follow-up from send to its event', () => {
     const first = events.find((e) => e.dispatchId === results[0]?.dispatchId);
     expect(first?.event).toMatchObject({ meta: { n: 1 }, attempts: 1, reason: null });
   });
+
+  it("keeps only the contract's fields of the agent job in the record and the event", async () => {
+    service = startService(ns, simulator());
+    // What a vendor or a gateway might add to the job: none of it may reach Redis.
+    const vendorFields = {
+      source: { repository: 'https://github.com/acme/docs', ref: 'main', token: 'vendor-extra-1' },
+      debug: { authorization: 'vendor-extra-2' },
+    };
+    simulator().seedJob('p1', 'j1', vendorFields);
+    const [result] = await service.producer.sendMany([
+      { projectId: 'p1', jobId: 'j1', prompt: 'one' },
+    ]);
+    const [event] = await eventually(
+      async () => {
+        const all = await readEvents(ns.redis, ns.eventsStream);
+        return all.length >= 1 ? all : undefined;
+      },
+      { what: 'the event' },
+    );
+    const job = event?.event['job'] as Record<string, unknown>;
+    expect(Object.keys(job).sort()).toEqual(
+      ['archivedAt', 'createdAt', 'id', 'model', 'prLink', 'source', 'status'].sort(),
+    );
+    expect(job['source']).toEqual({ repository: 'https://github.com/acme/docs', ref: 'main' });
+    const record = await ns.redis.hgetall(`${ns.prefix}:d:${result?.dispatchId ?? ''}`);
+    expect(Object.keys(record).length).toBeGreaterThan(0);
+    expect(JSON.stringify([record, event])).not.toMatch(/vendor-extra/);
+  });
 });

@@ -1,8 +1,11 @@
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
+import { join } from 'node:path';
+import { Worker, type Queue } from 'bullmq';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DISPATCH_JOB_NAME } from '../../src/dispatch/queue.js';
-import { createNamespace, type Namespace } from '../support/namespace.js';
+import { createNamespace, eventually, type Namespace } from '../support/namespace.js';
 import { expectNoLeakedHandles, startTestServer, type TestServer } from './fixture.js';
 
 const TOKEN = 'dashboard-secret-token';
@@ -16,7 +19,6 @@ afterAll(() => expectNoLeakedHandles());
 describe('/dashboard', () => {
   let ns: Namespace;
   let app: TestServer;
-  let browser: Browser;
 
   beforeAll(async () => {
     ns = createNamespace('dashboard');
@@ -30,22 +32,9 @@ describe('/dashboard', () => {
       });
     }
     await poll?.upsertJobScheduler('poll-tick', { every: 5_000 }, { name: 'tick' });
-    browser = await chromium.launch({
-      executablePath: '/usr/bin/chromium',
-      args: [
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-quic',
-        '--no-first-run',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
-    });
   });
 
   afterAll(async () => {
-    await browser?.close();
     await app?.close();
     await ns?.cleanup();
   });
@@ -102,39 +91,210 @@ describe('/dashboard', () => {
     expect(await app.queues[0]?.isPaused()).toBe(false);
   });
 
-  it('renders the queues in a browser with Basic auth', async () => {
-    const context = await browser.newContext({
-      httpCredentials: { username: 'ops', password: TOKEN },
+  // Only these need Chromium: without it they fail naming the package, and the rest still run.
+  describe('in a browser', () => {
+    let browser: Browser;
+    beforeAll(async () => {
+      browser = await chromium.launch({
+        executablePath: chromiumExecutable(),
+        args: [
+          '--no-sandbox',
+          '--disable-gpu',
+          '--disable-quic',
+          '--no-first-run',
+          '--disable-background-networking',
+          '--disable-component-update',
+          '--disable-sync',
+        ],
+      });
     });
-    try {
-      const page = await context.newPage();
-      const res = await page.goto(`${app.url}/dashboard`);
-      expect(res?.status()).toBe(200);
-      await page.getByText('dispatch', { exact: true }).first().waitFor({ timeout: 20_000 });
-      await page.getByText('poll', { exact: true }).first().waitFor({ timeout: 20_000 });
-    } finally {
-      await context.close();
+    afterAll(async () => {
+      await browser?.close();
+    });
+
+    it('renders the queues in a browser with Basic auth', async () => {
+      const context = await browser.newContext({
+        httpCredentials: { username: 'ops', password: TOKEN },
+      });
+      try {
+        const page = await context.newPage();
+        const res = await page.goto(`${app.url}/dashboard`);
+        expect(res?.status()).toBe(200);
+        await page.getByText('dispatch', { exact: true }).first().waitFor({ timeout: 20_000 });
+        await page.getByText('poll', { exact: true }).first().waitFor({ timeout: 20_000 });
+      } finally {
+        await context.close();
+      }
+    });
+
+    it('renders the queues through the ?token= link, which sets a cookie and drops the token', async () => {
+      const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+      try {
+        const page = await context.newPage();
+        await page.goto(`${app.url}/dashboard?token=${TOKEN}`);
+        expect(page.url()).toBe(`${app.url}/dashboard`);
+        const [cookie] = await context.cookies();
+        expect(cookie).toMatchObject({ httpOnly: true, sameSite: 'Strict', path: '/dashboard' });
+        expect(cookie?.value).not.toContain(TOKEN);
+        await page.getByText('dispatch', { exact: true }).first().waitFor({ timeout: 20_000 });
+        await page.getByText('poll', { exact: true }).first().waitFor({ timeout: 20_000 });
+        if (SCREENSHOT) {
+          mkdirSync('docs', { recursive: true });
+          await page.screenshot({ path: SCREENSHOT });
+        }
+      } finally {
+        await context.close();
+      }
+    });
+  });
+});
+
+describe('/dashboard redirects', () => {
+  let ns: Namespace;
+  let app: TestServer;
+  beforeAll(async () => {
+    ns = createNamespace('dashboard-redirect');
+    app = await startTestServer(ns.config({ DASHBOARD_TOKEN: TOKEN }));
+  });
+  afterAll(async () => {
+    await app?.close();
+    await ns?.cleanup();
+  });
+
+  it.each([
+    `/dashboard/..//evil.example?token=${TOKEN}`,
+    `/dashboard/..//evil.example/path?token=${TOKEN}&x=1`,
+    `/dashboard/../..//evil.example?token=${TOKEN}`,
+    `/dashboard/%2e%2e//evil.example?token=${TOKEN}`,
+    `/dashboard/..%2F%2Fevil.example?token=${TOKEN}`,
+    `/dashboard/..\\/evil.example?token=${TOKEN}`,
+    `/dashboard/..//evil.example`,
+    `/dashboard//evil.example?token=${TOKEN}`,
+    `/dashboard/static/..//evil.example/`,
+    `/dashboard/static`,
+  ])('never sends %s off-site', async (path) => {
+    const { status, location } = await rawGet(app.url, path);
+    expect(status).toBeLessThan(500);
+    if (location !== undefined) {
+      expect(new URL(location, app.url).origin).toBe(new URL(app.url).origin);
+      expect(location).toMatch(/^\/dashboard(\/|$|\?)/);
     }
   });
 
-  it('renders the queues through the ?token= link, which sets a cookie and drops the token', async () => {
-    const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
-    try {
-      const page = await context.newPage();
-      await page.goto(`${app.url}/dashboard?token=${TOKEN}`);
-      expect(page.url()).toBe(`${app.url}/dashboard`);
-      const [cookie] = await context.cookies();
-      expect(cookie).toMatchObject({ httpOnly: true, sameSite: 'Strict', path: '/dashboard' });
-      expect(cookie?.value).not.toContain(TOKEN);
-      await page.getByText('dispatch', { exact: true }).first().waitFor({ timeout: 20_000 });
-      await page.getByText('poll', { exact: true }).first().waitFor({ timeout: 20_000 });
-      if (SCREENSHOT) {
-        mkdirSync('docs', { recursive: true });
-        await page.screenshot({ path: SCREENSHOT });
-      }
-    } finally {
-      await context.close();
+  it('still trades ?token= for the cookie on the page it was given for', async () => {
+    const { status, location } = await rawGet(app.url, `/dashboard/queue/dispatch?token=${TOKEN}`);
+    expect(status).toBe(303);
+    expect(location).toBe('/dashboard/queue/dispatch');
+  });
+});
+
+describe('/dashboard with DASHBOARD_ALLOW_RETRIES=true', () => {
+  let ns: Namespace;
+  let app: TestServer;
+  let queue: Queue;
+  const auth = { authorization: `Bearer ${TOKEN}` };
+  const write = (method: string, path: string, body?: unknown) =>
+    fetch(`${app.url}/dashboard/api/queues${path}`, {
+      method,
+      headers: { ...auth, 'content-type': 'application/json' },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+  const stateOf = async (id: string) => (await queue.getJob(id))?.getState() ?? 'gone';
+
+  beforeAll(async () => {
+    ns = createNamespace('dashboard-writes');
+    app = await startTestServer(
+      ns.config({ DASHBOARD_TOKEN: TOKEN, DASHBOARD_ALLOW_RETRIES: 'true' }),
+    );
+    queue = app.queues[0] as Queue;
+    // Two failed jobs and a completed one, through a real BullMQ Worker.
+    for (const id of ['f-1', 'f-2', 'c-1']) {
+      await queue.add(DISPATCH_JOB_NAME, { v: 1, dispatchId: id }, { jobId: id });
     }
+    const connection = app.redis.duplicate();
+    const worker = new Worker(
+      queue.name,
+      async (job) => {
+        if (job.id?.startsWith('f-')) throw new Error('planned failure');
+      },
+      { connection, prefix: ns.prefix },
+    );
+    worker.on('error', () => {});
+    try {
+      await eventually(
+        async () =>
+          (await queue.getJobCounts('failed', 'completed')).failed === 2 ? true : undefined,
+        { what: 'two failed jobs' },
+      );
+    } finally {
+      await worker.close();
+      connection.disconnect();
+    }
+    for (const [id, delay] of [
+      ['w-1', 0],
+      ['d-1', 60_000],
+      ['d-2', 60_000],
+    ] as const) {
+      await queue.add(DISPATCH_JOB_NAME, { v: 1, dispatchId: id }, { jobId: id, delay });
+    }
+  });
+  afterAll(async () => {
+    await app?.close();
+    await ns?.cleanup();
+  });
+
+  it('refuses every write but retry of failed and promote of delayed jobs', async () => {
+    expect(await stateOf('c-1')).toBe('completed');
+    const refused: [string, string, unknown?][] = [
+      ['PUT', '/dispatch/empty'],
+      ['PUT', '/dispatch/obliterate'],
+      ['PUT', '/dispatch/clean/failed'],
+      ['PUT', '/dispatch/clean/completed'],
+      ['PUT', '/dispatch/clean/wait'],
+      ['PUT', '/dispatch/retry/completed'],
+      ['PUT', '/dispatch/c-1/retry'],
+      ['PUT', '/dispatch/w-1/retry'],
+      ['PUT', '/dispatch/w-1/promote'],
+      ['PUT', '/dispatch/w-1/clean'],
+      ['PUT', '/dispatch/f-1/clean'],
+      ['PUT', '/dispatch/w-1/remove-unprocessed-children'],
+      ['PATCH', '/dispatch/w-1/update-data', { data: { v: 1, dispatchId: 'other' } }],
+      ['PATCH', '/dispatch/d-1/delay', { delay: 0 }],
+      ['PATCH', '/dispatch/w-1/priority', { priority: 1 }],
+      ['POST', '/dispatch/add', { name: 'x', data: {} }],
+      ['PUT', '/dispatch/pause'],
+      ['PUT', '/pause'],
+      ['PUT', '/dispatch/concurrency', { concurrency: 1 }],
+      ['PUT', '/dispatch/rate-limit', { max: 1, duration: 1000 }],
+      ['PUT', '/poll/job-schedulers/poll-tick/remove'],
+      ['PUT', '/dispatch/EMPTY'],
+      ['PUT', '/dispatch/empty/'],
+      ['PUT', '/dispatch/RETRY/completed'],
+      ['POST', '/dispatch/f-1/retry'],
+      ['DELETE', '/dispatch/w-1'],
+    ];
+    for (const [method, path, body] of refused) {
+      const res = await write(method, path, body);
+      expect([403, 405], `${method} ${path}`).toContain(res.status);
+      expect(await res.json(), `${method} ${path}`).toHaveProperty('error');
+    }
+    expect(await stateOf('w-1')).toBe('waiting');
+    expect(await stateOf('c-1')).toBe('completed');
+    expect(await stateOf('f-1')).toBe('failed');
+    expect(await stateOf('d-1')).toBe('delayed');
+    expect(await queue.isPaused()).toBe(false);
+    expect((await queue.getJob('w-1'))?.data).toEqual({ v: 1, dispatchId: 'w-1' });
+  });
+
+  it('retries a failed job and promotes a delayed one, one by one and all at once', async () => {
+    expect((await write('PUT', '/dispatch/f-1/retry')).status).toBe(204);
+    expect(await stateOf('f-1')).toBe('waiting');
+    expect((await write('PUT', '/dispatch/d-1/promote')).status).toBe(204);
+    expect(await stateOf('d-1')).toBe('waiting');
+    expect((await write('PUT', '/dispatch/retry/failed')).status).toBe(200);
+    expect(await stateOf('f-2')).toBe('waiting');
+    expect((await write('PUT', '/dispatch/promote')).status).toBe(200);
+    expect(await stateOf('d-2')).toBe('waiting');
   });
 });
 
@@ -152,6 +312,41 @@ describe('/dashboard without DASHBOARD_TOKEN', () => {
     }
   });
 });
+
+/**
+ * The Chromium the browser tests drive: `CHROMIUM_PATH`, else `chromium` (Debian's package) or
+ * `chromium-browser` on PATH. Missing, it fails the suite naming the package, never skips it.
+ */
+function chromiumExecutable(): string {
+  const explicit = process.env['CHROMIUM_PATH'];
+  const candidates = explicit
+    ? [explicit]
+    : (process.env['PATH'] ?? '')
+        .split(':')
+        .flatMap((dir) => ['chromium', 'chromium-browser'].map((name) => join(dir, name)));
+  const found = candidates.find((path) => existsSync(path));
+  if (found) return found;
+  throw new Error(
+    `chromium is not installed${explicit ? ` at CHROMIUM_PATH=${explicit}` : ''}: the dashboard's browser tests need it. ` +
+      'Install it with "apt-get install -y chromium" (or point CHROMIUM_PATH at a Chromium).',
+  );
+}
+
+/** A GET sent with `path` exactly as written (fetch would resolve its dot segments first). */
+function rawGet(base: string, path: string): Promise<{ status: number; location?: string }> {
+  const { hostname, port } = new URL(base);
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({ hostname, port, path, method: 'GET' }, (res) => {
+      res.resume();
+      res.on('end', () => {
+        const { location } = res.headers;
+        resolve({ status: res.statusCode ?? 0, ...(location === undefined ? {} : { location }) });
+      });
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
 
 function basic(password: string): string {
   return `Basic ${Buffer.from(`ops:${password}`).toString('base64')}`;

@@ -63,16 +63,18 @@ describe('simulate', () => {
     await expect(get(url, 'acme', 'job-1', { key: apiKey })).rejects.toThrow();
   });
 
-  it('takes the key from AGENT_API_KEY, else makes one; logs requests at debug to stderr', async () => {
-    const fromEnv = run({ 'auto-create': true }, { AGENT_API_KEY: 'env-key', LOG_LEVEL: 'debug' });
+  it('never takes AGENT_API_KEY as its key: a random one unless --key; logs requests at debug to stderr', async () => {
+    const secret = 'real-agent-api-key-never-print';
+    const fromEnv = run({ 'auto-create': true }, { AGENT_API_KEY: secret, LOG_LEVEL: 'debug' });
     const { url, apiKey } = await fromEnv.firstLine;
-    expect(apiKey).toBe('env-key');
+    expect(apiKey).toMatch(/^sim-[0-9a-f]{32}$/);
+    expect((await get(url, 'any', 'job', { key: secret })).status).toBe(401);
     expect((await get(url, 'any', 'job', { key: apiKey })).status).toBe(200);
     const line = await eventually(() =>
       fromEnv
         .stderr()
         .split('\n')
-        .find((l) => l.includes('simulator:request')),
+        .find((l) => l.includes('simulator:request') && l.includes('"status":200')),
     );
     expect(JSON.parse(line)).toMatchObject({
       level: 20,
@@ -80,6 +82,7 @@ describe('simulate', () => {
       status: 200,
       msg: 'simulator:request',
     });
+    expect(fromEnv.stderr()).not.toContain(secret);
     fromEnv.stop();
     await fromEnv.exitCode;
 
