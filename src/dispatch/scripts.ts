@@ -139,8 +139,11 @@ return current`;
  * Ends a dispatch: marks it done, publishes its one event, stops tracking it and releases its lane,
  * all at once, so a crash cannot leave an event without its release or the reverse. Running it a
  * second time for the same dispatch does nothing: exactly one event.
+ * The record keeps what the event says (type, reason, the last agent job and its status) for
+ * `retentionMs`, so `status` answers after the end; only the prompt is deleted.
  * KEYS: record, lane, tracked, stream. ARGV: dispatchId, expectedState ('' = any), finishedAt,
- * type, reason, retentionMs, maxLen, then the stream entry's field/value pairs.
+ * type, reason, retentionMs, maxLen, jobJson ('' = keep), lastStatus ('' = keep), then the
+ * stream entry's field/value pairs.
  * → {1, nextDispatchId or '', entryId} or {0, '', ''}.
  */
 export const FINISH = `
@@ -148,6 +151,8 @@ local state = redis.call('HGET', KEYS[1], 'state')
 if not state or state == 'done' then return {0, '', ''} end
 if ARGV[2] ~= '' and ARGV[2] ~= state then return {0, '', ''} end
 redis.call('HSET', KEYS[1], 'state', 'done', 'finishedAt', ARGV[3], 'type', ARGV[4], 'reason', ARGV[5])
+if ARGV[8] ~= '' then redis.call('HSET', KEYS[1], 'job', ARGV[8]) end
+if ARGV[9] ~= '' then redis.call('HSET', KEYS[1], 'lastStatus', ARGV[9]) end
 redis.call('HDEL', KEYS[1], 'prompt')
 redis.call('PEXPIRE', KEYS[1], ARGV[6])
 redis.call('ZREM', KEYS[3], ARGV[1])
@@ -156,7 +161,7 @@ if redis.call('LINDEX', KEYS[2], 0) == ARGV[1] then
 else
   redis.call('LREM', KEYS[2], 1, ARGV[1])
 end
-local entry = redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[7], '*', unpack(ARGV, 8))
+local entry = redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[7], '*', unpack(ARGV, 10))
 local nextId = redis.call('LINDEX', KEYS[2], 0) or ''
 return {1, nextId, entry}`;
 

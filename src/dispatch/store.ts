@@ -179,6 +179,7 @@ export class DispatchStore {
     expected?: DispatchState,
   ): Promise<{ finished: boolean; nextDispatchId: string | undefined }> {
     const finishedAt = Date.now();
+    const job = ending.job ?? record.job;
     const reply = (await SCRIPTS.finish.run(
       this.redis,
       [
@@ -195,6 +196,8 @@ export class DispatchStore {
         ending.reason ?? '',
         this.options.retentionMs,
         this.options.eventsMaxLen,
+        ending.job ? JSON.stringify(ending.job) : '',
+        job?.status ?? '',
         ...eventFields(record, ending, finishedAt),
       ],
     )) as [number, string, string];
