@@ -8,13 +8,17 @@
 
 const NOW = `local t = redis.call('TIME'); local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)`;
 
-/** KEYS: record, lane. ARGV: dispatchId, projectId, jobId, prompt, key, meta. → 1 new, 0 exists. */
+/**
+ * KEYS: record, lane, open. ARGV: dispatchId, projectId, jobId, prompt, key, meta. → 1 new, 0
+ * exists. The dispatch joins the open index (scored by its enqueue time) until FINISH.
+ */
 export const REGISTER = `
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 ${NOW}
 redis.call('HSET', KEYS[1], 'projectId', ARGV[2], 'jobId', ARGV[3], 'prompt', ARGV[4],
   'key', ARGV[5], 'meta', ARGV[6], 'state', 'queued', 'enqueuedAt', now, 'attempts', 0, 'polls', 0)
 redis.call('RPUSH', KEYS[2], ARGV[1])
+redis.call('ZADD', KEYS[3], now, ARGV[1])
 return 1`;
 
 /**
@@ -141,7 +145,7 @@ return current`;
  * second time for the same dispatch does nothing: exactly one event.
  * The record keeps what the event says (type, reason, the last agent job and its status) for
  * `retentionMs`, so `status` answers after the end; only the prompt is deleted.
- * KEYS: record, lane, tracked, stream. ARGV: dispatchId, expectedState ('' = any), finishedAt,
+ * KEYS: record, lane, tracked, stream, open. ARGV: dispatchId, expectedState ('' = any), finishedAt,
  * type, reason, retentionMs, maxLen, jobJson ('' = keep), lastStatus ('' = keep), then the
  * stream entry's field/value pairs.
  * → {1, nextDispatchId or '', entryId} or {0, '', ''}.
@@ -156,6 +160,7 @@ if ARGV[9] ~= '' then redis.call('HSET', KEYS[1], 'lastStatus', ARGV[9]) end
 redis.call('HDEL', KEYS[1], 'prompt')
 redis.call('PEXPIRE', KEYS[1], ARGV[6])
 redis.call('ZREM', KEYS[3], ARGV[1])
+redis.call('ZREM', KEYS[5], ARGV[1])
 if redis.call('LINDEX', KEYS[2], 0) == ARGV[1] then
   redis.call('LPOP', KEYS[2])
 else
@@ -194,6 +199,23 @@ local leased = now + tonumber(ARGV[2])
 for _, id in ipairs(ids) do redis.call('ZADD', KEYS[1], 'XX', leased, id) end
 table.insert(ids, 1, now)
 return ids`;
+
+/**
+ * Names the BullMQ job that now carries a queued dispatch (record field `bullJobId`; absent = the
+ * dispatch id), if the record still names `expected` (compare and set, so two sweeps or a rerun
+ * cannot both replace the same job). `expected` '' = any: the poller's resend, which also runs
+ * while the resend is pending; a repair (`expected` given) leaves a pending resend to the resend.
+ * KEYS: record. ARGV: dispatchId, expected, bullJobId. → 1 set, 0 not.
+ */
+export const CARRY = `
+if redis.call('HGET', KEYS[1], 'state') ~= 'queued' then return 0 end
+if ARGV[2] ~= '' then
+  if redis.call('HGET', KEYS[1], 'resend') == '1' then return 0 end
+  if (redis.call('HGET', KEYS[1], 'bullJobId') or ARGV[1]) ~= ARGV[2] then return 0 end
+  redis.call('HINCRBY', KEYS[1], 'repairs', 1)
+end
+redis.call('HSET', KEYS[1], 'bullJobId', ARGV[3])
+return 1`;
 
 /** KEYS: record, lane. ARGV: dispatchId. → 1 when it is queued and at the head of its lane. */
 export const IS_NEXT = `

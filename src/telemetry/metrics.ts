@@ -16,6 +16,7 @@ export const METRIC_NAMES = {
   pollTicks: 'agent_dispatch_poll_ticks_total',
   queueJobs: 'agent_dispatch_queue_jobs',
   trackedFollowups: 'agent_dispatch_tracked_followups',
+  repairs: 'agent_dispatch_repairs_total',
 } as const;
 
 /**
@@ -52,6 +53,11 @@ export interface Metrics {
   readonly inFlight: Gauge<'worker'>;
   /** Poll ticks by outcome: ran, skipped, error. */
   readonly pollTicks: Counter<'outcome'>;
+  /**
+   * Repairs of the poller's sweep, by outcome: readded (its BullMQ job was missing), replaced (its
+   * job had ended while it was still queued), orphaned (its record was gone: one event).
+   */
+  readonly repairs: Counter<'outcome'>;
   /**
    * Adds collectors that read Redis at scrape time: `agent_dispatch_queue_jobs{queue,state}`
    * (`queue.getJobCounts`) and `agent_dispatch_tracked_followups` (ZCARD of `keys.tracked`).
@@ -123,6 +129,12 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     pollTicks: new Counter({
       name: METRIC_NAMES.pollTicks,
       help: 'Poll ticks by outcome.',
+      labelNames: ['outcome'],
+      registers,
+    }),
+    repairs: new Counter({
+      name: METRIC_NAMES.repairs,
+      help: 'Queued follow-ups whose lost BullMQ job the poller gave back, by outcome.',
       labelNames: ['outcome'],
       registers,
     }),
