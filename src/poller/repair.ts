@@ -61,7 +61,7 @@ export async function sweepLostJobs(ctx: RepairContext): Promise<RepairResult> {
   await ctx.store.dropOpen(gone.map((d) => d.dispatchId));
 
   const queued = dispatches.filter((d) => d.state === 'queued' && !d.resendPending);
-  const presence = await jobPresence(ctx, queued);
+  const presence = await jobPresence(ctx, queued, nowMs - graceMs);
   let repaired = 0;
   for (const [i, d] of queued.entries()) {
     const seen = presence[i];
@@ -77,10 +77,16 @@ export async function sweepLostJobs(ctx: RepairContext): Promise<RepairResult> {
   return { checked: dispatches.length, repaired };
 }
 
-/** Whether each dispatch's BullMQ job exists and has not ended: one pipeline of three reads each. */
+/**
+ * Whether each dispatch's BullMQ job exists and has not ended: one pipeline of three reads each.
+ * A job counts as ended only once it ended before `endedBy` (the score in BullMQ's completed and
+ * failed sets is the finish time): a worker's `failed` handler may still be about to finish the
+ * dispatch itself.
+ */
 async function jobPresence(
   ctx: RepairContext,
   dispatches: readonly OpenDispatch[],
+  endedBy: number,
 ): Promise<JobPresence[]> {
   if (dispatches.length === 0) return [];
   const { queue } = ctx;
@@ -98,7 +104,8 @@ async function jobPresence(
       return value;
     });
     if (exists !== 1) return 'missing';
-    return completed !== null || failed !== null ? 'ended' : 'live';
+    const endedAt = Number(completed ?? failed ?? Infinity);
+    return endedAt <= endedBy ? 'ended' : 'live';
   });
 }
 
