@@ -8,7 +8,8 @@ export const statusCommand: Command = {
   summary: "prints a follow-up's state as one JSON object",
   usage: 'status DISPATCH_ID',
   details:
-    'Exits 1 when no follow-up has that id (never enqueued, or expired after DISPATCH_RETENTION).',
+    'A finished follow-up answers for DISPATCH_RETENTION: state done, with its event type, reason ' +
+    'and prLink. Exits 1 when no follow-up has that id (never enqueued, or expired).',
   options: {},
   requires: ['REDIS_URL'],
   async run(ctx) {

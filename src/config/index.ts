@@ -38,6 +38,7 @@ export interface Config {
   readonly ambiguousResend: boolean;
   readonly promptMaxBytes: number;
   readonly dispatchRetentionMs: number;
+  readonly repairGraceMs: number;
   readonly shutdownTimeoutMs: number;
   readonly intakeToken: string | undefined;
   readonly dashboardToken: string | undefined;
@@ -127,6 +128,7 @@ export function loadConfig(
     ambiguousResend: p.AMBIGUOUS_RESEND as boolean,
     promptMaxBytes: p.PROMPT_MAX_BYTES as number,
     dispatchRetentionMs: p.DISPATCH_RETENTION as number,
+    repairGraceMs: p.REPAIR_GRACE as number,
     shutdownTimeoutMs: p.SHUTDOWN_TIMEOUT as number,
     intakeToken: p.INTAKE_TOKEN as string | undefined,
     dashboardToken: p.DASHBOARD_TOKEN as string | undefined,

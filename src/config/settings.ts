@@ -235,6 +235,11 @@ export const SETTINGS = {
     default: '7d',
     description: 'how long a finished follow-up and its idempotency key are kept',
   },
+  REPAIR_GRACE: {
+    schema: duration(1000),
+    default: '1m',
+    description: 'the poller re-adds the BullMQ job of a follow-up queued this long without one',
+  },
   SHUTDOWN_TIMEOUT: {
     schema: duration(100),
     default: '10s',

@@ -29,7 +29,8 @@ export interface DispatchRecord {
   readonly dispatchId: string;
   readonly projectId: string;
   readonly jobId: string;
-  readonly prompt: string;
+  /** The prompt; FINISH deletes it, so a `done` record has none. */
+  readonly prompt: string | undefined;
   readonly key: string | undefined;
   readonly meta: Record<string, unknown> | undefined;
   readonly state: DispatchState;
@@ -50,14 +51,19 @@ export interface DispatchRecord {
   readonly reason: string | undefined;
 }
 
-/** Parses a dispatch hash (from HGETALL); `undefined` when the hash is empty or not ours. */
+/**
+ * Parses a dispatch hash (from HGETALL); `undefined` when the hash is empty or not ours. Every
+ * state but `done` carries its prompt; a finished record keeps the rest for `DISPATCH_RETENTION`,
+ * so `status` still answers after the end.
+ */
 export function parseRecord(
   dispatchId: string,
   hash: Record<string, string>,
 ): DispatchRecord | undefined {
   const { projectId, jobId, prompt, state, enqueuedAt } = hash;
-  if (!projectId || !jobId || prompt === undefined || !state || !enqueuedAt) return undefined;
+  if (!projectId || !jobId || !state || !enqueuedAt) return undefined;
   if (!Object.values(STATES).includes(state as DispatchState)) return undefined;
+  if (prompt === undefined && state !== STATES.done) return undefined;
   return {
     dispatchId,
     projectId,

@@ -35,6 +35,7 @@ export const SCRIPTS = {
   reschedule: new Script(lua.RESCHEDULE),
   due: new Script(lua.DUE),
   isNext: new Script(lua.IS_NEXT),
+  carry: new Script(lua.CARRY),
   orphan: new Script(lua.ORPHAN),
 };
 

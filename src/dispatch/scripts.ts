@@ -9,11 +9,12 @@
 const NOW = `local t = redis.call('TIME'); local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)`;
 
 /**
- * KEYS: record, lane. ARGV: dispatchId, projectId, jobId, prompt, key, meta, digest (of the
+ * KEYS: record, lane, open. ARGV: dispatchId, projectId, jobId, prompt, key, meta, digest (of the
  * content, computed by the producer). → 1 new, 0 exists with the same digest, -1 exists with
  * another: the idempotency key was used for a different follow-up. The digest outlives the prompt
  * (FINISH deletes that), so a conflict is seen until the record expires; a record written before
- * digests were stored has none and counts as the same.
+ * digests were stored has none and counts as the same. A new dispatch joins the open index
+ * (scored by its enqueue time) until FINISH.
  */
 export const REGISTER = `
 if redis.call('EXISTS', KEYS[1]) == 1 then
@@ -26,6 +27,7 @@ redis.call('HSET', KEYS[1], 'projectId', ARGV[2], 'jobId', ARGV[3], 'prompt', AR
   'key', ARGV[5], 'meta', ARGV[6], 'digest', ARGV[7], 'state', 'queued', 'enqueuedAt', now,
   'attempts', 0, 'polls', 0)
 redis.call('RPUSH', KEYS[2], ARGV[1])
+redis.call('ZADD', KEYS[3], now, ARGV[1])
 return 1`;
 
 /**
@@ -150,8 +152,11 @@ return current`;
  * Ends a dispatch: marks it done, publishes its one event, stops tracking it and releases its lane,
  * all at once, so a crash cannot leave an event without its release or the reverse. Running it a
  * second time for the same dispatch does nothing: exactly one event.
- * KEYS: record, lane, tracked, stream. ARGV: dispatchId, expectedState ('' = any), finishedAt,
- * type, reason, retentionMs, maxLen, then the stream entry's field/value pairs.
+ * The record keeps what the event says (type, reason, the last agent job and its status) for
+ * `retentionMs`, so `status` answers after the end; only the prompt is deleted.
+ * KEYS: record, lane, tracked, stream, open. ARGV: dispatchId, expectedState ('' = any), finishedAt,
+ * type, reason, retentionMs, maxLen, jobJson ('' = keep), lastStatus ('' = keep), then the
+ * stream entry's field/value pairs.
  * → {1, nextDispatchId or '', entryId} or {0, '', ''}.
  */
 export const FINISH = `
@@ -159,15 +164,18 @@ local state = redis.call('HGET', KEYS[1], 'state')
 if not state or state == 'done' then return {0, '', ''} end
 if ARGV[2] ~= '' and ARGV[2] ~= state then return {0, '', ''} end
 redis.call('HSET', KEYS[1], 'state', 'done', 'finishedAt', ARGV[3], 'type', ARGV[4], 'reason', ARGV[5])
+if ARGV[8] ~= '' then redis.call('HSET', KEYS[1], 'job', ARGV[8]) end
+if ARGV[9] ~= '' then redis.call('HSET', KEYS[1], 'lastStatus', ARGV[9]) end
 redis.call('HDEL', KEYS[1], 'prompt')
 redis.call('PEXPIRE', KEYS[1], ARGV[6])
 redis.call('ZREM', KEYS[3], ARGV[1])
+redis.call('ZREM', KEYS[5], ARGV[1])
 if redis.call('LINDEX', KEYS[2], 0) == ARGV[1] then
   redis.call('LPOP', KEYS[2])
 else
   redis.call('LREM', KEYS[2], 1, ARGV[1])
 end
-local entry = redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[7], '*', unpack(ARGV, 8))
+local entry = redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[7], '*', unpack(ARGV, 10))
 local nextId = redis.call('LINDEX', KEYS[2], 0) or ''
 return {1, nextId, entry}`;
 
@@ -200,6 +208,23 @@ local leased = now + tonumber(ARGV[2])
 for _, id in ipairs(ids) do redis.call('ZADD', KEYS[1], 'XX', leased, id) end
 table.insert(ids, 1, now)
 return ids`;
+
+/**
+ * Names the BullMQ job that now carries a queued dispatch (record field `bullJobId`; absent = the
+ * dispatch id), if the record still names `expected` (compare and set, so two sweeps or a rerun
+ * cannot both replace the same job). `expected` '' = any: the poller's resend, which also runs
+ * while the resend is pending; a repair (`expected` given) leaves a pending resend to the resend.
+ * KEYS: record. ARGV: dispatchId, expected, bullJobId. → 1 set, 0 not.
+ */
+export const CARRY = `
+if redis.call('HGET', KEYS[1], 'state') ~= 'queued' then return 0 end
+if ARGV[2] ~= '' then
+  if redis.call('HGET', KEYS[1], 'resend') == '1' then return 0 end
+  if (redis.call('HGET', KEYS[1], 'bullJobId') or ARGV[1]) ~= ARGV[2] then return 0 end
+  redis.call('HINCRBY', KEYS[1], 'repairs', 1)
+end
+redis.call('HSET', KEYS[1], 'bullJobId', ARGV[3])
+return 1`;
 
 /** KEYS: record, lane. ARGV: dispatchId. → 1 when it is queued and at the head of its lane. */
 export const IS_NEXT = `

@@ -29,6 +29,20 @@ export type Verdict =
   | { kind: 'sending'; sendingAt: number }
   | { kind: 'not-queued'; state: DispatchState };
 
+/** What the repair sweep needs to know of one open dispatch; `state` undefined = no record. */
+export interface OpenDispatch {
+  readonly dispatchId: string;
+  readonly enqueuedAt: number;
+  readonly state: DispatchState | undefined;
+  readonly projectId: string;
+  readonly jobId: string;
+  /** The BullMQ job that carries it: the dispatch id, unless a resend or a repair replaced it. */
+  readonly bullJobId: string;
+  readonly resendPending: boolean;
+  /** How many times a repair replaced its BullMQ job. */
+  readonly repairs: number;
+}
+
 /** Settings the store needs. */
 export interface StoreOptions {
   readonly eventsStream: string;
@@ -55,6 +69,7 @@ export class DispatchStore {
     const keys = [
       this.keys.dispatch(dispatchId),
       this.keys.lane(followUp.projectId, followUp.jobId),
+      this.keys.open,
     ];
     // EVAL, not EVALSHA: inside MULTI a NOSCRIPT would fail this command alone and commit the rest.
     multi.eval(
@@ -183,6 +198,7 @@ export class DispatchStore {
     expected?: DispatchState,
   ): Promise<{ finished: boolean; nextDispatchId: string | undefined }> {
     const finishedAt = Date.now();
+    const job = ending.job ?? record.job;
     const reply = (await SCRIPTS.finish.run(
       this.redis,
       [
@@ -190,6 +206,7 @@ export class DispatchStore {
         this.lane(record),
         this.keys.tracked,
         this.options.eventsStream,
+        this.keys.open,
       ],
       [
         record.dispatchId,
@@ -199,6 +216,8 @@ export class DispatchStore {
         ending.reason ?? '',
         this.options.retentionMs,
         this.options.eventsMaxLen,
+        ending.job ? JSON.stringify(ending.job) : '',
+        job?.status ?? '',
         ...eventFields(record, ending, finishedAt),
       ],
     )) as [number, string, string];
@@ -240,6 +259,65 @@ export class DispatchStore {
       this.redis,
       [this.keys.dispatch(ref.dispatchId), this.lane(ref)],
       [ref.dispatchId],
+    );
+    return reply === 1;
+  }
+
+  /**
+   * Reads up to `count` open dispatches (not finished), oldest first from `rank`, enqueued no
+   * later than `enqueuedBy`: one ZRANGE and one pipeline of HMGETs (never the prompt). Also says
+   * whether the index holds more past this page.
+   */
+  async openPage(
+    rank: number,
+    count: number,
+    enqueuedBy: number,
+  ): Promise<{ dispatches: OpenDispatch[]; more: boolean }> {
+    const flat = await this.redis.zrange(this.keys.open, rank, rank + count - 1, 'WITHSCORES');
+    const page: { id: string; at: number }[] = [];
+    for (let i = 0; i + 1 < flat.length; i += 2) {
+      const at = Number(flat[i + 1]);
+      if (at > enqueuedBy) break;
+      page.push({ id: flat[i] as string, at });
+    }
+    const more = page.length === count;
+    if (page.length === 0) return { dispatches: [], more };
+    const fields = ['state', 'projectId', 'jobId', 'bullJobId', 'resend', 'repairs'] as const;
+    const pipeline = this.redis.pipeline();
+    for (const { id } of page) pipeline.hmget(this.keys.dispatch(id), ...fields);
+    const replies = (await pipeline.exec()) ?? [];
+    const dispatches = page.map(({ id, at }, i): OpenDispatch => {
+      const [err, values] = replies[i] ?? [new Error('no reply'), []];
+      if (err) throw err;
+      const [state, projectId, jobId, bullJobId, resend, repairs] = values as (string | null)[];
+      return {
+        dispatchId: id,
+        enqueuedAt: at,
+        state: (state ?? undefined) as DispatchState | undefined,
+        projectId: projectId ?? '',
+        jobId: jobId ?? '',
+        bullJobId: bullJobId || id,
+        resendPending: resend === '1',
+        repairs: Number(repairs ?? 0),
+      };
+    });
+    return { dispatches, more };
+  }
+
+  /** Removes dispatches from the open index (their record is gone or already done). */
+  async dropOpen(ids: readonly string[]): Promise<void> {
+    if (ids.length > 0) await this.redis.zrem(this.keys.open, ...ids);
+  }
+
+  /**
+   * Records that `bullJobId` now carries a queued dispatch, if its record still names `expected`
+   * (see the CARRY script; '' = whichever). Resolves to whether it was recorded.
+   */
+  async carry(dispatchId: string, expected: string, bullJobId: string): Promise<boolean> {
+    const reply = await SCRIPTS.carry.run(
+      this.redis,
+      [this.keys.dispatch(dispatchId)],
+      [dispatchId, expected, bullJobId],
     );
     return reply === 1;
   }

@@ -2,7 +2,6 @@ import { randomUUID } from 'node:crypto';
 import type { Queue } from 'bullmq';
 import { statusKind, type AgentApiClient } from '../agent-api/index.js';
 import type { Config } from '../config/index.js';
-import { DISPATCH_JOB_NAME, dispatchJobOptions, type DispatchJobData } from '../dispatch/queue.js';
 import type { DispatchRecord } from '../dispatch/record.js';
 import type { DispatchStore } from '../dispatch/store.js';
 import { wakeDispatch } from '../dispatch/wake.js';
@@ -10,6 +9,7 @@ import type { Logger } from '../telemetry/logger.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import { decide, type Action, type Observation } from './decide.js';
+import { addDispatchJob, sweepLostJobs } from './repair.js';
 
 /**
  * Bounds of one tick. A tick reads at most `BATCH_SIZE` due dispatches per batch, and starts no
@@ -74,6 +74,7 @@ export async function runTick(ctx: TickContext): Promise<TickResult> {
       if (ids.length < BATCH_SIZE || Date.now() - started > lockMs / 2) break;
       await redis.eval(RENEW_LOCK, 1, keys.pollLock, token, lockMs);
     }
+    await sweepLostJobs(ctx).catch((err: unknown) => ctx.logger.warn({ err }, LIFECYCLE.pollError));
     ctx.metrics.pollTicks.inc({ outcome: 'ran' });
   } catch (err) {
     ctx.metrics.pollTicks.inc({ outcome: 'error' });
@@ -236,16 +237,10 @@ async function resend(ctx: TickContext, record: DispatchRecord, log: Logger): Pr
   ) {
     return false;
   }
-  const data: DispatchJobData = {
-    v: 1,
-    dispatchId: record.dispatchId,
-    projectId: record.projectId,
-    jobId: record.jobId,
-  };
   const jobId = `${record.dispatchId}-r${record.attempts}`;
-  await ctx.queue.add(DISPATCH_JOB_NAME, data, {
-    ...dispatchJobOptions(jobId, ctx.config.sendAttempts),
-  });
+  // Named on the record first, so the repair sweep checks this job, not the first one.
+  await ctx.store.carry(record.dispatchId, '', jobId);
+  await addDispatchJob(ctx.queue, record, jobId, ctx.config.sendAttempts);
   await ctx.store.reschedule(record.dispatchId, ctx.config.pollMaxIntervalMs);
   log.warn({ attempts: record.attempts }, LIFECYCLE.followupRetry);
   return false;

@@ -29,6 +29,16 @@ export interface Keys {
   pollPark(projectId: string): string;
   /** Sorted set: sent follow-ups being tracked, scored by the time their next status read is due. */
   readonly tracked: string;
+  /**
+   * Sorted set: every dispatch not finished yet (REGISTER adds, FINISH removes), scored by its
+   * enqueue time. The poller's repair sweep reads it to find queued dispatches whose BullMQ job
+   * vanished.
+   */
+  readonly open: string;
+  /** String, with a TTL: set while a repair pass ran within the last `REPAIR_GRACE`. */
+  readonly repairGate: string;
+  /** String: the rank in {@link Keys.open} where the running repair pass goes on. */
+  readonly repairCursor: string;
   /** String: the lock that keeps poll ticks from overlapping across poller processes. */
   readonly pollLock: string;
   /** Hash: counters of what the fleet did (sends by outcome, events by type...). */
@@ -48,6 +58,9 @@ export function keysFor(prefix: string): Keys {
     pollPark: (projectId: string) => k('pollpark', projectId),
     orphan: (bullJobId: string) => k('orphan', bullJobId),
     tracked: k('tracked'),
+    open: k('open'),
+    repairGate: k('repair', 'gate'),
+    repairCursor: k('repair', 'cursor'),
     pollLock: k('poll', 'lock'),
     counters: k('counters'),
   });

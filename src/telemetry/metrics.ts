@@ -22,6 +22,7 @@ export const METRIC_NAMES = {
   rateLimitWindow: 'agent_dispatch_send_rate_limit_window_seconds',
   pollLag: 'agent_dispatch_poll_lag_seconds',
   redisUp: 'agent_dispatch_redis_up',
+  repairs: 'agent_dispatch_repairs_total',
 } as const;
 
 /**
@@ -69,6 +70,11 @@ export interface Metrics {
   parkProject(projectId: string, untilMs: number): void;
   /** Publishes `SEND_RATE_LIMIT`, so a dashboard can divide budget use by it. */
   setRateLimit(rate: { max: number; windowMs: number }): void;
+  /**
+   * Repairs of the poller's sweep, by outcome: readded (its BullMQ job was missing), replaced (its
+   * job had ended while it was still queued), orphaned (its record was gone: one event).
+   */
+  readonly repairs: Counter<'outcome'>;
   /**
    * Adds collectors that read Redis at scrape time: `agent_dispatch_queue_jobs{queue,state}`
    * (`queue.getJobCounts`), `agent_dispatch_tracked_followups` (ZCARD of `keys.tracked`),
@@ -184,6 +190,12 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       rateLimitMax.set(max);
       rateLimitWindow.set(windowMs / 1000);
     },
+    repairs: new Counter({
+      name: METRIC_NAMES.repairs,
+      help: 'Queued follow-ups whose lost BullMQ job the poller gave back, by outcome.',
+      labelNames: ['outcome'],
+      registers,
+    }),
     watchRedis(next) {
       if (!source) {
         registerRedisCollectors(registry, () => source, options.logger);

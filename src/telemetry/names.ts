@@ -27,6 +27,7 @@ export const LIFECYCLE = {
   followupFinished: 'followup:finished',
   followupUnknownStatus: 'followup:unknown-status',
   followupPoison: 'followup:poison',
+  followupRepaired: 'followup:repaired',
   projectParked: 'project:parked',
   concurrencyChanged: 'concurrency:changed',
   pollTick: 'poll:tick',

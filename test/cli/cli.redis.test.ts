@@ -5,9 +5,13 @@ import { Queue } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { QUEUE_NAMES } from '../../src/redis/keys.js';
 import { logLines, runCli, runCliToEnd } from '../support/cli.js';
+import { waitForEvents } from '../support/events.js';
 import { createNamespace, eventually, type Namespace } from '../support/namespace.js';
+import { startService } from '../support/service.js';
+import { useSimulator } from '../support/simulator.js';
 
 describe('the agent-dispatch command line', () => {
+  const simulator = useSimulator({ workTimeMs: 100 });
   let ns: Namespace;
   let dir: string;
   beforeAll(() => {
@@ -202,4 +206,38 @@ describe('the agent-dispatch command line', () => {
       await local.cleanup();
     }
   });
+  it('shows the status of a finished follow-up: done, its event type, reason and prLink', async () => {
+    const local = createNamespace('cli-ended');
+    const service = startService(local, simulator());
+    try {
+      simulator().seedJob('p', 'done-job');
+      const sent = await runCliToEnd(
+        ['enqueue', '--project', 'p', '--job', 'done-job', '--prompt', 'finish me'],
+        local.env(),
+      );
+      const { dispatchId } = JSON.parse(sent.stdout) as { dispatchId: string };
+      const [event] = await waitForEvents(local.redis, local.eventsStream, 1);
+      expect(event).toMatchObject({ dispatchId, type: 'followup.completed' });
+
+      const status = await runCliToEnd(['status', dispatchId], local.env());
+      expect(status.stderr).toBe('');
+      expect(status.code).toBe(0);
+      expect(JSON.parse(status.stdout)).toMatchObject({
+        dispatchId,
+        state: 'done',
+        type: 'followup.completed',
+        reason: null,
+        status: 'completed',
+        prLink: event?.prLink,
+        job: { status: 'completed', prLink: event?.prLink },
+      });
+      expect(event?.prLink).toMatch(/^https:\/\//);
+      const unknown = await runCliToEnd(['status', 'no-such-dispatch'], local.env());
+      expect(unknown.code).toBe(1);
+      expect(unknown.stderr).toContain('no follow-up with dispatchId');
+    } finally {
+      await service.close();
+      await local.cleanup();
+    }
+  }, 60_000);
 });

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { duplicates, readEvents } from '../support/events.js';
+import { duplicates, readEvents, waitForEvents } from '../support/events.js';
 import { createNamespace, eventually, type Namespace } from '../support/namespace.js';
 import { startService, type InProcessService } from '../support/service.js';
 import { useSimulator } from '../support/simulator.js';
@@ -86,5 +86,54 @@ describe('a follow-up from send to its event', () => {
     const record = await ns.redis.hgetall(`${ns.prefix}:d:${result?.dispatchId ?? ''}`);
     expect(Object.keys(record).length).toBeGreaterThan(0);
     expect(JSON.stringify([record, event])).not.toMatch(/vendor-extra/);
+  });
+});
+
+describe('status after the end', () => {
+  const simulator = useSimulator({ workTimeMs: 100 });
+  let ns: Namespace;
+  let service: InProcessService;
+
+  beforeEach(() => {
+    ns = createNamespace('ended');
+    simulator().reset();
+  });
+  afterEach(async () => {
+    await service?.close();
+    await ns.cleanup();
+  });
+
+  it('answers for a finished follow-up with its final state, event type, reason and prLink', async () => {
+    service = startService(ns, simulator());
+    simulator().seedJob('p1', 'j1');
+    const done = await service.producer.send({ projectId: 'p1', jobId: 'j1', prompt: 'ship it' });
+    // No such agent job: the API answers 404 and the follow-up ends undeliverable.
+    const lost = await service.producer.send({ projectId: 'p1', jobId: 'gone', prompt: 'hello' });
+    const events = await waitForEvents(ns.redis, ns.eventsStream, 2);
+    const completed = events.find((e) => e.dispatchId === done.dispatchId);
+    expect(completed?.prLink).toMatch(/^https:\/\/github\.com\//);
+
+    const status = await service.producer.status(done.dispatchId);
+    expect(status).toMatchObject({
+      dispatchId: done.dispatchId,
+      projectId: 'p1',
+      jobId: 'j1',
+      state: 'done',
+      type: 'followup.completed',
+      reason: null,
+      status: 'completed',
+      prLink: completed?.prLink,
+      attempts: 1,
+      job: { status: 'completed', prLink: completed?.prLink },
+    });
+    expect(status?.finishedAt).toEqual(expect.any(String));
+    expect(JSON.stringify(status)).not.toContain('ship it');
+    expect(await service.producer.status(lost.dispatchId)).toMatchObject({
+      state: 'done',
+      type: 'followup.undeliverable',
+      reason: 'not_found',
+      prLink: null,
+    });
+    expect(await service.producer.status('no-such-dispatch')).toBeNull();
   });
 });

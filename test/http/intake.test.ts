@@ -1,7 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { intakeBodyLimitBytes } from '../../src/http/index.js';
 import { RedisUnavailableError, type Producer } from '../../src/producer/index.js';
+import { waitForEvents } from '../support/events.js';
 import { createNamespace, type Namespace } from '../support/namespace.js';
+import { startService } from '../support/service.js';
+import { useSimulator } from '../support/simulator.js';
 import { expectNoLeakedHandles, startTestServer, type TestServer } from './fixture.js';
 
 const TOKEN = 'intake-secret-token';
@@ -249,6 +252,47 @@ describe('the intake when the producer fails', () => {
       const down = await post();
       expect([down.status, down.headers.get('retry-after')]).toEqual([503, '5']);
     } finally {
+      await app.close();
+      await ns.cleanup();
+    }
+  });
+});
+
+describe('GET /v1/followups/:id after the end', () => {
+  const simulator = useSimulator({ workTimeMs: 100 });
+
+  it('answers 200 with state done, the event type, reason and prLink; 404 for an unknown id', async () => {
+    const ns = createNamespace('intake-ended');
+    const app = await startTestServer(ns.config({ INTAKE_TOKEN: TOKEN }), { withProducer: true });
+    const service = startService(ns, simulator());
+    const auth = { authorization: `Bearer ${TOKEN}` };
+    try {
+      simulator().seedJob('p1', 'ended');
+      const posted = await fetch(`${app.url}/v1/followups`, {
+        method: 'POST',
+        headers: { ...auth, 'content-type': 'application/json' },
+        body: JSON.stringify({ projectId: 'p1', jobId: 'ended', prompt: 'the end' }),
+      });
+      const { dispatchId } = (await posted.json()) as { dispatchId: string };
+      const [event] = await waitForEvents(ns.redis, ns.eventsStream, 1);
+      expect(event).toMatchObject({ dispatchId, type: 'followup.completed' });
+
+      const found = await fetch(`${app.url}/v1/followups/${dispatchId}`, { headers: auth });
+      expect(found.status).toBe(200);
+      expect(await found.json()).toMatchObject({
+        dispatchId,
+        state: 'done',
+        type: 'followup.completed',
+        reason: null,
+        status: 'completed',
+        prLink: event?.prLink,
+        job: { status: 'completed', prLink: event?.prLink },
+      });
+      expect(event?.prLink).toMatch(/^https:\/\//);
+      const missing = await fetch(`${app.url}/v1/followups/no-such-dispatch`, { headers: auth });
+      expect(missing.status).toBe(404);
+    } finally {
+      await service.close();
       await app.close();
       await ns.cleanup();
     }

@@ -1,0 +1,172 @@
+import type { Queue } from 'bullmq';
+import type { Config } from '../config/index.js';
+import { publishOrphan } from '../dispatch/orphan.js';
+import { DISPATCH_JOB_NAME, dispatchJobOptions, type DispatchJobData } from '../dispatch/queue.js';
+import type { DispatchRef, DispatchStore, OpenDispatch } from '../dispatch/store.js';
+import type { Logger } from '../telemetry/logger.js';
+import type { Metrics } from '../telemetry/metrics.js';
+import { LIFECYCLE } from '../telemetry/names.js';
+
+/**
+ * The repair sweep. A queued dispatch moves only when its BullMQ job runs; a job can vanish behind
+ * the service's back (a manual `DEL`, an operator emptying the queue, an old version, a crash
+ * between steps), and its record would then stay `queued` and block its lane forever. So the
+ * poller walks the index of open dispatches and gives a queued one whose job is gone (or ended
+ * while it was still queued) a job again. The new job is an ordinary dispatch job: the worker
+ * checks lane, park and budget as always, and a spurious one finds the record moved on and ends.
+ *
+ * Cost: a pass starts at most once per `REPAIR_GRACE`, and each poll tick reads at most one page
+ * of {@link SWEEP_PAGE} open dispatches (a ZRANGE, a pipeline of HMGETs without the prompt, and
+ * one pipeline of three reads per queued one), so a backlog of 10 000 is walked in 20 ticks, never
+ * all in one. Dispatches younger than the grace are not looked at: REGISTER and the job's `add`
+ * share one MULTI, so a job is never legitimately missing for more than an instant.
+ */
+
+/** Open dispatches read per tick. */
+const SWEEP_PAGE = 500;
+
+/** What the sweep needs; a subset of the tick's context. */
+export interface RepairContext {
+  readonly config: Config;
+  readonly store: DispatchStore;
+  readonly queue: Queue;
+  readonly metrics: Metrics;
+  readonly logger: Logger;
+}
+
+/** What one page of the sweep did. */
+export interface RepairResult {
+  readonly checked: number;
+  readonly repaired: number;
+}
+
+/** Where a dispatch's BullMQ job is: waiting/delayed/active, ended, or gone. */
+type JobPresence = 'live' | 'ended' | 'missing';
+
+/** Sweeps one page of the open index, if a pass is due or running. */
+export async function sweepLostJobs(ctx: RepairContext): Promise<RepairResult> {
+  const { redis, keys } = ctx.store;
+  const graceMs = ctx.config.repairGraceMs;
+  const cursor = await redis.get(keys.repairCursor);
+  if (cursor === null && (await redis.set(keys.repairGate, '1', 'PX', graceMs, 'NX')) !== 'OK') {
+    return { checked: 0, repaired: 0 };
+  }
+  const rank = Number(cursor ?? 0);
+  const [seconds, micros] = await redis.time();
+  const nowMs = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+  const { dispatches, more } = await ctx.store.openPage(rank, SWEEP_PAGE, nowMs - graceMs);
+
+  const gone = dispatches.filter((d) => d.state === undefined || d.state === 'done');
+  for (const d of gone) if (d.state === undefined) await orphaned(ctx, d);
+  await ctx.store.dropOpen(gone.map((d) => d.dispatchId));
+
+  const queued = dispatches.filter((d) => d.state === 'queued' && !d.resendPending);
+  const presence = await jobPresence(ctx, queued, nowMs - graceMs);
+  let repaired = 0;
+  for (const [i, d] of queued.entries()) {
+    const seen = presence[i];
+    if (seen === 'live') continue;
+    if (await repairOne(ctx, d, seen === 'ended')) repaired++;
+  }
+  // Dropped entries shifted the ranks after them down; what a shift skips, the next pass sees.
+  if (more) {
+    await redis.set(keys.repairCursor, rank + SWEEP_PAGE - gone.length, 'PX', 10 * graceMs);
+  } else {
+    await redis.del(keys.repairCursor);
+  }
+  return { checked: dispatches.length, repaired };
+}
+
+/**
+ * Whether each dispatch's BullMQ job exists and has not ended: one pipeline of three reads each.
+ * A job counts as ended only once it ended before `endedBy` (the score in BullMQ's completed and
+ * failed sets is the finish time): a worker's `failed` handler may still be about to finish the
+ * dispatch itself.
+ */
+async function jobPresence(
+  ctx: RepairContext,
+  dispatches: readonly OpenDispatch[],
+  endedBy: number,
+): Promise<JobPresence[]> {
+  if (dispatches.length === 0) return [];
+  const { queue } = ctx;
+  const pipeline = ctx.store.redis.pipeline();
+  for (const { bullJobId } of dispatches) {
+    pipeline.exists(queue.toKey(bullJobId));
+    pipeline.zscore(queue.toKey('completed'), bullJobId);
+    pipeline.zscore(queue.toKey('failed'), bullJobId);
+  }
+  const replies = (await pipeline.exec()) ?? [];
+  return dispatches.map((_, i) => {
+    const [exists, completed, failed] = [0, 1, 2].map((k) => {
+      const [err, value] = replies[3 * i + k] ?? [new Error('no reply'), null];
+      if (err) throw err;
+      return value;
+    });
+    if (exists !== 1) return 'missing';
+    const endedAt = Number(completed ?? failed ?? Infinity);
+    return endedAt <= endedBy ? 'ended' : 'live';
+  });
+}
+
+/**
+ * Gives a queued dispatch its job back. A missing job is added again under the same id: adding an
+ * existing id is a no-op, so a rerun of the sweep cannot add two, and a lane's wake-up still finds
+ * it. A job that ended while its record is still queued keeps its id, so the new one gets a fresh
+ * one (`<dispatchId>-f<n>`), recorded first with a compare-and-set so that only one sweep adds it.
+ */
+async function repairOne(ctx: RepairContext, d: OpenDispatch, ended: boolean): Promise<boolean> {
+  let bullJobId = d.bullJobId;
+  if (ended) {
+    bullJobId = `${d.dispatchId}-f${d.repairs + 1}`;
+    if (!(await ctx.store.carry(d.dispatchId, d.bullJobId, bullJobId))) return false;
+  }
+  await addDispatchJob(ctx.queue, d, bullJobId, ctx.config.sendAttempts);
+  ctx.metrics.repairs.inc({ outcome: ended ? 'replaced' : 'readded' });
+  ctx.logger.warn(
+    {
+      dispatchId: d.dispatchId,
+      projectId: d.projectId,
+      jobId: d.jobId,
+      bullJobId,
+      lost: d.bullJobId,
+      cause: ended ? 'job_ended' : 'job_missing',
+      ageMs: Date.now() - d.enqueuedAt,
+    },
+    LIFECYCLE.followupRepaired,
+  );
+  return true;
+}
+
+/**
+ * An open dispatch whose record is gone (deleted by hand, or lost by Redis): it cannot be sent,
+ * but it was accepted, so it ends with one undeliverable event (once per id, as for a job without
+ * a record) carrying the only fact left, its id.
+ */
+async function orphaned(ctx: RepairContext, d: OpenDispatch): Promise<void> {
+  if (
+    await publishOrphan(ctx.store, d.dispatchId, { dispatchId: d.dispatchId }, 'missing_record')
+  ) {
+    ctx.metrics.repairs.inc({ outcome: 'orphaned' });
+    ctx.logger.warn(
+      { dispatchId: d.dispatchId, cause: 'record_missing' },
+      LIFECYCLE.followupRepaired,
+    );
+  }
+}
+
+/** Adds the BullMQ job `bullJobId` that carries dispatch `ref` to a worker. */
+export async function addDispatchJob(
+  queue: Queue,
+  ref: DispatchRef,
+  bullJobId: string,
+  attempts: number,
+): Promise<void> {
+  const data: DispatchJobData = {
+    v: 1,
+    dispatchId: ref.dispatchId,
+    projectId: ref.projectId,
+    jobId: ref.jobId,
+  };
+  await queue.add(DISPATCH_JOB_NAME, data, dispatchJobOptions(bullJobId, attempts));
+}
