@@ -2,6 +2,7 @@ import { DelayedError, type Job } from 'bullmq';
 import type { SendContext } from './context.js';
 import { endUndeliverable, errorCode, park, poison, sleep } from './endings.js';
 import { checkFollowUp } from '../dispatch/followup.js';
+import { sendInFlightMs } from '../dispatch/in-flight.js';
 import { dispatchJobSchema, type DispatchJobData } from '../dispatch/queue.js';
 import type { DispatchRef } from '../dispatch/store.js';
 import type { Logger } from '../telemetry/logger.js';
@@ -19,12 +20,6 @@ import {
  * @defaultValue 30 s
  */
 const BLOCKED_RECHECK_MS = 30_000;
-
-/**
- * Past its intent, an attempt's request has ended (answered or timed out) after `SEND_TIMEOUT`
- * plus this: connecting, writing and our own bookkeeping.
- */
-const IN_FLIGHT_SLACK_MS = 5_000;
 
 /**
  * Budget waits: a job is parked until `EARLY_WAKE_MS` before its reserved slot, and a slot at
@@ -85,7 +80,7 @@ export function createProcessor(ctx: SendContext) {
       case 'sending': {
         // Another run of this job recorded the intent and no outcome. While its request could
         // still be in flight (a run BullMQ thought stalled may be alive), wait for it.
-        const settledBy = verdict.sendingAt + ctx.config.sendTimeoutMs + IN_FLIGHT_SLACK_MS;
+        const settledBy = verdict.sendingAt + sendInFlightMs(ctx.config);
         if (Date.now() < settledBy) return park(ctx, job, token, settledBy);
         // Its worker died between intent and outcome: the prompt may have gone out. Never resend
         // blindly; the poller, tracking it since the intent, settles it from the job's status.
