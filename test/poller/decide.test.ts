@@ -139,6 +139,10 @@ describe('decide', () => {
     expect(decide(sending, failure('server'), SENT_AT + 1_000, SETTINGS)).toMatchObject({
       kind: 'backoff',
     });
+    // A 404 ends it only through the worker, whose own request gets the 404 too.
+    expect(decide(sending, failure('not_found'), SENT_AT + 1_000, SETTINGS)).toMatchObject({
+      kind: 'reschedule',
+    });
   });
 
   it('ends nothing still sending before the request and its recording can have ended', () => {
