@@ -131,7 +131,13 @@ async function onFailed(
     const record = await store.get(job.data.dispatchId);
     if (!record) return;
     if (record.state === 'sending') {
-      await store.markSent(record, 'unsettled', undefined, 1_000);
+      // Its last attempt recorded an intent and no outcome: the prompt may have gone out. Marked
+      // on that attempt's behalf (its token); the poller settles it from the job's status.
+      logger.warn(
+        { dispatchId: record.dispatchId, projectId: record.projectId, jobId: record.jobId },
+        LIFECYCLE.followupAmbiguous,
+      );
+      await store.markSent(record, 'unsettled', undefined, 1_000, record.attemptToken ?? '');
       return;
     }
     if (record.state !== 'queued') return;

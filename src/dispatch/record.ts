@@ -36,6 +36,10 @@ export interface DispatchRecord {
   readonly state: DispatchState;
   readonly enqueuedAt: number;
   readonly sentAt: number | undefined;
+  /** When the latest attempt recorded its intent to send (ACQUIRE). */
+  readonly sendingAt: number | undefined;
+  /** The token of the attempt that recorded the latest intent: only it may record its outcome. */
+  readonly attemptToken: string | undefined;
   readonly finishedAt: number | undefined;
   /** Send attempts that reached the point of writing a request. */
   readonly attempts: number;
@@ -74,6 +78,8 @@ export function parseRecord(
     state: state as DispatchState,
     enqueuedAt: Number(enqueuedAt),
     sentAt: optionalNumber(hash['sentAt']),
+    sendingAt: optionalNumber(hash['sendingAt']),
+    attemptToken: hash['attemptToken'] || undefined,
     finishedAt: optionalNumber(hash['finishedAt']),
     attempts: Number(hash['attempts'] ?? 0),
     job: parseJson(hash['job']) as AgentJob | undefined,

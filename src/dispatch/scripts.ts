@@ -34,12 +34,18 @@ return 1`;
  * Decides whether a queued dispatch may be sent now, and if so records the intent and spends one
  * unit of the project's budget in the same step.
  * KEYS: record, lane, budget, park, tracked. ARGV: dispatchId, max, windowMs, toleranceMs,
- * firstPollMs.
+ * firstPollMs, attemptToken.
  *
  * A dispatch is tracked from the moment its intent is recorded: if its worker dies mid-send, the
  * poller has already been watching the job, and whether it turned active settles the send.
- * → {verdict, n, prompt}: go (n = attempt), blocked, parked (n = until), over (n = until),
- *   missing, sending (n = when that attempt started), or the record's state when not queued.
+ * → {verdict, n, text}: go (n = attempt, text = prompt), blocked, parked (n = until), over
+ *   (n = until), missing, sending (n = when that attempt started, text = its token), or the
+ *   record's state when not queued.
+ *
+ * The attempt token makes it safe to run twice: ioredis resends a command whose reply was lost
+ * with its connection, and the worker retries it on a connection error. The attempt that holds
+ * the intent gets `go` again, with the same attempt number and no budget spent; any other gets
+ * `sending`.
  *
  * The budget is a sliding-window log: one entry per send, scored by its time, so no window of
  * `windowMs`, wherever it starts, holds more than `max` entries. A dispatch that finds no room
@@ -54,7 +60,13 @@ local function keepAtLeast(key, ms)
 end
 local state = redis.call('HGET', KEYS[1], 'state')
 if not state then return {'missing', 0, ''} end
-if state == 'sending' then return {state, tonumber(redis.call('HGET', KEYS[1], 'sendingAt') or '0'), ''} end
+if state == 'sending' then
+  local holder = redis.call('HGET', KEYS[1], 'attemptToken') or ''
+  if ARGV[6] ~= '' and holder == ARGV[6] then
+    return {'go', tonumber(redis.call('HGET', KEYS[1], 'attempts')), redis.call('HGET', KEYS[1], 'prompt') or ''}
+  end
+  return {state, tonumber(redis.call('HGET', KEYS[1], 'sendingAt') or '0'), holder}
+end
 if state ~= 'queued' then return {state, 0, ''} end
 if redis.call('LINDEX', KEYS[2], 0) ~= ARGV[1] then return {'blocked', 0, ''} end
 ${NOW}
@@ -96,18 +108,29 @@ end
 local attempt = redis.call('HINCRBY', KEYS[1], 'attempts', 1)
 redis.call('ZADD', KEYS[3], slot, ARGV[1] .. ':' .. attempt)
 keepAtLeast(KEYS[3], window + 60000)
-redis.call('HSET', KEYS[1], 'state', 'sending', 'sendingAt', now, 'seenActive', '0', 'resend', '0')
+redis.call('HSET', KEYS[1], 'state', 'sending', 'sendingAt', now, 'seenActive', '0', 'resend', '0',
+  'attemptToken', ARGV[6])
 redis.call('ZADD', KEYS[5], now + tonumber(ARGV[5]), ARGV[1])
 return {'go', attempt, redis.call('HGET', KEYS[1], 'prompt') or ''}`;
 
 /**
  * Records that a send happened (state `sent`) or may have happened (`unsettled`) and starts
  * tracking it. The send time is the intent's time: the job may have started any time after it.
- * KEYS: record, tracked. ARGV: dispatchId, newState, jobJson, status, seenActive, firstDelayMs.
- * → 1, or 0 when the record was not `sending`.
+ * Only for the attempt that holds the intent (its token): a late answer of an earlier attempt
+ * changes nothing. A definite answer turns `unsettled` (marked by a rerun on this attempt's
+ * behalf, or by its own crash handling) into `sent`; run twice, it finds its own state and does
+ * nothing more.
+ * KEYS: record, tracked. ARGV: dispatchId, newState, jobJson, status, seenActive, firstDelayMs,
+ * attemptToken.
+ * → 1 (recorded, or already so), 0 when the record had moved on (another state), -1 when another
+ *   attempt holds it.
  */
 export const MARK_SENT = `
-if redis.call('HGET', KEYS[1], 'state') ~= 'sending' then return 0 end
+local state = redis.call('HGET', KEYS[1], 'state')
+if state ~= 'sending' and state ~= 'unsettled' and state ~= 'sent' then return 0 end
+if (redis.call('HGET', KEYS[1], 'attemptToken') or '') ~= ARGV[7] then return -1 end
+if state == ARGV[2] then return 1 end
+if state ~= 'sending' and not (state == 'unsettled' and ARGV[2] == 'sent') then return 0 end
 ${NOW}
 local sentAt = redis.call('HGET', KEYS[1], 'sendingAt') or now
 -- The poller may have seen the job active while the request was in flight: keep that.
@@ -124,12 +147,15 @@ return 1`;
  * back when the request never left; `parkMs` parks the whole project (after a 429).
  * A failed attempt stops being tracked: its BullMQ job retries it. A resend stays tracked and is
  * marked, so the poller adds its new BullMQ job again if it died before adding it.
- * KEYS: record, budget, park, tracked. ARGV: dispatchId, attempt, refund, parkMs.
- * → the park deadline (0 when not parked), or -1 when the record was in another state.
+ * Only for the attempt that holds the intent (its token).
+ * KEYS: record, budget, park, tracked. ARGV: dispatchId, attempt, refund, parkMs, attemptToken.
+ * → the park deadline (0 when not parked), -1 when the record was in another state, or -2 when
+ *   another attempt holds it.
  */
 export const REQUEUE = `
 local state = redis.call('HGET', KEYS[1], 'state')
 if state ~= 'sending' and state ~= 'unsettled' then return -1 end
+if (redis.call('HGET', KEYS[1], 'attemptToken') or '') ~= ARGV[5] then return -2 end
 redis.call('HSET', KEYS[1], 'state', 'queued')
 if state == 'sending' then
   redis.call('ZREM', KEYS[4], ARGV[1])

@@ -25,8 +25,11 @@ export type Verdict =
   | { kind: 'blocked' }
   | { kind: 'parked' | 'over'; untilMs: number }
   | { kind: 'missing' }
-  /** Another attempt recorded its intent at `sendingAt` and has not recorded an outcome. */
-  | { kind: 'sending'; sendingAt: number }
+  /**
+   * Another attempt (`attemptToken`) recorded its intent at `sendingAt` and has not recorded an
+   * outcome.
+   */
+  | { kind: 'sending'; sendingAt: number; attemptToken: string }
   | { kind: 'not-queued'; state: DispatchState };
 
 /** What the repair sweep needs to know of one open dispatch; `state` undefined = no record. */
@@ -42,6 +45,11 @@ export interface OpenDispatch {
   /** How many times a repair replaced its BullMQ job. */
   readonly repairs: number;
 }
+/**
+ * What recording an attempt's outcome did: `marked` (or it already was), `moved-on` (the record is
+ * in another state), `stale` (another attempt holds the intent now).
+ */
+export type MarkResult = 'marked' | 'moved-on' | 'stale';
 
 /** Settings the store needs. */
 export interface StoreOptions {
@@ -107,13 +115,15 @@ export class DispatchStore {
   /**
    * Checks lane, park and budget, and when all allow it, records the intent to send and starts
    * tracking the dispatch (first read in `firstPollMs`). `toleranceMs` is how late a reserved slot
-   * may still be spent (see the ACQUIRE script).
+   * may still be spent (see the ACQUIRE script). `attemptToken` names this attempt: asked again
+   * with it while the intent stands, the answer is `go` again, with nothing spent twice.
    */
   async acquire(
     ref: DispatchRef,
     rate: Rate,
     toleranceMs: number,
     firstPollMs: number,
+    attemptToken: string,
   ): Promise<Verdict> {
     const reply = (await SCRIPTS.acquire.run(
       this.redis,
@@ -124,12 +134,19 @@ export class DispatchStore {
         this.keys.park(ref.projectId),
         this.keys.tracked,
       ],
-      [ref.dispatchId, rate.max, rate.windowMs, toleranceMs, Math.max(1, Math.round(firstPollMs))],
+      [
+        ref.dispatchId,
+        rate.max,
+        rate.windowMs,
+        toleranceMs,
+        Math.max(1, Math.round(firstPollMs)),
+        attemptToken,
+      ],
     )) as [string, number, string];
-    const [kind, n, prompt] = reply;
+    const [kind, n, text] = reply;
     switch (kind) {
       case 'go':
-        return { kind, attempt: n, prompt };
+        return { kind, attempt: n, prompt: text };
       case 'blocked':
       case 'missing':
         return { kind };
@@ -137,19 +154,23 @@ export class DispatchStore {
       case 'over':
         return { kind, untilMs: n };
       case 'sending':
-        return { kind, sendingAt: n };
+        return { kind, sendingAt: n, attemptToken: text };
       default:
         return { kind: 'not-queued', state: kind as DispatchState };
     }
   }
 
-  /** Records a send as done (`sent`) or of unknown outcome (`unsettled`) and starts tracking it. */
+  /**
+   * Records the send of attempt `attemptToken` as done (`sent`) or of unknown outcome
+   * (`unsettled`) and starts tracking it. Idempotent: safe to retry after a connection error.
+   */
   async markSent(
     ref: DispatchRef,
     state: 'sent' | 'unsettled',
     job: AgentJob | undefined,
     firstDelayMs: number,
-  ): Promise<boolean> {
+    attemptToken: string,
+  ): Promise<MarkResult> {
     const reply = await SCRIPTS.markSent.run(
       this.redis,
       [this.keys.dispatch(ref.dispatchId), this.keys.tracked],
@@ -160,21 +181,24 @@ export class DispatchStore {
         job?.status ?? '',
         job?.status === 'active' ? '1' : '0',
         Math.max(1, Math.round(firstDelayMs)),
+        attemptToken,
       ],
     );
-    return reply === 1;
+    return reply === 1 ? 'marked' : reply === 0 ? 'moved-on' : 'stale';
   }
 
   /**
-   * Returns a dispatch to `queued`. `refund` when the request never left, `parkMs` to park the
-   * project. Resolves to the park deadline (0 if none), or `undefined` if the state had moved on.
+   * Returns a dispatch to `queued`, for attempt `attemptToken` only. `refund` when the request
+   * never left, `parkMs` to park the project. Resolves to the park deadline (0 if none), or why
+   * nothing changed.
    */
   async requeue(
     ref: DispatchRef,
     attempt: number,
+    attemptToken: string,
     refund: boolean,
     parkMs = 0,
-  ): Promise<number | undefined> {
+  ): Promise<number | Exclude<MarkResult, 'marked'>> {
     const reply = (await SCRIPTS.requeue.run(
       this.redis,
       [
@@ -183,9 +207,10 @@ export class DispatchStore {
         this.keys.park(ref.projectId),
         this.keys.tracked,
       ],
-      [ref.dispatchId, attempt, refund ? '1' : '0', Math.max(0, Math.round(parkMs))],
+      [ref.dispatchId, attempt, refund ? '1' : '0', Math.max(0, Math.round(parkMs)), attemptToken],
     )) as number;
-    return reply < 0 ? undefined : reply;
+    if (reply === -1) return 'moved-on';
+    return reply === -2 ? 'stale' : reply;
   }
 
   /**

@@ -4,6 +4,7 @@ import {
   statusKind,
   type AgentJob,
 } from '../agent-api/index.js';
+import { sendInFlightMs, type SendTimeouts } from '../dispatch/in-flight.js';
 import { eventTypeOf, STATES, type DispatchRecord, type Ending } from '../dispatch/record.js';
 import { EVENT_TYPES } from '../telemetry/names.js';
 
@@ -25,7 +26,7 @@ export type Action =
   | { kind: 'resend' };
 
 /** The settings that shape decisions (from the config). */
-export interface DecideSettings {
+export interface DecideSettings extends SendTimeouts {
   readonly trackTimeoutMs: number;
   readonly activeGraceMs: number;
   readonly pollMinIntervalMs: number;
@@ -52,13 +53,11 @@ export function decide(
   nowMs: number,
   s: DecideSettings,
 ): Action {
+  if (record.state === STATES.sending) return whileSending(record, seen, nowMs, s);
   const sinceSendMs = nowMs - (record.sentAt ?? record.enqueuedAt);
   const timedOut = sinceSendMs >= s.trackTimeoutMs;
   const timeout: Ending = { type: EVENT_TYPES.timedOut, reason: 'track_timeout' };
-  const next = Math.min(
-    s.pollMaxIntervalMs,
-    Math.round((record.pollDelayMs ?? s.pollMinIntervalMs) * BACKOFF_FACTOR),
-  );
+  const next = nextDelayMs(record, s);
 
   if (record.state === STATES.queued) {
     // Only a resend is tracked while queued: make sure its BullMQ job exists, then look later.
@@ -81,21 +80,6 @@ export function decide(
   const status = job.status;
   const kind = statusKind(status);
   const fields = { job: JSON.stringify(job), lastStatus: status ?? '', polls: record.polls + 1 };
-  if (record.state === STATES.sending) {
-    // The request may still be in flight, so nothing ends here; but a job seen active now was
-    // taken up after the intent, which settles the send if its worker dies.
-    if (timedOut)
-      return {
-        kind: 'finish',
-        ending: { type: EVENT_TYPES.undeliverable, reason: 'stuck_sending', job },
-      };
-    const seenActive = kind === 'active' || record.seenActive ? '1' : '0';
-    return {
-      kind: 'reschedule',
-      delayMs: next,
-      fields: { ...fields, seenActive, pollDelayMs: next },
-    };
-  }
   if (isTerminalStatus(status)) {
     const ended: Action = { kind: 'finish', ending: { type: eventTypeOf(status), job } };
     if (record.seenActive) return ended;
@@ -124,6 +108,63 @@ export function decide(
   }
   // An unknown status is tolerated: keep reading, as for an active run.
   return { kind: 'reschedule', delayMs: next, fields: { ...fields, pollDelayMs: next } };
+}
+
+/**
+ * A dispatch whose send is in flight: its intent is recorded, its outcome not yet. Nothing ends
+ * while the request may still be running, counted from the intent (`sendingAt`), never from the
+ * enqueue: a follow-up that waited in the queue longer than `TRACK_TIMEOUT` is as fresh as any
+ * once its send starts. A job seen active now was taken up after the intent, which settles the
+ * send if its worker dies (its rerun marks it `unsettled`). Only one still `sending` long after
+ * any request could be in flight, and past `TRACK_TIMEOUT`, is stuck: its worker and its BullMQ
+ * job are both gone.
+ */
+function whileSending(
+  record: DispatchRecord,
+  seen: Observation,
+  nowMs: number,
+  s: DecideSettings,
+): Action {
+  const sinceIntentMs = nowMs - (record.sendingAt ?? record.enqueuedAt);
+  const stuck = sinceIntentMs >= Math.max(s.trackTimeoutMs, sendInFlightMs(s));
+  const next = nextDelayMs(record, s);
+  const job = seen.kind === 'job' ? seen.job : undefined;
+  if (stuck) {
+    return {
+      kind: 'finish',
+      ending: { type: EVENT_TYPES.undeliverable, reason: 'stuck_sending', job },
+    };
+  }
+  if (seen.kind === 'error') {
+    // A 404 ends nothing here: the worker's own request gets it too, and ends the dispatch.
+    if (isAgentApiError(seen.error) && seen.error.code === 'not_found') {
+      return { kind: 'reschedule', delayMs: next, fields: {} };
+    }
+    return {
+      kind: 'backoff',
+      delayMs: Math.max(next, retryAfter(seen.error) ?? 0, 2 * s.pollMinIntervalMs),
+    };
+  }
+  const seenActive = statusKind(seen.job.status) === 'active' || record.seenActive ? '1' : '0';
+  return {
+    kind: 'reschedule',
+    delayMs: next,
+    fields: {
+      job: JSON.stringify(seen.job),
+      lastStatus: seen.job.status ?? '',
+      polls: record.polls + 1,
+      seenActive,
+      pollDelayMs: next,
+    },
+  };
+}
+
+/** The next wait between reads: half as long again as the last one, up to the cap. */
+function nextDelayMs(record: DispatchRecord, s: DecideSettings): number {
+  return Math.min(
+    s.pollMaxIntervalMs,
+    Math.round((record.pollDelayMs ?? s.pollMinIntervalMs) * BACKOFF_FACTOR),
+  );
 }
 
 function retryAfter(error: unknown): number | undefined {

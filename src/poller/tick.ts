@@ -233,7 +233,8 @@ async function act(
 async function resend(ctx: TickContext, record: DispatchRecord, log: Logger): Promise<boolean> {
   if (
     record.state === 'unsettled' &&
-    (await ctx.store.requeue(record, record.attempts, false)) === undefined
+    typeof (await ctx.store.requeue(record, record.attempts, record.attemptToken ?? '', false)) !==
+      'number'
   ) {
     return false;
   }

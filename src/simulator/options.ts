@@ -19,6 +19,8 @@ export interface Faults {
   resetRate: number;
   /** Delay before answering: a fixed number or a uniform `[min, max]` range. */
   latencyMs: number | [number, number];
+  /** Further delay before answering a send (POST) only: a slow API whose status reads stay quick. */
+  sendLatencyMs: number;
   /** 429 bodies as `text/plain` instead of JSON `{"error"}`. */
   plainText429: boolean;
   /** 429 carries `Retry-After` in whole seconds, rounded up. */
@@ -39,6 +41,7 @@ export const NO_FAULTS: Readonly<Faults> = Object.freeze({
   timeoutRate: 0,
   resetRate: 0,
   latencyMs: 0,
+  sendLatencyMs: 0,
   plainText429: false,
   retryAfter: false,
   malformedJsonRate: 0,

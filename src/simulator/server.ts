@@ -162,7 +162,8 @@ class AgentApiSimulator implements Simulator {
     if (target.kind === 'get' && target.projectId !== undefined && target.jobId !== undefined) {
       this.#gets.add(target.projectId, target.jobId);
     }
-    const latencyMs = this.#dice.latencyMs();
+    const latencyMs =
+      this.#dice.latencyMs() + (target.kind === 'send' ? this.#dice.current.sendLatencyMs : 0);
     if (latencyMs > 0) await this.#sleep(latencyMs);
     if (this.#closing || res.destroyed) return;
     const decision: Decision =

@@ -24,6 +24,8 @@ export const LIFECYCLE = {
   followupSent: 'followup:sent',
   followupRetry: 'followup:retry',
   followupAmbiguous: 'followup:ambiguous',
+  /** A send's outcome could not be recorded (Redis failed), or another attempt holds it. */
+  followupUnrecorded: 'followup:unrecorded',
   followupFinished: 'followup:finished',
   followupUnknownStatus: 'followup:unknown-status',
   followupPoison: 'followup:poison',

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { budgetMarginMs } from '../../src/consumer/classify.js';
 import { DispatchStore, type DispatchRef } from '../../src/dispatch/store.js';
@@ -48,7 +49,7 @@ describe('the per-project budget (ACQUIRE)', () => {
       while (Date.now() < endAt && next < refs.length) {
         const ref = refs[next++] as DispatchRef;
         for (;;) {
-          const verdict = await store.acquire(ref, RATE, TOLERANCE_MS, 60_000);
+          const verdict = await store.acquire(ref, RATE, TOLERANCE_MS, 60_000, randomUUID());
           if (verdict.kind === 'go') {
             slots.push(
               Number(
@@ -88,15 +89,15 @@ describe('the per-project budget (ACQUIRE)', () => {
   it('keeps a project parked after a 429 and lets other projects through', async () => {
     const [hot] = await heads(1, 'hot');
     const [cool] = await heads(1, 'cool');
-    const go = await store.acquire(hot as DispatchRef, RATE, 20, 60_000);
+    const go = await store.acquire(hot as DispatchRef, RATE, 20, 60_000, 'A');
     expect(go.kind).toBe('go');
-    const until = await store.requeue(hot as DispatchRef, 1, false, 5_000);
+    const until = await store.requeue(hot as DispatchRef, 1, 'A', false, 5_000);
     expect(until).toBeGreaterThan(Date.now() + 4_000);
-    expect(await store.acquire(hot as DispatchRef, RATE, 20, 60_000)).toEqual({
+    expect(await store.acquire(hot as DispatchRef, RATE, 20, 60_000, 'B')).toEqual({
       kind: 'parked',
       untilMs: until,
     });
-    expect((await store.acquire(cool as DispatchRef, RATE, 20, 60_000)).kind).toBe('go');
+    expect((await store.acquire(cool as DispatchRef, RATE, 20, 60_000, 'C')).kind).toBe('go');
   });
 
   it('sends only the head of a lane', async () => {
@@ -105,15 +106,16 @@ describe('the per-project budget (ACQUIRE)', () => {
       { projectId: 'p', jobId: 'same', prompt: '2' },
     ]);
     const ref = (id: string) => ({ dispatchId: id, projectId: 'p', jobId: 'same' });
-    expect(await store.acquire(ref(second?.dispatchId as string), RATE, 20, 60_000)).toEqual({
+    expect(await store.acquire(ref(second?.dispatchId as string), RATE, 20, 60_000, 'A')).toEqual({
       kind: 'blocked',
     });
-    expect((await store.acquire(ref(first?.dispatchId as string), RATE, 20, 60_000)).kind).toBe(
-      'go',
-    );
-    expect(await store.acquire(ref(first?.dispatchId as string), RATE, 20, 60_000)).toEqual({
+    expect(
+      (await store.acquire(ref(first?.dispatchId as string), RATE, 20, 60_000, 'B')).kind,
+    ).toBe('go');
+    expect(await store.acquire(ref(first?.dispatchId as string), RATE, 20, 60_000, 'C')).toEqual({
       kind: 'sending',
       sendingAt: expect.any(Number) as number,
+      attemptToken: 'B',
     });
     expect(await store.isNext(ref(second?.dispatchId as string))).toBe(false);
   });

@@ -98,7 +98,7 @@ describe('4. agent-API faults', () => {
         `sends in doubt (processed, then a timeout or reset): ${describeCounts(doubtEndings(simulator(), accepted, events))}`,
         `settling: delivered prompts reported as anything but their run's outcome or undeliverable:ambiguous ${wrongSettling.length}; resends by the poller ${countLogLines(processes, 'followup:retry')}; unknown statuses logged ${countLogLines(processes, 'followup:unknown-status')}`,
         `ended ambiguous although the record says a read saw the run active: ${seenButAmbiguous.length}`,
-        `prompts delivered twice ${twice.all.length}: ${twice.afterDoubt.length} resent after a send a worker logged as in doubt (${resend ? 'the risk AMBIGUOUS_RESEND=true accepts' : 'must be 0 without AMBIGUOUS_RESEND'}), ${twice.all.length - twice.afterDoubt.length} otherwise`,
+        `prompts delivered twice ${twice.all.length}: ${twice.afterDoubt.length} resent by the poller after a send a worker logged as in doubt (${resend ? 'the risk AMBIGUOUS_RESEND=true accepts' : 'must be 0 without AMBIGUOUS_RESEND'}), ${twice.all.length - twice.afterDoubt.length} otherwise`,
         `settled to an idle namespace: ${quiet}; processes alive at the end ${alive}/${exits.length}, exit codes on SIGTERM: ${[...new Set(exits)].join(', ')}`,
       ],
       durationMs: watch(),

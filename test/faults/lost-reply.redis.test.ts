@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { ACQUIRE } from '../../src/dispatch/scripts.js';
+import { ACQUIRE, MARK_SENT } from '../../src/dispatch/scripts.js';
 import { createProducer, type Producer } from '../../src/producer/index.js';
 import { runCli, type CliProcess } from '../support/cli.js';
 import { fleetEnv } from '../support/fleet.js';
@@ -13,12 +13,17 @@ import { DRILL_SETTINGS, isAlive } from './support/traffic.js';
 
 /**
  * ioredis resends a command whose reply a dropped connection lost (`autoResendUnfulfilledCommands`),
- * so a Lua script can run twice. The ACQUIRE script is not idempotent: its second run finds the
- * dispatch `sending`, which the consumer reads as "a worker died mid-send", so a follow-up that was
- * never sent ends `undeliverable: ambiguous`. Seen once in the Redis-restart drill (534 deliveries
- * for 535 follow-ups, one ambiguous); reproduced here by losing exactly that one reply.
+ * so a Lua script can run twice. ACQUIRE's second run used to find the dispatch `sending`, which
+ * the consumer read as "a worker died mid-send", so a follow-up that was never sent ended
+ * `undeliverable: ambiguous` (seen once in the Redis-restart drill: 534 deliveries for 535
+ * follow-ups, one ambiguous). Each attempt now carries a token, and ACQUIRE answers `go` again to
+ * the same token. Reproduced here by losing exactly that one reply; and the same for MARK_SENT,
+ * whose second run must find its own state and change nothing.
  */
-describe('3. Redis restarts: the reply of an ACQUIRE lost with its connection', () => {
+describe.each([
+  ['ACQUIRE', ACQUIRE],
+  ['MARK_SENT', MARK_SENT],
+])('3. Redis restarts: the reply of %s lost with its connection', (name, script) => {
   const simulator = useSimulator({ workTimeMs: 300 });
   let ns: Namespace;
   let proxy: ReplyDroppingProxy;
@@ -28,7 +33,7 @@ describe('3. Redis restarts: the reply of an ACQUIRE lost with its connection', 
 
   beforeEach(async () => {
     ns = createNamespace('f-lost-reply');
-    const sha = createHash('sha1').update(ACQUIRE).digest('hex');
+    const sha = createHash('sha1').update(script).digest('hex');
     proxy = await startReplyDroppingProxy(ns.redisUrl, sha);
     probe = openProbe(ns.redisUrl, ns.prefix, ns.eventsStream);
     producer = createProducer({ redisUrl: ns.redisUrl, prefix: ns.prefix });
@@ -42,7 +47,7 @@ describe('3. Redis restarts: the reply of an ACQUIRE lost with its connection', 
     await ns.cleanup();
   });
 
-  it.fails('KNOWN ISSUE: still sends the follow-up', async (ctx) => {
+  it('still sends the follow-up, once', async (ctx) => {
     const watch = stopwatch();
     const env = fleetEnv(ns, simulator(), { ...DRILL_SETTINGS, SEND_TIMEOUT: '1s' });
     const worker = runCli(['worker'], { ...env, REDIS_URL: proxy.url });
@@ -57,7 +62,7 @@ describe('3. Redis restarts: the reply of an ACQUIRE lost with its connection', 
     const delivered = simulator().deliveries.length;
     recordFigures(ctx, {
       category: 3,
-      scenario: `KNOWN ISSUE (test marked it.fails until fixed): one follow-up; the worker reaches Redis through a proxy that drops the reply of its first ACQUIRE and cuts the connection`,
+      scenario: `one follow-up; the worker reaches Redis through a proxy that drops the reply of its first ${name} and cuts the connection`,
       tried: 1,
       faults: `1 reply lost (${proxy.dropped() ? 'dropped' : 'not dropped'})`,
       lost: delivered === 0 ? 1 : 0,
@@ -68,8 +73,11 @@ describe('3. Redis restarts: the reply of an ACQUIRE lost with its connection', 
       ],
       durationMs: watch(),
     });
-    expect(proxy.dropped()).toBe(true);
+    // The precondition, on its own: the script ran in Redis and its reply never reached the worker.
+    expect(proxy.dropped(), `precondition: the proxy dropped a reply of ${name}`).toBe(true);
     expect(ending).toEqual(['followup.completed']);
     expect(delivered).toBe(1);
+    // The resent script spent no second attempt.
+    expect(events[0]?.event).toMatchObject({ attempts: 1 });
   });
 });

@@ -9,6 +9,8 @@ const SETTINGS: DecideSettings = {
   pollMinIntervalMs: 1_000,
   pollMaxIntervalMs: 8_000,
   ambiguousResend: false,
+  connectTimeoutMs: 10_000,
+  sendTimeoutMs: 30_000,
 };
 const SENT_AT = 1_000_000;
 
@@ -23,6 +25,8 @@ function record(fields: Partial<DispatchRecord> = {}): DispatchRecord {
     state: 'sent',
     enqueuedAt: SENT_AT - 10,
     sentAt: SENT_AT,
+    sendingAt: SENT_AT,
+    attemptToken: undefined,
     finishedAt: undefined,
     attempts: 1,
     job: undefined,
@@ -119,6 +123,44 @@ describe('decide', () => {
     expect(decide(sending, job('active'), SENT_AT + 100, SETTINGS)).not.toHaveProperty(
       'fields.state',
     );
+  });
+
+  it('counts a send in flight from its intent, not from when it was enqueued', () => {
+    // Waited in the queue twice TRACK_TIMEOUT, then its send started a second ago.
+    const sending = record({
+      state: 'sending',
+      enqueuedAt: SENT_AT - 2 * SETTINGS.trackTimeoutMs,
+      sentAt: undefined,
+      sendingAt: SENT_AT,
+    });
+    expect(decide(sending, job('completed'), SENT_AT + 1_000, SETTINGS)).toMatchObject({
+      kind: 'reschedule',
+    });
+    expect(decide(sending, failure('server'), SENT_AT + 1_000, SETTINGS)).toMatchObject({
+      kind: 'backoff',
+    });
+    // A 404 ends it only through the worker, whose own request gets the 404 too.
+    expect(decide(sending, failure('not_found'), SENT_AT + 1_000, SETTINGS)).toMatchObject({
+      kind: 'reschedule',
+    });
+  });
+
+  it('ends nothing still sending before the request and its recording can have ended', () => {
+    // TRACK_TIMEOUT shorter than one request may take: connect + headers + body timeouts.
+    const quick = { ...SETTINGS, trackTimeoutMs: 1_000 };
+    const sending = record({ state: 'sending', sentAt: undefined, sendingAt: SENT_AT });
+    const inFlightMs = quick.connectTimeoutMs + 2 * quick.sendTimeoutMs;
+    expect(decide(sending, job('active'), SENT_AT + inFlightMs, quick)).toMatchObject({
+      kind: 'reschedule',
+    });
+    // Long after any request could be in flight, and past TRACK_TIMEOUT: it is stuck.
+    expect(decide(sending, job('active'), SENT_AT + 10 * inFlightMs, quick)).toMatchObject({
+      kind: 'finish',
+      ending: { type: 'followup.undeliverable', reason: 'stuck_sending' },
+    });
+    expect(
+      decide(sending, job('active'), SENT_AT + SETTINGS.trackTimeoutMs + 10 * inFlightMs, SETTINGS),
+    ).toMatchObject({ kind: 'finish', ending: { reason: 'stuck_sending' } });
   });
 
   it('re-adds the job of a queued resend, and leaves any other queued dispatch to its worker', () => {

@@ -88,7 +88,7 @@ export const CATEGORIES: readonly Category[] = [
       'Promise 3 is checked on the simulator’s own record: without the opt-in no prompt arrives twice,',
       "and every prompt that did arrive ends as its run's outcome or as `undeliverable` with reason",
       '`ambiguous` (never as a send failure); with the opt-in a prompt may arrive twice only if a worker',
-      'logged its send as left in doubt (`followup:ambiguous`) and the poller never saw the run, which',
+      'logged its send as left in doubt (`followup:ambiguous`) and the poller, never having seen the run, resent it, which',
       'is the risk the operator accepts. A second drill makes the status reads of one agent job hang (a gateway in',
       'front of the simulator never answers them) and measures how long the events of other jobs take.',
       '',

@@ -28,21 +28,28 @@ export function misSettled(
 }
 
 /**
- * Prompts the simulator accepted more than once, and of those, the ones whose dispatch a worker
- * logged as left in doubt (`followup:ambiguous`: a timeout, reset or crash after the request was
- * written): the only sends the service may repeat, and only when the operator opted in. The
- * worker's own log is the judge, not the simulator's record: under load an answer can be written
- * by the simulator and still arrive after the client gave up.
+ * Prompts the simulator accepted more than once, and of those, the permitted ones: a worker logged
+ * the dispatch's send as left in doubt (`followup:ambiguous`: its timeout fired or the connection
+ * reset after the request was written, or a rerun found the send of a killed worker unfinished),
+ * and a poller then resent it (`followup:retry`, only with `AMBIGUOUS_RESEND=true`). What the
+ * service saw is the judge, not which fault the simulator injected: under load an answer can be
+ * written by the simulator and still arrive after the client gave up, and a SIGKILL injects no
+ * fault at all. A malformed 200 is not a doubt (it was delivered) and logs `followup:sent`.
  */
 export function deliveredTwiceAfterDoubt(
   simulator: Simulator,
   accepted: readonly Accepted[],
-  workers: readonly { output: { stdout: string } }[],
+  processes: readonly { output: { stdout: string } }[],
 ): { all: string[]; afterDoubt: string[] } {
   const doubted = new Set<unknown>();
-  for (const w of workers)
-    for (const line of logLines(w.output.stdout))
-      if (line['msg'] === 'followup:ambiguous') doubted.add(line['dispatchId']);
+  const resent = new Set<unknown>();
+  for (const p of processes)
+    for (const line of logLines(p.output.stdout)) {
+      if (line['role'] === 'worker' && line['msg'] === 'followup:ambiguous')
+        doubted.add(line['dispatchId']);
+      if (line['role'] === 'poller' && line['msg'] === 'followup:retry')
+        resent.add(line['dispatchId']);
+    }
   const promptOf = new Map(accepted.map((a) => [a.input.prompt, a.dispatchId]));
   const counts = new Map<string, number>();
   for (const d of simulator.deliveries) counts.set(d.prompt, (counts.get(d.prompt) ?? 0) + 1);
@@ -50,7 +57,8 @@ export function deliveredTwiceAfterDoubt(
     .filter(([, n]) => n > 1)
     .map(([prompt]) => prompt)
     .sort();
-  return { all, afterDoubt: all.filter((prompt) => doubted.has(promptOf.get(prompt))) };
+  const permitted = (id: unknown) => doubted.has(id) && resent.has(id);
+  return { all, afterDoubt: all.filter((prompt) => permitted(promptOf.get(prompt))) };
 }
 
 /**
