@@ -1,6 +1,8 @@
 import { DelayedError, type Job } from 'bullmq';
+import { isAgentApiError } from '../agent-api/index.js';
 import type { SendContext } from './context.js';
 import { endUndeliverable, errorCode, park, poison, sleep } from './endings.js';
+import { pauseSends, resumeSends } from '../dispatch/auth-pause.js';
 import { checkFollowUp } from '../dispatch/followup.js';
 import { dispatchJobSchema, type DispatchJobData } from '../dispatch/queue.js';
 import type { DispatchRef } from '../dispatch/store.js';
@@ -55,7 +57,11 @@ export function createProcessor(ctx: SendContext) {
     const verdict = await ctx.store.acquire(ref, rate, toleranceMs, ctx.config.pollMinIntervalMs);
     switch (verdict.kind) {
       case 'go':
-        return send(ref, verdict.attempt, verdict.prompt, job, token);
+        return send(ref, verdict, job, token);
+      case 'auth_paused':
+        // The key was rejected: this follow-up waits, untouched, for the fleet's next probe.
+        ctx.metrics.sends.inc({ outcome: 'auth_paused' });
+        return park(ctx, job, token, verdict.untilMs);
       case 'blocked':
         ctx.metrics.sends.inc({ outcome: 'blocked' });
         return park(ctx, job, token, Date.now() + BLOCKED_RECHECK_MS, ref);
@@ -99,11 +105,12 @@ export function createProcessor(ctx: SendContext) {
 
   async function send(
     ref: DispatchRef,
-    attempt: number,
-    prompt: string,
+    { attempt, prompt, probe }: { attempt: number; prompt: string; probe: boolean },
     job: Job,
     token: string | undefined,
   ): Promise<string> {
+    // The probe of a paused fleet tries the key as the key file has it now.
+    if (probe) ctx.refreshKey();
     const log = ctx.logger.child({
       dispatchId: ref.dispatchId,
       projectId: ref.projectId,
@@ -122,6 +129,7 @@ export function createProcessor(ctx: SendContext) {
       ctx.concurrency.onAnswer(latencyMs);
       rateLimitStreak.delete(ref.projectId);
       await ctx.store.markSent(ref, 'sent', agentJob, ctx.config.pollMinIntervalMs);
+      if (probe) await resumeSends(ctx.store, log);
       ctx.metrics.sends.inc({ outcome: 'sent' });
       log.debug(
         { attempt, status: agentJob.status, latencyMs: Math.round(latencyMs) },
@@ -134,6 +142,9 @@ export function createProcessor(ctx: SendContext) {
         { operation: 'send', outcome: errorCode(err) },
         (performance.now() - started) / 1000,
       );
+      // Any answer but a rejection shows the key and the URL work again.
+      if (probe && failure.kind !== 'auth_paused' && isAgentApiError(err) && err.httpStatus)
+        await resumeSends(ctx.store, log);
       return onFailure(ref, attempt, failure, { job, token }, err, log);
     }
   }
@@ -151,6 +162,14 @@ export function createProcessor(ctx: SendContext) {
         ctx.metrics.sends.inc({ outcome: 'rejected' });
         log.warn({ err, attempt }, LIFECYCLE.followupFinished);
         return endUndeliverable(ctx, ref, failure.reason, 'sending');
+      case 'auth_paused': {
+        ctx.metrics.sends.inc({ outcome: 'auth_paused' });
+        // The API did not take it: queued again, its budget unit back, no attempt spent.
+        await ctx.store.requeue(ref, attempt, true);
+        // It left with a key the file no longer holds: try the new one at once, pause nothing.
+        if (ctx.refreshKey()) return park(ctx, job, token, Date.now());
+        return park(ctx, job, token, await pauseSends(ctx.store, failure.httpStatus, log));
+      }
       case 'rate_limited': {
         ctx.metrics.sends.inc({ outcome: 'rate_limited' });
         ctx.concurrency.onRateLimited();

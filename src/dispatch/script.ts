@@ -36,6 +36,7 @@ export const SCRIPTS = {
   due: new Script(lua.DUE),
   isNext: new Script(lua.IS_NEXT),
   orphan: new Script(lua.ORPHAN),
+  authPause: new Script(lua.AUTH_PAUSE),
 };
 
 /** The REGISTER script's source: the producer runs it with EVAL inside its MULTI. */

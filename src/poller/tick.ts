@@ -1,10 +1,16 @@
 import { randomUUID } from 'node:crypto';
 import type { Queue } from 'bullmq';
-import { statusKind, type AgentApiClient } from '../agent-api/index.js';
+import {
+  configRejectionStatus,
+  isAgentApiError,
+  statusKind,
+  type AgentApiClient,
+} from '../agent-api/index.js';
 import type { Config } from '../config/index.js';
+import { pauseSends, resumeSends } from '../dispatch/auth-pause.js';
 import { DISPATCH_JOB_NAME, dispatchJobOptions, type DispatchJobData } from '../dispatch/queue.js';
 import type { DispatchRecord } from '../dispatch/record.js';
-import type { DispatchStore } from '../dispatch/store.js';
+import { AUTH_PROBE_BACKOFF, type DispatchStore } from '../dispatch/store.js';
 import { wakeDispatch } from '../dispatch/wake.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Metrics } from '../telemetry/metrics.js';
@@ -43,6 +49,8 @@ export interface TickContext {
   readonly queue: Queue;
   readonly metrics: Metrics;
   readonly logger: Logger;
+  /** Reads `AGENT_API_KEY_FILE` again; whether the key changed (see `RoleResources`). */
+  readonly refreshKey: () => boolean;
 }
 
 /** What one tick did, for logs and tests. */
@@ -93,6 +101,14 @@ async function pollBatch(
 ): Promise<TickResult> {
   const records = await ctx.store.getMany(ids);
   const parkedUntil = await projectParks(ctx, records);
+  // While the key is rejected, read with the key file's current key, at most once a batch once
+  // the probe time has come; a read answered with anything but a rejection ends the pause.
+  const paused = await ctx.store.sendPause();
+  const pause = { on: paused !== undefined };
+  if (paused) ctx.refreshKey();
+  const pausedReadDelayMs = Math.min(ctx.config.pollMaxIntervalMs, AUTH_PROBE_BACKOFF.maxBackoffMs);
+  // Before the probe time, no read at all: the pause's backoff holds for status reads too.
+  let probing = paused !== undefined && paused.probeAt > nowMs;
   let reads = 0;
   let finished = 0;
   let next = 0;
@@ -110,8 +126,14 @@ async function pollBatch(
         await ctx.store.reschedule(record.dispatchId, parked - nowMs);
         continue;
       }
+      if (pause.on && probing) {
+        // One read per batch tries the key while it is rejected; the others wait, unread.
+        await ctx.store.reschedule(record.dispatchId, pausedReadDelayMs);
+        continue;
+      }
+      probing = pause.on;
       reads++;
-      const read = pollOne(ctx, record, nowMs).then((ended) => {
+      const read = pollOne(ctx, record, nowMs, pause).then((ended) => {
         if (ended) finished++;
       });
       const waited = await Promise.race([
@@ -143,7 +165,12 @@ async function projectParks(
 }
 
 /** Reads one dispatch's job and acts on what it shows. Resolves to whether the dispatch ended. */
-async function pollOne(ctx: TickContext, record: DispatchRecord, nowMs: number): Promise<boolean> {
+async function pollOne(
+  ctx: TickContext,
+  record: DispatchRecord,
+  nowMs: number,
+  pause: { on: boolean },
+): Promise<boolean> {
   const started = performance.now();
   let seen: Observation;
   try {
@@ -160,9 +187,30 @@ async function pollOne(ctx: TickContext, record: DispatchRecord, nowMs: number):
       (performance.now() - started) / 1000,
     );
   }
+  await pauseOrResume(ctx, seen, pause);
   const action = decide(record, seen, nowMs, ctx.config);
   countRead(ctx, seen, action);
   return act(ctx, record, action, seen);
+}
+
+/** A read rejected for the key or the URL pauses every send; an answered read ends a pause. */
+async function pauseOrResume(
+  ctx: TickContext,
+  seen: Observation,
+  pause: { on: boolean },
+): Promise<void> {
+  const rejected = seen.kind === 'error' ? configRejectionStatus(seen.error) : undefined;
+  if (rejected !== undefined) {
+    if (!pause.on) await pauseSends(ctx.store, rejected, ctx.logger);
+    pause.on = true;
+    return;
+  }
+  const answered =
+    seen.kind === 'job' || (isAgentApiError(seen.error) && seen.error.httpStatus !== undefined);
+  if (pause.on && answered) {
+    pause.on = false;
+    await resumeSends(ctx.store, ctx.logger);
+  }
 }
 
 async function act(
