@@ -16,6 +16,7 @@ export const METRIC_NAMES = {
   pollTicks: 'agent_dispatch_poll_ticks_total',
   queueJobs: 'agent_dispatch_queue_jobs',
   trackedFollowups: 'agent_dispatch_tracked_followups',
+  authPaused: 'agent_dispatch_api_auth_paused',
 } as const;
 
 /**
@@ -36,7 +37,10 @@ export interface RedisSource {
 /** The process's metrics, on a registry of its own (not prom-client's global one). */
 export interface Metrics {
   readonly registry: Registry;
-  /** Send outcomes: sent, rate_limited, rejected, transient, ambiguous, budget_wait, blocked. */
+  /**
+   * Send outcomes: sent, rate_limited, rejected, transient, ambiguous, budget_wait, blocked, and
+   * auth_paused (held, or refused, while the agent API rejects the key).
+   */
   readonly sends: Counter<'outcome'>;
   /** Agent API request latency by operation (send, get) and outcome (ok or an error code). */
   readonly apiLatency: Histogram<'operation' | 'outcome'>;
@@ -54,7 +58,9 @@ export interface Metrics {
   readonly pollTicks: Counter<'outcome'>;
   /**
    * Adds collectors that read Redis at scrape time: `agent_dispatch_queue_jobs{queue,state}`
-   * (`queue.getJobCounts`) and `agent_dispatch_tracked_followups` (ZCARD of `keys.tracked`).
+   * (`queue.getJobCounts`), `agent_dispatch_tracked_followups` (ZCARD of `keys.tracked`) and
+   * `agent_dispatch_api_auth_paused` (1 while every send of the fleet is paused because the agent
+   * API rejects the key or redirects, else 0).
    * Failures at scrape are logged, never thrown. A later call replaces the source of an earlier one.
    */
   watchRedis(source: RedisSource): void;
@@ -134,7 +140,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   return metrics;
 }
 
-/** Registers the two scrape-time gauges; they read whatever source is current at scrape time. */
+/** Registers the scrape-time gauges; they read whatever source is current at scrape time. */
 function registerRedisCollectors(
   registry: Registry,
   current: () => RedisSource | undefined,
@@ -175,6 +181,21 @@ function registerRedisCollectors(
         this.set(await withTimeout(src.redis.zcard(src.keys.tracked)));
       } catch (err) {
         // A stale or zero figure would read as a healthy one: NaN shows as a gap on a graph.
+        this.set(Number.NaN);
+        (src.logger ?? fallbackLogger)?.warn({ err }, 'metrics:scrape-failed');
+      }
+    },
+  });
+  new Gauge({
+    name: METRIC_NAMES.authPaused,
+    help: 'Whether every send of the fleet is paused because the agent API rejects the key (401/403) or redirects (3xx), read at scrape time.',
+    registers: [registry],
+    async collect() {
+      const src = current();
+      if (!src) return;
+      try {
+        this.set(await withTimeout(src.redis.exists(src.keys.authPause)));
+      } catch (err) {
         this.set(Number.NaN);
         (src.logger ?? fallbackLogger)?.warn({ err }, 'metrics:scrape-failed');
       }

@@ -60,6 +60,7 @@ describe('/metrics', () => {
     expect(value(METRIC_NAMES.queueJobs, { queue: 'dispatch', state: 'delayed' })).toBe(1);
     expect(value(METRIC_NAMES.queueJobs, { queue: 'poll', state: 'active' })).toBe(0);
     expect(value(METRIC_NAMES.trackedFollowups)).toBe(3);
+    expect(value(METRIC_NAMES.authPaused)).toBe(0);
     expect(families.get(METRIC_NAMES.apiLatency)?.type).toBe('histogram');
     expect(value(METRIC_NAMES.apiLatency, { operation: 'send', outcome: 'ok' }, '_count')).toBe(1);
   });
@@ -82,7 +83,8 @@ describe('watchRedis', () => {
       const families = parseExposition(await metrics.registry.metrics());
       expect(families.get(METRIC_NAMES.queueJobs)?.samples).toEqual([]);
       expect(families.get(METRIC_NAMES.trackedFollowups)?.samples[0]?.value).toBeNaN();
-      expect(lines.filter((l) => l.msg === 'metrics:scrape-failed')).toHaveLength(2);
+      expect(families.get(METRIC_NAMES.authPaused)?.samples[0]?.value).toBeNaN();
+      expect(lines.filter((l) => l.msg === 'metrics:scrape-failed')).toHaveLength(3);
     } finally {
       await queue.close().catch(() => {});
       redis.disconnect();
