@@ -37,6 +37,7 @@ export const SCRIPTS = {
   isNext: new Script(lua.IS_NEXT),
   orphan: new Script(lua.ORPHAN),
   authPause: new Script(lua.AUTH_PAUSE),
+  claimProbe: new Script(lua.CLAIM_PROBE),
 };
 
 /** The REGISTER script's source: the producer runs it with EVAL inside its MULTI. */

@@ -169,6 +169,21 @@ redis.call('HSET', KEYS[1], 'since', now, 'httpStatus', ARGV[1], 'probeAt', now 
 return {1, now + first}`;
 
 /**
+ * Claims the probe of a paused fleet for a status read (the poller's probe), as ACQUIRE does for
+ * a send: when the probe time has come, moves the next one ahead by the doubled backoff.
+ * KEYS: authPause. → -1 not paused, 0 paused and not yet time, 1 this caller probes.
+ */
+export const CLAIM_PROBE = `
+local probeAt = tonumber(redis.call('HGET', KEYS[1], 'probeAt') or '0')
+if probeAt == 0 then return -1 end
+${NOW}
+if probeAt > now then return 0 end
+local pause = redis.call('HMGET', KEYS[1], 'backoffMs', 'maxBackoffMs')
+local backoff = math.min(2 * tonumber(pause[1]), tonumber(pause[2]))
+redis.call('HSET', KEYS[1], 'probeAt', now + backoff, 'backoffMs', backoff)
+return 1`;
+
+/**
  * Ends a dispatch: marks it done, publishes its one event, stops tracking it and releases its lane,
  * all at once, so a crash cannot leave an event without its release or the reverse. Running it a
  * second time for the same dispatch does nothing: exactly one event.

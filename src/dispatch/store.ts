@@ -274,6 +274,15 @@ export class DispatchStore {
     return (await this.redis.del(this.keys.authPause)) === 1;
   }
 
+  /**
+   * For a status read while sends are paused: `none` (not paused), `wait` (not the probe time
+   * yet), or `probe` (this caller probes, and the next probe time moves ahead, as for a send).
+   */
+  async claimProbe(): Promise<'none' | 'wait' | 'probe'> {
+    const reply = await SCRIPTS.claimProbe.run(this.redis, [this.keys.authPause], []);
+    return reply === 1 ? 'probe' : reply === 0 ? 'wait' : 'none';
+  }
+
   /** The pause of every send, or `undefined` when sends are not paused. */
   async sendPause(): Promise<SendPause | undefined> {
     return parseSendPause(await this.redis.hgetall(this.keys.authPause));

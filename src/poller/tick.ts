@@ -101,14 +101,14 @@ async function pollBatch(
 ): Promise<TickResult> {
   const records = await ctx.store.getMany(ids);
   const parkedUntil = await projectParks(ctx, records);
-  // While the key is rejected, read with the key file's current key, at most once a batch once
-  // the probe time has come; a read answered with anything but a rejection ends the pause.
-  const paused = await ctx.store.sendPause();
-  const pause = { on: paused !== undefined };
-  if (paused) ctx.refreshKey();
+  // While the key is rejected, read only as the fleet's probe (with the key file's current key);
+  // a read answered with anything but a rejection ends the pause.
+  const claim = await ctx.store.claimProbe();
+  const pause = { on: claim !== 'none' };
+  if (claim === 'probe') ctx.refreshKey();
   const pausedReadDelayMs = Math.min(ctx.config.pollMaxIntervalMs, AUTH_PROBE_BACKOFF.maxBackoffMs);
-  // Before the probe time, no read at all: the pause's backoff holds for status reads too.
-  let probing = paused !== undefined && paused.probeAt > nowMs;
+  // Before the probe time, no read at all: the fleet's one probe per backoff holds for reads too.
+  let probing = claim === 'wait';
   let reads = 0;
   let finished = 0;
   let next = 0;

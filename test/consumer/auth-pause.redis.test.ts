@@ -1,9 +1,10 @@
 import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { logLines, runCli } from '../support/cli.js';
-import { duplicates } from '../support/events.js';
+import { duplicates, readEvents } from '../support/events.js';
+import { keysFor } from '../../src/redis/keys.js';
 import { fleetEnv, grid, roundsOf, startRoles, stopAll, useFleet } from '../support/fleet.js';
 import { eventually } from '../support/namespace.js';
 import { freePort } from '../support/redis-server.js';
@@ -18,8 +19,12 @@ describe('a fleet whose agent-API key is rejected mid-run', () => {
     sendLimit: { max: 100_000, windowMs: 1_000 },
   });
   const fleet = useFleet('auth-pause', simulator);
-  const dir = mkdtempSync(join(tmpdir(), 'agent-dispatch-key-'));
-  const keyFile = join(dir, 'agent-api-key');
+  let dir = '';
+  let keyFile = '';
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), 'agent-dispatch-key-'));
+    keyFile = join(dir, 'agent-api-key');
+  });
   afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
   /** Rewrites the key file the way a secret mount does: a new file renamed over the old one. */
@@ -113,6 +118,48 @@ describe('a fleet whose agent-API key is rejected mid-run', () => {
     expect((haystack.places.get('log lines') ?? 0) > 200).toBe(true);
     expect(haystack.places.get('Redis keys and values')).toBeGreaterThan(200);
     expect(haystack.leaks).toEqual([]);
+  }, 90_000);
+
+  it('without a poller, the workers probe by themselves, refund every rejected send and resume', async () => {
+    const { ns, producer } = fleet();
+    writeKey(TEST_API_KEY);
+    simulator().setApiKey(NEW_KEY);
+    const { AGENT_API_KEY: _fromEnv, ...base } = fleetEnv(ns, simulator(), {
+      // A long window: the budget log keeps every entry for the refund check below.
+      SEND_RATE_LIMIT: '100000/1h',
+    });
+    fleet().processes = startRoles('worker', 2, { ...base, AGENT_API_KEY_FILE: keyFile });
+    const inputs = grid(simulator(), 1, 6, 1);
+    await producer.sendMany(inputs);
+    const keys = keysFor(ns.prefix);
+    await eventually(async () => ((await ns.redis.exists(keys.authPause)) ? true : undefined), {
+      timeoutMs: 30_000,
+      what: 'the pause',
+    });
+    // Let probes fail with the old key before the file gets the new one: the first sends (up to
+    // 6) were rejected, then one probe at a time (1 s after the pause began, then 2 s later...).
+    await new Promise((r) => setTimeout(r, 4_000));
+    const rejected = simulator().requests.filter((r) => r.kind === 'send' && r.status === 401);
+    expect(rejected.length).toBeGreaterThanOrEqual(1 + 2);
+    expect(rejected.length).toBeLessThanOrEqual(6 + 3);
+    expect(simulator().deliveries).toHaveLength(0);
+    writeKey(NEW_KEY);
+    const fixedAt = Date.now();
+    await eventually(() => (simulator().deliveries.length === 6 ? true : undefined), {
+      timeoutMs: 35_000,
+      what: '6 deliveries',
+    });
+    const resumedAfterMs = Math.min(...simulator().deliveries.map((d) => d.at)) - fixedAt;
+    console.log(
+      `${rejected.length} sends rejected (first sends, then probes) in 4 s; sending again ${resumedAfterMs} ms after the key file was fixed`,
+    );
+    expect(resumedAfterMs).toBeLessThan(30_000);
+    expect(await ns.redis.exists(keys.authPause)).toBe(0);
+    // Every rejected send gave its budget unit back: the log holds the 6 delivered sends only.
+    expect(await ns.redis.zcard(keys.budget('p0'))).toBe(6);
+    expect(await readEvents(ns.redis, ns.eventsStream)).toEqual([]);
+    const lines = fleet().processes.flatMap((p) => logLines(p.output.stdout));
+    expect(lines.filter((l) => l['msg'] === 'sends:paused')).toHaveLength(1);
   }, 90_000);
 });
 

@@ -91,6 +91,19 @@ describe('the fleet-wide pause after a rejected key (ACQUIRE, REQUEUE, AUTH_PAUS
     expect(after.every((v) => v.kind === 'go' && !v.probe)).toBe(true);
   });
 
+  it('shares the one probe per backoff between status reads and sends', async () => {
+    const [ref] = await heads(1);
+    expect(await store.claimProbe()).toBe('none');
+    const { probeAt } = await store.pauseSends(401, { firstBackoffMs: 200, maxBackoffMs: 400 });
+    expect(await store.claimProbe()).toBe('wait');
+    await sleepUntil(probeAt + 5);
+    expect(await Promise.all([store.claimProbe(), store.claimProbe()])).toEqual(['probe', 'wait']);
+    // The read took this probe: a send must wait for the next one.
+    expect((await acquire(ref as DispatchRef)).kind).toBe('auth_paused');
+    await store.resumeSends();
+    expect(await store.claimProbe()).toBe('none');
+  });
+
   it('never stores the key or any server text in the flag', async () => {
     await store.pauseSends(302);
     const flag = await ns.redis.hgetall(store.keys.authPause);
