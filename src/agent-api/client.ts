@@ -44,24 +44,22 @@ const API_KEY_SHAPE = /^[\x21-\x7e]+$/;
 export class AgentApiClient {
   readonly #pool: Pool;
   readonly #basePath: string;
-  readonly #getHeaders: Readonly<Record<string, string>>;
-  readonly #sendHeaders: Readonly<Record<string, string>>;
-  readonly #scrub: (text: string) => string;
+  #getHeaders: Readonly<Record<string, string>> = {};
+  #sendHeaders: Readonly<Record<string, string>> = {};
+  /** Every key this client has used: a server may echo an old one after a rotation. */
+  readonly #keys = new Set<string>();
+  readonly #scrub = (text: string) => {
+    let scrubbed = text;
+    for (const key of this.#keys) scrubbed = scrubbed.split(key).join('[redacted]');
+    return scrubbed;
+  };
   readonly #logger: Logger | undefined;
   #closing: Promise<void> | undefined;
 
   constructor(options: AgentApiClientOptions) {
     const url = new URL(options.baseUrl);
-    if (!API_KEY_SHAPE.test(options.apiKey)) {
-      // The message must not echo the key, not even a malformed one.
-      throw new TypeError('apiKey must be a non-empty string of visible ASCII characters');
-    }
     this.#basePath = url.pathname.replace(/\/+$/, '');
-    const authorization = `Bearer ${options.apiKey}`;
-    const key = options.apiKey;
-    this.#scrub = (text) => text.split(key).join('[redacted]');
-    this.#getHeaders = { authorization, accept: 'application/json' };
-    this.#sendHeaders = { ...this.#getHeaders, 'content-type': 'application/json' };
+    this.setApiKey(options.apiKey);
     this.#logger = options.logger;
     this.#pool = new Pool(url.origin, {
       connections: options.connections ?? DEFAULT_CONNECTIONS,
@@ -101,6 +99,20 @@ export class AgentApiClient {
       headers: this.#getHeaders,
     } as const;
     return this.#call('get', projectId, jobId, request, options.signal);
+  }
+
+  /**
+   * Uses `apiKey` from the next call on (a rotated key); calls in flight keep the old one. The
+   * connections stay: the key is a header, not part of the connection.
+   */
+  setApiKey(apiKey: string): void {
+    if (!API_KEY_SHAPE.test(apiKey)) {
+      // The message must not echo the key, not even a malformed one.
+      throw new TypeError('apiKey must be a non-empty string of visible ASCII characters');
+    }
+    this.#keys.add(apiKey);
+    this.#getHeaders = { authorization: `Bearer ${apiKey}`, accept: 'application/json' };
+    this.#sendHeaders = { ...this.#getHeaders, 'content-type': 'application/json' };
   }
 
   /** Closes the pool once in-flight calls finish. Idempotent: a second call returns the same promise. */

@@ -9,7 +9,7 @@
  * Why a call failed.
  *
  * - `bad_request`: 400, or any other 4xx without a code of its own. Permanent.
- * - `unauthorized`: 401 or 403. Permanent until the key is fixed.
+ * - `unauthorized`: 401 or 403. Lasts until the key is fixed (see {@link configRejectionStatus}).
  * - `not_found`: 404, the project or job does not exist. Permanent.
  * - `rate_limited`: 429; `retryAfterMs` is set when the server said how long to wait.
  * - `server`: 5xx. The server did not process the request (as far as HTTP can tell).
@@ -89,6 +89,19 @@ export class AgentApiError extends Error {
 /** Whether `err` is an {@link AgentApiError}. */
 export function isAgentApiError(err: unknown): err is AgentApiError {
   return err instanceof AgentApiError;
+}
+
+/**
+ * The HTTP status of a failure that says the service is set up wrong rather than that one call
+ * failed: 401 or 403 (the key is expired, revoked, wrong, or limited by scope or IP allowlist),
+ * or a 3xx (the API does not redirect its endpoints, so `AGENT_API_URL` is wrong). Sends wait for
+ * it to be fixed instead of ending anything. `undefined` for any other failure.
+ */
+export function configRejectionStatus(err: unknown): number | undefined {
+  if (!(err instanceof AgentApiError)) return undefined;
+  if (err.code === 'unauthorized') return err.httpStatus ?? 401;
+  const status = err.httpStatus ?? 0;
+  return status >= 300 && status < 400 ? status : undefined;
 }
 
 /** The fields of an error worth a log line; see {@link describeError}. */

@@ -11,6 +11,7 @@ export {
 export {
   AGENT_ERROR_CODES,
   AgentApiError,
+  configRejectionStatus,
   describeError,
   isAgentApiError,
   type AgentApiErrorDetails,

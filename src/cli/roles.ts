@@ -1,6 +1,7 @@
 import { clearTextApiHost, type Config } from '../config/index.js';
 import { startHttpServer } from '../http/index.js';
 import { connect } from '../redis/connections.js';
+import { keysFor } from '../redis/keys.js';
 import { createLogger, logFormatFor, type Logger } from '../telemetry/logger.js';
 import { createMetrics, type Metrics } from '../telemetry/metrics.js';
 import { LIFECYCLE } from '../telemetry/names.js';
@@ -83,6 +84,8 @@ async function metricsServer(kit: RoleKit, roles: readonly RunningRole[]): Promi
     dashboardToken: undefined,
     intakeToken: undefined,
   };
+  const keys = keysFor(kit.config.prefix);
+  kit.metrics.watchRedis({ queues: [], redis, keys, logger: kit.logger });
   const server = await startHttpServer({
     config,
     logger: kit.logger,
@@ -90,6 +93,7 @@ async function metricsServer(kit: RoleKit, roles: readonly RunningRole[]): Promi
     redis,
     queues: [],
     roles: () => roles.map((r) => ({ name: r.name, running: r.running() })),
+    authPauseKey: keys.authPause,
   });
   kit.logger.info({ url: server.url }, LIFECYCLE.httpListening);
   return {

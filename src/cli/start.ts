@@ -177,6 +177,7 @@ async function runAll(
     queues,
     producer,
     roles: () => roles.map((r) => ({ name: r.name, running: r.running() })),
+    authPauseKey: keys.authPause,
   });
   const token = config.dashboardToken ?? '';
   say(

@@ -1,10 +1,18 @@
 import { z } from 'zod';
 import type { DurabilitySetting } from '../redis/durability.js';
+import { KeyFileError, readKeyFile } from './key-file.js';
 import { SETTINGS, type LOG_FORMATS, type SettingName } from './settings.js';
 import type { Rate } from './units.js';
 
 export { SETTINGS, type SettingName } from './settings.js';
 export { formatDuration, parseDurationMs, parseRate, type Rate } from './units.js';
+export {
+  KeyFileError,
+  readKeyFile,
+  watchKeyFile,
+  type KeyFileListener,
+  type KeyFileWatcher,
+} from './key-file.js';
 
 /** How log lines are written: JSON lines for machines, or pino-pretty's lines for a person. */
 export type LogFormat = (typeof LOG_FORMATS)[number];
@@ -14,7 +22,10 @@ export interface Config {
   readonly redisUrl: string | undefined;
   readonly durability: DurabilitySetting;
   readonly agentApiUrl: string;
+  /** From `AGENT_API_KEY`, or read from `agentApiKeyFile` when that is set. */
   readonly agentApiKey: string | undefined;
+  /** `AGENT_API_KEY_FILE`: where the key is re-read from on SIGHUP, on change, before probes. */
+  readonly agentApiKeyFile: string | undefined;
   readonly prefix: string;
   readonly sendRateLimit: Rate;
   readonly workerConcurrency: number;
@@ -87,7 +98,11 @@ export function loadConfig(
       nonEmpty(env[name]) ??
       ('default' in setting ? setting.default : undefined);
     if (raw === undefined) {
-      if (options.required?.includes(name))
+      // The key may come from its file instead.
+      const fromFile =
+        name === 'AGENT_API_KEY' &&
+        (overrides.AGENT_API_KEY_FILE ?? nonEmpty(env['AGENT_API_KEY_FILE'])) !== undefined;
+      if (options.required?.includes(name) && !fromFile)
         problems.push({ setting: name, message: 'is required' });
       continue;
     }
@@ -99,13 +114,15 @@ export function loadConfig(
         message: result.error.issues.map((i) => i.message).join('; '),
       });
   }
+  const agentApiKey = keyOf(parsed, problems);
   if (problems.length > 0) throw new ConfigError(problems);
   const p = parsed as Parsed;
   return Object.freeze({
     redisUrl: p.REDIS_URL as string | undefined,
     durability: Object.freeze(p.REDIS_DURABILITY as DurabilitySetting),
     agentApiUrl: (p.AGENT_API_URL as string).replace(/\/+$/, ''),
-    agentApiKey: p.AGENT_API_KEY as string | undefined,
+    agentApiKey,
+    agentApiKeyFile: p.AGENT_API_KEY_FILE as string | undefined,
     prefix: p.DISPATCH_PREFIX as string,
     sendRateLimit: Object.freeze(p.SEND_RATE_LIMIT as Rate),
     workerConcurrency: p.WORKER_CONCURRENCY as number,
@@ -151,6 +168,30 @@ export function clearTextApiHost(agentApiUrl: string): string | undefined {
     host === '::1' ||
     /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
   return loopback ? undefined : url.hostname;
+}
+
+/** The key: `AGENT_API_KEY`, or the content of `AGENT_API_KEY_FILE`; never both. */
+function keyOf(parsed: Partial<Parsed>, problems: SettingProblem[]): string | undefined {
+  const key = parsed.AGENT_API_KEY as string | undefined;
+  const file = parsed.AGENT_API_KEY_FILE as string | undefined;
+  if (file === undefined) return key;
+  if (key !== undefined) {
+    problems.push({
+      setting: 'AGENT_API_KEY_FILE',
+      message: 'set AGENT_API_KEY or AGENT_API_KEY_FILE, not both',
+    });
+    return undefined;
+  }
+  try {
+    return readKeyFile(file);
+  } catch (err) {
+    if (!(err instanceof KeyFileError)) throw err;
+    problems.push({
+      setting: 'AGENT_API_KEY_FILE',
+      message: err.message.replace(/^AGENT_API_KEY_FILE: /, ''),
+    });
+    return undefined;
+  }
 }
 
 function nonEmpty(value: string | undefined): string | undefined {

@@ -127,6 +127,11 @@ export const SETTINGS = {
     secret: true,
     description: 'bearer key of the agent API; never logged; `start` without it runs the simulator',
   },
+  AGENT_API_KEY_FILE: {
+    schema: z.string().min(1, { message: 'must not be empty' }),
+    description:
+      'file holding the key instead of AGENT_API_KEY (a Docker or Kubernetes secret); re-read on SIGHUP and when it changes',
+  },
   DISPATCH_PREFIX: {
     schema: keyName,
     default: 'agent-dispatch',

@@ -1,4 +1,4 @@
-import { isAgentApiError } from '../agent-api/index.js';
+import { configRejectionStatus, isAgentApiError } from '../agent-api/index.js';
 
 /**
  * The one place that decides what a failed send means.
@@ -9,8 +9,14 @@ import { isAgentApiError } from '../agent-api/index.js';
  * to the wire at most `SEND_ATTEMPTS` times, and only after failures that prove it was not taken.
  */
 export type SendFailure =
-  /** The API refused it for good (400, 401/403, 404): end it undeliverable. */
+  /** The API refused it for good (400, 404): end it undeliverable. */
   | { kind: 'permanent'; reason: string }
+  /**
+   * The API rejected the key (401/403) or redirected (3xx: `AGENT_API_URL` is wrong): nothing is
+   * wrong with this follow-up. Pause every send of the fleet until a probe gets through; queue it
+   * again, budget unit refunded (the API did not take it), no attempt spent.
+   */
+  | { kind: 'auth_paused'; httpStatus: number }
   /** 429: park the project, not the queue; retry when the wait is over, no attempt spent. */
   | { kind: 'rate_limited'; retryAfterMs: number | undefined }
   /**
@@ -27,6 +33,8 @@ export type SendFailure =
 export function classifySendFailure(err: unknown): SendFailure {
   if (!isAgentApiError(err)) return { kind: 'ambiguous', reason: 'unexpected_error' };
   if (err.ambiguous) return { kind: 'ambiguous', reason: err.code };
+  const rejected = configRejectionStatus(err);
+  if (rejected !== undefined) return { kind: 'auth_paused', httpStatus: rejected };
   switch (err.code) {
     case 'bad_request':
     case 'unauthorized':

@@ -16,4 +16,6 @@ export interface SendContext {
   readonly logger: Logger;
   readonly concurrency: ConcurrencyController;
   readonly workerId: string;
+  /** Reads `AGENT_API_KEY_FILE` again; whether the key changed (see `RoleResources`). */
+  readonly refreshKey: () => boolean;
 }

@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { DelayedError, type Job } from 'bullmq';
-import type { AgentJob } from '../agent-api/index.js';
+import { isAgentApiError, type AgentJob } from '../agent-api/index.js';
 import type { SendContext } from './context.js';
 import { endUndeliverable, errorCode, park, poison, sleep } from './endings.js';
+import { pauseSends, resumeSends } from '../dispatch/auth-pause.js';
 import { checkFollowUp } from '../dispatch/followup.js';
 import { markSentRetryMs, sendInFlightMs } from '../dispatch/in-flight.js';
 import { dispatchJobSchema, type DispatchJobData } from '../dispatch/queue.js';
@@ -65,7 +66,17 @@ export function createProcessor(ctx: SendContext) {
     switch (verdict.kind) {
       case 'go':
         ctx.metrics.projectSends.inc({ project: ref.projectId });
-        return send(ref, { n: verdict.attempt, token: attemptToken }, verdict.prompt, job, token);
+        return send(
+          ref,
+          { n: verdict.attempt, token: attemptToken },
+          { prompt: verdict.prompt, probe: verdict.probe },
+          job,
+          token,
+        );
+      case 'auth_paused':
+        // The key was rejected: this follow-up waits, untouched, for the fleet's next probe.
+        ctx.metrics.sends.inc({ outcome: 'auth_paused' });
+        return park(ctx, job, token, verdict.untilMs);
       case 'blocked':
         ctx.metrics.sends.inc({ outcome: 'blocked' });
         return park(ctx, job, token, Date.now() + BLOCKED_RECHECK_MS, ref);
@@ -118,10 +129,12 @@ export function createProcessor(ctx: SendContext) {
   async function send(
     ref: DispatchRef,
     attempt: Attempt,
-    prompt: string,
+    { prompt, probe }: { prompt: string; probe: boolean },
     job: Job,
     token: string | undefined,
   ): Promise<string> {
+    // The probe of a paused fleet tries the key as the key file has it now.
+    if (probe) ctx.refreshKey();
     const log = ctx.logger.child({
       dispatchId: ref.dispatchId,
       projectId: ref.projectId,
@@ -142,6 +155,9 @@ export function createProcessor(ctx: SendContext) {
         { operation: 'send', outcome: errorCode(err) },
         (performance.now() - started) / 1000,
       );
+      // Any answer but a rejection shows the key and the URL work again.
+      if (probe && failure.kind !== 'auth_paused' && isAgentApiError(err) && err.httpStatus)
+        await resumeSends(ctx.store, log);
       return onFailure(ref, attempt, failure, { job, token }, err, log);
     }
     const latencyMs = performance.now() - started;
@@ -150,6 +166,7 @@ export function createProcessor(ctx: SendContext) {
     rateLimitStreak.delete(ref.projectId);
     // Outside the try above: a Redis error here is no failure of the send, which was delivered.
     await recordOutcome(ref, attempt, 'sent', agentJob, log);
+    if (probe) await resumeSends(ctx.store, log);
     ctx.metrics.sends.inc({ outcome: 'sent' });
     log.debug(
       { attempt: attempt.n, status: agentJob.status, latencyMs: Math.round(latencyMs) },
@@ -204,6 +221,14 @@ export function createProcessor(ctx: SendContext) {
         ctx.metrics.sends.inc({ outcome: 'rejected' });
         log.warn({ err, attempt: attempt.n }, LIFECYCLE.followupFinished);
         return endUndeliverable(ctx, ref, failure.reason, 'sending');
+      case 'auth_paused': {
+        ctx.metrics.sends.inc({ outcome: 'auth_paused' });
+        // The API did not take it: queued again, its budget unit back, no attempt spent.
+        await ctx.store.requeue(ref, attempt.n, attempt.token, true);
+        // It left with a key the file no longer holds: try the new one at once, pause nothing.
+        if (ctx.refreshKey()) return park(ctx, job, token, Date.now());
+        return park(ctx, job, token, await pauseSends(ctx.store, failure.httpStatus, log));
+      }
       case 'rate_limited': {
         ctx.metrics.sends.inc({ outcome: 'rate_limited' });
         ctx.concurrency.onRateLimited();

@@ -37,7 +37,7 @@ export function startConsumer(options: ConsumerOptions): ConsumerRole {
   const { config, metrics } = options;
   const workerId = `${hostname()}:${process.pid}`;
   const logger = options.logger.child({ role: 'worker', workerId });
-  const { store, api, queue, workerRedis, ...resources } = openRoleResources(
+  const { store, api, queue, workerRedis, refreshKey, ...resources } = openRoleResources(
     'worker',
     config,
     logger,
@@ -63,6 +63,7 @@ export function startConsumer(options: ConsumerOptions): ConsumerRole {
     logger,
     concurrency,
     workerId,
+    refreshKey,
   });
   let inFlight = 0;
   const worker = new Worker<DispatchJobData, string>(

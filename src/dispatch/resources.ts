@@ -1,7 +1,7 @@
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { AgentApiClient } from '../agent-api/index.js';
-import type { Config } from '../config/index.js';
+import { watchKeyFile, type Config, type KeyFileWatcher } from '../config/index.js';
 import { connect } from '../redis/connections.js';
 import { keysFor, QUEUE_NAMES } from '../redis/keys.js';
 import type { Logger } from '../telemetry/logger.js';
@@ -18,6 +18,11 @@ export interface RoleResources {
   readonly api: AgentApiClient;
   /** The dispatch queue: to wake a lane's next dispatch and to add resends. */
   readonly queue: Queue;
+  /**
+   * Reads `AGENT_API_KEY_FILE` again now (it is also re-read on SIGHUP and when it changes) and
+   * resolves to whether the key changed. Always false without a key file.
+   */
+  refreshKey(): boolean;
   close(): Promise<void>;
 }
 
@@ -53,19 +58,39 @@ export function openRoleResources(
     });
   const queue = new Queue(QUEUE_NAMES.dispatch, { connection: redis, prefix: config.prefix });
   queue.on('error', (err) => logger.warn({ err }, LIFECYCLE.redisError));
+  const keyFile = watchApiKey(config, client, logger);
   return {
     redis,
     workerRedis,
     store,
     api: client,
     queue,
+    refreshKey: () => keyFile?.refresh() ?? false,
     async close() {
+      keyFile?.close();
       await queue.close().catch(() => {});
       if (!api) await client.close().catch(() => {});
       redis.disconnect();
       workerRedis.disconnect();
     },
   };
+}
+
+/** Keeps `client` on the key of `AGENT_API_KEY_FILE`, when the key comes from a file. */
+function watchApiKey(
+  config: Config,
+  client: AgentApiClient,
+  logger: Logger,
+): KeyFileWatcher | undefined {
+  if (!config.agentApiKeyFile) return undefined;
+  return watchKeyFile(config.agentApiKeyFile, config.agentApiKey ?? '', {
+    onKey(key) {
+      client.setApiKey(key);
+      logger.info({}, LIFECYCLE.apiKeyReloaded);
+    },
+    // The message names AGENT_API_KEY_FILE and why, never the content; the old key stays in use.
+    onError: (err) => logger.warn({ err }, LIFECYCLE.apiKeyUnreadable),
+  });
 }
 
 /**

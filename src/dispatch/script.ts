@@ -37,6 +37,8 @@ export const SCRIPTS = {
   isNext: new Script(lua.IS_NEXT),
   carry: new Script(lua.CARRY),
   orphan: new Script(lua.ORPHAN),
+  authPause: new Script(lua.AUTH_PAUSE),
+  claimProbe: new Script(lua.CLAIM_PROBE),
 };
 
 /** The REGISTER script's source: the producer runs it with EVAL inside its MULTI. */

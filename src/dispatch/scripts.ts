@@ -33,19 +33,25 @@ return 1`;
 /**
  * Decides whether a queued dispatch may be sent now, and if so records the intent and spends one
  * unit of the project's budget in the same step.
- * KEYS: record, lane, budget, park, tracked. ARGV: dispatchId, max, windowMs, toleranceMs,
- * firstPollMs, attemptToken.
+ * KEYS: record, lane, budget, park, tracked, authPause. ARGV: dispatchId, max, windowMs,
+ * toleranceMs, firstPollMs, attemptToken.
  *
  * A dispatch is tracked from the moment its intent is recorded: if its worker dies mid-send, the
  * poller has already been watching the job, and whether it turned active settles the send.
- * → {verdict, n, text}: go (n = attempt, text = prompt), blocked, parked (n = until), over
- *   (n = until), missing, sending (n = when that attempt started, text = its token), or the
+ * → {verdict, n, text, probe}: go (n = attempt, text = prompt; probe = 1 when it is the fleet's
+ *   probe of a rejected key), blocked, auth_paused (n = next probe time), parked (n = until),
+ *   over (n = until), missing, sending (n = when that attempt started, text = its token), or the
  *   record's state when not queued.
  *
  * The attempt token makes it safe to run twice: ioredis resends a command whose reply was lost
  * with its connection, and the worker retries it on a connection error. The attempt that holds
  * the intent gets `go` again, with the same attempt number and no budget spent; any other gets
  * `sending`.
+ *
+ * While the key is rejected (see AUTH_PAUSE), every send waits for the probe time; the first
+ * ACQUIRE that would send once it has come is the probe, and it moves the next probe time
+ * ahead by a backoff that doubles up to `maxBackoffMs`, so exactly one send of the fleet tries
+ * the key per backoff.
  *
  * The budget is a sliding-window log: one entry per send, scored by its time, so no window of
  * `windowMs`, wherever it starts, holds more than `max` entries. A dispatch that finds no room
@@ -70,6 +76,8 @@ end
 if state ~= 'queued' then return {state, 0, ''} end
 if redis.call('LINDEX', KEYS[2], 0) ~= ARGV[1] then return {'blocked', 0, ''} end
 ${NOW}
+local probeAt = tonumber(redis.call('HGET', KEYS[6], 'probeAt') or '0')
+if probeAt > now then return {'auth_paused', probeAt, ''} end
 local parked = tonumber(redis.call('GET', KEYS[4]) or '0')
 if parked > now then return {'parked', parked, ''} end
 local max, window, tolerance = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -111,7 +119,14 @@ keepAtLeast(KEYS[3], window + 60000)
 redis.call('HSET', KEYS[1], 'state', 'sending', 'sendingAt', now, 'seenActive', '0', 'resend', '0',
   'attemptToken', ARGV[6])
 redis.call('ZADD', KEYS[5], now + tonumber(ARGV[5]), ARGV[1])
-return {'go', attempt, redis.call('HGET', KEYS[1], 'prompt') or ''}`;
+local probe = 0
+if probeAt > 0 then
+  probe = 1
+  local pause = redis.call('HMGET', KEYS[6], 'backoffMs', 'maxBackoffMs')
+  local backoff = math.min(2 * tonumber(pause[1]), tonumber(pause[2]))
+  redis.call('HSET', KEYS[6], 'probeAt', now + backoff, 'backoffMs', backoff)
+end
+return {'go', attempt, redis.call('HGET', KEYS[1], 'prompt') or '', probe}`;
 
 /**
  * Records that a send happened (state `sent`) or may have happened (`unsettled`) and starts
@@ -173,6 +188,38 @@ if untilMs > current then
   return untilMs
 end
 return current`;
+
+/**
+ * Pauses every send of the fleet after the agent API rejected the key (401/403) or redirected
+ * (3xx: `AGENT_API_URL` is wrong). Only the first rejection starts the pause (its caller logs it,
+ * once for the fleet); later ones find it on and change nothing. The first probe comes
+ * `firstBackoffMs` after the start. It stays until a probe gets another answer (no TTL: a
+ * rejected key stays rejected however long nobody sends).
+ * KEYS: authPause. ARGV: httpStatus, firstBackoffMs, maxBackoffMs. → {started (1/0), probeAt}.
+ */
+export const AUTH_PAUSE = `
+local probeAt = redis.call('HGET', KEYS[1], 'probeAt')
+if probeAt then return {0, tonumber(probeAt)} end
+${NOW}
+local first = tonumber(ARGV[2])
+redis.call('HSET', KEYS[1], 'since', now, 'httpStatus', ARGV[1], 'probeAt', now + first,
+  'backoffMs', first, 'maxBackoffMs', ARGV[3])
+return {1, now + first}`;
+
+/**
+ * Claims the probe of a paused fleet for a status read (the poller's probe), as ACQUIRE does for
+ * a send: when the probe time has come, moves the next one ahead by the doubled backoff.
+ * KEYS: authPause. → -1 not paused, 0 paused and not yet time, 1 this caller probes.
+ */
+export const CLAIM_PROBE = `
+local probeAt = tonumber(redis.call('HGET', KEYS[1], 'probeAt') or '0')
+if probeAt == 0 then return -1 end
+${NOW}
+if probeAt > now then return 0 end
+local pause = redis.call('HMGET', KEYS[1], 'backoffMs', 'maxBackoffMs')
+local backoff = math.min(2 * tonumber(pause[1]), tonumber(pause[2]))
+redis.call('HSET', KEYS[1], 'probeAt', now + backoff, 'backoffMs', backoff)
+return 1`;
 
 /**
  * Ends a dispatch: marks it done, publishes its one event, stops tracking it and releases its lane,

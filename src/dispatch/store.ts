@@ -21,8 +21,11 @@ export interface DispatchRef {
 
 /** The answer of {@link DispatchStore.acquire}. */
 export type Verdict =
-  | { kind: 'go'; attempt: number; prompt: string }
+  /** Send now. `probe`: sends are paused and this one tries whether the key works again. */
+  | { kind: 'go'; attempt: number; prompt: string; probe: boolean }
   | { kind: 'blocked' }
+  /** The key was rejected: every send waits; the next probe may go at `untilMs`. */
+  | { kind: 'auth_paused'; untilMs: number }
   | { kind: 'parked' | 'over'; untilMs: number }
   | { kind: 'missing' }
   /**
@@ -50,6 +53,22 @@ export interface OpenDispatch {
  * in another state), `stale` (another attempt holds the intent now).
  */
 export type MarkResult = 'marked' | 'moved-on' | 'stale';
+
+/**
+ * Backoff of the probes while sends are paused: the first comes 1 s after the pause started, each
+ * next one twice as late, at most 25 s, so a working key is in use within 30 s of being in place
+ * (25 s plus a delayed job's wake-up and the probe itself).
+ */
+export const AUTH_PROBE_BACKOFF = { firstBackoffMs: 1_000, maxBackoffMs: 25_000 } as const;
+
+/** The fleet-wide pause of every send, as {@link DispatchStore.sendPause} reads it. */
+export interface SendPause {
+  readonly sinceMs: number;
+  /** The status that started it: 401 or 403 (the key), 3xx (`AGENT_API_URL`). */
+  readonly httpStatus: number;
+  /** When the next probe may go. */
+  readonly probeAt: number;
+}
 
 /** Settings the store needs. */
 export interface StoreOptions {
@@ -133,6 +152,7 @@ export class DispatchStore {
         this.keys.budget(ref.projectId),
         this.keys.park(ref.projectId),
         this.keys.tracked,
+        this.keys.authPause,
       ],
       [
         ref.dispatchId,
@@ -142,14 +162,16 @@ export class DispatchStore {
         Math.max(1, Math.round(firstPollMs)),
         attemptToken,
       ],
-    )) as [string, number, string];
-    const [kind, n, text] = reply;
+    )) as [string, number, string, number?];
+    const [kind, n, text, probe] = reply;
     switch (kind) {
       case 'go':
-        return { kind, attempt: n, prompt: text };
+        return { kind, attempt: n, prompt: text, probe: probe === 1 };
       case 'blocked':
       case 'missing':
         return { kind };
+      case 'auth_paused':
+        return { kind, untilMs: n };
       case 'parked':
       case 'over':
         return { kind, untilMs: n };
@@ -278,6 +300,42 @@ export class DispatchStore {
     return { nowMs: now, ids };
   }
 
+  /**
+   * Pauses every send of the fleet: the agent API answered `httpStatus` (401/403: the key; 3xx:
+   * `AGENT_API_URL`). `started` is true for the one call that started the pause (the one to log
+   * it); `probeAt` is when the next probe may go.
+   */
+  async pauseSends(
+    httpStatus: number,
+    backoff: { firstBackoffMs: number; maxBackoffMs: number } = AUTH_PROBE_BACKOFF,
+  ): Promise<{ started: boolean; probeAt: number }> {
+    const reply = (await SCRIPTS.authPause.run(
+      this.redis,
+      [this.keys.authPause],
+      [httpStatus, Math.round(backoff.firstBackoffMs), Math.round(backoff.maxBackoffMs)],
+    )) as [number, number];
+    return { started: reply[0] === 1, probeAt: reply[1] };
+  }
+
+  /** Ends the pause of every send (the key works again). Resolves to whether it was paused. */
+  async resumeSends(): Promise<boolean> {
+    return (await this.redis.del(this.keys.authPause)) === 1;
+  }
+
+  /**
+   * For a status read while sends are paused: `none` (not paused), `wait` (not the probe time
+   * yet), or `probe` (this caller probes, and the next probe time moves ahead, as for a send).
+   */
+  async claimProbe(): Promise<'none' | 'wait' | 'probe'> {
+    const reply = await SCRIPTS.claimProbe.run(this.redis, [this.keys.authPause], []);
+    return reply === 1 ? 'probe' : reply === 0 ? 'wait' : 'none';
+  }
+
+  /** The pause of every send, or `undefined` when sends are not paused. */
+  async sendPause(): Promise<SendPause | undefined> {
+    return parseSendPause(await this.redis.hgetall(this.keys.authPause));
+  }
+
   /** Whether a dispatch is queued at the head of its lane, so it may be sent now. */
   async isNext(ref: DispatchRef): Promise<boolean> {
     const reply = await SCRIPTS.isNext.run(
@@ -350,4 +408,15 @@ export class DispatchStore {
   private lane(ref: DispatchRef): string {
     return this.keys.lane(ref.projectId, ref.jobId);
   }
+}
+
+/** Reads the pause hash (see `Keys.authPause`); `undefined` when absent or unreadable. */
+export function parseSendPause(hash: Record<string, string>): SendPause | undefined {
+  const probeAt = Number(hash['probeAt']);
+  if (!hash['probeAt'] || !Number.isFinite(probeAt)) return undefined;
+  return {
+    sinceMs: Number(hash['since'] ?? 0),
+    httpStatus: Number(hash['httpStatus'] ?? 0),
+    probeAt,
+  };
 }

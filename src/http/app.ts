@@ -20,6 +20,8 @@ export interface AppOptions {
   readonly queues: readonly Queue[];
   readonly producer: Producer | undefined;
   readonly roles: () => readonly { name: string; running: boolean }[];
+  /** See `ReadinessSource.authPauseKey`. */
+  readonly authPauseKey?: string | undefined;
 }
 
 /** The express app: health, metrics, intake, dashboard, then JSON 404 and error answers. */
@@ -34,7 +36,13 @@ export function createApp(options: AppOptions): Express {
     res.set('x-content-type-options', 'nosniff');
     next();
   });
-  app.use(healthRouter({ redis: options.readinessRedis, roles: options.roles }));
+  app.use(
+    healthRouter({
+      redis: options.readinessRedis,
+      roles: options.roles,
+      authPauseKey: options.authPauseKey,
+    }),
+  );
   app.get('/metrics', async (_req, res) => {
     const text = await metrics.registry.metrics();
     res.set('content-type', metrics.registry.contentType).send(text);

@@ -1,5 +1,6 @@
 import { Router } from 'express';
 import type { Redis } from 'ioredis';
+import { parseSendPause } from '../dispatch/store.js';
 
 /** How long `/readyz` waits for Redis to answer PING. A scrape-style probe must answer quickly. */
 export const READY_PING_TIMEOUT_MS = 1_000;
@@ -9,12 +10,19 @@ export interface ReadinessSource {
   /** A connection that fails fast (no offline queue), so PING never waits for a reconnect. */
   readonly redis: Redis;
   readonly roles: () => readonly { name: string; running: boolean }[];
+  /**
+   * The key of the fleet-wide send pause (`Keys.authPause`), in processes that send or read the
+   * agent API: their `/readyz` then has an `auth` check.
+   */
+  readonly authPauseKey?: string | undefined;
 }
 
 /**
  * `/healthz` answers while the process runs (liveness: restart me only when this fails);
  * `/readyz` answers 200 only when Redis answers PING within a second and every role runs
- * (readiness: send me traffic), else 503 naming each failed check.
+ * (readiness: send me traffic), else 503 naming each failed check. In a process that sends, the
+ * `auth` check is `paused ...` while the agent API rejects the key or redirects: such a process
+ * cannot do its work (nothing is lost; it resumes by itself), so it is not ready, though alive.
  */
 export function healthRouter(source: ReadinessSource): Router {
   const router = Router();
@@ -25,6 +33,8 @@ export function healthRouter(source: ReadinessSource): Router {
     const checks: Record<string, string> = { redis: await pingRedis(source.redis) };
     for (const role of source.roles())
       checks[`role:${role.name}`] = role.running ? 'ok' : 'not running';
+    if (source.authPauseKey && checks['redis'] === 'ok')
+      checks['auth'] = await authCheck(source.redis, source.authPauseKey);
     const ready = Object.values(checks).every((value) => value === 'ok');
     res
       .status(ready ? 200 : 503)
@@ -52,5 +62,19 @@ async function pingRedis(redis: Redis): Promise<string> {
     return await Promise.race([ping, timeout]);
   } finally {
     clearTimeout(timer);
+  }
+}
+
+/** `ok`, or that every send is paused, with the status that paused it and the next probe. */
+async function authCheck(redis: Redis, key: string): Promise<string> {
+  try {
+    const pause = parseSendPause(await redis.hgetall(key));
+    if (!pause) return 'ok';
+    const probeInS = Math.max(0, Math.ceil((pause.probeAt - Date.now()) / 1000));
+    const what =
+      pause.httpStatus >= 300 && pause.httpStatus < 400 ? 'check AGENT_API_URL' : 'replace the key';
+    return `paused: the agent API answered ${pause.httpStatus} (${what}); next probe in ${probeInS} s`;
+  } catch {
+    return 'unknown: no answer from Redis';
   }
 }

@@ -22,6 +22,11 @@ export interface HttpServerOptions {
   producer?: Producer;
   /** The roles of this process, for `/readyz`. */
   roles: () => readonly { name: string; running: boolean }[];
+  /**
+   * In a process that sends: the key of the fleet-wide send pause, so `/readyz` reports it
+   * (`auth` check). Left out by `serve`, whose intake keeps taking follow-ups meanwhile.
+   */
+  authPauseKey?: string;
   /** Interface to listen on. @defaultValue `0.0.0.0` */
   host?: string;
 }

@@ -1,4 +1,5 @@
 import {
+  configRejectionStatus,
   isAgentApiError,
   isTerminalStatus,
   statusKind,
@@ -69,7 +70,10 @@ export function decide(
     if (isAgentApiError(seen.error) && seen.error.code === 'not_found') {
       return { kind: 'finish', ending: { type: EVENT_TYPES.undeliverable, reason: 'not_found' } };
     }
-    if (timedOut) return { kind: 'finish', ending: timeout };
+    // A rejected key or a wrong URL says nothing about the job: it ends nothing, not even a
+    // timeout (contract, promise 8). The reads back off until the key works again.
+    if (timedOut && configRejectionStatus(seen.error) === undefined)
+      return { kind: 'finish', ending: timeout };
     return {
       kind: 'backoff',
       delayMs: Math.max(next, retryAfter(seen.error) ?? 0, 2 * s.pollMinIntervalMs),

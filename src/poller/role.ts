@@ -36,11 +36,11 @@ export function startPoller(options: PollerOptions): PollerRole {
   const { config, metrics } = options;
   const logger = options.logger.child({ role: 'poller' });
   const resources = openRoleResources('poller', config, logger, options.api);
-  const { store, api, queue: dispatchQueue, redis, workerRedis } = resources;
+  const { store, api, queue: dispatchQueue, redis, workerRedis, refreshKey } = resources;
   const pollQueue = new Queue(QUEUE_NAMES.poll, { connection: redis, prefix: config.prefix });
   pollQueue.on('error', (err) => logger.warn({ err }, LIFECYCLE.redisError));
 
-  const ctx = { config, store, api, queue: dispatchQueue, metrics, logger };
+  const ctx = { config, store, api, queue: dispatchQueue, metrics, logger, refreshKey };
   const worker = new Worker(QUEUE_NAMES.poll, () => runTick(ctx), {
     connection: workerRedis,
     prefix: config.prefix,

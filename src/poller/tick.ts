@@ -1,9 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import type { Queue } from 'bullmq';
-import { statusKind, type AgentApiClient } from '../agent-api/index.js';
+import {
+  configRejectionStatus,
+  isAgentApiError,
+  statusKind,
+  type AgentApiClient,
+} from '../agent-api/index.js';
 import type { Config } from '../config/index.js';
+import { pauseSends, resumeSends } from '../dispatch/auth-pause.js';
 import type { DispatchRecord } from '../dispatch/record.js';
-import type { DispatchStore } from '../dispatch/store.js';
+import { AUTH_PROBE_BACKOFF, type DispatchStore } from '../dispatch/store.js';
 import { wakeDispatch } from '../dispatch/wake.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Metrics } from '../telemetry/metrics.js';
@@ -43,6 +49,8 @@ export interface TickContext {
   readonly queue: Queue;
   readonly metrics: Metrics;
   readonly logger: Logger;
+  /** Reads `AGENT_API_KEY_FILE` again; whether the key changed (see `RoleResources`). */
+  readonly refreshKey: () => boolean;
 }
 
 /** What one tick did, for logs and tests. */
@@ -94,6 +102,14 @@ async function pollBatch(
 ): Promise<TickResult> {
   const records = await ctx.store.getMany(ids);
   const parkedUntil = await projectParks(ctx, records);
+  // While the key is rejected, read only as the fleet's probe (with the key file's current key);
+  // a read answered with anything but a rejection ends the pause.
+  const claim = await ctx.store.claimProbe();
+  const pause = { on: claim !== 'none' };
+  if (claim === 'probe') ctx.refreshKey();
+  const pausedReadDelayMs = Math.min(ctx.config.pollMaxIntervalMs, AUTH_PROBE_BACKOFF.maxBackoffMs);
+  // Before the probe time, no read at all: the fleet's one probe per backoff holds for reads too.
+  let probing = claim === 'wait';
   let reads = 0;
   let finished = 0;
   let next = 0;
@@ -111,8 +127,14 @@ async function pollBatch(
         await ctx.store.reschedule(record.dispatchId, parked - nowMs);
         continue;
       }
+      if (pause.on && probing) {
+        // One read per batch tries the key while it is rejected; the others wait, unread.
+        await ctx.store.reschedule(record.dispatchId, pausedReadDelayMs);
+        continue;
+      }
+      probing = pause.on;
       reads++;
-      const read = pollOne(ctx, record, nowMs).then((ended) => {
+      const read = pollOne(ctx, record, nowMs, pause).then((ended) => {
         if (ended) finished++;
       });
       const waited = await Promise.race([
@@ -144,7 +166,12 @@ async function projectParks(
 }
 
 /** Reads one dispatch's job and acts on what it shows. Resolves to whether the dispatch ended. */
-async function pollOne(ctx: TickContext, record: DispatchRecord, nowMs: number): Promise<boolean> {
+async function pollOne(
+  ctx: TickContext,
+  record: DispatchRecord,
+  nowMs: number,
+  pause: { on: boolean },
+): Promise<boolean> {
   const started = performance.now();
   let seen: Observation;
   try {
@@ -161,9 +188,30 @@ async function pollOne(ctx: TickContext, record: DispatchRecord, nowMs: number):
       (performance.now() - started) / 1000,
     );
   }
+  await pauseOrResume(ctx, seen, pause);
   const action = decide(record, seen, nowMs, ctx.config);
   countRead(ctx, seen, action);
   return act(ctx, record, action, seen);
+}
+
+/** A read rejected for the key or the URL pauses every send; an answered read ends a pause. */
+async function pauseOrResume(
+  ctx: TickContext,
+  seen: Observation,
+  pause: { on: boolean },
+): Promise<void> {
+  const rejected = seen.kind === 'error' ? configRejectionStatus(seen.error) : undefined;
+  if (rejected !== undefined) {
+    if (!pause.on) await pauseSends(ctx.store, rejected, ctx.logger);
+    pause.on = true;
+    return;
+  }
+  const answered =
+    seen.kind === 'job' || (isAgentApiError(seen.error) && seen.error.httpStatus !== undefined);
+  if (pause.on && answered) {
+    pause.on = false;
+    await resumeSends(ctx.store, ctx.logger);
+  }
 }
 
 async function act(

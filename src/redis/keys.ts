@@ -43,6 +43,12 @@ export interface Keys {
   readonly pollLock: string;
   /** Hash: counters of what the fleet did (sends by outcome, events by type...). */
   readonly counters: string;
+  /**
+   * Hash: present while the agent API rejects the key (401/403) or redirects (a wrong
+   * `AGENT_API_URL`): every send of the fleet waits. Fields `since`, `httpStatus`, `probeAt`,
+   * `backoffMs`, `maxBackoffMs`; never the key.
+   */
+  readonly authPause: string;
 }
 
 /** Builds the {@link Keys} of one prefix. Ids are length-prefixed so no two pairs collide. */
@@ -63,5 +69,6 @@ export function keysFor(prefix: string): Keys {
     repairCursor: k('repair', 'cursor'),
     pollLock: k('poll', 'lock'),
     counters: k('counters'),
+    authPause: k('authpause'),
   });
 }

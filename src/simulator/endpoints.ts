@@ -21,7 +21,8 @@ export interface ForcedLimit {
 
 /** The simulator state the endpoints read and change. */
 export interface EndpointState {
-  readonly authorization: string;
+  /** The one `Authorization` header accepted; {@link Simulator.setApiKey} replaces it. */
+  authorization: string;
   readonly jobs: JobStore;
   readonly windows: SendWindows;
   readonly dice: FaultDice;

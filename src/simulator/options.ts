@@ -128,6 +128,8 @@ export interface Simulator {
   /** The job as a GET would show it now (without faults), or `undefined`. */
   getJob(projectId: string, jobId: string): AgentJob | undefined;
   setFaults(faults: Partial<Faults>): void;
+  /** Accepts `apiKey` from now on and answers 401 to the previous one (a rotated key). */
+  setApiKey(apiKey: string): void;
   setStaleTerminalMs(ms: number): void;
   /** Answers 429 to every send for this project until `until` (epoch ms). */
   rateLimitProject(

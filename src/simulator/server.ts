@@ -113,6 +113,10 @@ class AgentApiSimulator implements Simulator {
     this.#dice.set(faults);
   }
 
+  setApiKey(apiKey: string): void {
+    this.#state.authorization = `Bearer ${apiKey}`;
+  }
+
   setStaleTerminalMs(ms: number): void {
     this.#staleTerminalMs = ms;
   }

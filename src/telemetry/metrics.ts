@@ -23,6 +23,7 @@ export const METRIC_NAMES = {
   pollLag: 'agent_dispatch_poll_lag_seconds',
   redisUp: 'agent_dispatch_redis_up',
   repairs: 'agent_dispatch_repairs_total',
+  authPaused: 'agent_dispatch_api_auth_paused',
 } as const;
 
 /**
@@ -43,7 +44,10 @@ export interface RedisSource {
 /** The process's metrics, on a registry of its own (not prom-client's global one). */
 export interface Metrics {
   readonly registry: Registry;
-  /** Send outcomes: sent, rate_limited, rejected, transient, ambiguous, budget_wait, blocked. */
+  /**
+   * Send outcomes: sent, rate_limited, rejected, transient, ambiguous, budget_wait, blocked, and
+   * auth_paused (held, or refused, while the agent API rejects the key).
+   */
   readonly sends: Counter<'outcome'>;
   /** Agent API request latency by operation (send, get) and outcome (ok or an error code). */
   readonly apiLatency: Histogram<'operation' | 'outcome'>;
@@ -78,8 +82,10 @@ export interface Metrics {
   /**
    * Adds collectors that read Redis at scrape time: `agent_dispatch_queue_jobs{queue,state}`
    * (`queue.getJobCounts`), `agent_dispatch_tracked_followups` (ZCARD of `keys.tracked`),
-   * `agent_dispatch_poll_lag_seconds` (how overdue the oldest due status read is) and
-   * `agent_dispatch_redis_up` (1 when Redis answered the scrape's PING in time, else 0).
+   * `agent_dispatch_poll_lag_seconds` (how overdue the oldest due status read is),
+   * `agent_dispatch_redis_up` (1 when Redis answered the scrape's PING in time, else 0) and
+   * `agent_dispatch_api_auth_paused` (1 while every send of the fleet is paused because the agent
+   * API rejects the key or redirects, else 0).
    * Failures at scrape are logged, never thrown. A later call replaces the source of an earlier one.
    */
   watchRedis(source: RedisSource): void;
@@ -207,7 +213,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   return metrics;
 }
 
-/** Registers the two scrape-time gauges; they read whatever source is current at scrape time. */
+/** Registers the scrape-time gauges; they read whatever source is current at scrape time. */
 function registerRedisCollectors(
   registry: Registry,
   current: () => RedisSource | undefined,
@@ -248,6 +254,21 @@ function registerRedisCollectors(
         this.set(await withTimeout(src.redis.zcard(src.keys.tracked)));
       } catch (err) {
         // A stale or zero figure would read as a healthy one: NaN shows as a gap on a graph.
+        this.set(Number.NaN);
+        (src.logger ?? fallbackLogger)?.warn({ err }, 'metrics:scrape-failed');
+      }
+    },
+  });
+  new Gauge({
+    name: METRIC_NAMES.authPaused,
+    help: 'Whether every send of the fleet is paused because the agent API rejects the key (401/403) or redirects (3xx), read at scrape time.',
+    registers: [registry],
+    async collect() {
+      const src = current();
+      if (!src) return;
+      try {
+        this.set(await withTimeout(src.redis.exists(src.keys.authPause)));
+      } catch (err) {
         this.set(Number.NaN);
         (src.logger ?? fallbackLogger)?.warn({ err }, 'metrics:scrape-failed');
       }

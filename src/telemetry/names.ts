@@ -36,6 +36,10 @@ export const LIFECYCLE = {
   pollSkipped: 'poll:skipped',
   pollError: 'poll:error',
   redisError: 'redis:error',
+  sendsPaused: 'sends:paused',
+  sendsResumed: 'sends:resumed',
+  apiKeyReloaded: 'api-key:reloaded',
+  apiKeyUnreadable: 'api-key:unreadable',
   httpListening: 'http:listening',
   configClearTextKey: 'config:clear-text-key',
 } as const;

@@ -107,6 +107,27 @@ describe('error statuses', () => {
     expect(err.message).not.toContain('wrong');
   });
 
+  it('takes a rotated key without a new pool, and rejects a malformed one without echoing it', async () => {
+    sim().seedJob('proj', 'job-rotate');
+    const rotating = testClient(sim().url);
+    try {
+      expect(await rotating.getJob('proj', 'job-rotate')).toMatchObject({ id: 'job-rotate' });
+      sim().setApiKey('sim-rotated-key-42');
+      expect(await failure(rotating.getJob('proj', 'job-rotate'))).toMatchObject({
+        code: 'unauthorized',
+        httpStatus: 401,
+      });
+      rotating.setApiKey('sim-rotated-key-42');
+      expect(await rotating.getJob('proj', 'job-rotate')).toMatchObject({ id: 'job-rotate' });
+      expect(() => rotating.setApiKey('bad key-secret')).toThrow(
+        /^apiKey must be a non-empty string of visible ASCII characters$/,
+      );
+    } finally {
+      sim().setApiKey(TEST_API_KEY);
+      await rotating.close();
+    }
+  });
+
   it('maps 404 to not_found', async () => {
     const err = await failure(client.sendMessage('proj', 'no-such-job', 'hi'));
     expect(err).toMatchObject({

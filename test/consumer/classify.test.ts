@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { AgentApiError, type AgentErrorCode } from '../../src/agent-api/index.js';
+import { errorFromStatus } from '../../src/agent-api/classify.js';
 import {
   budgetMarginMs,
   classifySendFailure,
@@ -12,7 +13,6 @@ const error = (code: AgentErrorCode, ambiguous = false, retryAfterMs?: number) =
 describe('classifySendFailure', () => {
   it.each([
     ['bad_request', { kind: 'permanent', reason: 'bad_request' }],
-    ['unauthorized', { kind: 'permanent', reason: 'unauthorized' }],
     ['not_found', { kind: 'permanent', reason: 'not_found' }],
     ['server', { kind: 'transient', reason: 'server', refund: false }],
     ['network', { kind: 'transient', reason: 'network', refund: true }],
@@ -36,6 +36,14 @@ describe('classifySendFailure', () => {
       reason: 'unexpected_error',
     });
   });
+
+  it.each([401, 403, 301, 302, 307, 308])(
+    'pauses every send, and ends nothing, on a %i (a rejected key or a wrong AGENT_API_URL)',
+    (status) => {
+      const err = errorFromStatus('send', status, {}, '', (text) => text);
+      expect(classifySendFailure(err)).toEqual({ kind: 'auth_paused', httpStatus: status });
+    },
+  );
 
   it('keeps the wait a 429 named', () => {
     expect(classifySendFailure(error('rate_limited', false, 12_000))).toEqual({

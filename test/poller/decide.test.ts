@@ -44,9 +44,13 @@ const job = (status: string, prLink: string | null = null) => ({
   kind: 'job' as const,
   job: { id: 'j', status, prLink },
 });
-const failure = (code: 'not_found' | 'rate_limited' | 'server', retryAfterMs?: number) => ({
+const failure = (
+  code: 'not_found' | 'rate_limited' | 'server' | 'unauthorized' | 'bad_request',
+  retryAfterMs?: number,
+  httpStatus?: number,
+) => ({
   kind: 'error' as const,
-  error: new AgentApiError('get failed', { code, ambiguous: false, retryAfterMs }),
+  error: new AgentApiError('get failed', { code, ambiguous: false, retryAfterMs, httpStatus }),
 });
 
 describe('decide', () => {
@@ -194,5 +198,19 @@ describe('decide', () => {
     expect(decide(record(), failure('server'), SENT_AT + 60_000, SETTINGS)).toMatchObject({
       ending: { type: 'followup.timed_out' },
     });
+  });
+
+  it('ends and times out nothing on a rejected key (401/403) or a redirect (3xx): it backs off', () => {
+    for (const [code, status] of [
+      ['unauthorized', 401],
+      ['unauthorized', 403],
+      ['bad_request', 302],
+    ] as const) {
+      for (const state of ['sent', 'unsettled', 'sending'] as const) {
+        expect(
+          decide(record({ state }), failure(code, undefined, status), SENT_AT + 60_000, SETTINGS),
+        ).toEqual({ kind: 'backoff', delayMs: 2_000 });
+      }
+    }
   });
 });

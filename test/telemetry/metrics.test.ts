@@ -63,6 +63,7 @@ describe('/metrics', () => {
     // The oldest tracked read was due at epoch ms 1: decades overdue. Redis answered the PING.
     expect(value(METRIC_NAMES.pollLag)).toBeGreaterThan(1e9);
     expect(value(METRIC_NAMES.redisUp)).toBe(1);
+    expect(value(METRIC_NAMES.authPaused)).toBe(0);
     expect(families.get(METRIC_NAMES.apiLatency)?.type).toBe('histogram');
     expect(value(METRIC_NAMES.apiLatency, { operation: 'send', outcome: 'ok' }, '_count')).toBe(1);
   });
@@ -109,7 +110,8 @@ describe('watchRedis', () => {
       expect(families.get(METRIC_NAMES.trackedFollowups)?.samples[0]?.value).toBeNaN();
       expect(families.get(METRIC_NAMES.pollLag)?.samples[0]?.value).toBeNaN();
       expect(families.get(METRIC_NAMES.redisUp)?.samples[0]?.value).toBe(0);
-      expect(lines.filter((l) => l.msg === 'metrics:scrape-failed')).toHaveLength(3);
+      expect(families.get(METRIC_NAMES.authPaused)?.samples[0]?.value).toBeNaN();
+      expect(lines.filter((l) => l.msg === 'metrics:scrape-failed')).toHaveLength(4);
     } finally {
       await queue.close().catch(() => {});
       redis.disconnect();

@@ -39,11 +39,11 @@ export class Haystack {
   }
 }
 
-/** Every key of the Redis (its name and its value, read by type). */
-export async function addRedis(haystack: Haystack, redis: Redis): Promise<void> {
+/** Every key of the Redis (its name and its value, read by type), or those matching `match`. */
+export async function addRedis(haystack: Haystack, redis: Redis, match = '*'): Promise<void> {
   let cursor = '0';
   do {
-    const [next, keys] = await redis.scan(cursor, 'COUNT', 1000);
+    const [next, keys] = await redis.scan(cursor, 'MATCH', match, 'COUNT', 1000);
     cursor = next;
     for (const key of keys)
       haystack.add('Redis keys and values', key, `${key}\n${await valueOf(redis, key)}`);
