@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { CliProcess } from '../support/cli.js';
 import { duplicates } from '../support/events.js';
-import { fleetEnv, grid, startRoles, useFleet, waitForWorkers } from '../support/fleet.js';
+import { fleetEnv, grid, useFleet } from '../support/fleet.js';
+import { startRoles, waitForWorkers } from '../support/roles.js';
 import { useSimulator } from '../support/simulator.js';
 
 describe('a fleet under interruptions', () => {

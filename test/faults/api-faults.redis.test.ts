@@ -2,8 +2,9 @@ import { afterEach, beforeEach, describe, expect, it, type TestContext } from 'v
 import type { FollowUpInput } from '../../src/dispatch/followup.js';
 import { createProducer, type Producer } from '../../src/producer/index.js';
 import type { CliProcess } from '../support/cli.js';
-import { fleetEnv, grid, startRoles, stopAll } from '../support/fleet.js';
+import { fleetEnv, grid } from '../support/fleet.js';
 import { createNamespace, type Namespace } from '../support/namespace.js';
+import { startRoles, terminate, uncleanExits } from '../support/roles.js';
 import { useSimulator } from '../support/simulator.js';
 import { faultCounts, startChaos } from './support/chaos.js';
 import { describeCounts, recordFigures, stopwatch } from './support/figures.js';
@@ -79,7 +80,7 @@ describe('4. agent-API faults', () => {
     const wrongSettling = misSettled(accepted, events, simulator().deliveries);
     const seenButAmbiguous = await ambiguousDespiteSeenActive(probe.redis, ns.prefix, events);
     const alive = processes.filter((p) => isAlive(p.child)).length;
-    const exits = await stopAll(processes);
+    const exits = await terminate(processes);
     // After the stop: every log line is complete.
     const twice = deliveredTwiceAfterDoubt(simulator(), accepted, processes);
     const duplicatesAllowed = resend ? twice.afterDoubt.length : 0;
@@ -116,7 +117,7 @@ describe('4. agent-API faults', () => {
     expect(seenButAmbiguous).toEqual([]);
     expect(quiet).toBe(true);
     expect(alive).toBe(exits.length);
-    expect(exits.every((code) => code === 0)).toBe(true);
+    expect(uncleanExits(processes, exits)).toEqual([]);
   }
 
   it('ends every follow-up once and settles each ambiguous send (AMBIGUOUS_RESEND=false)', (ctx) =>
