@@ -69,12 +69,15 @@ export async function runCrashCase(ctx: Pick<TestContext, 'task'>, c: CrashCase)
   expect(uncleanExits(processes, exits)).toEqual([]);
 }
 
-/** Nothing lost, nothing twice, nothing out of order, every outcome true to the simulator. */
-export function expectCleanBooks(books: Tally): void {
+/**
+ * Nothing lost, nothing twice, nothing out of order, every outcome true to the simulator; prompts
+ * delivered twice exactly `duplicateDeliveries` (a drill that accepts resends says how many).
+ */
+export function expectCleanBooks(books: Tally, duplicateDeliveries = 0): void {
   expect(books.lost).toEqual([]);
   expect(books.duplicateEvents).toEqual([]);
   expect(books.phantomEvents).toEqual([]);
-  expect(books.duplicateDeliveries).toEqual([]);
+  expect(books.duplicateDeliveries).toHaveLength(duplicateDeliveries);
   expect(books.outcomesWithoutDelivery).toEqual([]);
   expect(books.wrongOutcomes).toEqual([]);
   expect(books.orderViolations).toEqual([]);
