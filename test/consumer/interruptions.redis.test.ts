@@ -49,6 +49,9 @@ describe('a fleet under interruptions', () => {
       worker = startRoles('worker', 1, env)[0] as CliProcess;
       fleet().processes = [...pollers, worker];
     }
+    // The last one too must be up before the end: SIGTERMed while it still loads its modules (its
+    // handler not yet installed), it would end by SIGTERM and the clean-exit check would fail.
+    await waitForWorkers(ns, 1, { processes: [worker] });
 
     const events = await fleet().events(inputs.length);
     const deliveries = simulator().deliveries;
