@@ -23,17 +23,6 @@ export function timesByProject(deliveries: readonly Delivery[]): Map<string, num
   return times;
 }
 
-/** The most deliveries within any window of `windowMs` (a window holds times less than it apart). */
-export function busiestWindow(times: readonly number[], windowMs: number): number {
-  let most = 0;
-  let start = 0;
-  for (let end = 0; end < times.length; end++) {
-    while ((times[end] as number) - (times[start] as number) >= windowMs) start++;
-    most = Math.max(most, end - start + 1);
-  }
-  return most;
-}
-
 /**
  * The share of a `max` per `windowMs` budget that `times` used over a period of `periodMs` (every
  * time lies within it): sends / (max × period / window). A limiter that keeps a backlogged project

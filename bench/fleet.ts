@@ -1,9 +1,8 @@
-import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { Queue } from 'bullmq';
 import { QUEUE_NAMES } from '../src/redis/keys.js';
 import type { Simulator } from '../src/simulator/index.js';
-import { logLines, runCli, type CliProcess } from '../test/support/cli.js';
+import { logLines, runScript, type CliProcess, type RunOptions } from '../test/support/cli.js';
+import { startRoles, waitForWorkers } from '../test/support/roles.js';
 import { BENCH_API_KEY, type BenchContext, type Namespace } from './context.js';
 import { BASELINE_QUEUE } from './workload.js';
 
@@ -12,10 +11,13 @@ import { BASELINE_QUEUE } from './workload.js';
  * the sources, so a run always measures the code as it is, with no build step) and the baseline's
  * minimal BullMQ workers. tsx compiles each module once at start-up; after that the process runs
  * plain JavaScript, so only start-up time and some resident memory differ from `dist/cli.js`.
+ * Starting, waiting for and stopping processes are test/support's (`roles.ts`, `cli.ts`): the
+ * bench runs the same helpers as the tests; stop processes with its `stopAll`.
  */
 
 const BASELINE_SCRIPT = fileURLToPath(new URL('./baseline-worker.ts', import.meta.url));
-const CLI = fileURLToPath(new URL('../src/cli.ts', import.meta.url));
+/** Longer than the tests' default: the bench starts bigger fleets, each process compiling with tsx. */
+const START_TIMEOUT_MS = 60_000;
 
 /** How to start a process: with `profileDir`, V8 writes a CPU profile there when it exits. */
 export interface StartOptions {
@@ -44,7 +46,7 @@ export function roleEnv(
 }
 
 /** Starts `count` processes of one of our roles and waits until their BullMQ workers are up. */
-export async function startRoles(
+export async function launchRoles(
   ctx: BenchContext,
   ns: Namespace,
   command: 'worker' | 'poller',
@@ -52,11 +54,13 @@ export async function startRoles(
   env: Record<string, string>,
   options: StartOptions = {},
 ): Promise<CliProcess[]> {
-  const processes = Array.from({ length: count }, () =>
-    options.profileDir ? spawnNode([CLI, command], env, options) : runCli([command], env),
-  );
+  const processes = startRoles(command, count, env, runOptions(options));
   const queue = command === 'worker' ? QUEUE_NAMES.dispatch : QUEUE_NAMES.poll;
-  await waitForWorkers(ctx, ns, queue, count, processes);
+  await waitForWorkers({ redis: ctx.admin, prefix: ns.prefix }, count, {
+    queue,
+    processes,
+    timeoutMs: START_TIMEOUT_MS,
+  });
   return processes;
 }
 
@@ -74,17 +78,23 @@ export async function startBaseline(
     WORKER_CONCURRENCY: String(concurrency),
     BASELINE_QUEUE,
   };
-  const processes = Array.from({ length: count }, () => spawnNode([BASELINE_SCRIPT], env, options));
-  await waitForWorkers(ctx, ns, BASELINE_QUEUE, count, processes);
+  const processes = Array.from({ length: count }, () =>
+    runScript(BASELINE_SCRIPT, [], env, runOptions(options)),
+  );
+  await waitForWorkers({ redis: ctx.admin, prefix: ns.prefix }, count, {
+    queue: BASELINE_QUEUE,
+    processes,
+    timeoutMs: START_TIMEOUT_MS,
+  });
   return processes;
 }
 
 /**
- * Stops processes gracefully; resolves to the error-level log lines they wrote (pino level 50 and
- * up), which a scenario reports, since a benchmark of a failing fleet would mean nothing.
+ * The error-level log lines (pino level 50 and up) that processes wrote, which a scenario reports,
+ * since a benchmark of a failing fleet would mean nothing. Read them after {@link stopAll}, which
+ * rejects if a process did not exit 0, so that every line is complete.
  */
-export async function stopAll(processes: readonly CliProcess[]): Promise<string[]> {
-  await Promise.all(processes.map((p) => p.stop('SIGTERM')));
+export function errorLines(processes: readonly CliProcess[]): string[] {
   return processes.flatMap((p) =>
     logLines(p.output.stdout)
       .filter((line) => Number(line['level']) >= 50)
@@ -92,51 +102,8 @@ export async function stopAll(processes: readonly CliProcess[]): Promise<string[
   );
 }
 
-async function waitForWorkers(
-  ctx: BenchContext,
-  ns: Namespace,
-  queueName: string,
-  count: number,
-  processes: readonly CliProcess[],
-): Promise<void> {
-  const queue = new Queue(queueName, { connection: ctx.connection, prefix: ns.prefix });
-  try {
-    const deadline = Date.now() + 60_000;
-    while ((await queue.getWorkersCount()) < count) {
-      const dead = processes.find((p) => p.child.exitCode !== null);
-      if (dead) throw new Error(`a ${queueName} process exited: ${dead.output.stderr.slice(-500)}`);
-      if (Date.now() > deadline) throw new Error(`${count} ${queueName} workers did not start`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  } finally {
-    await queue.close();
-  }
-}
-
-/** Runs a TypeScript file (and its arguments) in its own Node process, like {@link runCli}. */
-function spawnNode(
-  args: readonly string[],
-  env: Record<string, string>,
-  options: StartOptions,
-): CliProcess {
-  const profile = options.profileDir ? ['--cpu-prof', '--cpu-prof-dir', options.profileDir] : [];
-  const child = spawn(process.execPath, [...profile, '--import', 'tsx', ...args], {
-    env: { PATH: process.env['PATH'] ?? '', HOME: process.env['HOME'] ?? '', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const output = { stdout: '', stderr: '' };
-  child.stdout?.on('data', (chunk: Buffer) => (output.stdout += chunk.toString()));
-  child.stderr?.on('data', (chunk: Buffer) => (output.stderr += chunk.toString()));
-  const exited = new Promise<number | string>((resolve) => {
-    child.once('exit', (code, signal) => resolve(code ?? signal ?? -1));
-  });
-  return {
-    child,
-    output,
-    exited,
-    async stop(signal = 'SIGTERM') {
-      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
-      return exited;
-    },
-  };
+/** With `profileDir`, V8 writes a CPU profile there when the process exits. */
+function runOptions(options: StartOptions): RunOptions {
+  const { profileDir } = options;
+  return profileDir ? { nodeArgs: ['--cpu-prof', '--cpu-prof-dir', profileDir] } : {};
 }

@@ -2,10 +2,11 @@ import { Queue } from 'bullmq';
 import { createProducer } from '../../src/producer/index.js';
 import { QUEUE_NAMES } from '../../src/redis/keys.js';
 import type { Delivery } from '../../src/simulator/index.js';
+import { stopAll } from '../../test/support/roles.js';
 import type { BenchContext } from '../context.js';
 import { intentToArrivalMs } from '../deliveries.js';
 import { watchList } from '../evidence.js';
-import { roleEnv, startRoles, stopAll } from '../fleet.js';
+import { errorLines, launchRoles, roleEnv } from '../fleet.js';
 import {
   blockingLatenessMs,
   commandDelta,
@@ -86,7 +87,7 @@ async function setUp(ctx: BenchContext, hz: number) {
   const producer = createProducer({ redisUrl: ctx.redisUrl, prefix: ns.prefix });
   const queue = new Queue(QUEUE_NAMES.dispatch, { connection: ctx.connection, prefix: ns.prefix });
   const env = roleEnv(ctx, ns, simulator, { SEND_RATE_LIMIT: `${MAX}/5s` });
-  const fleet = await startRoles(ctx, ns, 'worker', WORKERS, env);
+  const fleet = await launchRoles(ctx, ns, 'worker', WORKERS, env);
   return {
     ns,
     wakeLateMs,
@@ -144,7 +145,7 @@ export async function measureBudget(
         .map((r) => r.at - first),
       probe: { ...result, commands },
       lagMs: await intentToArrivalMs(ctx.admin, run.ns.prefix, ids, inputs, simulator),
-      errors: await stopAll(fleet),
+      errors: await stopAll(fleet).then(() => errorLines(fleet)),
     };
   } finally {
     await run.tearDown();

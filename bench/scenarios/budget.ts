@@ -1,5 +1,6 @@
 import type { Delivery } from '../../src/simulator/index.js';
-import { budgetShare, busiestWindow, slotSlackMs, timesByProject } from '../deliveries.js';
+import { busiestWindow } from '../../test/support/deliveries.js';
+import { budgetShare, slotSlackMs, timesByProject } from '../deliveries.js';
 import { describeCpu, topCommands } from '../evidence.js';
 import type { Scenario, ScenarioResult } from '../report.js';
 import { median, ms, num, pct, percentile } from '../stats.js';

@@ -5,10 +5,11 @@ import { Queue } from 'bullmq';
 import { createProducer } from '../../src/producer/index.js';
 import { QUEUE_NAMES } from '../../src/redis/keys.js';
 import type { Simulator } from '../../src/simulator/index.js';
+import { stopAll } from '../../test/support/roles.js';
 import type { BenchContext } from '../context.js';
 import { monotonicUs, summariseFile, type ProfileSummary } from '../cpu-profile.js';
 import { watchList } from '../evidence.js';
-import { roleEnv, startBaseline, startRoles, stopAll } from '../fleet.js';
+import { errorLines, launchRoles, roleEnv, startBaseline } from '../fleet.js';
 import { startProbe, type ProbeResult } from '../probes.js';
 import {
   BASELINE_QUEUE,
@@ -71,7 +72,7 @@ async function fleetOf(ctx: BenchContext, kind: Kind, workers: number, profileDi
   const options = profileDir ? { profileDir } : {};
   const processes =
     kind === 'ours'
-      ? await startRoles(ctx, ns, 'worker', workers, roleEnv(ctx, ns, simulator), options)
+      ? await launchRoles(ctx, ns, 'worker', workers, roleEnv(ctx, ns, simulator), options)
       : await startBaseline(ctx, ns, simulator, workers, CONCURRENCY, options);
   const producer = createProducer({ redisUrl: ctx.redisUrl, prefix: ns.prefix });
   const bare = baselineQueue(ctx, ns);
@@ -129,7 +130,7 @@ export async function once(
       endToEndMs,
       probe: result,
       drainProbe: await drainProbe.stop(),
-      errors: await stopAll(fleet.processes),
+      errors: await stopAll(fleet.processes).then(() => errorLines(fleet.processes)),
     };
   } finally {
     await fleet.close();

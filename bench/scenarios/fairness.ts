@@ -1,8 +1,9 @@
 import { createProducer } from '../../src/producer/index.js';
 import type { Delivery } from '../../src/simulator/index.js';
+import { stopAll } from '../../test/support/roles.js';
 import type { BenchContext } from '../context.js';
 import { describeCpu, watchList } from '../evidence.js';
-import { roleEnv, startRoles, stopAll } from '../fleet.js';
+import { launchRoles, roleEnv } from '../fleet.js';
 import { startProbe, type ProbeResult } from '../probes.js';
 import type { Scenario, ScenarioResult } from '../report.js';
 import { median, ms, num, percentile, runs } from '../stats.js';
@@ -52,7 +53,7 @@ async function once(ctx: BenchContext, variant: Variant): Promise<Run> {
   const ns = await ctx.fresh('fairness');
   const simulator = await benchSimulator();
   const env = roleEnv(ctx, ns, simulator, { SEND_RATE_LIMIT: variant.rate });
-  const fleet = await startRoles(ctx, ns, 'worker', WORKERS, env);
+  const fleet = await launchRoles(ctx, ns, 'worker', WORKERS, env);
   const producer = createProducer({ redisUrl: ctx.redisUrl, prefix: ns.prefix });
   try {
     // Warm-up: JIT, sockets and script caches are not what is measured.

@@ -3,8 +3,9 @@ import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { createProducer } from '../../src/producer/index.js';
 import { keysFor, QUEUE_NAMES } from '../../src/redis/keys.js';
+import { stopAll } from '../../test/support/roles.js';
 import type { BenchContext, Namespace } from '../context.js';
-import { roleEnv, startRoles, stopAll } from '../fleet.js';
+import { launchRoles, roleEnv } from '../fleet.js';
 import { infoNumber, memoryOf } from '../probes.js';
 import type { Scenario, ScenarioResult } from '../report.js';
 import { bytes, num } from '../stats.js';
@@ -72,7 +73,7 @@ async function parkedWorker(ctx: BenchContext, n: number) {
   const ns = await ctx.fresh('memory');
   const simulator = await benchSimulator();
   const env = roleEnv(ctx, ns, simulator, { SEND_RATE_LIMIT: '1/1h' });
-  const [worker] = await startRoles(ctx, ns, 'worker', 1, env);
+  const [worker] = await launchRoles(ctx, ns, 'worker', 1, env);
   const producer = createProducer({ redisUrl: ctx.redisUrl, prefix: ns.prefix });
   const queue = new Queue(QUEUE_NAMES.dispatch, {
     connection: ctx.connection,

@@ -2,9 +2,10 @@ import type { Redis } from 'ioredis';
 import { createProducer } from '../../src/producer/index.js';
 import { QUEUE_NAMES } from '../../src/redis/keys.js';
 import type { Simulator } from '../../src/simulator/index.js';
+import { stopAll } from '../../test/support/roles.js';
 import type { BenchContext, Namespace } from '../context.js';
 import { watchList } from '../evidence.js';
-import { roleEnv, startRoles, stopAll } from '../fleet.js';
+import { launchRoles, roleEnv } from '../fleet.js';
 import { cpuMsOf, startProbe, type ProbeResult } from '../probes.js';
 import { num } from '../stats.js';
 import { benchSimulator, enqueueOurs, followUps, waitUntil } from '../workload.js';
@@ -114,8 +115,8 @@ async function setUp(ctx: BenchContext) {
   };
   const simulator = await benchSimulator({ workTimeMs });
   const env = roleEnv(ctx, ns, simulator, SETTINGS);
-  const poller = await startRoles(ctx, ns, 'poller', 1, env);
-  const workers = await startRoles(ctx, ns, 'worker', WORKERS, env);
+  const poller = await launchRoles(ctx, ns, 'poller', 1, env);
+  const workers = await launchRoles(ctx, ns, 'worker', WORKERS, env);
   const producer = createProducer({ redisUrl: ctx.redisUrl, prefix: ns.prefix });
   const roles = [
     { label: 'poller', processes: poller },

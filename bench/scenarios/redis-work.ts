@@ -1,8 +1,9 @@
 import { createProducer } from '../../src/producer/index.js';
 import type { CliProcess } from '../../test/support/cli.js';
+import { stopAll } from '../../test/support/roles.js';
 import type { BenchContext } from '../context.js';
 import { topCommands } from '../evidence.js';
-import { roleEnv, startBaseline, startRoles, stopAll } from '../fleet.js';
+import { launchRoles, roleEnv, startBaseline } from '../fleet.js';
 import { startProbe, totalCalls, type ProbeResult } from '../probes.js';
 import type { Scenario, ScenarioResult } from '../report.js';
 import { num } from '../stats.js';
@@ -50,8 +51,8 @@ async function ours(ctx: BenchContext, n: number, together: boolean): Promise<Pr
   const events = async () => (await ctx.admin.xlen(ns.eventsStream)) >= n;
   try {
     if (together) {
-      roles.push(...(await startRoles(ctx, ns, 'poller', 1, env)));
-      roles.push(...(await startRoles(ctx, ns, 'worker', 1, env)));
+      roles.push(...(await launchRoles(ctx, ns, 'poller', 1, env)));
+      roles.push(...(await launchRoles(ctx, ns, 'worker', 1, env)));
       return [
         await phase(ctx, async () => {
           await enqueueOurs(producer, followUps(n, 100));
@@ -61,14 +62,14 @@ async function ours(ctx: BenchContext, n: number, together: boolean): Promise<Pr
     }
     const enqueue = await phase(ctx, () => enqueueOurs(producer, followUps(n, 100)));
     const send = await phase(ctx, async () => {
-      roles.push(...(await startRoles(ctx, ns, 'worker', 1, env)));
+      roles.push(...(await launchRoles(ctx, ns, 'worker', 1, env)));
       await waitUntil(() => simulator.deliveries.length >= n, `${n} deliveries`, 120_000, 20);
       await new Promise((r) => setTimeout(r, 300)); // the last MARK_SENT and job completions
       await stopAll(roles.splice(0));
     });
     await new Promise((r) => setTimeout(r, WORK_MS)); // every run has ended
     const track = await phase(ctx, async () => {
-      roles.push(...(await startRoles(ctx, ns, 'poller', 1, env)));
+      roles.push(...(await launchRoles(ctx, ns, 'poller', 1, env)));
       await waitUntil(events, `${n} events`, 120_000, 50);
     });
     return [enqueue, send, track];

@@ -245,7 +245,11 @@ function looksLikeRedis(pid: number): boolean {
   }
 }
 
-function freePort(): Promise<number> {
+/**
+ * Asks the kernel for a free loopback TCP port (listen on port 0, read it, close). The tests and
+ * the bench use this one too.
+ */
+export function freePort(): Promise<number> {
   return new Promise((resolvePort, reject) => {
     const server = createServer();
     server.unref();

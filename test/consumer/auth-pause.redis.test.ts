@@ -5,7 +5,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { logLines, runCli } from '../support/cli.js';
 import { duplicates, readEvents } from '../support/events.js';
 import { keysFor } from '../../src/redis/keys.js';
-import { fleetEnv, grid, roundsOf, startRoles, stopAll, useFleet } from '../support/fleet.js';
+import { fleetEnv, grid, roundsOf, useFleet } from '../support/fleet.js';
+import { startRoles, stopAll } from '../support/roles.js';
 import { eventually } from '../support/namespace.js';
 import { freePort } from '../support/redis-server.js';
 import { TEST_API_KEY, useSimulator } from '../support/simulator.js';
@@ -101,7 +102,7 @@ describe('a fleet whose agent-API key is rejected mid-run', () => {
       what: 'the pause gauge back to 0',
     });
     expect((await fetch(`${base_}/readyz`)).status).toBe(200);
-    expect(await stopAll(fleet().processes)).toEqual([0, 0, 0, 0]);
+    await stopAll(fleet().processes);
 
     const lines = fleet().processes.flatMap((p) => logLines(p.output.stdout));
     const pausedLines = lines.filter((l) => l['msg'] === 'sends:paused');

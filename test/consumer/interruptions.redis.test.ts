@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { CliProcess } from '../support/cli.js';
 import { duplicates } from '../support/events.js';
-import { fleetEnv, grid, startRoles, useFleet, waitForWorkers } from '../support/fleet.js';
+import { fleetEnv, grid, useFleet } from '../support/fleet.js';
+import { startRoles, waitForWorkers } from '../support/roles.js';
 import { useSimulator } from '../support/simulator.js';
 
 describe('a fleet under interruptions', () => {
@@ -48,6 +49,9 @@ describe('a fleet under interruptions', () => {
       worker = startRoles('worker', 1, env)[0] as CliProcess;
       fleet().processes = [...pollers, worker];
     }
+    // The last one too must be up before the end: SIGTERMed while it still loads its modules (its
+    // handler not yet installed), it would end by SIGTERM and the clean-exit check would fail.
+    await waitForWorkers(ns, 1, { processes: [worker] });
 
     const events = await fleet().events(inputs.length);
     const deliveries = simulator().deliveries;

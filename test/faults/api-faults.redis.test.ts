@@ -1,22 +1,21 @@
-import { afterEach, beforeEach, describe, expect, it, type TestContext } from 'vitest';
+import { describe, expect, it, type TestContext } from 'vitest';
 import type { FollowUpInput } from '../../src/dispatch/followup.js';
-import { createProducer, type Producer } from '../../src/producer/index.js';
-import type { CliProcess } from '../support/cli.js';
-import { fleetEnv, grid, startRoles, stopAll } from '../support/fleet.js';
-import { createNamespace, type Namespace } from '../support/namespace.js';
+import { fleetEnv, grid } from '../support/fleet.js';
+import { startRoles, terminate, uncleanExits } from '../support/roles.js';
 import { useSimulator } from '../support/simulator.js';
 import { faultCounts, startChaos } from './support/chaos.js';
+import { expectCleanBooks } from './support/crash-case.js';
 import { describeCounts, recordFigures, stopwatch } from './support/figures.js';
+import { useDrill } from './support/fixture.js';
 import { tally, tallyNotes } from './support/ledger.js';
-import { openProbe, waitForRole, type Probe } from './support/quiet.js';
+import { waitForRole } from './support/quiet.js';
 import { SCALE } from './support/scale.js';
 import {
   countLogLines,
   DRILL_SETTINGS,
+  DRILL_SIMULATOR,
   isAlive,
-  outcomeOf,
   outcomeTypeOf,
-  UNLIMITED,
 } from './support/traffic.js';
 import {
   ambiguousDespiteSeenActive,
@@ -27,32 +26,15 @@ import {
 
 describe('4. agent-API faults', () => {
   const simulator = useSimulator({
+    ...DRILL_SIMULATOR,
     // Runs of 1 to 2 s: the poller, whose reads fail too, still gets to see most of them active.
     workTimeMs: () => 1_000 + Math.floor(Math.random() * 1_000),
-    outcome: (_project, _job, prompt) => outcomeOf(prompt),
-    sendLimit: UNLIMITED,
   });
-  let ns: Namespace;
-  let producer: Producer;
-  let probe: Probe;
-  let processes: CliProcess[] = [];
-
-  beforeEach(() => {
-    ns = createNamespace('f-api');
-    producer = createProducer({ redisUrl: ns.redisUrl, prefix: ns.prefix });
-    probe = openProbe(ns.redisUrl, ns.prefix, ns.eventsStream);
-    simulator().reset();
-  });
-  afterEach(async () => {
-    await Promise.all(processes.map((p) => p.stop('SIGKILL')));
-    processes = [];
-    await producer.close();
-    await probe.close();
-    await ns.cleanup();
-  });
+  const fixture = useDrill('f-api', simulator);
 
   async function drill(ctx: Pick<TestContext, 'task'>, resend: boolean): Promise<void> {
     const watch = stopwatch();
+    const { ns, producer, probe } = fixture();
     const { followUps, projects, rounds } = SCALE.api;
     const env = fleetEnv(ns, simulator(), {
       ...DRILL_SETTINGS,
@@ -60,7 +42,8 @@ describe('4. agent-API faults', () => {
       SEND_ATTEMPTS: '6',
       AMBIGUOUS_RESEND: String(resend),
     });
-    processes = [...startRoles('worker', 2, env), ...startRoles('poller', 1, env)];
+    const processes = [...startRoles('worker', 2, env), ...startRoles('poller', 1, env)];
+    fixture().processes = processes;
     await waitForRole(probe, 'dispatch', 2);
     const jobs = Math.max(1, Math.round(followUps / projects / rounds));
     const inputs = grid(simulator(), projects, jobs, rounds, 'a');
@@ -79,7 +62,7 @@ describe('4. agent-API faults', () => {
     const wrongSettling = misSettled(accepted, events, simulator().deliveries);
     const seenButAmbiguous = await ambiguousDespiteSeenActive(probe.redis, ns.prefix, events);
     const alive = processes.filter((p) => isAlive(p.child)).length;
-    const exits = await stopAll(processes);
+    const exits = await terminate(processes);
     // After the stop: every log line is complete.
     const twice = deliveredTwiceAfterDoubt(simulator(), accepted, processes);
     const duplicatesAllowed = resend ? twice.afterDoubt.length : 0;
@@ -104,19 +87,13 @@ describe('4. agent-API faults', () => {
       durationMs: watch(),
     });
 
-    expect(books.lost).toEqual([]);
-    expect(books.duplicateEvents).toEqual([]);
-    expect(books.phantomEvents).toEqual([]);
-    expect(books.outcomesWithoutDelivery).toEqual([]);
-    expect(books.wrongOutcomes).toEqual([]);
-    expect(books.orderViolations).toEqual([]);
-    expect(books.duplicateDeliveries).toHaveLength(duplicatesAllowed);
+    expectCleanBooks(books, duplicatesAllowed);
     expect(twice.all).toEqual(twice.afterDoubt);
     if (!resend) expect(wrongSettling).toEqual([]);
     expect(seenButAmbiguous).toEqual([]);
     expect(quiet).toBe(true);
     expect(alive).toBe(exits.length);
-    expect(exits.every((code) => code === 0)).toBe(true);
+    expect(uncleanExits(processes, exits)).toEqual([]);
   }
 
   it('ends every follow-up once and settles each ambiguous send (AMBIGUOUS_RESEND=false)', (ctx) =>

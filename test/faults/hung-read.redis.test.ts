@@ -1,12 +1,12 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createProducer, type Producer } from '../../src/producer/index.js';
-import { runCli, type CliProcess } from '../support/cli.js';
+import { runCli } from '../support/cli.js';
 import { fleetEnv } from '../support/fleet.js';
-import { createNamespace, eventually, type Namespace } from '../support/namespace.js';
+import { eventually } from '../support/namespace.js';
 import { useSimulator } from '../support/simulator.js';
 import { startEchoProxy, type EchoProxy } from './support/echo-proxy.js';
 import { recordFigures, stopwatch } from './support/figures.js';
-import { openProbe, waitForRole, type Probe } from './support/quiet.js';
+import { useDrill } from './support/fixture.js';
+import { waitForRole } from './support/quiet.js';
 import { DRILL_SETTINGS } from './support/traffic.js';
 
 const SEND_TIMEOUT_MS = 5_000;
@@ -19,33 +19,20 @@ const SEND_TIMEOUT_MS = 5_000;
  */
 describe('4. agent-API faults: a status read that never answers', () => {
   const simulator = useSimulator({ workTimeMs: 300 });
-  let ns: Namespace;
   let proxy: EchoProxy;
-  let probe: Probe;
-  let producer: Producer;
-  let processes: CliProcess[] = [];
-
   beforeEach(async () => {
-    ns = createNamespace('f-hung');
     proxy = await startEchoProxy(
       simulator().url,
       0,
       (method, path) => method === 'GET' && path.includes('/agent/stuck/'),
     );
-    probe = openProbe(ns.redisUrl, ns.prefix, ns.eventsStream);
-    producer = createProducer({ redisUrl: ns.redisUrl, prefix: ns.prefix });
   });
-  afterEach(async () => {
-    await Promise.all(processes.map((p) => p.stop('SIGKILL')));
-    processes = [];
-    await producer.close();
-    await probe.close();
-    await proxy.close();
-    await ns.cleanup();
-  });
+  afterEach(() => proxy.close());
+  const drill = useDrill('f-hung', simulator);
 
   /** Milliseconds from enqueueing follow-ups to jobs `from`..`to` of `fine` to their events. */
   async function timeToEvents(from: number, to: number): Promise<number> {
+    const { producer, probe } = drill();
     const started = Date.now();
     for (let j = from; j < to; j++)
       await producer.send({ projectId: 'fine', jobId: `j${j}`, prompt: `fine #${j}` });
@@ -61,12 +48,13 @@ describe('4. agent-API faults: a status read that never answers', () => {
 
   it('does not hold up the events of the other agent jobs', async (ctx) => {
     const watch = stopwatch();
+    const { ns, producer, probe } = drill();
     const env = fleetEnv(ns, simulator(), {
       ...DRILL_SETTINGS,
       AGENT_API_URL: proxy.url,
       SEND_TIMEOUT: `${SEND_TIMEOUT_MS / 1000}s`,
     });
-    processes = [runCli(['worker'], env), runCli(['poller'], env)];
+    drill().processes = [runCli(['worker'], env), runCli(['poller'], env)];
     await waitForRole(probe, 'dispatch', 1);
     simulator().seedJob('stuck', 'j0');
     for (let j = 0; j < 8; j++) simulator().seedJob('fine', `j${j}`);

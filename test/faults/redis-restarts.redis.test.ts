@@ -1,56 +1,33 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createProducer, type Producer } from '../../src/producer/index.js';
 import { keysFor } from '../../src/redis/keys.js';
-import type { CliProcess } from '../support/cli.js';
-import { fleetEnv, startRoles, stopAll } from '../support/fleet.js';
-import { createNamespace, eventually, type Namespace } from '../support/namespace.js';
+import { fleetEnv } from '../support/fleet.js';
+import { eventually } from '../support/namespace.js';
 import { startPrivateRedis, type PrivateRedis } from '../support/redis-server.js';
+import { startRoles, terminate, uncleanExits } from '../support/roles.js';
 import { useSimulator } from '../support/simulator.js';
 import { expectCleanBooks } from './support/crash-case.js';
 import { describeCounts, recordFigures, stopwatch } from './support/figures.js';
+import { useDrill } from './support/fixture.js';
 import { headline, tally, tallyNotes, type Accepted } from './support/ledger.js';
-import { openProbe, waitForRole, type Probe } from './support/quiet.js';
+import { waitForRole } from './support/quiet.js';
 import { restartRedis, unexplained, type Restart } from './support/restarts.js';
 import { SCALE } from './support/scale.js';
 import { startSender, type Sender } from './support/sender.js';
-import {
-  DRILL_SETTINGS,
-  isAlive,
-  outcomeOf,
-  outcomeTypeOf,
-  UNLIMITED,
-  workTimeMs,
-} from './support/traffic.js';
+import { DRILL_SETTINGS, DRILL_SIMULATOR, isAlive, outcomeTypeOf } from './support/traffic.js';
 
 describe('3. Redis restarts', () => {
-  const simulator = useSimulator({
-    workTimeMs,
-    outcome: (_project, _job, prompt) => outcomeOf(prompt),
-    sendLimit: UNLIMITED,
-  });
+  const simulator = useSimulator(DRILL_SIMULATOR);
   let server: PrivateRedis;
-  let ns: Namespace;
-  let probe: Probe;
-  let producer: Producer;
-  let processes: CliProcess[] = [];
-  let sender: Sender | undefined;
-
   beforeEach(async () => {
     server = await startPrivateRedis();
-    ns = createNamespace('f-redis');
-    probe = openProbe(server.url, ns.prefix, ns.eventsStream);
-    producer = createProducer({ redisUrl: server.url, prefix: ns.prefix });
-    simulator().reset();
   });
+  // After hooks run in reverse: the sender stops first, the server goes last.
+  afterEach(() => server.destroy());
+  const drill = useDrill('f-redis', simulator, { redisUrl: () => server.url });
+  let sender: Sender | undefined;
   afterEach(async () => {
     await sender?.stop();
     sender = undefined;
-    await Promise.all(processes.map((p) => p.stop('SIGKILL')));
-    processes = [];
-    await producer.close();
-    await probe.close();
-    await server.destroy();
-    await ns.cleanup();
   });
 
   /** Waits until `n` more sends were accepted: the load flows (again). */
@@ -83,8 +60,10 @@ describe('3. Redis restarts', () => {
 
   it('ends every accepted follow-up once, and roles reconnect by themselves', async (ctx) => {
     const watch = stopwatch();
+    const { ns, producer, probe } = drill();
     const env = fleetEnv(ns, simulator(), { ...DRILL_SETTINGS, REDIS_URL: server.url });
-    processes = [...startRoles('worker', 2, env), ...startRoles('poller', 1, env)];
+    const processes = [...startRoles('worker', 2, env), ...startRoles('poller', 1, env)];
+    drill().processes = processes;
     await waitForRole(probe, 'dispatch', 2);
     const load = startSender(producer, simulator(), SCALE.redis.sendIntervalMs);
     sender = load;
@@ -123,8 +102,8 @@ describe('3. Redis restarts', () => {
     const books = tally(accepted, events, simulator().deliveries, outcomeTypeOf);
     const beyond = unexplained(restarts, books, accepted, simulator().deliveries);
     const alive = processes.filter((p) => isAlive(p.child)).length;
-    const exits = await stopAll(processes);
-    processes = [];
+    const exits = await terminate(processes);
+    const unclean = uncleanExits(processes, exits);
     const lossy = restarts.filter((r) => r.lost > 0);
     recordFigures(ctx, {
       category: 3,
@@ -165,6 +144,6 @@ describe('3. Redis restarts', () => {
     if (lossy.length === 0) expectCleanBooks(books);
     expect(quiet).toBe(true);
     expect(alive).toBe(exits.length);
-    expect(exits.every((code) => code === 0)).toBe(true);
+    expect(unclean).toEqual([]);
   });
 });

@@ -5,7 +5,7 @@ import { startHttpServer, type HttpServer } from '../../src/http/index.js';
 import { createProducer, type Producer } from '../../src/producer/index.js';
 import { connect } from '../../src/redis/connections.js';
 import { keysFor, QUEUE_NAMES } from '../../src/redis/keys.js';
-import { createLogger } from '../../src/telemetry/logger.js';
+import { createLogger, type Logger } from '../../src/telemetry/logger.js';
 import { createMetrics, type Metrics } from '../../src/telemetry/metrics.js';
 
 /** An HTTP server wired the way `serve` wires it, on a free port, for one test namespace. */
@@ -29,6 +29,8 @@ export interface TestServerOptions {
   /** A producer of the test's own for the intake (closed by `close`), instead of a real one. */
   producer?: Producer;
   roles?: () => readonly { name: string; running: boolean }[];
+  /** Where the server logs (the fault suite reads its lines). @defaultValue a silent logger */
+  logger?: Logger;
 }
 
 /** Starts the server on a free loopback port. */
@@ -37,7 +39,7 @@ export async function startTestServer(
   options: TestServerOptions = {},
 ): Promise<TestServer> {
   const redisUrl = options.redisUrl ?? config.redisUrl ?? '';
-  const logger = createLogger('silent');
+  const logger = options.logger ?? createLogger('silent');
   const metrics = createMetrics({ logger });
   const redis = connect(redisUrl, 'worker', 'test-http');
   redis.on('error', () => {});

@@ -2,8 +2,9 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import type { Outcome } from '../../src/simulator/index.js';
 import type { CliProcess } from '../support/cli.js';
 import { duplicates, type StreamEvent } from '../support/events.js';
-import { fleetEnv, grid, startRoles, useFleet, waitForWorkers } from '../support/fleet.js';
+import { fleetEnv, grid, useFleet } from '../support/fleet.js';
 import { eventually } from '../support/namespace.js';
+import { startRoles, waitForWorkers } from '../support/roles.js';
 import { useSimulator } from '../support/simulator.js';
 
 const OUTCOMES: readonly Outcome[] = ['completed', 'completed_no_pr', 'failed', 'archived'];

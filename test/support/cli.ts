@@ -15,9 +15,32 @@ export interface CliProcess {
   stop(signal?: NodeJS.Signals): Promise<number | string>;
 }
 
+/** How to start a process: `nodeArgs` go to Node itself (e.g. `--cpu-prof`), before `--import tsx`. */
+export interface RunOptions {
+  readonly nodeArgs?: readonly string[];
+}
+
 /** Starts `agent-dispatch ...args` with `env` (on top of PATH and HOME only). */
-export function runCli(args: readonly string[], env: Record<string, string>): CliProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], {
+export function runCli(
+  args: readonly string[],
+  env: Record<string, string>,
+  options: RunOptions = {},
+): CliProcess {
+  return runScript(CLI, args, env, options);
+}
+
+/**
+ * Starts the TypeScript file `script` with `args` in its own Node process, the way {@link runCli}
+ * starts the service (the bench runs its baseline worker with it): `env` on top of PATH and HOME.
+ */
+export function runScript(
+  script: string,
+  args: readonly string[],
+  env: Record<string, string>,
+  options: RunOptions = {},
+): CliProcess {
+  const nodeArgs = options.nodeArgs ?? [];
+  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', script, ...args], {
     cwd: ROOT,
     env: { PATH: process.env['PATH'] ?? '', HOME: process.env['HOME'] ?? '', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

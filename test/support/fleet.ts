@@ -1,12 +1,11 @@
-import { Queue } from 'bullmq';
 import { afterEach, beforeEach } from 'vitest';
 import { createProducer, type Producer } from '../../src/producer/index.js';
 import type { FollowUpInput } from '../../src/dispatch/followup.js';
-import { QUEUE_NAMES } from '../../src/redis/keys.js';
 import type { Delivery, Simulator } from '../../src/simulator/index.js';
-import { runCli, type CliProcess } from './cli.js';
+import type { CliProcess } from './cli.js';
 import { waitForEvents } from './events.js';
-import { createNamespace, eventually, type Namespace } from './namespace.js';
+import { createNamespace, type Namespace } from './namespace.js';
+import { stopAll } from './roles.js';
 import { FAST_SETTINGS } from './service.js';
 import { TEST_API_KEY } from './simulator.js';
 
@@ -23,36 +22,6 @@ export function fleetEnv(
     STALLED_TIMEOUT: '3s',
     ...settings,
   });
-}
-
-/** Starts `count` processes of `command` (worker or poller). */
-export function startRoles(
-  command: 'worker' | 'poller',
-  count: number,
-  env: Record<string, string>,
-): CliProcess[] {
-  return Array.from({ length: count }, () => runCli([command], env));
-}
-
-/** Waits until `count` workers are connected to the dispatch queue (their processes are up). */
-export async function waitForWorkers(ns: Namespace, count: number): Promise<void> {
-  const queue = new Queue(QUEUE_NAMES.dispatch, {
-    connection: ns.redis.duplicate(),
-    prefix: ns.prefix,
-  });
-  try {
-    await eventually(async () => ((await queue.getWorkersCount()) >= count ? true : undefined), {
-      timeoutMs: 30_000,
-      what: `${count} workers`,
-    });
-  } finally {
-    await queue.close();
-  }
-}
-
-/** Stops processes gracefully and checks that each exited 0. */
-export async function stopAll(processes: readonly CliProcess[]): Promise<(number | string)[]> {
-  return Promise.all(processes.map((p) => p.stop('SIGTERM')));
 }
 
 /**
@@ -78,25 +47,6 @@ export function grid(
   return inputs;
 }
 
-/** The most deliveries to one project within any window of `windowMs` (by arrival time). */
-export function busiestWindow(
-  deliveries: readonly Delivery[],
-  projectId: string,
-  windowMs: number,
-): number {
-  const times = deliveries
-    .filter((d) => d.projectId === projectId)
-    .map((d) => d.at)
-    .sort((a, b) => a - b);
-  let most = 0;
-  let start = 0;
-  for (let end = 0; end < times.length; end++) {
-    while ((times[end] as number) - (times[start] as number) >= windowMs) start++;
-    most = Math.max(most, end - start + 1);
-  }
-  return most;
-}
-
 /** The round numbers (`#n`) delivered to one agent job, in arrival order. */
 export function roundsOf(
   deliveries: readonly Delivery[],
@@ -112,7 +62,10 @@ export function roundsOf(
 export interface Fleet {
   readonly ns: Namespace;
   readonly producer: Producer;
-  /** Processes to stop after the test; tests add to it and may replace killed ones. */
+  /**
+   * Processes to stop after the test; tests add to it and replace the ones they kill (a killed
+   * one left here fails the test: it did not exit 0).
+   */
   processes: CliProcess[];
   /** Waits until the stream of this namespace holds `count` events, and returns them. */
   events(count: number, timeoutMs?: number): ReturnType<typeof waitForEvents>;
@@ -120,7 +73,8 @@ export interface Fleet {
 
 /**
  * Gives each test of the file a fresh {@link Fleet}, and after it stops every process, closes the
- * producer and deletes the namespace. Returns a getter (the fleet exists once `beforeEach` ran).
+ * producer and deletes the namespace. A process that does not exit 0 on SIGTERM (see
+ * {@link stopAll}) fails the test, after the clean-up. Returns a getter (the fleet exists once `beforeEach` ran).
  */
 export function useFleet(label: string, simulator: () => Simulator): () => Fleet {
   let fleet: Fleet | undefined;
@@ -137,10 +91,14 @@ export function useFleet(label: string, simulator: () => Simulator): () => Fleet
   });
   afterEach(async () => {
     if (!fleet) return;
-    await stopAll(fleet.processes);
-    await fleet.producer.close();
-    await fleet.ns.cleanup();
+    const { processes, producer, ns } = fleet;
     fleet = undefined;
+    try {
+      await stopAll(processes);
+    } finally {
+      await producer.close();
+      await ns.cleanup();
+    }
   });
   return () => {
     if (!fleet) throw new Error('useFleet(): the fleet exists inside a test');

@@ -1,9 +1,12 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
+import { freePort } from '../../src/redis/embedded.js';
+
+/** Tests import `freePort` from here, with the Redis fixtures; the one copy lives in src/. */
+export { freePort };
 
 /** A `redis-server` process of the test's own, on a free loopback port, with AOF on. */
 export interface PrivateRedis {
@@ -16,20 +19,6 @@ export interface PrivateRedis {
   restart(): Promise<void>;
   /** Stops the server and removes its data folder. */
   destroy(): Promise<void>;
-}
-
-/** Asks the kernel for a free loopback TCP port. */
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 /** Waits until a Redis at `url` answers PING, or throws after `timeoutMs`. */

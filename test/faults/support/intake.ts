@@ -1,58 +1,17 @@
-import { Queue } from 'bullmq';
 import type { Config } from '../../../src/config/index.js';
-import { startHttpServer, type HttpServer } from '../../../src/http/index.js';
-import { createProducer } from '../../../src/producer/index.js';
-import { connect } from '../../../src/redis/connections.js';
-import { QUEUE_NAMES } from '../../../src/redis/keys.js';
 import { createLogger, type Logger } from '../../../src/telemetry/logger.js';
-import { createMetrics } from '../../../src/telemetry/metrics.js';
+import { startTestServer, type TestServer } from '../../http/fixture.js';
 import { partialAnswer, type Answer, type BatchAnswer } from './fuzz-books.js';
 
 /** The HTTP server wired as `serve` wires it, in this process, on a free loopback port. */
-export interface Intake {
-  readonly server: HttpServer;
-  readonly url: string;
-  close(): Promise<void>;
-}
+export type Intake = Pick<TestServer, 'server' | 'url' | 'close'>;
 
 /** Starts the server with the intake on (`config.intakeToken`), logging to `logger`. */
-export async function startIntake(
+export function startIntake(
   config: Config,
   logger: Logger = createLogger('silent'),
 ): Promise<Intake> {
-  const redisUrl = config.redisUrl ?? '';
-  const redis = connect(redisUrl, 'worker', 'faults-http');
-  redis.on('error', () => {});
-  const queues = Object.values(QUEUE_NAMES).map((name) => {
-    const queue = new Queue(name, { connection: redis, prefix: config.prefix });
-    queue.on('error', () => {});
-    return queue;
-  });
-  const producer = createProducer({
-    redisUrl,
-    prefix: config.prefix,
-    promptMaxBytes: config.promptMaxBytes,
-  });
-  const server = await startHttpServer({
-    config: { ...config, httpPort: 0 },
-    logger,
-    metrics: createMetrics({ logger }),
-    redis,
-    queues,
-    producer,
-    roles: () => [],
-    host: '127.0.0.1',
-  });
-  return {
-    server,
-    url: server.url,
-    async close() {
-      await server.close();
-      await producer.close();
-      for (const queue of queues) await queue.close();
-      redis.disconnect();
-    },
-  };
+  return startTestServer(config, { withProducer: true, logger });
 }
 
 /** What the intake answered, as a status and its JSON body (or text). */

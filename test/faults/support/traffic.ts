@@ -1,4 +1,4 @@
-import type { Outcome } from '../../../src/simulator/index.js';
+import type { Outcome, SimulatorOptions } from '../../../src/simulator/index.js';
 
 /**
  * The traffic of the drills: how the simulated agent ends each run, and the settings that keep a
@@ -32,6 +32,16 @@ export function workTimeMs(): number {
 
 /** A send limit the drills never reach: 429s come only from the faults a drill injects. */
 export const UNLIMITED = { max: 1_000_000, windowMs: 1_000 } as const;
+
+/**
+ * The simulator of the drills: runs of {@link workTimeMs}, each ending as {@link outcomeOf} its
+ * prompt says, no send limit; a drill overrides what it measures.
+ */
+export const DRILL_SIMULATOR = {
+  workTimeMs,
+  outcome: (_project: string, _job: string, prompt: string) => outcomeOf(prompt),
+  sendLimit: UNLIMITED,
+} satisfies Partial<SimulatorOptions>;
 
 /** Settings of every role in a drill (on top of the test fleet's fast settings). */
 export const DRILL_SETTINGS: Record<string, string> = {
