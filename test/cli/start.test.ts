@@ -26,7 +26,9 @@ describe('agent-dispatch start, with nothing set', () => {
       expect(proc.output.stderr.split('\n')[0]).toMatch(
         /AGENT_API_KEY is not set: sending to the bundled simulator/,
       );
-      const redisUrl = /running a private \S+ at (\S+)/.exec(proc.output.stderr)?.[1] as string;
+      const redisUrl = /running a private .+? at (redis:\/\/\S+)/.exec(
+        proc.output.stderr,
+      )?.[1] as string;
       expect(redisUrl).toMatch(/^redis:\/\/127\.0\.0\.1:\d+$/);
 
       // The printed link trades its token for a session cookie, as a browser would keep it.

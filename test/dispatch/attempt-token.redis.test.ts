@@ -35,10 +35,10 @@ describe('attempt tokens (ACQUIRE, MARK_SENT, REQUEUE)', () => {
   const acquire = (token: string) => store.acquire(ref, RATE, 20, 60_000, token);
 
   it('answers go again to the same token, spending no budget and no attempt', async () => {
-    expect(await acquire('A')).toEqual({ kind: 'go', attempt: 1, prompt: 'hello' });
+    expect(await acquire('A')).toEqual({ kind: 'go', attempt: 1, prompt: 'hello', probe: false });
     const sendingAt = Number(await field('sendingAt'));
     // ioredis resends an ACQUIRE whose reply was lost with its connection: the same token.
-    expect(await acquire('A')).toEqual({ kind: 'go', attempt: 1, prompt: 'hello' });
+    expect(await acquire('A')).toEqual({ kind: 'go', attempt: 1, prompt: 'hello', probe: false });
     expect(await field('attempts')).toBe('1');
     expect(await budgetEntries()).toBe(1);
     expect(Number(await field('sendingAt'))).toBe(sendingAt);
@@ -91,7 +91,7 @@ describe('attempt tokens (ACQUIRE, MARK_SENT, REQUEUE)', () => {
     expect(await budgetEntries()).toBe(0);
     // A's late answer finds its attempt over.
     expect(await store.markSent(ref, 'sent', JOB, 1_000, 'A')).toBe('moved-on');
-    expect(await acquire('C')).toEqual({ kind: 'go', attempt: 2, prompt: 'hello' });
+    expect(await acquire('C')).toEqual({ kind: 'go', attempt: 2, prompt: 'hello', probe: false });
     expect(await store.markSent(ref, 'sent', JOB, 1_000, 'A')).toBe('stale');
     expect(await field('state')).toBe('sending');
   });
