@@ -34,7 +34,7 @@ describe('a fleet of worker processes', () => {
     await stopAll(fleet().processes);
   }, 120_000);
 
-  it('sends 20 light projects within one budget window while one project has 500 queued', async () => {
+  it('sends 20 light projects before a fifth of a 500 backlog of one project went out', async () => {
     const { ns, producer } = fleet();
     fleet().processes = startRoles(
       'worker',
@@ -54,11 +54,15 @@ describe('a fleet of worker processes', () => {
       },
       { timeoutMs: 30_000, what: '20 light deliveries' },
     );
-    const latest = Math.max(...delivered.map((d) => d.at)) - enqueuedAt;
+    const lastLight = Math.max(...delivered.map((d) => d.at));
+    // Fairness by count, not by the clock (a loaded machine slows both sides alike): without it
+    // the light follow-ups would wait behind the big project's 500, budget-bound at 20 per 2 s.
+    const bigBefore = arrivalTimes(simulator().deliveries, 'big0').filter((at) => at <= lastLight);
     console.log(
-      `20 light projects behind a backlog of 500: all sent within ${latest} ms of their enqueue`,
+      `20 light projects behind a backlog of 500: all sent within ${lastLight - enqueuedAt} ms ` +
+        `of their enqueue, while the big project had ${bigBefore.length} sends`,
     );
-    expect(latest).toBeLessThan(2_000);
+    expect(bigBefore.length).toBeLessThan(100);
     expect(busiestWindow(arrivalTimes(simulator().deliveries, 'big0'), 2_000)).toBeLessThanOrEqual(
       20,
     );
