@@ -12,5 +12,5 @@ export type { KeyConflict, Producer, ProducerOptions, SendResult } from './produ
 export type { FollowUpInput, FieldProblem } from './dispatch/followup.js';
 export type { DispatchStatus } from './dispatch/status.js';
 export type { DispatchState } from './dispatch/record.js';
-export { EVENT_TYPES, type EventType } from './telemetry/names.js';
+export { EVENT_TYPES, type EventType } from './dispatch/event.js';
 export { NotDurableError, type DurabilitySetting } from './redis/durability.js';

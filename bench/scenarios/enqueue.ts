@@ -85,8 +85,8 @@ function report(n: number, ours: Repeated<Run>, baseline: Repeated<Run>): Scenar
     setup:
       `${num(n)} follow-ups (one per agent job, 100 projects) enqueued from the bench process in ` +
       'batches of 100, one batch in flight, no worker running; after one warm-up batch. Ours: ' +
-      '`createProducer().sendMany(batch)` (validation, then one MULTI of EVAL register + BullMQ add ' +
-      'per follow-up). Baseline: `queue.addBulk(batch)` of jobs carrying the same fields. The ' +
+      '`createProducer().sendMany(batch)` (validation, then one MULTI: SCRIPT LOAD of both scripts, ' +
+      'EVALSHA register + BullMQ add per follow-up). Baseline: `queue.addBulk(batch)` of jobs carrying the same fields. The ' +
       'producer is CPU-profiled while it runs. Median of up to 3 runs (listed in the notes).',
     tables: [
       {

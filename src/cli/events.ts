@@ -1,7 +1,7 @@
 import type { Writable } from 'node:stream';
 import type { Redis } from 'ioredis';
 import { connect } from '../redis/connections.js';
-import { EVENT_TYPES } from '../telemetry/names.js';
+import { EVENT_TYPES } from '../dispatch/event.js';
 import { EXIT, UsageError, type Command, type CommandContext } from './command.js';
 import { configOf } from './settings.js';
 

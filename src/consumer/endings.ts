@@ -1,8 +1,8 @@
 import { DelayedError, type Job } from 'bullmq';
-import { publishOrphan } from '../dispatch/orphan.js';
+import { EVENT_TYPES } from '../dispatch/event.js';
 import type { DispatchRef } from '../dispatch/store.js';
 import { wakeDispatch } from '../dispatch/wake.js';
-import { EVENT_TYPES, LIFECYCLE } from '../telemetry/names.js';
+import { LIFECYCLE } from '../telemetry/names.js';
 import type { SendContext } from './context.js';
 
 /**
@@ -57,7 +57,7 @@ export async function poison(ctx: SendContext, job: Job, reason: string): Promis
   if (!dispatchId) return `poison: ${reason}`;
   const record = await ctx.store.get(dispatchId);
   if (!record) {
-    await publishOrphan(ctx.store, job.id ?? dispatchId, job.data, reason);
+    await ctx.store.publishOrphan(job.id ?? dispatchId, job.data, reason);
     return `poison: ${reason}`;
   }
   if (record.state !== 'queued' && record.state !== 'sending')

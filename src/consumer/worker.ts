@@ -2,6 +2,7 @@ import { hostname } from 'node:os';
 import { Worker, type Job, type Queue } from 'bullmq';
 import type { AgentApiClient } from '../agent-api/index.js';
 import type { Config } from '../config/index.js';
+import { EVENT_TYPES } from '../dispatch/event.js';
 import type { DispatchJobData } from '../dispatch/queue.js';
 import { closeWorkerWithin, openRoleResources } from '../dispatch/resources.js';
 import type { DispatchStore } from '../dispatch/store.js';
@@ -9,7 +10,7 @@ import { wakeDispatch } from '../dispatch/wake.js';
 import { QUEUE_NAMES } from '../redis/keys.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Metrics } from '../telemetry/metrics.js';
-import { EVENT_TYPES, LIFECYCLE } from '../telemetry/names.js';
+import { LIFECYCLE } from '../telemetry/names.js';
 import { ConcurrencyController } from './concurrency.js';
 import { createProcessor } from './send.js';
 

@@ -1,5 +1,5 @@
 import type { AgentJob } from '../agent-api/index.js';
-import { EVENT_TYPES, type EventType } from '../telemetry/names.js';
+import type { EventType } from './event.js';
 
 /**
  * The states of a dispatch. The record in Redis is the source of truth; BullMQ's job is only the
@@ -91,64 +91,6 @@ export function parseRecord(
     type: (hash['type'] || undefined) as EventType | undefined,
     reason: hash['reason'] || undefined,
   };
-}
-
-/** The event type of a terminal status (contract, section 5). */
-export function eventTypeOf(status: 'completed' | 'archived' | 'failed'): EventType {
-  return {
-    completed: EVENT_TYPES.completed,
-    archived: EVENT_TYPES.archived,
-    failed: EVENT_TYPES.failed,
-  }[status];
-}
-
-/** How a dispatch ends: its event type, and for endings of ours, why. */
-export interface Ending {
-  readonly type: EventType;
-  readonly reason?: string;
-  /** The last agent job seen, if it changed since the record was read. */
-  readonly job?: AgentJob;
-}
-
-/** The stream entry's fields (contract, section 5), all strings, in order. */
-export function eventFields(record: DispatchRecord, ending: Ending, finishedAt: number): string[] {
-  const job = ending.job ?? record.job;
-  const event = {
-    dispatchId: record.dispatchId,
-    projectId: record.projectId,
-    jobId: record.jobId,
-    key: record.key ?? null,
-    meta: record.meta ?? null,
-    job: job ?? null,
-    reason: ending.reason ?? null,
-    enqueuedAt: iso(record.enqueuedAt),
-    sentAt: record.sentAt === undefined ? null : iso(record.sentAt),
-    finishedAt: iso(finishedAt),
-    attempts: record.attempts,
-  };
-  const status = record.state === STATES.queued ? '' : (job?.status ?? record.lastStatus ?? '');
-  return [
-    'type',
-    ending.type,
-    'dispatchId',
-    record.dispatchId,
-    'projectId',
-    record.projectId,
-    'jobId',
-    record.jobId,
-    'status',
-    status,
-    'prLink',
-    typeof job?.prLink === 'string' ? job.prLink : '',
-    'event',
-    JSON.stringify(event),
-    'v',
-    '1',
-  ];
-}
-
-function iso(ms: number): string {
-  return new Date(ms).toISOString();
 }
 
 function optionalNumber(text: string | undefined): number | undefined {

@@ -1,5 +1,5 @@
 import type { AgentJob } from '../agent-api/index.js';
-import type { EventType } from '../telemetry/names.js';
+import type { EventType } from './event.js';
 import type { DispatchRecord, DispatchState } from './record.js';
 
 /** A dispatch's state as `status` and `GET /v1/followups/:id` show it. Times are ISO strings. */

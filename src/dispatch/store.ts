@@ -2,211 +2,86 @@ import type { ChainableCommander, Redis } from 'ioredis';
 import type { AgentJob } from '../agent-api/index.js';
 import type { Rate } from '../config/index.js';
 import type { Keys } from '../redis/keys.js';
-import { contentDigest, type FollowUp } from './followup.js';
-import {
-  eventFields,
-  parseRecord,
-  type DispatchRecord,
-  type DispatchState,
-  type Ending,
-} from './record.js';
-import { REGISTER_SOURCE, SCRIPTS } from './script.js';
+import type { Ending } from './event.js';
+import type { FollowUp } from './followup.js';
+import { defineScripts, LUA } from './lua.js';
+import * as poll from './poll-state.js';
+import type { DispatchRecord, DispatchState } from './record.js';
+import * as sends from './sends.js';
+import * as pause from './send-pause.js';
+import type { DispatchRef, StoreOptions, StoreState } from './store-state.js';
+import * as tracking from './tracking.js';
 
-/** Where a dispatch's identity is: enough to build all of its keys. */
-export interface DispatchRef {
-  readonly dispatchId: string;
-  readonly projectId: string;
-  readonly jobId: string;
-}
-
-/** The answer of {@link DispatchStore.acquire}. */
-export type Verdict =
-  /** Send now. `probe`: sends are paused and this one tries whether the key works again. */
-  | { kind: 'go'; attempt: number; prompt: string; probe: boolean }
-  | { kind: 'blocked' }
-  /** The key was rejected: every send waits; the next probe may go at `untilMs`. */
-  | { kind: 'auth_paused'; untilMs: number }
-  | { kind: 'parked' | 'over'; untilMs: number }
-  | { kind: 'missing' }
-  /**
-   * Another attempt (`attemptToken`) recorded its intent at `sendingAt` and has not recorded an
-   * outcome.
-   */
-  | { kind: 'sending'; sendingAt: number; attemptToken: string }
-  | { kind: 'not-queued'; state: DispatchState };
-
-/** What the repair sweep needs to know of one open dispatch; `state` undefined = no record. */
-export interface OpenDispatch {
-  readonly dispatchId: string;
-  readonly enqueuedAt: number;
-  readonly state: DispatchState | undefined;
-  readonly projectId: string;
-  readonly jobId: string;
-  /** The BullMQ job that carries it: the dispatch id, unless a resend or a repair replaced it. */
-  readonly bullJobId: string;
-  readonly resendPending: boolean;
-  /** How many times a repair replaced its BullMQ job. */
-  readonly repairs: number;
-}
-/**
- * What recording an attempt's outcome did: `marked` (or it already was), `moved-on` (the record is
- * in another state), `stale` (another attempt holds the intent now).
- */
-export type MarkResult = 'marked' | 'moved-on' | 'stale';
+export type { JobPresence, QueueKey } from './poll-state.js';
+export type { MarkResult, Verdict } from './sends.js';
+export { AUTH_PROBE_BACKOFF, parseSendPause, type SendPause } from './send-pause.js';
+export type { DispatchRef, StoreOptions } from './store-state.js';
+export type { OpenDispatch } from './tracking.js';
 
 /**
- * Backoff of the probes while sends are paused: the first comes 1 s after the pause started, each
- * next one twice as late, at most 25 s, so a working key is in use within 30 s of being in place
- * (25 s plus a delayed job's wake-up and the probe itself).
- */
-export const AUTH_PROBE_BACKOFF = { firstBackoffMs: 1_000, maxBackoffMs: 25_000 } as const;
-
-/** The fleet-wide pause of every send, as {@link DispatchStore.sendPause} reads it. */
-export interface SendPause {
-  readonly sinceMs: number;
-  /** The status that started it: 401 or 403 (the key), 3xx (`AGENT_API_URL`). */
-  readonly httpStatus: number;
-  /** When the next probe may go. */
-  readonly probeAt: number;
-}
-
-/** Settings the store needs. */
-export interface StoreOptions {
-  readonly eventsStream: string;
-  readonly eventsMaxLen: number;
-  readonly retentionMs: number;
-}
-
-/**
- * The dispatch records, lanes, budgets and the tracked set: every state change of a follow-up goes
- * through here, as one atomic script.
+ * The dispatch records, lanes, budgets, parks, the send pause, the tracked set, the open index and
+ * the poller's lock: every Redis read or write of them goes through here, and every state change
+ * of a follow-up is one atomic script (see `lua.ts`). The methods live in `sends.ts`,
+ * `tracking.ts`, `send-pause.ts` and `poll-state.ts`; this class holds the state they share.
  */
 export class DispatchStore {
-  constructor(
-    readonly redis: Redis,
-    readonly keys: Keys,
-    readonly options: StoreOptions,
-  ) {}
+  readonly #state: StoreState;
+
+  constructor(redis: Redis, keys: Keys, options: StoreOptions) {
+    this.#state = { redis, keys, options, scripts: defineScripts(redis) };
+  }
+
+  /** Queues REGISTER on `multi`, a MULTI of this store's connection (see register-3.lua). */
+  registerInto(multi: ChainableCommander, dispatchId: string, followUp: FollowUp): void {
+    sends.registerInto(this.#state, multi, dispatchId, followUp);
+  }
 
   /**
-   * Queues the registration of a follow-up on `multi` (the producer's transaction). Its reply: 1
-   * registered, 0 the same content was registered under this id before, -1 different content was.
+   * Queues SCRIPT LOAD of REGISTER and of `sources` (other scripts the transaction runs by SHA)
+   * at the start of `multi`. Inside MULTI a NOSCRIPT (after SCRIPT FLUSH) would fail one command
+   * and commit the rest; loaded in the same transaction, the scripts are there when they run.
+   * Resolves to how many replies they add at the start.
    */
-  registerInto(multi: ChainableCommander, dispatchId: string, followUp: FollowUp): void {
-    const keys = [
-      this.keys.dispatch(dispatchId),
-      this.keys.lane(followUp.projectId, followUp.jobId),
-      this.keys.open,
-    ];
-    // EVAL, not EVALSHA: inside MULTI a NOSCRIPT would fail this command alone and commit the rest.
-    multi.eval(
-      REGISTER_SOURCE,
-      keys.length,
-      ...keys,
-      dispatchId,
-      followUp.projectId,
-      followUp.jobId,
-      followUp.prompt,
-      followUp.key ?? '',
-      followUp.meta ? JSON.stringify(followUp.meta) : '',
-      contentDigest(followUp),
-    );
+  loadScriptsInto(multi: ChainableCommander, sources: readonly string[] = []): number {
+    const all = [LUA.register.source, ...sources];
+    for (const source of all) multi.script('LOAD', source);
+    return all.length;
   }
 
   /** Reads one dispatch record. */
-  async get(dispatchId: string): Promise<DispatchRecord | undefined> {
-    return parseRecord(dispatchId, await this.redis.hgetall(this.keys.dispatch(dispatchId)));
+  get(dispatchId: string): Promise<DispatchRecord | undefined> {
+    return sends.get(this.#state, dispatchId);
   }
 
   /** Reads several dispatch records in one round trip; missing ones are `undefined`. */
-  async getMany(ids: readonly string[]): Promise<(DispatchRecord | undefined)[]> {
-    if (ids.length === 0) return [];
-    const pipeline = this.redis.pipeline();
-    for (const id of ids) pipeline.hgetall(this.keys.dispatch(id));
-    const replies = (await pipeline.exec()) ?? [];
-    return ids.map((id, i) => {
-      const [err, hash] = replies[i] ?? [null, {}];
-      if (err) throw err;
-      return parseRecord(id, hash as Record<string, string>);
-    });
+  getMany(ids: readonly string[]): Promise<(DispatchRecord | undefined)[]> {
+    return sends.getMany(this.#state, ids);
   }
 
   /**
-   * Checks lane, park and budget, and when all allow it, records the intent to send and starts
-   * tracking the dispatch (first read in `firstPollMs`). `toleranceMs` is how late a reserved slot
-   * may still be spent (see the ACQUIRE script). `attemptToken` names this attempt: asked again
-   * with it while the intent stands, the answer is `go` again, with nothing spent twice.
+   * Checks lane, park, pause and budget; when all allow it, records the intent to send and tracks
+   * the dispatch (first read in `firstPollMs`). See acquire-6.lua for `toleranceMs` and how a
+   * retry with the same `attemptToken` gets `go` again with nothing spent twice.
    */
-  async acquire(
+  acquire(
     ref: DispatchRef,
     rate: Rate,
     toleranceMs: number,
     firstPollMs: number,
     attemptToken: string,
-  ): Promise<Verdict> {
-    const reply = (await SCRIPTS.acquire.run(
-      this.redis,
-      [
-        this.keys.dispatch(ref.dispatchId),
-        this.lane(ref),
-        this.keys.budget(ref.projectId),
-        this.keys.park(ref.projectId),
-        this.keys.tracked,
-        this.keys.authPause,
-      ],
-      [
-        ref.dispatchId,
-        rate.max,
-        rate.windowMs,
-        toleranceMs,
-        Math.max(1, Math.round(firstPollMs)),
-        attemptToken,
-      ],
-    )) as [string, number, string, number?];
-    const [kind, n, text, probe] = reply;
-    switch (kind) {
-      case 'go':
-        return { kind, attempt: n, prompt: text, probe: probe === 1 };
-      case 'blocked':
-      case 'missing':
-        return { kind };
-      case 'auth_paused':
-        return { kind, untilMs: n };
-      case 'parked':
-      case 'over':
-        return { kind, untilMs: n };
-      case 'sending':
-        return { kind, sendingAt: n, attemptToken: text };
-      default:
-        return { kind: 'not-queued', state: kind as DispatchState };
-    }
+  ): Promise<sends.Verdict> {
+    return sends.acquire(this.#state, ref, rate, toleranceMs, firstPollMs, attemptToken);
   }
 
-  /**
-   * Records the send of attempt `attemptToken` as done (`sent`) or of unknown outcome
-   * (`unsettled`) and starts tracking it. Idempotent: safe to retry after a connection error.
-   */
-  async markSent(
+  /** Records attempt `attemptToken`'s send as `sent` or `unsettled` and tracks it. Idempotent. */
+  markSent(
     ref: DispatchRef,
     state: 'sent' | 'unsettled',
     job: AgentJob | undefined,
     firstDelayMs: number,
     attemptToken: string,
-  ): Promise<MarkResult> {
-    const reply = await SCRIPTS.markSent.run(
-      this.redis,
-      [this.keys.dispatch(ref.dispatchId), this.keys.tracked],
-      [
-        ref.dispatchId,
-        state,
-        job ? JSON.stringify(job) : '',
-        job?.status ?? '',
-        job?.status === 'active' ? '1' : '0',
-        Math.max(1, Math.round(firstDelayMs)),
-        attemptToken,
-      ],
-    );
-    return reply === 1 ? 'marked' : reply === 0 ? 'moved-on' : 'stale';
+  ): Promise<sends.MarkResult> {
+    return sends.markSent(this.#state, ref, state, job, firstDelayMs, attemptToken);
   }
 
   /**
@@ -214,90 +89,93 @@ export class DispatchStore {
    * never left, `parkMs` to park the project. Resolves to the park deadline (0 if none), or why
    * nothing changed.
    */
-  async requeue(
+  requeue(
     ref: DispatchRef,
     attempt: number,
     attemptToken: string,
     refund: boolean,
     parkMs = 0,
-  ): Promise<number | Exclude<MarkResult, 'marked'>> {
-    const reply = (await SCRIPTS.requeue.run(
-      this.redis,
-      [
-        this.keys.dispatch(ref.dispatchId),
-        this.keys.budget(ref.projectId),
-        this.keys.park(ref.projectId),
-        this.keys.tracked,
-      ],
-      [ref.dispatchId, attempt, refund ? '1' : '0', Math.max(0, Math.round(parkMs)), attemptToken],
-    )) as number;
-    if (reply === -1) return 'moved-on';
-    return reply === -2 ? 'stale' : reply;
+  ): Promise<number | Exclude<sends.MarkResult, 'marked'>> {
+    return sends.requeue(this.#state, ref, attempt, attemptToken, refund, parkMs);
+  }
+
+  /** Whether a dispatch is queued at the head of its lane, so it may be sent now. */
+  isNext(ref: DispatchRef): Promise<boolean> {
+    return sends.isNext(this.#state, ref);
   }
 
   /**
    * Ends a dispatch with its one event, if it is still in `expected` state (any state but `done`
    * when omitted). Resolves to whether this call ended it, and the lane's next dispatch.
    */
-  async finish(
+  finish(
     record: DispatchRecord,
     ending: Ending,
     expected?: DispatchState,
   ): Promise<{ finished: boolean; nextDispatchId: string | undefined }> {
-    const finishedAt = Date.now();
-    const job = ending.job ?? record.job;
-    const reply = (await SCRIPTS.finish.run(
-      this.redis,
-      [
-        this.keys.dispatch(record.dispatchId),
-        this.lane(record),
-        this.keys.tracked,
-        this.options.eventsStream,
-        this.keys.open,
-      ],
-      [
-        record.dispatchId,
-        expected ?? '',
-        finishedAt,
-        ending.type,
-        ending.reason ?? '',
-        this.options.retentionMs,
-        this.options.eventsMaxLen,
-        ending.job ? JSON.stringify(ending.job) : '',
-        job?.status ?? '',
-        ...eventFields(record, ending, finishedAt),
-      ],
-    )) as [number, string, string];
-    return { finished: reply[0] === 1, nextDispatchId: reply[1] || undefined };
+    return tracking.finish(this.#state, record, ending, expected);
+  }
+
+  /**
+   * Publishes the undeliverable event of a BullMQ job without a dispatch record (an unreadable
+   * payload, or a lost record), once per `bullJobId`. Resolves to whether this call published it.
+   */
+  publishOrphan(bullJobId: string, payload: unknown, reason: string): Promise<boolean> {
+    return tracking.publishOrphan(this.#state, bullJobId, payload, reason);
   }
 
   /** Sets the next status read of a tracked dispatch `delayMs` ahead; stores `fields` on it. */
-  async reschedule(
+  reschedule(
     dispatchId: string,
     delayMs: number,
     fields: Record<string, string | number> = {},
   ): Promise<boolean> {
-    const pairs = Object.entries(fields).flat();
-    const reply = await SCRIPTS.reschedule.run(
-      this.redis,
-      [this.keys.dispatch(dispatchId), this.keys.tracked],
-      [dispatchId, Math.max(1, Math.round(delayMs)), ...pairs],
-    );
-    return reply === 1;
+    return tracking.reschedule(this.#state, dispatchId, delayMs, fields);
+  }
+
+  /** Claims at most `limit` tracked dispatches due for a read, for `leaseMs`, with Redis's clock. */
+  due(limit: number, leaseMs: number): Promise<{ nowMs: number; ids: string[] }> {
+    return tracking.due(this.#state, limit, leaseMs);
+  }
+
+  /** Stops tracking a dispatch (its record expired, or was never ours). */
+  untrack(dispatchId: string): Promise<void> {
+    return tracking.untrack(this.#state, dispatchId);
   }
 
   /**
-   * Claims the tracked dispatches due for a status read, at most `limit`, for `leaseMs` (see the
-   * DUE script), and returns them with Redis's clock.
+   * Records that `bullJobId` now carries a queued dispatch, if its record still names `expected`
+   * (see carry-1.lua; '' = whichever). Resolves to whether it was recorded.
    */
-  async due(limit: number, leaseMs: number): Promise<{ nowMs: number; ids: string[] }> {
-    const reply = await SCRIPTS.due.run(
-      this.redis,
-      [this.keys.tracked],
-      [limit, Math.round(leaseMs)],
-    );
-    const [now, ...ids] = reply as [number, ...string[]];
-    return { nowMs: now, ids };
+  carry(dispatchId: string, expected: string, bullJobId: string): Promise<boolean> {
+    return tracking.carry(this.#state, dispatchId, expected, bullJobId);
+  }
+
+  /**
+   * Reads up to `count` open dispatches, oldest first from `rank`, enqueued by `enqueuedBy` (never
+   * the prompt), and whether the index holds more past this page.
+   */
+  openPage(
+    rank: number,
+    count: number,
+    enqueuedBy: number,
+  ): Promise<{ dispatches: tracking.OpenDispatch[]; more: boolean }> {
+    return tracking.openPage(this.#state, rank, count, enqueuedBy);
+  }
+
+  /** Removes dispatches from the open index (their record is gone or already done). */
+  dropOpen(ids: readonly string[]): Promise<void> {
+    return tracking.dropOpen(this.#state, ids);
+  }
+
+  /** Until when each project's status reads are backed off (0: not), in one MGET. */
+  pollParks(projectIds: readonly string[]): Promise<Map<string, number>> {
+    return tracking.pollParks(this.#state, projectIds);
+  }
+
+  /** Backs off a project's status reads for `delayMs` (a GET answered 429 or 5xx). */
+  parkPolls(projectId: string, delayMs: number): Promise<void> {
+    return tracking.parkPolls(this.#state, projectId, delayMs);
   }
 
   /**
@@ -305,118 +183,65 @@ export class DispatchStore {
    * `AGENT_API_URL`). `started` is true for the one call that started the pause (the one to log
    * it); `probeAt` is when the next probe may go.
    */
-  async pauseSends(
+  pauseSends(
     httpStatus: number,
-    backoff: { firstBackoffMs: number; maxBackoffMs: number } = AUTH_PROBE_BACKOFF,
+    backoff: { firstBackoffMs: number; maxBackoffMs: number } = pause.AUTH_PROBE_BACKOFF,
   ): Promise<{ started: boolean; probeAt: number }> {
-    const reply = (await SCRIPTS.authPause.run(
-      this.redis,
-      [this.keys.authPause],
-      [httpStatus, Math.round(backoff.firstBackoffMs), Math.round(backoff.maxBackoffMs)],
-    )) as [number, number];
-    return { started: reply[0] === 1, probeAt: reply[1] };
+    return pause.pauseSends(this.#state, httpStatus, backoff);
   }
 
   /** Ends the pause of every send (the key works again). Resolves to whether it was paused. */
-  async resumeSends(): Promise<boolean> {
-    return (await this.redis.del(this.keys.authPause)) === 1;
+  resumeSends(): Promise<boolean> {
+    return pause.resumeSends(this.#state);
   }
 
   /**
    * For a status read while sends are paused: `none` (not paused), `wait` (not the probe time
    * yet), or `probe` (this caller probes, and the next probe time moves ahead, as for a send).
    */
-  async claimProbe(): Promise<'none' | 'wait' | 'probe'> {
-    const reply = await SCRIPTS.claimProbe.run(this.redis, [this.keys.authPause], []);
-    return reply === 1 ? 'probe' : reply === 0 ? 'wait' : 'none';
+  claimProbe(): Promise<'none' | 'wait' | 'probe'> {
+    return pause.claimProbe(this.#state);
   }
 
   /** The pause of every send, or `undefined` when sends are not paused. */
-  async sendPause(): Promise<SendPause | undefined> {
-    return parseSendPause(await this.redis.hgetall(this.keys.authPause));
+  sendPause(): Promise<pause.SendPause | undefined> {
+    return pause.sendPause(this.#state);
   }
 
-  /** Whether a dispatch is queued at the head of its lane, so it may be sent now. */
-  async isNext(ref: DispatchRef): Promise<boolean> {
-    const reply = await SCRIPTS.isNext.run(
-      this.redis,
-      [this.keys.dispatch(ref.dispatchId), this.lane(ref)],
-      [ref.dispatchId],
-    );
-    return reply === 1;
+  /** Takes the poll tick's lock for `lockMs` as `token`, unless another tick holds it. */
+  takePollLock(token: string, lockMs: number): Promise<boolean> {
+    return poll.takePollLock(this.#state, token, lockMs);
   }
 
-  /**
-   * Reads up to `count` open dispatches (not finished), oldest first from `rank`, enqueued no
-   * later than `enqueuedBy`: one ZRANGE and one pipeline of HMGETs (never the prompt). Also says
-   * whether the index holds more past this page.
-   */
-  async openPage(
-    rank: number,
-    count: number,
-    enqueuedBy: number,
-  ): Promise<{ dispatches: OpenDispatch[]; more: boolean }> {
-    const flat = await this.redis.zrange(this.keys.open, rank, rank + count - 1, 'WITHSCORES');
-    const page: { id: string; at: number }[] = [];
-    for (let i = 0; i + 1 < flat.length; i += 2) {
-      const at = Number(flat[i + 1]);
-      if (at > enqueuedBy) break;
-      page.push({ id: flat[i] as string, at });
-    }
-    const more = page.length === count;
-    if (page.length === 0) return { dispatches: [], more };
-    const fields = ['state', 'projectId', 'jobId', 'bullJobId', 'resend', 'repairs'] as const;
-    const pipeline = this.redis.pipeline();
-    for (const { id } of page) pipeline.hmget(this.keys.dispatch(id), ...fields);
-    const replies = (await pipeline.exec()) ?? [];
-    const dispatches = page.map(({ id, at }, i): OpenDispatch => {
-      const [err, values] = replies[i] ?? [new Error('no reply'), []];
-      if (err) throw err;
-      const [state, projectId, jobId, bullJobId, resend, repairs] = values as (string | null)[];
-      return {
-        dispatchId: id,
-        enqueuedAt: at,
-        state: (state ?? undefined) as DispatchState | undefined,
-        projectId: projectId ?? '',
-        jobId: jobId ?? '',
-        bullJobId: bullJobId || id,
-        resendPending: resend === '1',
-        repairs: Number(repairs ?? 0),
-      };
-    });
-    return { dispatches, more };
+  /** Extends the poll tick's lock, if `token` still holds it. */
+  renewPollLock(token: string, lockMs: number): Promise<boolean> {
+    return poll.renewPollLock(this.#state, token, lockMs);
   }
 
-  /** Removes dispatches from the open index (their record is gone or already done). */
-  async dropOpen(ids: readonly string[]): Promise<void> {
-    if (ids.length > 0) await this.redis.zrem(this.keys.open, ...ids);
+  /** Releases the poll tick's lock, if `token` still holds it. */
+  releasePollLock(token: string): Promise<boolean> {
+    return poll.releasePollLock(this.#state, token);
+  }
+
+  /** The rank where the repair sweep goes on (a new pass: 0; not due: none), Redis's clock. */
+  startRepairPass(graceMs: number): Promise<{ rank: number; nowMs: number } | undefined> {
+    return poll.startRepairPass(this.#state, graceMs);
+  }
+
+  /** Records where the running repair pass goes on next (`undefined`: the pass is over). */
+  moveRepairCursor(rank: number | undefined, graceMs: number): Promise<void> {
+    return poll.moveRepairCursor(this.#state, rank, graceMs);
   }
 
   /**
-   * Records that `bullJobId` now carries a queued dispatch, if its record still names `expected`
-   * (see the CARRY script; '' = whichever). Resolves to whether it was recorded.
+   * Whether each BullMQ job exists and has not ended (in the completed or failed set since before
+   * `endedBy`), in one pipeline. `queueKey` is the dispatch queue's `toKey`.
    */
-  async carry(dispatchId: string, expected: string, bullJobId: string): Promise<boolean> {
-    const reply = await SCRIPTS.carry.run(
-      this.redis,
-      [this.keys.dispatch(dispatchId)],
-      [dispatchId, expected, bullJobId],
-    );
-    return reply === 1;
+  jobPresence(
+    queueKey: poll.QueueKey,
+    bullJobIds: readonly string[],
+    endedBy: number,
+  ): Promise<poll.JobPresence[]> {
+    return poll.jobPresence(this.#state, queueKey, bullJobIds, endedBy);
   }
-
-  private lane(ref: DispatchRef): string {
-    return this.keys.lane(ref.projectId, ref.jobId);
-  }
-}
-
-/** Reads the pause hash (see `Keys.authPause`); `undefined` when absent or unreadable. */
-export function parseSendPause(hash: Record<string, string>): SendPause | undefined {
-  const probeAt = Number(hash['probeAt']);
-  if (!hash['probeAt'] || !Number.isFinite(probeAt)) return undefined;
-  return {
-    sinceMs: Number(hash['since'] ?? 0),
-    httpStatus: Number(hash['httpStatus'] ?? 0),
-    probeAt,
-  };
 }

@@ -6,8 +6,8 @@ import {
   type AgentJob,
 } from '../agent-api/index.js';
 import { sendInFlightMs, type SendTimeouts } from '../dispatch/in-flight.js';
-import { eventTypeOf, STATES, type DispatchRecord, type Ending } from '../dispatch/record.js';
-import { EVENT_TYPES } from '../telemetry/names.js';
+import { EVENT_TYPES, eventTypeOf, type Ending } from '../dispatch/event.js';
+import { STATES, type DispatchRecord } from '../dispatch/record.js';
 
 /** What one status read saw: the job, or the error the client raised. */
 export type Observation = { kind: 'job'; job: AgentJob } | { kind: 'error'; error: unknown };

@@ -1,6 +1,5 @@
 import type { Queue } from 'bullmq';
 import type { Config } from '../config/index.js';
-import { publishOrphan } from '../dispatch/orphan.js';
 import { DISPATCH_JOB_NAME, dispatchJobOptions, type DispatchJobData } from '../dispatch/queue.js';
 import type { DispatchRef, DispatchStore, OpenDispatch } from '../dispatch/store.js';
 import type { Logger } from '../telemetry/logger.js';
@@ -40,20 +39,12 @@ export interface RepairResult {
   readonly repaired: number;
 }
 
-/** Where a dispatch's BullMQ job is: waiting/delayed/active, ended, or gone. */
-type JobPresence = 'live' | 'ended' | 'missing';
-
 /** Sweeps one page of the open index, if a pass is due or running. */
 export async function sweepLostJobs(ctx: RepairContext): Promise<RepairResult> {
-  const { redis, keys } = ctx.store;
   const graceMs = ctx.config.repairGraceMs;
-  const cursor = await redis.get(keys.repairCursor);
-  if (cursor === null && (await redis.set(keys.repairGate, '1', 'PX', graceMs, 'NX')) !== 'OK') {
-    return { checked: 0, repaired: 0 };
-  }
-  const rank = Number(cursor ?? 0);
-  const [seconds, micros] = await redis.time();
-  const nowMs = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+  const pass = await ctx.store.startRepairPass(graceMs);
+  if (!pass) return { checked: 0, repaired: 0 };
+  const { rank, nowMs } = pass;
   const { dispatches, more } = await ctx.store.openPage(rank, SWEEP_PAGE, nowMs - graceMs);
 
   const gone = dispatches.filter((d) => d.state === undefined || d.state === 'done');
@@ -61,7 +52,11 @@ export async function sweepLostJobs(ctx: RepairContext): Promise<RepairResult> {
   await ctx.store.dropOpen(gone.map((d) => d.dispatchId));
 
   const queued = dispatches.filter((d) => d.state === 'queued' && !d.resendPending);
-  const presence = await jobPresence(ctx, queued, nowMs - graceMs);
+  const presence = await ctx.store.jobPresence(
+    (name) => ctx.queue.toKey(name),
+    queued.map((d) => d.bullJobId),
+    nowMs - graceMs,
+  );
   let repaired = 0;
   for (const [i, d] of queued.entries()) {
     const seen = presence[i];
@@ -69,44 +64,8 @@ export async function sweepLostJobs(ctx: RepairContext): Promise<RepairResult> {
     if (await repairOne(ctx, d, seen === 'ended')) repaired++;
   }
   // Dropped entries shifted the ranks after them down; what a shift skips, the next pass sees.
-  if (more) {
-    await redis.set(keys.repairCursor, rank + SWEEP_PAGE - gone.length, 'PX', 10 * graceMs);
-  } else {
-    await redis.del(keys.repairCursor);
-  }
+  await ctx.store.moveRepairCursor(more ? rank + SWEEP_PAGE - gone.length : undefined, graceMs);
   return { checked: dispatches.length, repaired };
-}
-
-/**
- * Whether each dispatch's BullMQ job exists and has not ended: one pipeline of three reads each.
- * A job counts as ended only once it ended before `endedBy` (the score in BullMQ's completed and
- * failed sets is the finish time): a worker's `failed` handler may still be about to finish the
- * dispatch itself.
- */
-async function jobPresence(
-  ctx: RepairContext,
-  dispatches: readonly OpenDispatch[],
-  endedBy: number,
-): Promise<JobPresence[]> {
-  if (dispatches.length === 0) return [];
-  const { queue } = ctx;
-  const pipeline = ctx.store.redis.pipeline();
-  for (const { bullJobId } of dispatches) {
-    pipeline.exists(queue.toKey(bullJobId));
-    pipeline.zscore(queue.toKey('completed'), bullJobId);
-    pipeline.zscore(queue.toKey('failed'), bullJobId);
-  }
-  const replies = (await pipeline.exec()) ?? [];
-  return dispatches.map((_, i) => {
-    const [exists, completed, failed] = [0, 1, 2].map((k) => {
-      const [err, value] = replies[3 * i + k] ?? [new Error('no reply'), null];
-      if (err) throw err;
-      return value;
-    });
-    if (exists !== 1) return 'missing';
-    const endedAt = Number(completed ?? failed ?? Infinity);
-    return endedAt <= endedBy ? 'ended' : 'live';
-  });
 }
 
 /**
@@ -144,9 +103,7 @@ async function repairOne(ctx: RepairContext, d: OpenDispatch, ended: boolean): P
  * a record) carrying the only fact left, its id.
  */
 async function orphaned(ctx: RepairContext, d: OpenDispatch): Promise<void> {
-  if (
-    await publishOrphan(ctx.store, d.dispatchId, { dispatchId: d.dispatchId }, 'missing_record')
-  ) {
+  if (await ctx.store.publishOrphan(d.dispatchId, { dispatchId: d.dispatchId }, 'missing_record')) {
     ctx.metrics.repairs.inc({ outcome: 'orphaned' });
     ctx.logger.warn(
       { dispatchId: d.dispatchId, cause: 'record_missing' },

@@ -1,5 +1,5 @@
-import { Job, Queue } from 'bullmq';
-import type { ChainableCommander, Redis } from 'ioredis';
+import { Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
 import {
   checkFollowUp,
   InvalidFollowUpError,
@@ -7,12 +7,7 @@ import {
   type FollowUp,
   type FollowUpInput,
 } from '../dispatch/followup.js';
-import {
-  DISPATCH_JOB_NAME,
-  dispatchJobOptions,
-  newDispatchId,
-  type DispatchJobData,
-} from '../dispatch/queue.js';
+import type { DispatchJobData } from '../dispatch/queue.js';
 import { describeDispatch, type DispatchStatus } from '../dispatch/status.js';
 import { DispatchStore } from '../dispatch/store.js';
 import { connect } from '../redis/connections.js';
@@ -29,9 +24,9 @@ import {
   asRedisFailure,
   IdempotencyConflictError,
   RedisUnavailableError,
-  type KeyConflict,
   type SendResult,
 } from './errors.js';
+import { buildTransaction, resultsOf } from './transaction.js';
 
 /** `REDIS_DURABILITY`'s default. */
 const FSYNC: DurabilitySetting = { mode: 'fsync', replicas: 0, strict: false };
@@ -97,12 +92,7 @@ export function createProducer(options: ProducerOptions): Producer {
   queue.on('error', () => {
     // Errors reach the caller through the rejected promise of send/sendMany.
   });
-  // Retention is the service's concern; records expire through the consumer and poller.
-  const store = new DispatchStore(redis, keysFor(prefix), {
-    eventsStream: '',
-    eventsMaxLen: 0,
-    retentionMs: 0,
-  });
+  let store: DispatchStore | undefined;
   const readyTimeoutMs = options.readyTimeoutMs ?? 5_000;
   const durabilitySetting = options.durability ?? FSYNC;
   const durabilityTimeoutMs = options.durabilityTimeoutMs ?? 5_000;
@@ -154,62 +144,34 @@ export function createProducer(options: ProducerOptions): Producer {
     }
   }
 
-  async function enqueue(followUps: readonly FollowUp[]): Promise<SendResult[]> {
+  /**
+   * BullMQ's own duplicate of the connection, once ready, and the store on it: REGISTER joins
+   * BullMQ's MULTI there, and WAITAOF must go where the MULTI went.
+   */
+  async function connection(): Promise<{ client: Redis; store: DispatchStore }> {
     await ready();
-    const bullClient = await queue.backend.client;
-    // BullMQ runs its own duplicate of the connection: WAITAOF must go where the MULTI went.
-    const client = bullClient as unknown as Redis;
+    const client = (await queue.backend.client) as unknown as Redis;
+    // Retention is the service's concern; records expire through the consumer and poller.
+    store ??= new DispatchStore(client, keysFor(prefix), {
+      eventsStream: '',
+      eventsMaxLen: 0,
+      retentionMs: 0,
+    });
+    return { client, store };
+  }
+
+  async function enqueue(followUps: readonly FollowUp[]): Promise<SendResult[]> {
+    const { client, store } = await connection();
     const assessment = await durability(client);
     if (durabilitySetting.mode === 'fsync' && durabilitySetting.strict && assessment.warning)
       throw new NotDurableError(`REDIS_DURABILITY is strict, and ${assessment.warning}`);
-    const multi = bullClient.multi();
-    const ids = followUps.map((f) => newDispatchId(f.key));
-    for (const [i, followUp] of followUps.entries()) {
-      const dispatchId = ids[i] as string;
-      store.registerInto(multi as unknown as ChainableCommander, dispatchId, followUp);
-      const data: DispatchJobData = {
-        v: 1,
-        dispatchId,
-        projectId: followUp.projectId,
-        jobId: followUp.jobId,
-      };
-      const job = new Job(
-        queue,
-        DISPATCH_JOB_NAME,
-        data,
-        dispatchJobOptions(dispatchId, attempts),
-        dispatchId,
-      );
-      await queue.backend.addJobToTransaction(multi, job.asJSON(), dispatchId);
-    }
-    const replies = await multi.exec().catch((err: unknown) => {
+    const transaction = await buildTransaction(queue, client, store, followUps, attempts);
+    const replies = await transaction.multi.exec().catch((err: unknown) => {
       throw asRedisFailure(err, redis);
     });
     if (!replies) throw new RedisUnavailableError('Redis discarded the transaction; retry it');
     await onDisk(client, assessment);
-    return resultsOf(followUps, ids, replies);
-  }
-
-  /**
-   * The answers of a committed transaction: REGISTER says 1 new, 0 the same content under the
-   * same key (deduplicated), -1 different content under that key (a conflict).
-   */
-  function resultsOf(
-    followUps: readonly FollowUp[],
-    ids: readonly string[],
-    replies: readonly [Error | null, unknown][],
-  ): SendResult[] {
-    const conflicts: KeyConflict[] = [];
-    const results = ids.map((dispatchId, i): SendResult | null => {
-      const [registerErr, created] = replies[2 * i] ?? [new Error('no reply'), 0];
-      const [addErr] = replies[2 * i + 1] ?? [new Error('no reply')];
-      if (registerErr || addErr) throw asRedisFailure(registerErr ?? addErr, redis);
-      if (created !== -1) return { dispatchId, deduplicated: created === 0 };
-      conflicts.push({ index: i, key: followUps[i]?.key ?? '', dispatchId });
-      return null;
-    });
-    if (conflicts.length > 0) throw new IdempotencyConflictError(conflicts, results);
-    return results as SendResult[];
+    return resultsOf(followUps, transaction, replies, redis);
   }
 
   return {
@@ -246,7 +208,7 @@ export function createProducer(options: ProducerOptions): Producer {
           { field: 'dispatchId', message: 'must be a non-empty string' },
         ]);
       }
-      await ready();
+      const { store } = await connection();
       const record = await store.get(dispatchId).catch((err: unknown) => {
         throw asRedisFailure(err, redis);
       });

@@ -1,6 +1,6 @@
 /**
- * Names defined once: log fields, lifecycle events (`noun:verb`, used as log messages) and the
- * completion-event types of the contract's section 5.
+ * Names defined once: log fields and lifecycle events (`noun:verb`, used as log messages). The
+ * completion-event types of the contract's section 5 are in `dispatch/event.ts`.
  */
 
 /** Log field names used for context in child loggers. */
@@ -43,14 +43,3 @@ export const LIFECYCLE = {
   httpListening: 'http:listening',
   configClearTextKey: 'config:clear-text-key',
 } as const;
-
-/** Completion-event `type` values (contract, section 5). */
-export const EVENT_TYPES = {
-  completed: 'followup.completed',
-  failed: 'followup.failed',
-  archived: 'followup.archived',
-  timedOut: 'followup.timed_out',
-  undeliverable: 'followup.undeliverable',
-} as const;
-
-export type EventType = (typeof EVENT_TYPES)[keyof typeof EVENT_TYPES];

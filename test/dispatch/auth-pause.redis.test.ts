@@ -56,8 +56,8 @@ describe('the fleet-wide pause after a rejected key (ACQUIRE, REQUEUE, AUTH_PAUS
     // Held sends spent nothing: no attempt, no budget, nothing tracked.
     for (const ref of refs)
       expect(await store.get(ref.dispatchId)).toMatchObject({ state: 'queued', attempts: 0 });
-    expect(await ns.redis.zcard(store.keys.budget('p'))).toBe(0);
-    expect(await ns.redis.zcard(store.keys.tracked)).toBe(0);
+    expect(await ns.redis.zcard(keysFor(ns.prefix).budget('p'))).toBe(0);
+    expect(await ns.redis.zcard(keysFor(ns.prefix).tracked)).toBe(0);
 
     // Probe time: exactly one ACQUIRE of the fleet goes, as the probe; the rest wait 2x longer.
     const gaps: number[] = [];
@@ -76,7 +76,7 @@ describe('the fleet-wide pause after a rejected key (ACQUIRE, REQUEUE, AUTH_PAUS
       const probe = refs[verdicts.findIndex((v) => v.kind === 'go')] as DispatchRef;
       const attempt = goes[0]?.kind === 'go' ? goes[0].attempt : 0;
       expect(await store.requeue(probe, attempt, tokenOf(probe), true)).toBe(0);
-      expect(await ns.redis.zcard(store.keys.budget('p'))).toBe(0);
+      expect(await ns.redis.zcard(keysFor(ns.prefix).budget('p'))).toBe(0);
       expect((await store.pauseSends(401)).started).toBe(false);
     }
     // Backoff doubles (200 → 400) and is capped (400), measured from each probe.
@@ -108,7 +108,7 @@ describe('the fleet-wide pause after a rejected key (ACQUIRE, REQUEUE, AUTH_PAUS
 
   it('never stores the key or any server text in the flag', async () => {
     await store.pauseSends(302);
-    const flag = await ns.redis.hgetall(store.keys.authPause);
+    const flag = await ns.redis.hgetall(keysFor(ns.prefix).authPause);
     expect(Object.keys(flag).sort()).toEqual([
       'backoffMs',
       'httpStatus',

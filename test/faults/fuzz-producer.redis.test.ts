@@ -4,7 +4,7 @@ import type { FollowUpInput } from '../../src/dispatch/followup.js';
 import { DispatchStore } from '../../src/dispatch/store.js';
 import { createProducer, type Producer } from '../../src/producer/index.js';
 import { keysFor } from '../../src/redis/keys.js';
-import { EVENT_TYPES } from '../../src/telemetry/names.js';
+import { EVENT_TYPES } from '../../src/dispatch/event.js';
 import { readEvents } from '../support/events.js';
 import { createNamespace, type Namespace } from '../support/namespace.js';
 import { batchArb, inProcessOnlyMeta, inputArb } from './support/arbitraries.js';

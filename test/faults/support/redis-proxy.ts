@@ -2,7 +2,7 @@ import { createServer, Socket, type AddressInfo } from 'node:net';
 
 /**
  * A TCP proxy in front of Redis that loses one reply: the first time a client sends a command
- * containing `marker` and Redis answers it with anything but `-NOSCRIPT`, the proxy drops that
+ * containing one of `markers` and Redis answers it with anything but `-NOSCRIPT`, the proxy drops that
  * answer and cuts the connection, as a Redis restart or a network cut right after Redis executed
  * the command would. The client cannot tell whether the command ran.
  */
@@ -16,7 +16,7 @@ export interface ReplyDroppingProxy {
 /** Starts the proxy in front of the Redis at `target` (`redis://host:port`). */
 export async function startReplyDroppingProxy(
   target: string,
-  marker: string,
+  markers: readonly string[],
 ): Promise<ReplyDroppingProxy> {
   const { hostname, port } = new URL(target);
   const sockets = new Set<Socket>();
@@ -33,7 +33,7 @@ export async function startReplyDroppingProxy(
     }
     let armed = false;
     client.on('data', (chunk: Buffer) => {
-      if (!dropped && chunk.includes(marker)) armed = true;
+      if (!dropped && markers.some((marker) => chunk.includes(marker))) armed = true;
       upstream.write(chunk);
     });
     upstream.on('data', (chunk: Buffer) => {

@@ -1,0 +1,158 @@
+import type { AgentJob } from '../agent-api/index.js';
+
+/**
+ * The completion event (contract, section 5): its types, and the one builder of the stream
+ * entry's fields, for a dispatch that ends (FINISH) and for a BullMQ job without a record
+ * (the orphan event).
+ */
+
+/** Completion-event `type` values (contract, section 5). */
+export const EVENT_TYPES = {
+  completed: 'followup.completed',
+  failed: 'followup.failed',
+  archived: 'followup.archived',
+  timedOut: 'followup.timed_out',
+  undeliverable: 'followup.undeliverable',
+} as const;
+
+export type EventType = (typeof EVENT_TYPES)[keyof typeof EVENT_TYPES];
+
+/** The event type of a terminal status (contract, section 5). */
+export function eventTypeOf(status: 'completed' | 'archived' | 'failed'): EventType {
+  return {
+    completed: EVENT_TYPES.completed,
+    archived: EVENT_TYPES.archived,
+    failed: EVENT_TYPES.failed,
+  }[status];
+}
+
+/** How a dispatch ends: its event type, and for endings of ours, why. */
+export interface Ending {
+  readonly type: EventType;
+  readonly reason?: string;
+  /** The last agent job seen, if it changed since the record was read. */
+  readonly job?: AgentJob;
+}
+
+/** What the event of a dispatch tells of its record (a `DispatchRecord` is one). */
+export interface EventRecord {
+  readonly dispatchId: string;
+  readonly projectId: string;
+  readonly jobId: string;
+  readonly key: string | undefined;
+  readonly meta: Record<string, unknown> | undefined;
+  readonly state: string;
+  readonly job: AgentJob | undefined;
+  readonly lastStatus: string | undefined;
+  readonly enqueuedAt: number;
+  readonly sentAt: number | undefined;
+  readonly attempts: number;
+}
+
+/** Everything an event says. Times are epoch milliseconds. */
+interface EventFacts {
+  readonly type: EventType;
+  readonly dispatchId: string;
+  readonly projectId: string;
+  readonly jobId: string;
+  readonly key: string | null;
+  readonly meta: Record<string, unknown> | null;
+  readonly job: AgentJob | null;
+  readonly status: string;
+  readonly reason: string | null;
+  readonly enqueuedAt: number | null;
+  readonly sentAt: number | null;
+  readonly finishedAt: number;
+  readonly attempts: number;
+}
+
+/** The stream entry's fields (contract, section 5), all strings, in order, as field/value pairs. */
+function entryFields(facts: EventFacts): string[] {
+  const event = {
+    dispatchId: facts.dispatchId,
+    projectId: facts.projectId,
+    jobId: facts.jobId,
+    key: facts.key,
+    meta: facts.meta,
+    job: facts.job,
+    reason: facts.reason,
+    enqueuedAt: iso(facts.enqueuedAt),
+    sentAt: iso(facts.sentAt),
+    finishedAt: iso(facts.finishedAt),
+    attempts: facts.attempts,
+  };
+  return [
+    'type',
+    facts.type,
+    'dispatchId',
+    facts.dispatchId,
+    'projectId',
+    facts.projectId,
+    'jobId',
+    facts.jobId,
+    'status',
+    facts.status,
+    'prLink',
+    typeof facts.job?.prLink === 'string' ? facts.job.prLink : '',
+    'event',
+    JSON.stringify(event),
+    'v',
+    '1',
+  ];
+}
+
+/** The fields of the event that ends `record` with `ending` at `finishedAt`. */
+export function eventFields(record: EventRecord, ending: Ending, finishedAt: number): string[] {
+  const job = ending.job ?? record.job;
+  return entryFields({
+    type: ending.type,
+    dispatchId: record.dispatchId,
+    projectId: record.projectId,
+    jobId: record.jobId,
+    key: record.key ?? null,
+    meta: record.meta ?? null,
+    job: job ?? null,
+    status: record.state === 'queued' ? '' : (job?.status ?? record.lastStatus ?? ''),
+    reason: ending.reason ?? null,
+    enqueuedAt: record.enqueuedAt,
+    sentAt: record.sentAt ?? null,
+    finishedAt,
+    attempts: record.attempts,
+  });
+}
+
+/**
+ * The fields of the undeliverable event of BullMQ job `bullJobId`, which has no dispatch record:
+ * it carries whatever ids its `payload` had.
+ */
+export function orphanEventFields(
+  bullJobId: string,
+  payload: unknown,
+  reason: string,
+  finishedAt: number,
+): string[] {
+  const data = (typeof payload === 'object' && payload !== null ? payload : {}) as Record<
+    string,
+    unknown
+  >;
+  const text = (name: string) => (typeof data[name] === 'string' ? (data[name] as string) : '');
+  return entryFields({
+    type: EVENT_TYPES.undeliverable,
+    dispatchId: text('dispatchId') || bullJobId,
+    projectId: text('projectId'),
+    jobId: text('jobId'),
+    key: null,
+    meta: null,
+    job: null,
+    status: '',
+    reason,
+    enqueuedAt: null,
+    sentAt: null,
+    finishedAt,
+    attempts: 0,
+  });
+}
+
+function iso(ms: number | null): string | null {
+  return ms === null ? null : new Date(ms).toISOString();
+}

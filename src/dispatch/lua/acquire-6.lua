@@ -1,0 +1,122 @@
+--[[
+  Decides whether a queued dispatch may be sent now, and if so records the intent and spends one
+  unit of the project's budget in the same step.
+
+  A dispatch is tracked from the moment its intent is recorded: if its worker dies mid-send, the
+  poller has already been watching the job, and whether it turned active settles the send.
+
+  The attempt token makes it safe to run twice: ioredis resends a command whose reply was lost
+  with its connection, and the worker retries it on a connection error. The attempt that holds
+  the intent gets `go` again, with the same attempt number and no budget spent; any other gets
+  `sending`.
+
+  While the key is rejected (see pauseSends-1.lua), every send waits for the probe time; the first
+  ACQUIRE that would send once it has come is the probe, and it moves the next probe time ahead by
+  a backoff that doubles up to `maxBackoffMs`, so exactly one send of the fleet tries the key per
+  backoff.
+
+  The budget is a sliding-window log: one entry per send, scored by its time, so no window of
+  `windowMs`, wherever it starts, holds more than `max` entries. A dispatch that finds no room
+  reserves the earliest slot that keeps that true (an entry `r:<id>` in the future) and waits for
+  it; waking, it spends exactly that slot. So a backlog is woken once per slot, in order, instead
+  of all at once every time a slot frees. A reservation woken later than `toleranceMs` (a worker
+  was busy, or a 429 parked the project meanwhile) is dropped and taken again.
+
+  Input:
+    KEYS[1] record
+    KEYS[2] lane
+    KEYS[3] budget
+    KEYS[4] park
+    KEYS[5] tracked set
+    KEYS[6] send pause
+
+    ARGV[1] dispatchId
+    ARGV[2] max sends per window
+    ARGV[3] windowMs
+    ARGV[4] toleranceMs
+    ARGV[5] firstPollMs
+    ARGV[6] attemptToken
+
+  Output: {verdict, n, text, probe}
+    go          n = attempt, text = prompt, probe = 1 when it is the fleet's probe of a rejected key
+    blocked     another dispatch heads the lane
+    auth_paused n = next probe time
+    parked      n = until
+    over        n = until (the reserved slot)
+    missing     no record
+    sending     n = when that attempt started, text = its token
+    <state>     the record's state when not queued
+]]
+local recordKey, laneKey, budgetKey, parkKey, trackedKey, pauseKey =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local dispatchId, token = ARGV[1], ARGV[6]
+local max, window, tolerance = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local firstPollMs = tonumber(ARGV[5])
+
+local function keepAtLeast(key, ms)
+  if redis.call('PTTL', key) < ms then redis.call('PEXPIRE', key, ms) end
+end
+
+local state = redis.call('HGET', recordKey, 'state')
+if not state then return {'missing', 0, ''} end
+if state == 'sending' then
+  local holder = redis.call('HGET', recordKey, 'attemptToken') or ''
+  if token ~= '' and holder == token then
+    return {'go', tonumber(redis.call('HGET', recordKey, 'attempts')),
+      redis.call('HGET', recordKey, 'prompt') or ''}
+  end
+  return {state, tonumber(redis.call('HGET', recordKey, 'sendingAt') or '0'), holder}
+end
+if state ~= 'queued' then return {state, 0, ''} end
+if redis.call('LINDEX', laneKey, 0) ~= dispatchId then return {'blocked', 0, ''} end
+--- @include "includes/now"
+local probeAt = tonumber(redis.call('HGET', pauseKey, 'probeAt') or '0')
+if probeAt > now then return {'auth_paused', probeAt, ''} end
+local parked = tonumber(redis.call('GET', parkKey) or '0')
+if parked > now then return {'parked', parked, ''} end
+redis.call('ZREMRANGEBYSCORE', budgetKey, '-inf', now - window)
+local slot = now
+local reservation = 'r:' .. dispatchId
+local reserved = redis.call('ZSCORE', budgetKey, reservation)
+if reserved then
+  reserved = tonumber(reserved)
+  if reserved > now then return {'over', reserved, ''} end
+  redis.call('ZREM', budgetKey, reservation)
+  if now - reserved > tolerance then reserved = nil else slot = reserved end
+end
+if not reserved then
+  local n = redis.call('ZCARD', budgetKey)
+  local last = now
+  if n > 0 then
+    last = tonumber(redis.call('ZRANGE', budgetKey, -1, -1, 'WITHSCORES')[2])
+    if last > slot then slot = last end
+  end
+  if n >= max then
+    local pivot = tonumber(redis.call('ZRANGE', budgetKey, n - max, n - max, 'WITHSCORES')[2]) + window
+    if pivot > slot then slot = pivot end
+    -- Pace a backlog: a reservation comes at least window/max after the latest entry, so a
+    -- window's reservations do not all fall due in the same instant (they would mirror the first
+    -- window's burst and wake together). The rate stays max per window.
+    local paced = last + math.ceil(window / max)
+    if paced > slot then slot = paced end
+  end
+  if slot > now then
+    redis.call('ZADD', budgetKey, slot, reservation)
+    keepAtLeast(budgetKey, slot - now + window + 60000)
+    return {'over', slot, ''}
+  end
+end
+local attempt = redis.call('HINCRBY', recordKey, 'attempts', 1)
+redis.call('ZADD', budgetKey, slot, dispatchId .. ':' .. attempt)
+keepAtLeast(budgetKey, window + 60000)
+redis.call('HSET', recordKey, 'state', 'sending', 'sendingAt', now, 'seenActive', '0',
+  'resend', '0', 'attemptToken', token)
+redis.call('ZADD', trackedKey, now + firstPollMs, dispatchId)
+local probe = 0
+if probeAt > 0 then
+  probe = 1
+  local pause = redis.call('HMGET', pauseKey, 'backoffMs', 'maxBackoffMs')
+  local backoff = math.min(2 * tonumber(pause[1]), tonumber(pause[2]))
+  redis.call('HSET', pauseKey, 'probeAt', now + backoff, 'backoffMs', backoff)
+end
+return {'go', attempt, redis.call('HGET', recordKey, 'prompt') or '', probe}

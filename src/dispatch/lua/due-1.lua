@@ -1,0 +1,22 @@
+--[[
+  Claims the tracked dispatches due now, oldest first: each is moved `leaseMs` ahead, so a read
+  still in flight at the next tick is not started twice, and one whose poller died is due again
+  once the lease lapses. Acting on a read moves it again (reschedule) or removes it (finish).
+
+  Input:
+    KEYS[1] tracked set
+
+    ARGV[1] limit
+    ARGV[2] leaseMs
+
+  Output: {now, dispatchId...}
+]]
+local trackedKey = KEYS[1]
+local limit, leaseMs = tonumber(ARGV[1]), tonumber(ARGV[2])
+
+--- @include "includes/now"
+local ids = redis.call('ZRANGEBYSCORE', trackedKey, '-inf', now, 'LIMIT', 0, limit)
+local leased = now + leaseMs
+for _, id in ipairs(ids) do redis.call('ZADD', trackedKey, 'XX', leased, id) end
+table.insert(ids, 1, now)
+return ids

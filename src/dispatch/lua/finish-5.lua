@@ -1,0 +1,49 @@
+--[[
+  Ends a dispatch: marks it done, publishes its one event, stops tracking it and releases its lane,
+  all at once, so a crash cannot leave an event without its release or the reverse. Running it a
+  second time for the same dispatch does nothing: exactly one event.
+  The record keeps what the event says (type, reason, the last agent job and its status) for
+  `retentionMs`, so `status` answers after the end; only the prompt is deleted.
+
+  Input:
+    KEYS[1] record
+    KEYS[2] lane
+    KEYS[3] tracked set
+    KEYS[4] events stream
+    KEYS[5] open index
+
+    ARGV[1] dispatchId
+    ARGV[2] expected state ('' = any but done)
+    ARGV[3] finishedAt
+    ARGV[4] event type
+    ARGV[5] reason
+    ARGV[6] retentionMs
+    ARGV[7] stream MAXLEN (approximate)
+    ARGV[8] agent job as JSON ('' = keep the stored one)
+    ARGV[9] last status ('' = keep)
+    ARGV[10...] the stream entry's field/value pairs
+
+  Output: {1, next dispatchId of the lane or '', stream entry id} or {0, '', ''}
+]]
+local recordKey, laneKey, trackedKey, streamKey, openKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local dispatchId, expected = ARGV[1], ARGV[2]
+
+local state = redis.call('HGET', recordKey, 'state')
+if not state or state == 'done' then return {0, '', ''} end
+if expected ~= '' and expected ~= state then return {0, '', ''} end
+redis.call('HSET', recordKey, 'state', 'done', 'finishedAt', ARGV[3], 'type', ARGV[4],
+  'reason', ARGV[5])
+if ARGV[8] ~= '' then redis.call('HSET', recordKey, 'job', ARGV[8]) end
+if ARGV[9] ~= '' then redis.call('HSET', recordKey, 'lastStatus', ARGV[9]) end
+redis.call('HDEL', recordKey, 'prompt')
+redis.call('PEXPIRE', recordKey, ARGV[6])
+redis.call('ZREM', trackedKey, dispatchId)
+redis.call('ZREM', openKey, dispatchId)
+if redis.call('LINDEX', laneKey, 0) == dispatchId then
+  redis.call('LPOP', laneKey)
+else
+  redis.call('LREM', laneKey, 1, dispatchId)
+end
+local entry = redis.call('XADD', streamKey, 'MAXLEN', '~', ARGV[7], '*', unpack(ARGV, 10))
+local nextId = redis.call('LINDEX', laneKey, 0) or ''
+return {1, nextId, entry}

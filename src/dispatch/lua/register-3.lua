@@ -1,0 +1,41 @@
+--[[
+  Registers a follow-up: its record, its place in its lane, and its entry in the open index
+  (scored by its enqueue time) until FINISH. The producer runs it in the same MULTI as BullMQ's
+  job add.
+
+  The digest outlives the prompt (FINISH deletes that), so a conflict is seen until the record
+  expires; a record written before digests were stored has none and counts as the same.
+
+  Input:
+    KEYS[1] record
+    KEYS[2] lane
+    KEYS[3] open index
+
+    ARGV[1] dispatchId
+    ARGV[2] projectId
+    ARGV[3] jobId
+    ARGV[4] prompt
+    ARGV[5] idempotency key ('' = none)
+    ARGV[6] meta as JSON ('' = none)
+    ARGV[7] digest of the content, computed by the producer
+
+  Output:
+    1  registered
+    0  this id exists with the same digest (deduplicated)
+    -1 this id exists with another digest: the key was used for a different follow-up
+]]
+local recordKey, laneKey, openKey = KEYS[1], KEYS[2], KEYS[3]
+local dispatchId, digest = ARGV[1], ARGV[7]
+
+if redis.call('EXISTS', recordKey) == 1 then
+  local stored = redis.call('HGET', recordKey, 'digest')
+  if stored and stored ~= digest then return -1 end
+  return 0
+end
+--- @include "includes/now"
+redis.call('HSET', recordKey, 'projectId', ARGV[2], 'jobId', ARGV[3], 'prompt', ARGV[4],
+  'key', ARGV[5], 'meta', ARGV[6], 'digest', digest, 'state', 'queued', 'enqueuedAt', now,
+  'attempts', 0, 'polls', 0)
+redis.call('RPUSH', laneKey, dispatchId)
+redis.call('ZADD', openKey, now, dispatchId)
+return 1

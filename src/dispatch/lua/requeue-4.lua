@@ -1,0 +1,48 @@
+--[[
+  Puts a dispatch whose send certainly did not go through back to `queued`, from `sending` (a
+  failed attempt) or `unsettled` (an operator-approved resend). `refund` gives the budget entry
+  back when the request never left; `parkMs` parks the whole project (after a 429).
+  A failed attempt stops being tracked: its BullMQ job retries it. A resend stays tracked and is
+  marked, so the poller adds its new BullMQ job again if it died before adding it.
+  Only for the attempt that holds the intent (its token).
+
+  Input:
+    KEYS[1] record
+    KEYS[2] budget
+    KEYS[3] park
+    KEYS[4] tracked set
+
+    ARGV[1] dispatchId
+    ARGV[2] attempt
+    ARGV[3] refund (1/0)
+    ARGV[4] parkMs (0 = no park)
+    ARGV[5] attemptToken
+
+  Output:
+    the park deadline (0 when not parked)
+    -1 the record was in another state
+    -2 another attempt holds it
+]]
+local recordKey, budgetKey, parkKey, trackedKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local dispatchId, attempt, refund, token = ARGV[1], ARGV[2], ARGV[3], ARGV[5]
+local parkMs = tonumber(ARGV[4])
+
+local state = redis.call('HGET', recordKey, 'state')
+if state ~= 'sending' and state ~= 'unsettled' then return -1 end
+if (redis.call('HGET', recordKey, 'attemptToken') or '') ~= token then return -2 end
+redis.call('HSET', recordKey, 'state', 'queued')
+if state == 'sending' then
+  redis.call('ZREM', trackedKey, dispatchId)
+else
+  redis.call('HSET', recordKey, 'resend', '1')
+end
+if refund == '1' then redis.call('ZREM', budgetKey, dispatchId .. ':' .. attempt) end
+if parkMs <= 0 then return 0 end
+--- @include "includes/now"
+local untilMs = now + parkMs
+local current = tonumber(redis.call('GET', parkKey) or '0')
+if untilMs > current then
+  redis.call('SET', parkKey, untilMs, 'PX', parkMs + 1000)
+  return untilMs
+end
+return current

@@ -1,0 +1,180 @@
+import type { ChainableCommander } from 'ioredis';
+import type { AgentJob } from '../agent-api/index.js';
+import type { Rate } from '../config/index.js';
+import { contentDigest, type FollowUp } from './followup.js';
+import { parseRecord, type DispatchRecord, type DispatchState } from './record.js';
+import { laneOf, type DispatchRef, type StoreState } from './store-state.js';
+
+/**
+ * The store's records and lanes, and the steps of a send: register, acquire (lane, park, budget,
+ * pause), record its outcome, or queue it again. Reached through {@link DispatchStore}.
+ */
+
+/** The answer of `DispatchStore.acquire`. */
+export type Verdict =
+  /** Send now. `probe`: sends are paused and this one tries whether the key works again. */
+  | { kind: 'go'; attempt: number; prompt: string; probe: boolean }
+  | { kind: 'blocked' }
+  /** The key was rejected: every send waits; the next probe may go at `untilMs`. */
+  | { kind: 'auth_paused'; untilMs: number }
+  | { kind: 'parked' | 'over'; untilMs: number }
+  | { kind: 'missing' }
+  /**
+   * Another attempt (`attemptToken`) recorded its intent at `sendingAt` and has not recorded an
+   * outcome.
+   */
+  | { kind: 'sending'; sendingAt: number; attemptToken: string }
+  | { kind: 'not-queued'; state: DispatchState };
+
+/**
+ * What recording an attempt's outcome did: `marked` (or it already was), `moved-on` (the record is
+ * in another state), `stale` (another attempt holds the intent now).
+ */
+export type MarkResult = 'marked' | 'moved-on' | 'stale';
+
+export function registerInto(
+  state: StoreState,
+  multi: ChainableCommander,
+  dispatchId: string,
+  followUp: FollowUp,
+): void {
+  state.scripts.queue(
+    multi,
+    'register',
+    [state.keys.dispatch(dispatchId), laneOf(state, followUp), state.keys.open],
+    [
+      dispatchId,
+      followUp.projectId,
+      followUp.jobId,
+      followUp.prompt,
+      followUp.key ?? '',
+      followUp.meta ? JSON.stringify(followUp.meta) : '',
+      contentDigest(followUp),
+    ],
+  );
+}
+
+export async function get(
+  state: StoreState,
+  dispatchId: string,
+): Promise<DispatchRecord | undefined> {
+  return parseRecord(dispatchId, await state.redis.hgetall(state.keys.dispatch(dispatchId)));
+}
+
+export async function getMany(
+  state: StoreState,
+  ids: readonly string[],
+): Promise<(DispatchRecord | undefined)[]> {
+  if (ids.length === 0) return [];
+  const pipeline = state.redis.pipeline();
+  for (const id of ids) pipeline.hgetall(state.keys.dispatch(id));
+  const replies = (await pipeline.exec()) ?? [];
+  return ids.map((id, i) => {
+    const [err, hash] = replies[i] ?? [null, {}];
+    if (err) throw err;
+    return parseRecord(id, hash as Record<string, string>);
+  });
+}
+
+export async function acquire(
+  state: StoreState,
+  ref: DispatchRef,
+  rate: Rate,
+  toleranceMs: number,
+  firstPollMs: number,
+  attemptToken: string,
+): Promise<Verdict> {
+  const { keys } = state;
+  const reply = (await state.scripts.run(
+    'acquire',
+    [
+      keys.dispatch(ref.dispatchId),
+      laneOf(state, ref),
+      keys.budget(ref.projectId),
+      keys.park(ref.projectId),
+      keys.tracked,
+      keys.authPause,
+    ],
+    [
+      ref.dispatchId,
+      rate.max,
+      rate.windowMs,
+      toleranceMs,
+      Math.max(1, Math.round(firstPollMs)),
+      attemptToken,
+    ],
+  )) as [string, number, string, number?];
+  const [kind, n, text, probe] = reply;
+  switch (kind) {
+    case 'go':
+      return { kind, attempt: n, prompt: text, probe: probe === 1 };
+    case 'blocked':
+    case 'missing':
+      return { kind };
+    case 'auth_paused':
+      return { kind, untilMs: n };
+    case 'parked':
+    case 'over':
+      return { kind, untilMs: n };
+    case 'sending':
+      return { kind, sendingAt: n, attemptToken: text };
+    default:
+      return { kind: 'not-queued', state: kind as DispatchState };
+  }
+}
+
+export async function markSent(
+  state: StoreState,
+  ref: DispatchRef,
+  newState: 'sent' | 'unsettled',
+  job: AgentJob | undefined,
+  firstDelayMs: number,
+  attemptToken: string,
+): Promise<MarkResult> {
+  const reply = await state.scripts.run(
+    'markSent',
+    [state.keys.dispatch(ref.dispatchId), state.keys.tracked],
+    [
+      ref.dispatchId,
+      newState,
+      job ? JSON.stringify(job) : '',
+      job?.status ?? '',
+      job?.status === 'active' ? '1' : '0',
+      Math.max(1, Math.round(firstDelayMs)),
+      attemptToken,
+    ],
+  );
+  return reply === 1 ? 'marked' : reply === 0 ? 'moved-on' : 'stale';
+}
+
+export async function requeue(
+  state: StoreState,
+  ref: DispatchRef,
+  attempt: number,
+  attemptToken: string,
+  refund: boolean,
+  parkMs: number,
+): Promise<number | Exclude<MarkResult, 'marked'>> {
+  const { keys } = state;
+  const reply = (await state.scripts.run(
+    'requeue',
+    [
+      keys.dispatch(ref.dispatchId),
+      keys.budget(ref.projectId),
+      keys.park(ref.projectId),
+      keys.tracked,
+    ],
+    [ref.dispatchId, attempt, refund ? '1' : '0', Math.max(0, Math.round(parkMs)), attemptToken],
+  )) as number;
+  if (reply === -1) return 'moved-on';
+  return reply === -2 ? 'stale' : reply;
+}
+
+export async function isNext(state: StoreState, ref: DispatchRef): Promise<boolean> {
+  const reply = await state.scripts.run(
+    'isNext',
+    [state.keys.dispatch(ref.dispatchId), laneOf(state, ref)],
+    [ref.dispatchId],
+  );
+  return reply === 1;
+}

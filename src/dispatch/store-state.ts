@@ -1,0 +1,36 @@
+import type { Redis } from 'ioredis';
+import type { Keys } from '../redis/keys.js';
+import type { Scripts } from './lua.js';
+
+/** Settings the store needs. */
+export interface StoreOptions {
+  readonly eventsStream: string;
+  readonly eventsMaxLen: number;
+  readonly retentionMs: number;
+}
+
+/** What the store's modules share: its connection, keys, settings and scripts. Never exported. */
+export interface StoreState {
+  readonly redis: Redis;
+  readonly keys: Keys;
+  readonly options: StoreOptions;
+  readonly scripts: Scripts;
+}
+
+/** Where a dispatch's identity is: enough to build all of its keys. */
+export interface DispatchRef {
+  readonly dispatchId: string;
+  readonly projectId: string;
+  readonly jobId: string;
+}
+
+/** The lane key of a dispatch. */
+export function laneOf(state: StoreState, ref: Omit<DispatchRef, 'dispatchId'>): string {
+  return state.keys.lane(ref.projectId, ref.jobId);
+}
+
+/** Redis's clock in epoch milliseconds (`TIME`), one clock for the whole fleet. */
+export async function redisNow(state: StoreState): Promise<number> {
+  const [seconds, micros] = await state.redis.time();
+  return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+}

@@ -1,0 +1,177 @@
+import type { DispatchState, DispatchRecord } from './record.js';
+import { eventFields, orphanEventFields, type Ending } from './event.js';
+import { laneOf, type StoreState } from './store-state.js';
+
+/**
+ * The store's tracked set (sent dispatches whose agent job the poller reads), the end of a
+ * dispatch with its one event, the open index the repair sweep walks, and the status-read parks
+ * of projects. Reached through {@link DispatchStore}.
+ */
+
+/** What the repair sweep needs to know of one open dispatch; `state` undefined = no record. */
+export interface OpenDispatch {
+  readonly dispatchId: string;
+  readonly enqueuedAt: number;
+  readonly state: DispatchState | undefined;
+  readonly projectId: string;
+  readonly jobId: string;
+  /** The BullMQ job that carries it: the dispatch id, unless a resend or a repair replaced it. */
+  readonly bullJobId: string;
+  readonly resendPending: boolean;
+  /** How many times a repair replaced its BullMQ job. */
+  readonly repairs: number;
+}
+
+export async function finish(
+  state: StoreState,
+  record: DispatchRecord,
+  ending: Ending,
+  expected: DispatchState | undefined,
+): Promise<{ finished: boolean; nextDispatchId: string | undefined }> {
+  const { keys, options } = state;
+  const finishedAt = Date.now();
+  const job = ending.job ?? record.job;
+  const reply = (await state.scripts.run(
+    'finish',
+    [
+      keys.dispatch(record.dispatchId),
+      laneOf(state, record),
+      keys.tracked,
+      options.eventsStream,
+      keys.open,
+    ],
+    [
+      record.dispatchId,
+      expected ?? '',
+      finishedAt,
+      ending.type,
+      ending.reason ?? '',
+      options.retentionMs,
+      options.eventsMaxLen,
+      ending.job ? JSON.stringify(ending.job) : '',
+      job?.status ?? '',
+      ...eventFields(record, ending, finishedAt),
+    ],
+  )) as [number, string, string];
+  return { finished: reply[0] === 1, nextDispatchId: reply[1] || undefined };
+}
+
+export async function publishOrphan(
+  state: StoreState,
+  bullJobId: string,
+  payload: unknown,
+  reason: string,
+): Promise<boolean> {
+  const { keys, options } = state;
+  const reply = await state.scripts.run(
+    'publishOrphan',
+    [keys.orphan(bullJobId), options.eventsStream],
+    [
+      options.retentionMs,
+      options.eventsMaxLen,
+      ...orphanEventFields(bullJobId, payload, reason, Date.now()),
+    ],
+  );
+  return reply === 1;
+}
+
+export async function reschedule(
+  state: StoreState,
+  dispatchId: string,
+  delayMs: number,
+  fields: Record<string, string | number>,
+): Promise<boolean> {
+  const reply = await state.scripts.run(
+    'reschedule',
+    [state.keys.dispatch(dispatchId), state.keys.tracked],
+    [dispatchId, Math.max(1, Math.round(delayMs)), ...Object.entries(fields).flat()],
+  );
+  return reply === 1;
+}
+
+export async function due(
+  state: StoreState,
+  limit: number,
+  leaseMs: number,
+): Promise<{ nowMs: number; ids: string[] }> {
+  const reply = await state.scripts.run('due', [state.keys.tracked], [limit, Math.round(leaseMs)]);
+  const [now, ...ids] = reply as [number, ...string[]];
+  return { nowMs: now, ids };
+}
+
+export async function untrack(state: StoreState, dispatchId: string): Promise<void> {
+  await state.redis.zrem(state.keys.tracked, dispatchId);
+}
+
+export async function carry(
+  state: StoreState,
+  dispatchId: string,
+  expected: string,
+  bullJobId: string,
+): Promise<boolean> {
+  const reply = await state.scripts.run(
+    'carry',
+    [state.keys.dispatch(dispatchId)],
+    [dispatchId, expected, bullJobId],
+  );
+  return reply === 1;
+}
+
+export async function openPage(
+  state: StoreState,
+  rank: number,
+  count: number,
+  enqueuedBy: number,
+): Promise<{ dispatches: OpenDispatch[]; more: boolean }> {
+  const { redis, keys } = state;
+  const flat = await redis.zrange(keys.open, rank, rank + count - 1, 'WITHSCORES');
+  const page: { id: string; at: number }[] = [];
+  for (let i = 0; i + 1 < flat.length; i += 2) {
+    const at = Number(flat[i + 1]);
+    if (at > enqueuedBy) break;
+    page.push({ id: flat[i] as string, at });
+  }
+  const more = page.length === count;
+  if (page.length === 0) return { dispatches: [], more };
+  const fields = ['state', 'projectId', 'jobId', 'bullJobId', 'resend', 'repairs'] as const;
+  const pipeline = redis.pipeline();
+  for (const { id } of page) pipeline.hmget(keys.dispatch(id), ...fields);
+  const replies = (await pipeline.exec()) ?? [];
+  const dispatches = page.map(({ id, at }, i): OpenDispatch => {
+    const [err, values] = replies[i] ?? [new Error('no reply'), []];
+    if (err) throw err;
+    const [recordState, projectId, jobId, bullJobId, resend, repairs] = values as (string | null)[];
+    return {
+      dispatchId: id,
+      enqueuedAt: at,
+      state: (recordState ?? undefined) as DispatchState | undefined,
+      projectId: projectId ?? '',
+      jobId: jobId ?? '',
+      bullJobId: bullJobId || id,
+      resendPending: resend === '1',
+      repairs: Number(repairs ?? 0),
+    };
+  });
+  return { dispatches, more };
+}
+
+export async function dropOpen(state: StoreState, ids: readonly string[]): Promise<void> {
+  if (ids.length > 0) await state.redis.zrem(state.keys.open, ...ids);
+}
+
+export async function pollParks(
+  state: StoreState,
+  projectIds: readonly string[],
+): Promise<Map<string, number>> {
+  if (projectIds.length === 0) return new Map();
+  const values = await state.redis.mget(...projectIds.map((p) => state.keys.pollPark(p)));
+  return new Map(projectIds.map((p, i) => [p, Number(values[i] ?? 0)]));
+}
+
+export async function parkPolls(
+  state: StoreState,
+  projectId: string,
+  delayMs: number,
+): Promise<void> {
+  await state.redis.set(state.keys.pollPark(projectId), Date.now() + delayMs, 'PX', delayMs);
+}

@@ -1,0 +1,162 @@
+import type { Queue } from 'bullmq';
+import {
+  configRejectionStatus,
+  isAgentApiError,
+  statusKind,
+  type AgentApiClient,
+} from '../agent-api/index.js';
+import type { Config } from '../config/index.js';
+import { pauseSends, resumeSends } from '../dispatch/auth-pause.js';
+import type { DispatchRecord } from '../dispatch/record.js';
+import type { DispatchStore } from '../dispatch/store.js';
+import { wakeDispatch } from '../dispatch/wake.js';
+import type { Logger } from '../telemetry/logger.js';
+import type { Metrics } from '../telemetry/metrics.js';
+import { LIFECYCLE } from '../telemetry/names.js';
+import { decide, type Action, type Observation } from './decide.js';
+import { addDispatchJob } from './repair.js';
+
+/** One status read of a tick and what follows from it: reschedule, back off, resend or finish. */
+
+/** What a tick needs, built once per poller process. */
+export interface TickContext {
+  readonly config: Config;
+  readonly store: DispatchStore;
+  readonly api: AgentApiClient;
+  /** The dispatch queue: to wake a lane's next dispatch, and for operator-approved resends. */
+  readonly queue: Queue;
+  readonly metrics: Metrics;
+  readonly logger: Logger;
+  /** Reads `AGENT_API_KEY_FILE` again; whether the key changed (see `RoleResources`). */
+  readonly refreshKey: () => boolean;
+}
+
+/** Reads one dispatch's job and acts on what it shows. Resolves to whether the dispatch ended. */
+export async function pollOne(
+  ctx: TickContext,
+  record: DispatchRecord,
+  nowMs: number,
+  pause: { on: boolean },
+): Promise<boolean> {
+  const started = performance.now();
+  let seen: Observation;
+  try {
+    seen = { kind: 'job', job: await ctx.api.getJob(record.projectId, record.jobId) };
+    ctx.metrics.apiLatency.observe(
+      { operation: 'get', outcome: 'ok' },
+      (performance.now() - started) / 1000,
+    );
+  } catch (error) {
+    seen = { kind: 'error', error };
+    const code = (error as { code?: unknown }).code;
+    ctx.metrics.apiLatency.observe(
+      { operation: 'get', outcome: typeof code === 'string' ? code : 'error' },
+      (performance.now() - started) / 1000,
+    );
+  }
+  await pauseOrResume(ctx, seen, pause);
+  const action = decide(record, seen, nowMs, ctx.config);
+  countRead(ctx, seen, action);
+  return act(ctx, record, action, seen);
+}
+
+/** A read rejected for the key or the URL pauses every send; an answered read ends a pause. */
+async function pauseOrResume(
+  ctx: TickContext,
+  seen: Observation,
+  pause: { on: boolean },
+): Promise<void> {
+  const rejected = seen.kind === 'error' ? configRejectionStatus(seen.error) : undefined;
+  if (rejected !== undefined) {
+    if (!pause.on) await pauseSends(ctx.store, rejected, ctx.logger);
+    pause.on = true;
+    return;
+  }
+  const answered =
+    seen.kind === 'job' || (isAgentApiError(seen.error) && seen.error.httpStatus !== undefined);
+  if (pause.on && answered) {
+    pause.on = false;
+    await resumeSends(ctx.store, ctx.logger);
+  }
+}
+
+async function act(
+  ctx: TickContext,
+  record: DispatchRecord,
+  action: Action,
+  seen: Observation,
+): Promise<boolean> {
+  const log = ctx.logger.child({
+    dispatchId: record.dispatchId,
+    projectId: record.projectId,
+    jobId: record.jobId,
+  });
+  switch (action.kind) {
+    case 'reschedule':
+      if (
+        seen.kind === 'job' &&
+        statusKind(seen.job.status) === 'unknown' &&
+        seen.job.status !== record.lastStatus
+      ) {
+        // Tolerated and logged once per change; the dispatch stays tracked.
+        log.warn({ status: seen.job.status }, LIFECYCLE.followupUnknownStatus);
+      }
+      await ctx.store.reschedule(record.dispatchId, action.delayMs, action.fields);
+      return false;
+    case 'backoff': {
+      await ctx.store.parkPolls(record.projectId, action.delayMs);
+      log.warn(
+        { err: seen.kind === 'error' ? seen.error : undefined, delayMs: action.delayMs },
+        LIFECYCLE.pollError,
+      );
+      await ctx.store.reschedule(record.dispatchId, action.delayMs);
+      return false;
+    }
+    case 'resend':
+      return resend(ctx, record, log);
+    case 'finish': {
+      const { finished, nextDispatchId } = await ctx.store.finish(
+        record,
+        action.ending,
+        record.state,
+      );
+      if (finished) {
+        ctx.metrics.eventsPublished.inc({ type: action.ending.type });
+        log.info(
+          { type: action.ending.type, reason: action.ending.reason },
+          LIFECYCLE.followupFinished,
+        );
+      }
+      if (nextDispatchId) await wakeDispatch(ctx.queue, nextDispatchId);
+      return finished;
+    }
+  }
+}
+
+/**
+ * The operator opted in to resending what could not be settled: queue it again, as a new BullMQ
+ * job whose id is fixed by the attempt, so adding it again (after a crash between the two steps,
+ * the next tick does) is a no-op. The record stays tracked until a worker takes it.
+ */
+async function resend(ctx: TickContext, record: DispatchRecord, log: Logger): Promise<boolean> {
+  if (
+    record.state === 'unsettled' &&
+    typeof (await ctx.store.requeue(record, record.attempts, record.attemptToken ?? '', false)) !==
+      'number'
+  ) {
+    return false;
+  }
+  const jobId = `${record.dispatchId}-r${record.attempts}`;
+  // Named on the record first, so the repair sweep checks this job, not the first one.
+  await ctx.store.carry(record.dispatchId, '', jobId);
+  await addDispatchJob(ctx.queue, record, jobId, ctx.config.sendAttempts);
+  await ctx.store.reschedule(record.dispatchId, ctx.config.pollMaxIntervalMs);
+  log.warn({ attempts: record.attempts }, LIFECYCLE.followupRetry);
+  return false;
+}
+
+function countRead(ctx: TickContext, seen: Observation, action: Action): void {
+  let outcome: string = statusKind(seen.kind === 'job' ? seen.job.status : undefined);
+  if (seen.kind === 'error') outcome = action.kind === 'finish' ? 'not_found' : 'error';
+  ctx.metrics.statusReads.inc({ outcome });
+}
