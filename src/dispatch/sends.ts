@@ -102,6 +102,7 @@ export async function acquire(
       toleranceMs,
       Math.max(1, Math.round(firstPollMs)),
       attemptToken,
+      keys.dispatch(''),
     ],
   )) as [string, number, string, number?];
   const [kind, n, text, probe] = reply;

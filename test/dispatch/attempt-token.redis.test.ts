@@ -1,38 +1,28 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { DispatchStore, type DispatchRef } from '../../src/dispatch/store.js';
-import { createProducer, type Producer } from '../../src/producer/index.js';
+import { beforeEach, describe, expect, it } from 'vitest';
+import type { DispatchRef } from '../../src/dispatch/store.js';
 import { keysFor } from '../../src/redis/keys.js';
-import { createNamespace, type Namespace } from '../support/namespace.js';
+import { useStore } from '../support/store.js';
 
 const RATE = { max: 5, windowMs: 60_000 };
 const JOB = { id: 'j', status: 'active', prLink: null };
 
 describe('attempt tokens (ACQUIRE, MARK_SENT, REQUEUE)', () => {
-  let ns: Namespace;
-  let producer: Producer;
-  let store: DispatchStore;
+  const fixture = useStore('token');
   let ref: DispatchRef;
-  const keys = () => keysFor(ns.prefix);
-  const field = (name: string) => ns.redis.hget(keys().dispatch(ref.dispatchId), name);
-  const budgetEntries = () => ns.redis.zcard(keys().budget('p'));
+  const keys = () => keysFor(fixture().ns.prefix);
+  const field = (name: string) => fixture().ns.redis.hget(keys().dispatch(ref.dispatchId), name);
+  const budgetEntries = () => fixture().ns.redis.zcard(keys().budget('p'));
 
   beforeEach(async () => {
-    ns = createNamespace('token');
-    producer = createProducer({ redisUrl: ns.redisUrl, prefix: ns.prefix });
-    store = new DispatchStore(ns.redis, keysFor(ns.prefix), {
-      eventsStream: ns.eventsStream,
-      eventsMaxLen: 1000,
-      retentionMs: 60_000,
+    const { dispatchId } = await fixture().producer.send({
+      projectId: 'p',
+      jobId: 'j',
+      prompt: 'hello',
     });
-    const { dispatchId } = await producer.send({ projectId: 'p', jobId: 'j', prompt: 'hello' });
     ref = { dispatchId, projectId: 'p', jobId: 'j' };
   });
-  afterEach(async () => {
-    await producer.close();
-    await ns.cleanup();
-  });
 
-  const acquire = (token: string) => store.acquire(ref, RATE, 20, 60_000, token);
+  const acquire = (token: string) => fixture().store.acquire(ref, RATE, 20, 60_000, token);
 
   it('answers go again to the same token, spending no budget and no attempt', async () => {
     expect(await acquire('A')).toEqual({ kind: 'go', attempt: 1, prompt: 'hello', probe: false });
@@ -58,27 +48,27 @@ describe('attempt tokens (ACQUIRE, MARK_SENT, REQUEUE)', () => {
 
   it('records an outcome only for the current token', async () => {
     await acquire('A');
-    expect(await store.markSent(ref, 'sent', JOB, 1_000, 'B')).toBe('stale');
+    expect(await fixture().store.markSent(ref, 'sent', JOB, 1_000, 'B')).toBe('stale');
     expect(await field('state')).toBe('sending');
-    expect(await store.requeue(ref, 1, 'B', true)).toBe('stale');
+    expect(await fixture().store.requeue(ref, 1, 'B', true)).toBe('stale');
     expect(await field('state')).toBe('sending');
     expect(await budgetEntries()).toBe(1);
 
-    expect(await store.markSent(ref, 'sent', JOB, 1_000, 'A')).toBe('marked');
+    expect(await fixture().store.markSent(ref, 'sent', JOB, 1_000, 'A')).toBe('marked');
     expect(await field('state')).toBe('sent');
     // A MARK_SENT run twice (its reply lost, resent) is answered as done, and changes nothing.
-    expect(await store.markSent(ref, 'sent', JOB, 1_000, 'A')).toBe('marked');
-    expect(await store.requeue(ref, 1, 'A', true)).toBe('moved-on');
+    expect(await fixture().store.markSent(ref, 'sent', JOB, 1_000, 'A')).toBe('marked');
+    expect(await fixture().store.requeue(ref, 1, 'A', true)).toBe('moved-on');
     expect(await field('state')).toBe('sent');
   });
 
   it('turns unsettled into sent when the current attempt brings a definite 200', async () => {
     await acquire('A');
     // A rerun (token B) found A's send in doubt and marked it unsettled on A's behalf.
-    expect(await store.markSent(ref, 'unsettled', undefined, 1_000, 'A')).toBe('marked');
-    expect(await store.markSent(ref, 'sent', JOB, 1_000, 'B')).toBe('stale');
+    expect(await fixture().store.markSent(ref, 'unsettled', undefined, 1_000, 'A')).toBe('marked');
+    expect(await fixture().store.markSent(ref, 'sent', JOB, 1_000, 'B')).toBe('stale');
     expect(await field('state')).toBe('unsettled');
-    expect(await store.markSent(ref, 'sent', JOB, 1_000, 'A')).toBe('marked');
+    expect(await fixture().store.markSent(ref, 'sent', JOB, 1_000, 'A')).toBe('marked');
     expect(await field('state')).toBe('sent');
     expect(await field('lastStatus')).toBe('active');
     expect(await field('seenActive')).toBe('1');
@@ -86,13 +76,13 @@ describe('attempt tokens (ACQUIRE, MARK_SENT, REQUEUE)', () => {
 
   it('requeues for the current token only, and a new attempt takes a new token', async () => {
     await acquire('A');
-    expect(await store.requeue(ref, 1, 'A', true)).toBe(0);
+    expect(await fixture().store.requeue(ref, 1, 'A', true)).toBe(0);
     expect(await field('state')).toBe('queued');
     expect(await budgetEntries()).toBe(0);
     // A's late answer finds its attempt over.
-    expect(await store.markSent(ref, 'sent', JOB, 1_000, 'A')).toBe('moved-on');
+    expect(await fixture().store.markSent(ref, 'sent', JOB, 1_000, 'A')).toBe('moved-on');
     expect(await acquire('C')).toEqual({ kind: 'go', attempt: 2, prompt: 'hello', probe: false });
-    expect(await store.markSent(ref, 'sent', JOB, 1_000, 'A')).toBe('stale');
+    expect(await fixture().store.markSent(ref, 'sent', JOB, 1_000, 'A')).toBe('stale');
     expect(await field('state')).toBe('sending');
   });
 });

@@ -1,29 +1,12 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { DispatchStore, type DispatchRef, type Verdict } from '../../src/dispatch/store.js';
+import { describe, expect, it } from 'vitest';
+import type { DispatchRef, Verdict } from '../../src/dispatch/store.js';
 import { keysFor } from '../../src/redis/keys.js';
-import { createProducer, type Producer } from '../../src/producer/index.js';
-import { createNamespace, type Namespace } from '../support/namespace.js';
+import { useStore } from '../support/store.js';
 
 const RATE = { max: 1000, windowMs: 1_000 };
 
 describe('the fleet-wide pause after a rejected key (ACQUIRE, REQUEUE, AUTH_PAUSE)', () => {
-  let ns: Namespace;
-  let producer: Producer;
-  let store: DispatchStore;
-
-  beforeEach(() => {
-    ns = createNamespace('auth-pause');
-    producer = createProducer({ redisUrl: ns.redisUrl, prefix: ns.prefix });
-    store = new DispatchStore(ns.redis, keysFor(ns.prefix), {
-      eventsStream: ns.eventsStream,
-      eventsMaxLen: 1000,
-      retentionMs: 60_000,
-    });
-  });
-  afterEach(async () => {
-    await producer.close();
-    await ns.cleanup();
-  });
+  const fixture = useStore('auth-pause');
 
   async function heads(count: number): Promise<DispatchRef[]> {
     const inputs = Array.from({ length: count }, (_, i) => ({
@@ -31,12 +14,12 @@ describe('the fleet-wide pause after a rejected key (ACQUIRE, REQUEUE, AUTH_PAUS
       jobId: `j${i}`,
       prompt: `#${i}`,
     }));
-    const results = await producer.sendMany(inputs);
+    const results = await fixture().producer.sendMany(inputs);
     return results.map((r, i) => ({ dispatchId: r.dispatchId, projectId: 'p', jobId: `j${i}` }));
   }
   // One attempt token per dispatch: each ACQUIRE here stands for one worker's run.
   const tokenOf = (ref: DispatchRef) => `token-${ref.dispatchId}`;
-  const acquire = (ref: DispatchRef) => store.acquire(ref, RATE, 50, 1_000, tokenOf(ref));
+  const acquire = (ref: DispatchRef) => fixture().store.acquire(ref, RATE, 50, 1_000, tokenOf(ref));
   const acquireAll = (refs: readonly DispatchRef[]) => Promise.all(refs.map(acquire));
   const untilOf = (v: Verdict) => (v.kind === 'auth_paused' ? v.untilMs : undefined);
   const sleepUntil = (ms: number) =>
@@ -44,20 +27,26 @@ describe('the fleet-wide pause after a rejected key (ACQUIRE, REQUEUE, AUTH_PAUS
 
   it('holds every send, lets one probe through per backoff, refunds it, and resumes', async () => {
     const refs = await heads(6);
-    const started = await store.pauseSends(401, { firstBackoffMs: 200, maxBackoffMs: 400 });
+    const started = await fixture().store.pauseSends(401, {
+      firstBackoffMs: 200,
+      maxBackoffMs: 400,
+    });
     expect(started.started).toBe(true);
     // The pause is fleet-wide and starts once: the next rejection finds it already on.
-    expect((await store.pauseSends(403)).started).toBe(false);
-    expect(await store.sendPause()).toMatchObject({ httpStatus: 401 });
+    expect((await fixture().store.pauseSends(403)).started).toBe(false);
+    expect(await fixture().store.sendPause()).toMatchObject({ httpStatus: 401 });
 
     const held = await acquireAll(refs);
     expect(held.map((v) => v.kind)).toEqual(Array(6).fill('auth_paused'));
     expect(new Set(held.map(untilOf))).toEqual(new Set([started.probeAt]));
     // Held sends spent nothing: no attempt, no budget, nothing tracked.
     for (const ref of refs)
-      expect(await store.get(ref.dispatchId)).toMatchObject({ state: 'queued', attempts: 0 });
-    expect(await ns.redis.zcard(keysFor(ns.prefix).budget('p'))).toBe(0);
-    expect(await ns.redis.zcard(keysFor(ns.prefix).tracked)).toBe(0);
+      expect(await fixture().store.get(ref.dispatchId)).toMatchObject({
+        state: 'queued',
+        attempts: 0,
+      });
+    expect(await fixture().ns.redis.zcard(keysFor(fixture().ns.prefix).budget('p'))).toBe(0);
+    expect(await fixture().ns.redis.zcard(keysFor(fixture().ns.prefix).tracked)).toBe(0);
 
     // Probe time: exactly one ACQUIRE of the fleet goes, as the probe; the rest wait 2x longer.
     const gaps: number[] = [];
@@ -75,9 +64,9 @@ describe('the fleet-wide pause after a rejected key (ACQUIRE, REQUEUE, AUTH_PAUS
       // The probe was rejected again: back to queued, its budget unit given back.
       const probe = refs[verdicts.findIndex((v) => v.kind === 'go')] as DispatchRef;
       const attempt = goes[0]?.kind === 'go' ? goes[0].attempt : 0;
-      expect(await store.requeue(probe, attempt, tokenOf(probe), true)).toBe(0);
-      expect(await ns.redis.zcard(keysFor(ns.prefix).budget('p'))).toBe(0);
-      expect((await store.pauseSends(401)).started).toBe(false);
+      expect(await fixture().store.requeue(probe, attempt, tokenOf(probe), true)).toBe(0);
+      expect(await fixture().ns.redis.zcard(keysFor(fixture().ns.prefix).budget('p'))).toBe(0);
+      expect((await fixture().store.pauseSends(401)).started).toBe(false);
     }
     // Backoff doubles (200 → 400) and is capped (400), measured from each probe.
     expect(gaps[0]).toBeGreaterThanOrEqual(400);
@@ -85,9 +74,9 @@ describe('the fleet-wide pause after a rejected key (ACQUIRE, REQUEUE, AUTH_PAUS
     expect(gaps[1]).toBeGreaterThanOrEqual(400);
     expect(gaps[1]).toBeLessThan(450);
 
-    expect(await store.resumeSends()).toBe(true);
-    expect(await store.resumeSends()).toBe(false);
-    expect(await store.sendPause()).toBeUndefined();
+    expect(await fixture().store.resumeSends()).toBe(true);
+    expect(await fixture().store.resumeSends()).toBe(false);
+    expect(await fixture().store.sendPause()).toBeUndefined();
     const after = await acquireAll(refs);
     expect(after.map((v) => v.kind)).toEqual(Array(6).fill('go'));
     expect(after.every((v) => v.kind === 'go' && !v.probe)).toBe(true);
@@ -95,20 +84,25 @@ describe('the fleet-wide pause after a rejected key (ACQUIRE, REQUEUE, AUTH_PAUS
 
   it('shares the one probe per backoff between status reads and sends', async () => {
     const [ref] = await heads(1);
-    expect(await store.claimProbe()).toBe('none');
-    const { probeAt } = await store.pauseSends(401, { firstBackoffMs: 200, maxBackoffMs: 400 });
-    expect(await store.claimProbe()).toBe('wait');
+    expect(await fixture().store.claimProbe()).toBe('none');
+    const { probeAt } = await fixture().store.pauseSends(401, {
+      firstBackoffMs: 200,
+      maxBackoffMs: 400,
+    });
+    expect(await fixture().store.claimProbe()).toBe('wait');
     await sleepUntil(probeAt + 5);
-    expect(await Promise.all([store.claimProbe(), store.claimProbe()])).toEqual(['probe', 'wait']);
+    expect(await Promise.all([fixture().store.claimProbe(), fixture().store.claimProbe()])).toEqual(
+      ['probe', 'wait'],
+    );
     // The read took this probe: a send must wait for the next one.
     expect((await acquire(ref as DispatchRef)).kind).toBe('auth_paused');
-    await store.resumeSends();
-    expect(await store.claimProbe()).toBe('none');
+    await fixture().store.resumeSends();
+    expect(await fixture().store.claimProbe()).toBe('none');
   });
 
   it('never stores the key or any server text in the flag', async () => {
-    await store.pauseSends(302);
-    const flag = await ns.redis.hgetall(keysFor(ns.prefix).authPause);
+    await fixture().store.pauseSends(302);
+    const flag = await fixture().ns.redis.hgetall(keysFor(fixture().ns.prefix).authPause);
     expect(Object.keys(flag).sort()).toEqual([
       'backoffMs',
       'httpStatus',

@@ -1,33 +1,16 @@
 import { randomUUID } from 'node:crypto';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { budgetMarginMs } from '../../src/consumer/classify.js';
-import { DispatchStore, type DispatchRef } from '../../src/dispatch/store.js';
+import type { DispatchRef } from '../../src/dispatch/store.js';
 import { keysFor } from '../../src/redis/keys.js';
-import { createProducer, type Producer } from '../../src/producer/index.js';
-import { createNamespace, type Namespace } from '../support/namespace.js';
+import { useStore } from '../support/store.js';
 
 const RATE = { max: 5, windowMs: 400 };
 /** How late a reserved slot may be spent: what the consumer uses for this window. */
 const TOLERANCE_MS = budgetMarginMs(RATE.windowMs) / 2;
 
 describe('the per-project budget (ACQUIRE)', () => {
-  let ns: Namespace;
-  let producer: Producer;
-  let store: DispatchStore;
-
-  beforeEach(() => {
-    ns = createNamespace('budget');
-    producer = createProducer({ redisUrl: ns.redisUrl, prefix: ns.prefix });
-    store = new DispatchStore(ns.redis, keysFor(ns.prefix), {
-      eventsStream: ns.eventsStream,
-      eventsMaxLen: 1000,
-      retentionMs: 60_000,
-    });
-  });
-  afterEach(async () => {
-    await producer.close();
-    await ns.cleanup();
-  });
+  const fixture = useStore('budget');
 
   async function heads(count: number, projectId = 'p'): Promise<DispatchRef[]> {
     const inputs = Array.from({ length: count }, (_, i) => ({
@@ -35,7 +18,7 @@ describe('the per-project budget (ACQUIRE)', () => {
       jobId: `j${i}`,
       prompt: `#${i}`,
     }));
-    const results = await producer.sendMany(inputs);
+    const results = await fixture().producer.sendMany(inputs);
     return results.map((r, i) => ({ dispatchId: r.dispatchId, projectId, jobId: `j${i}` }));
   }
 
@@ -49,12 +32,18 @@ describe('the per-project budget (ACQUIRE)', () => {
       while (Date.now() < endAt && next < refs.length) {
         const ref = refs[next++] as DispatchRef;
         for (;;) {
-          const verdict = await store.acquire(ref, RATE, TOLERANCE_MS, 60_000, randomUUID());
+          const verdict = await fixture().store.acquire(
+            ref,
+            RATE,
+            TOLERANCE_MS,
+            60_000,
+            randomUUID(),
+          );
           if (verdict.kind === 'go') {
             slots.push(
               Number(
-                await ns.redis.zscore(
-                  keysFor(ns.prefix).budget('p'),
+                await fixture().ns.redis.zscore(
+                  keysFor(fixture().ns.prefix).budget('p'),
                   `${ref.dispatchId}:${verdict.attempt}`,
                 ),
               ),
@@ -89,34 +78,40 @@ describe('the per-project budget (ACQUIRE)', () => {
   it('keeps a project parked after a 429 and lets other projects through', async () => {
     const [hot] = await heads(1, 'hot');
     const [cool] = await heads(1, 'cool');
-    const go = await store.acquire(hot as DispatchRef, RATE, 20, 60_000, 'A');
+    const go = await fixture().store.acquire(hot as DispatchRef, RATE, 20, 60_000, 'A');
     expect(go.kind).toBe('go');
-    const until = await store.requeue(hot as DispatchRef, 1, 'A', false, 5_000);
+    const until = await fixture().store.requeue(hot as DispatchRef, 1, 'A', false, 5_000);
     expect(until).toBeGreaterThan(Date.now() + 4_000);
-    expect(await store.acquire(hot as DispatchRef, RATE, 20, 60_000, 'B')).toEqual({
+    expect(await fixture().store.acquire(hot as DispatchRef, RATE, 20, 60_000, 'B')).toEqual({
       kind: 'parked',
       untilMs: until,
     });
-    expect((await store.acquire(cool as DispatchRef, RATE, 20, 60_000, 'C')).kind).toBe('go');
+    expect((await fixture().store.acquire(cool as DispatchRef, RATE, 20, 60_000, 'C')).kind).toBe(
+      'go',
+    );
   });
 
   it('sends only the head of a lane', async () => {
-    const [first, second] = await producer.sendMany([
+    const [first, second] = await fixture().producer.sendMany([
       { projectId: 'p', jobId: 'same', prompt: '1' },
       { projectId: 'p', jobId: 'same', prompt: '2' },
     ]);
     const ref = (id: string) => ({ dispatchId: id, projectId: 'p', jobId: 'same' });
-    expect(await store.acquire(ref(second?.dispatchId as string), RATE, 20, 60_000, 'A')).toEqual({
+    expect(
+      await fixture().store.acquire(ref(second?.dispatchId as string), RATE, 20, 60_000, 'A'),
+    ).toEqual({
       kind: 'blocked',
     });
     expect(
-      (await store.acquire(ref(first?.dispatchId as string), RATE, 20, 60_000, 'B')).kind,
+      (await fixture().store.acquire(ref(first?.dispatchId as string), RATE, 20, 60_000, 'B')).kind,
     ).toBe('go');
-    expect(await store.acquire(ref(first?.dispatchId as string), RATE, 20, 60_000, 'C')).toEqual({
+    expect(
+      await fixture().store.acquire(ref(first?.dispatchId as string), RATE, 20, 60_000, 'C'),
+    ).toEqual({
       kind: 'sending',
       sendingAt: expect.any(Number) as number,
       attemptToken: 'B',
     });
-    expect(await store.isNext(ref(second?.dispatchId as string))).toBe(false);
+    expect(await fixture().store.isNext(ref(second?.dispatchId as string))).toBe(false);
   });
 });

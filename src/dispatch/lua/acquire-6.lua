@@ -36,10 +36,11 @@
     ARGV[4] toleranceMs
     ARGV[5] firstPollMs
     ARGV[6] attemptToken
+    ARGV[7] the prefix of every record key (a lane head's record is that prefix and its id)
 
   Output: {verdict, n, text, probe}
     go          n = attempt, text = prompt, probe = 1 when it is the fleet's probe of a rejected key
-    blocked     another dispatch heads the lane
+    blocked     another dispatch heads the lane (heads with no record are dropped first)
     auth_paused n = next probe time
     parked      n = until
     over        n = until (the reserved slot)
@@ -52,6 +53,7 @@ local recordKey, laneKey, budgetKey, parkKey, trackedKey, pauseKey =
 local dispatchId, token = ARGV[1], ARGV[6]
 local max, window, tolerance = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local firstPollMs = tonumber(ARGV[5])
+local recordPrefix = ARGV[7]
 
 local function keepAtLeast(key, ms)
   if redis.call('PTTL', key) < ms then redis.call('PEXPIRE', key, ms) end
@@ -68,7 +70,15 @@ if state == 'sending' then
   return {state, tonumber(redis.call('HGET', recordKey, 'sendingAt') or '0'), holder}
 end
 if state ~= 'queued' then return {state, 0, ''} end
-if redis.call('LINDEX', laneKey, 0) ~= dispatchId then return {'blocked', 0, ''} end
+-- A lane head whose record is gone (deleted by hand, or lost with a Redis crash) would block its
+-- agent job for ever: it is dropped, and the next head takes its turn. Records share the lane's
+-- prefix (and hash tag), so the head's record key is built from ARGV[7].
+local head = redis.call('LINDEX', laneKey, 0)
+while head and head ~= dispatchId and redis.call('EXISTS', recordPrefix .. head) == 0 do
+  redis.call('LPOP', laneKey)
+  head = redis.call('LINDEX', laneKey, 0)
+end
+if head ~= dispatchId then return {'blocked', 0, ''} end
 --- @include "includes/now"
 local probeAt = tonumber(redis.call('HGET', pauseKey, 'probeAt') or '0')
 if probeAt > now then return {'auth_paused', probeAt, ''} end
