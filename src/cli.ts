@@ -98,6 +98,12 @@ function report(err: unknown): number {
 }
 
 const controller = new AbortController();
+// SIGHUP re-reads AGENT_API_KEY_FILE where a role has one (config/key-file.ts); it never ends a
+// process, as Node's default would (`docker compose kill -s HUP` sends it to a whole fleet).
+process.on('SIGHUP', () => {});
+// Output nobody reads any more (a closed pipe: `... | head`) must not keep a role from stopping:
+// a failed write is dropped, not thrown from inside the shutdown.
+for (const stream of [process.stdout, process.stderr]) stream.on('error', () => {});
 let signals = 0;
 for (const sig of ['SIGTERM', 'SIGINT'] as const) {
   process.on(sig, () => {
