@@ -2,6 +2,7 @@ import { clearTextApiHost, type Config } from '../config/index.js';
 import { startHttpServer } from '../http/index.js';
 import { connect } from '../redis/connections.js';
 import { keysFor } from '../redis/keys.js';
+import { untilAborted } from '../runtime/deadline.js';
 import { createLogger, logFormatFor, type Logger } from '../telemetry/logger.js';
 import { createMetrics, type Metrics } from '../telemetry/metrics.js';
 import { LIFECYCLE } from '../telemetry/names.js';
@@ -51,10 +52,7 @@ export async function runUntilSignal(
 ): Promise<number> {
   const roles = [...started];
   if (kit.config.metricsPort !== undefined) roles.push(await metricsServer(kit, started));
-  await new Promise<void>((resolve) => {
-    if (ctx.signal.aborted) resolve();
-    ctx.signal.addEventListener('abort', () => resolve(), { once: true });
-  });
+  await untilAborted(ctx.signal);
   kit.logger.info({ roles: roles.map((r) => r.name) }, LIFECYCLE.roleStopping);
   let failed = 0;
   for (const role of [...roles].reverse()) {

@@ -1,4 +1,3 @@
-import { once } from 'node:events';
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { loadConfig, type Config } from '../config/index.js';
@@ -6,6 +5,7 @@ import { startHttpServer } from '../http/index.js';
 import { createProducer } from '../producer/index.js';
 import { connect } from '../redis/connections.js';
 import { keysFor, QUEUE_NAMES } from '../redis/keys.js';
+import { untilAborted, within } from '../runtime/deadline.js';
 import { createLogger, logFormatFor, type Logger } from '../telemetry/logger.js';
 import { createMetrics } from '../telemetry/metrics.js';
 import { LIFECYCLE } from '../telemetry/names.js';
@@ -89,7 +89,7 @@ async function serve(
       },
       LIFECYCLE.httpListening,
     );
-    if (!ctx.signal.aborted) await once(ctx.signal, 'abort');
+    await untilAborted(ctx.signal);
     logger.info({}, LIFECYCLE.roleStopping);
   } finally {
     if (producer) close.add('producer', () => producer.close());
@@ -129,7 +129,6 @@ function closer(logger: Logger, deadlineMs: number) {
       steps.push([name, step]);
     },
     async run() {
-      let timer: NodeJS.Timeout | undefined;
       const all = (async () => {
         for (const [name, step] of steps) {
           await step().catch((err: unknown) =>
@@ -137,14 +136,7 @@ function closer(logger: Logger, deadlineMs: number) {
           );
         }
       })();
-      const deadline = new Promise<void>((resolve) => {
-        timer = setTimeout(() => {
-          logger.warn({ deadlineMs }, 'shutdown:deadline');
-          resolve();
-        }, deadlineMs);
-      });
-      await Promise.race([all, deadline]);
-      clearTimeout(timer);
+      await within(all, deadlineMs, () => logger.warn({ deadlineMs }, 'shutdown:deadline'));
     },
   };
 }

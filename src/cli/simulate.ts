@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { SETTINGS } from '../config/settings.js';
 import { parseDurationMs, parseRate } from '../config/units.js';
+import { untilAborted } from '../runtime/deadline.js';
 import { startSimulator, type Faults, type SimulatorOptions } from '../simulator/index.js';
 import { createLogger } from '../telemetry/logger.js';
 import { EXIT, UsageError, type Command, type CommandContext } from './command.js';
@@ -99,10 +100,7 @@ async function runSimulate(ctx: CommandContext): Promise<number> {
   for (const [projectId, jobId] of seedList) simulator.seedJob(projectId, jobId);
   ctx.stdout.write(`${JSON.stringify({ url: simulator.url, apiKey: options.apiKey })}\n`);
   logger.info({ url: simulator.url }, 'simulator:listening');
-  await new Promise<void>((resolve) => {
-    if (ctx.signal.aborted) resolve();
-    else ctx.signal.addEventListener('abort', () => resolve(), { once: true });
-  });
+  await untilAborted(ctx.signal);
   await simulator.close();
   logger.info({ url: simulator.url }, 'simulator:stopped');
   return EXIT.ok;

@@ -70,7 +70,3 @@ export function errorCode(err: unknown): string {
     ? err.code
     : 'error';
 }
-
-export function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}

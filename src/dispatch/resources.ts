@@ -5,6 +5,7 @@ import { watchKeyFile, type Config, type KeyFileWatcher } from '../config/index.
 import { connect } from '../redis/connections.js';
 import { keysFor, QUEUE_NAMES } from '../redis/keys.js';
 import type { Logger } from '../telemetry/logger.js';
+import { within } from '../runtime/deadline.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import { DispatchStore } from './store.js';
 
@@ -102,14 +103,11 @@ export async function closeWorkerWithin(
   worker: { close(force?: boolean): Promise<void> },
   deadlineMs: number,
 ): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  const timedOut = await Promise.race([
+  const timedOut = await within(
     worker.close().then(() => false),
-    new Promise<boolean>((resolve) => {
-      timer = setTimeout(resolve, deadlineMs, true);
-    }),
-  ]).catch(() => true);
-  clearTimeout(timer);
+    deadlineMs,
+    () => true,
+  ).catch(() => true);
   if (timedOut) await worker.close(true).catch(() => {});
   return timedOut;
 }

@@ -6,6 +6,7 @@ import {
   RedisUnavailableError,
   type Producer,
 } from '../producer/index.js';
+import { within } from '../runtime/deadline.js';
 import type { Logger } from '../telemetry/logger.js';
 import { bearerToken, secretsEqual } from './auth.js';
 import { sendError } from './errors.js';
@@ -97,15 +98,10 @@ async function answer(
   logger: Logger,
   call: () => Promise<object | undefined>,
 ): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(new RedisUnavailableError(`no answer from Redis within ${REDIS_TIMEOUT_MS} ms`)),
-      REDIS_TIMEOUT_MS,
-    );
-  });
   try {
-    const result = await Promise.race([call(), deadline]);
+    const result = await within(call(), REDIS_TIMEOUT_MS, () => {
+      throw new RedisUnavailableError(`no answer from Redis within ${REDIS_TIMEOUT_MS} ms`);
+    });
     if (result === undefined)
       return sendError(res, 404, 'no such dispatch (unknown, or expired after DISPATCH_RETENTION)');
     res
@@ -114,8 +110,6 @@ async function answer(
       .json(result);
   } catch (err) {
     answerFailure(res, logger, err);
-  } finally {
-    clearTimeout(timer);
   }
 }
 

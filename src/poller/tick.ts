@@ -11,6 +11,7 @@ import { pauseSends, resumeSends } from '../dispatch/auth-pause.js';
 import type { DispatchRecord } from '../dispatch/record.js';
 import { AUTH_PROBE_BACKOFF, type DispatchStore } from '../dispatch/store.js';
 import { wakeDispatch } from '../dispatch/wake.js';
+import { within } from '../runtime/deadline.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import { LIFECYCLE } from '../telemetry/names.js';
@@ -137,10 +138,11 @@ async function pollBatch(
       const read = pollOne(ctx, record, nowMs, pause).then((ended) => {
         if (ended) finished++;
       });
-      const waited = await Promise.race([
+      const waited = await within(
         read.then(() => true),
-        sleep(READ_WAIT_MS).then(() => false),
-      ]);
+        READ_WAIT_MS,
+        () => false,
+      );
       if (!waited) {
         read.catch((err: unknown) =>
           ctx.logger.warn({ err, dispatchId: record.dispatchId }, LIFECYCLE.pollError),
@@ -299,9 +301,4 @@ function countRead(ctx: TickContext, seen: Observation, action: Action): void {
   let outcome: string = statusKind(seen.kind === 'job' ? seen.job.status : undefined);
   if (seen.kind === 'error') outcome = action.kind === 'finish' ? 'not_found' : 'error';
   ctx.metrics.statusReads.inc({ outcome });
-}
-
-/** Resolves after `ms`, without keeping the process alive for it. */
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms).unref());
 }

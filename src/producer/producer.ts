@@ -25,6 +25,7 @@ import {
   type DurabilitySetting,
 } from '../redis/durability.js';
 import { keysFor, QUEUE_NAMES } from '../redis/keys.js';
+import { within } from '../runtime/deadline.js';
 import {
   asRedisFailure,
   IdempotencyConflictError,
@@ -115,16 +116,12 @@ export function createProducer(options: ProducerOptions): Producer {
    */
   async function ready(): Promise<void> {
     if (redis.status === 'ready') return;
-    let timer: NodeJS.Timeout | undefined;
-    const deadline = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new RedisUnavailableError(readyTimeoutMs)), readyTimeoutMs);
-    });
     try {
-      await Promise.race([queue.waitUntilReady(), deadline]);
+      await within(queue.waitUntilReady(), readyTimeoutMs, () => {
+        throw new RedisUnavailableError(readyTimeoutMs);
+      });
     } catch (err) {
       throw asRedisFailure(err, redis);
-    } finally {
-      clearTimeout(timer);
     }
   }
 

@@ -2,6 +2,7 @@ import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { Keys } from '../redis/keys.js';
+import { within } from '../runtime/deadline.js';
 import type { Logger } from './logger.js';
 
 /** Metric names, defined once. Every name starts with `agent_dispatch_`. */
@@ -319,12 +320,7 @@ function registerRedisHealth(
 }
 
 function withTimeout<T>(promise: Promise<T>): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(new Error(`no answer from Redis within ${SCRAPE_REDIS_TIMEOUT_MS} ms`)),
-      SCRAPE_REDIS_TIMEOUT_MS,
-    );
+  return within(promise, SCRAPE_REDIS_TIMEOUT_MS, () => {
+    throw new Error(`no answer from Redis within ${SCRAPE_REDIS_TIMEOUT_MS} ms`);
   });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
