@@ -3,17 +3,11 @@ import { startHttpServer } from '../http/index.js';
 import { connect } from '../redis/connections.js';
 import { keysFor } from '../redis/keys.js';
 import { untilAborted } from '../runtime/deadline.js';
+import type { Role } from '../runtime/role.js';
 import { createLogger, logFormatFor, type Logger } from '../telemetry/logger.js';
 import { createMetrics, type Metrics } from '../telemetry/metrics.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import { EXIT, type CommandContext } from './command.js';
-
-/** A started role: what the runner needs to report on it and stop it. */
-export interface RunningRole {
-  readonly name: string;
-  running(): boolean;
-  close(): Promise<void>;
-}
 
 /** What the roles of one process share. */
 export interface RoleKit {
@@ -48,7 +42,7 @@ export function warnIfClearTextKey(kit: RoleKit): void {
 export async function runUntilSignal(
   ctx: CommandContext,
   kit: RoleKit,
-  started: readonly RunningRole[],
+  started: readonly Role[],
 ): Promise<number> {
   const roles = [...started];
   if (kit.config.metricsPort !== undefined) roles.push(await metricsServer(kit, started));
@@ -71,7 +65,7 @@ export async function runUntilSignal(
  * The HTTP server of a worker or poller process on `METRICS_PORT`: /metrics, /healthz and
  * /readyz only (no dashboard, no intake), so each process of a fleet can be scraped and probed.
  */
-async function metricsServer(kit: RoleKit, roles: readonly RunningRole[]): Promise<RunningRole> {
+async function metricsServer(kit: RoleKit, roles: readonly Role[]): Promise<Role> {
   const redis = connect(kit.config.redisUrl ?? '', 'worker', 'metrics');
   redis.on('error', () => {
     // /readyz reports it.

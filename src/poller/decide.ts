@@ -5,7 +5,7 @@ import {
   statusKind,
   type AgentJob,
 } from '../agent-api/index.js';
-import { sendInFlightMs, type SendTimeouts } from '../dispatch/in-flight.js';
+import { sendInFlightMs, type SendTimeouts } from '../runtime/in-flight.js';
 import { eventTypeOf, STATES, type DispatchRecord, type Ending } from '../dispatch/record.js';
 import { EVENT_TYPES } from '../telemetry/names.js';
 

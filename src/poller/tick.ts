@@ -1,22 +1,16 @@
 import { randomUUID } from 'node:crypto';
-import type { Queue } from 'bullmq';
-import {
-  configRejectionStatus,
-  isAgentApiError,
-  statusKind,
-  type AgentApiClient,
-} from '../agent-api/index.js';
+import { configRejectionStatus, isAgentApiError, statusKind } from '../agent-api/index.js';
 import type { Config } from '../config/index.js';
-import { pauseSends, resumeSends } from '../dispatch/auth-pause.js';
+import { pauseSends, resumeSends } from '../runtime/auth-pause.js';
 import type { DispatchRecord } from '../dispatch/record.js';
-import { AUTH_PROBE_BACKOFF, type DispatchStore } from '../dispatch/store.js';
-import { wakeDispatch } from '../dispatch/wake.js';
+import { AUTH_PROBE_BACKOFF } from '../dispatch/store.js';
+import { addDispatchJob } from '../runtime/jobs.js';
+import { endDispatch, type RoleContext } from '../runtime/role.js';
 import { within } from '../runtime/deadline.js';
 import type { Logger } from '../telemetry/logger.js';
-import type { Metrics } from '../telemetry/metrics.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import { decide, type Action, type Observation } from './decide.js';
-import { addDispatchJob, sweepLostJobs } from './repair.js';
+import { sweepLostJobs } from './repair.js';
 
 /**
  * Bounds of one tick. A tick reads at most `BATCH_SIZE` due dispatches per batch, and starts no
@@ -41,19 +35,6 @@ const lockMsOf = (pollIntervalMs: number) => Math.min(30_000, Math.max(2_000, po
 const RELEASE_LOCK = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`;
 const RENEW_LOCK = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0`;
 
-/** What a tick needs, built once per poller process. */
-export interface TickContext {
-  readonly config: Config;
-  readonly store: DispatchStore;
-  readonly api: AgentApiClient;
-  /** The dispatch queue: to wake a lane's next dispatch, and for operator-approved resends. */
-  readonly queue: Queue;
-  readonly metrics: Metrics;
-  readonly logger: Logger;
-  /** Reads `AGENT_API_KEY_FILE` again; whether the key changed (see `RoleResources`). */
-  readonly refreshKey: () => boolean;
-}
-
 /** What one tick did, for logs and tests. */
 export interface TickResult {
   readonly ran: boolean;
@@ -62,7 +43,7 @@ export interface TickResult {
 }
 
 /** Runs one poll tick, unless another poller's tick holds the lock. */
-export async function runTick(ctx: TickContext): Promise<TickResult> {
+export async function runTick(ctx: RoleContext): Promise<TickResult> {
   const { redis, keys } = ctx.store;
   const token = randomUUID();
   const lockMs = lockMsOf(ctx.config.pollIntervalMs);
@@ -97,7 +78,7 @@ export async function runTick(ctx: TickContext): Promise<TickResult> {
 
 /** Reads and acts on one batch of due dispatches, `POLL_CONCURRENCY` reads at a time. */
 async function pollBatch(
-  ctx: TickContext,
+  ctx: RoleContext,
   ids: readonly string[],
   nowMs: number,
 ): Promise<TickResult> {
@@ -158,7 +139,7 @@ async function pollBatch(
 
 /** Projects whose status reads are backed off (a GET answered 429 or 5xx), with until when. */
 async function projectParks(
-  ctx: TickContext,
+  ctx: RoleContext,
   records: readonly (DispatchRecord | undefined)[],
 ): Promise<Map<string, number>> {
   const projects = [...new Set(records.flatMap((r) => (r ? [r.projectId] : [])))];
@@ -169,7 +150,7 @@ async function projectParks(
 
 /** Reads one dispatch's job and acts on what it shows. Resolves to whether the dispatch ended. */
 async function pollOne(
-  ctx: TickContext,
+  ctx: RoleContext,
   record: DispatchRecord,
   nowMs: number,
   pause: { on: boolean },
@@ -198,7 +179,7 @@ async function pollOne(
 
 /** A read rejected for the key or the URL pauses every send; an answered read ends a pause. */
 async function pauseOrResume(
-  ctx: TickContext,
+  ctx: RoleContext,
   seen: Observation,
   pause: { on: boolean },
 ): Promise<void> {
@@ -217,7 +198,7 @@ async function pauseOrResume(
 }
 
 async function act(
-  ctx: TickContext,
+  ctx: RoleContext,
   record: DispatchRecord,
   action: Action,
   seen: Observation,
@@ -257,19 +238,13 @@ async function act(
     case 'resend':
       return resend(ctx, record, log);
     case 'finish': {
-      const { finished, nextDispatchId } = await ctx.store.finish(
-        record,
-        action.ending,
-        record.state,
-      );
+      const finished = await endDispatch(ctx, record, action.ending, record.state);
       if (finished) {
-        ctx.metrics.eventsPublished.inc({ type: action.ending.type });
         log.info(
           { type: action.ending.type, reason: action.ending.reason },
           LIFECYCLE.followupFinished,
         );
       }
-      if (nextDispatchId) await wakeDispatch(ctx.queue, nextDispatchId);
       return finished;
     }
   }
@@ -280,7 +255,7 @@ async function act(
  * job whose id is fixed by the attempt, so adding it again (after a crash between the two steps,
  * the next tick does) is a no-op. The record stays tracked until a worker takes it.
  */
-async function resend(ctx: TickContext, record: DispatchRecord, log: Logger): Promise<boolean> {
+async function resend(ctx: RoleContext, record: DispatchRecord, log: Logger): Promise<boolean> {
   if (
     record.state === 'unsettled' &&
     typeof (await ctx.store.requeue(record, record.attempts, record.attemptToken ?? '', false)) !==
@@ -297,7 +272,7 @@ async function resend(ctx: TickContext, record: DispatchRecord, log: Logger): Pr
   return false;
 }
 
-function countRead(ctx: TickContext, seen: Observation, action: Action): void {
+function countRead(ctx: RoleContext, seen: Observation, action: Action): void {
   let outcome: string = statusKind(seen.kind === 'job' ? seen.job.status : undefined);
   if (seen.kind === 'error') outcome = action.kind === 'finish' ? 'not_found' : 'error';
   ctx.metrics.statusReads.inc({ outcome });

@@ -12,7 +12,7 @@ import {
   dispatchJobOptions,
   newDispatchId,
   type DispatchJobData,
-} from '../dispatch/queue.js';
+} from '../runtime/jobs.js';
 import { describeDispatch, type DispatchStatus } from '../dispatch/status.js';
 import { DispatchStore } from '../dispatch/store.js';
 import { connect } from '../redis/connections.js';

@@ -26,7 +26,12 @@ export const LIFECYCLE = {
   followupAmbiguous: 'followup:ambiguous',
   /** A send's outcome could not be recorded (Redis failed), or another attempt holds it. */
   followupUnrecorded: 'followup:unrecorded',
+  /** A follow-up ended with its one event. */
   followupFinished: 'followup:finished',
+  /** A send failed for good (refused, or attempts spent): it ends undeliverable. */
+  followupSendFailed: 'followup:send-failed',
+  /** Ending a follow-up whose BullMQ job failed for good did not work (Redis failed). */
+  followupEndFailed: 'followup:end-failed',
   followupUnknownStatus: 'followup:unknown-status',
   followupPoison: 'followup:poison',
   followupRepaired: 'followup:repaired',
@@ -41,6 +46,10 @@ export const LIFECYCLE = {
   apiKeyReloaded: 'api-key:reloaded',
   apiKeyUnreadable: 'api-key:unreadable',
   httpListening: 'http:listening',
+  /** A step of an ordered shutdown failed; the later steps still run. */
+  shutdownStepFailed: 'shutdown:step-failed',
+  /** An ordered shutdown hit its deadline; what is left is abandoned. */
+  shutdownDeadline: 'shutdown:deadline',
   configClearTextKey: 'config:clear-text-key',
 } as const;
 

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { budgetMarginMs } from '../../src/consumer/classify.js';
+import { budgetMarginMs } from '../../src/consumer/acquire.js';
 import { DispatchStore, type DispatchRef } from '../../src/dispatch/store.js';
 import { keysFor } from '../../src/redis/keys.js';
 import { createProducer, type Producer } from '../../src/producer/index.js';

@@ -68,13 +68,3 @@ export function rateLimitParkMs(
   const slotMs = rate.windowMs / rate.max;
   return Math.min(rate.windowMs, Math.max(1_000, slotMs * 2 ** Math.min(consecutive, 20)));
 }
-
-/**
- * Margin added to the budget window: our clock marks a send when the intent is recorded, the
- * API's when the request arrives, a few milliseconds later and not always by the same amount. The
- * margin keeps a window as the API measures it within the budget too; it costs 2.5 % of the
- * budget at most. Reserved slots may be spent at most half of it late.
- */
-export function budgetMarginMs(windowMs: number): number {
-  return Math.min(1_000, Math.max(100, Math.round(windowMs * 0.025)));
-}
