@@ -4,6 +4,7 @@ import { badResponse, errorFromStatus, errorFromTransport, type Operation } from
 import { AgentApiError } from './errors.js';
 import { exchange, type Outcome } from './exchange.js';
 import { agentJobSchema, type AgentJob } from './job.js';
+import { LIFECYCLE } from '../telemetry/names.js';
 
 /** How to reach the agent API. Units are in the names. */
 export interface AgentApiClientOptions {
@@ -135,11 +136,11 @@ export class AgentApiClient {
       const job = this.#interpret(op, outcome);
       this.#logger?.debug(
         { op, projectId, jobId, status: outcome.ok ? outcome.status : undefined, ms },
-        'agent-api:call',
+        LIFECYCLE.agentApiCall,
       );
       return job;
     } catch (err) {
-      this.#logger?.debug({ op, projectId, jobId, ms, err }, 'agent-api:call-failed');
+      this.#logger?.debug({ op, projectId, jobId, ms, err }, LIFECYCLE.agentApiCallFailed);
       throw err;
     }
   }

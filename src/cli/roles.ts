@@ -1,28 +1,67 @@
-import { clearTextApiHost, type Config } from '../config/index.js';
-import { startHttpServer } from '../http/index.js';
-import { connect } from '../redis/connections.js';
-import { keysFor } from '../redis/keys.js';
+import { clearTextApiHost } from '../config/index.js';
+import { startConsumer } from '../consumer/index.js';
+import { startPoller } from '../poller/index.js';
 import { untilAborted } from '../runtime/deadline.js';
 import type { Role } from '../runtime/role.js';
-import { createLogger, logFormatFor, type Logger } from '../telemetry/logger.js';
-import { createMetrics, type Metrics } from '../telemetry/metrics.js';
 import { LIFECYCLE } from '../telemetry/names.js';
-import { EXIT, type CommandContext } from './command.js';
+import { EXIT, type Command, type CommandContext } from './command.js';
+import { configOf, roleKit, startServing, type RoleKit } from './compose.js';
 
-/** What the roles of one process share. */
-export interface RoleKit {
-  readonly config: Config;
-  readonly logger: Logger;
-  readonly metrics: Metrics;
-}
+/** `agent-dispatch worker`: the consumer role only; run as many as the load needs. */
+export const workerCommand: Command = {
+  name: 'worker',
+  summary: 'the consumer role only: sends follow-ups (scale this one out)',
+  usage: 'worker [--concurrency N] [--rate N/DURATION]',
+  details: 'Stops gracefully on SIGTERM or SIGINT: in-flight sends finish within SHUTDOWN_TIMEOUT.',
+  options: {
+    concurrency: {
+      type: 'string',
+      placeholder: 'N',
+      setting: 'WORKER_CONCURRENCY',
+      description: 'sends in flight in this process at most',
+    },
+    rate: {
+      type: 'string',
+      placeholder: 'N/DURATION',
+      setting: 'SEND_RATE_LIMIT',
+      description: 'sends per project per window, fleet-wide',
+    },
+  },
+  requires: ['REDIS_URL', 'AGENT_API_KEY'],
+  run(ctx) {
+    return runRoleProcess(this, ctx, startConsumer);
+  },
+};
 
-/** Builds the logger and metrics of a role process. */
-export function roleKit(config: Config): RoleKit {
-  return {
-    config,
-    logger: createLogger(config.logLevel, undefined, logFormatFor(config.logFormat, false)),
-    metrics: createMetrics(),
-  };
+/** `agent-dispatch poller`: the poller role only. */
+export const pollerCommand: Command = {
+  name: 'poller',
+  summary: 'the poller role only: tracks sent follow-ups and publishes their events',
+  usage: 'poller [--interval DURATION]',
+  details: 'Any number may run: their ticks never overlap. Stops gracefully on SIGTERM or SIGINT.',
+  options: {
+    interval: {
+      type: 'string',
+      placeholder: 'DURATION',
+      setting: 'POLL_INTERVAL',
+      description: 'period of the scheduled tick',
+    },
+  },
+  requires: ['REDIS_URL', 'AGENT_API_KEY'],
+  run(ctx) {
+    return runRoleProcess(this, ctx, startPoller);
+  },
+};
+
+/** Runs one role in this process (`worker`, `poller`) until a signal; resolves to the exit code. */
+async function runRoleProcess(
+  command: Command,
+  ctx: CommandContext,
+  start: (kit: RoleKit) => Role,
+): Promise<number> {
+  const kit = roleKit(configOf(command, ctx));
+  warnIfClearTextKey(kit);
+  return runUntilSignal(ctx, kit, [start(kit)]);
 }
 
 /**
@@ -37,7 +76,9 @@ export function warnIfClearTextKey(kit: RoleKit): void {
 
 /**
  * Runs started roles until the first SIGTERM/SIGINT, then closes them all, in reverse order of
- * start, each even if one before it failed, and resolves to the exit code.
+ * start, each even if one before it failed, and resolves to the exit code. A worker or poller
+ * process with `METRICS_PORT` also serves /metrics, /healthz and /readyz there (no dashboard, no
+ * intake), so each process of a fleet can be scraped and probed.
  */
 export async function runUntilSignal(
   ctx: CommandContext,
@@ -45,7 +86,20 @@ export async function runUntilSignal(
   started: readonly Role[],
 ): Promise<number> {
   const roles = [...started];
-  if (kit.config.metricsPort !== undefined) roles.push(await metricsServer(kit, started));
+  if (kit.config.metricsPort !== undefined) {
+    const config = {
+      ...kit.config,
+      httpPort: kit.config.metricsPort,
+      dashboardToken: undefined,
+      intakeToken: undefined,
+    };
+    const metrics = await startServing(
+      { ...kit, config },
+      { name: 'metrics', dashboard: false, intake: false, roles: started },
+    );
+    kit.logger.info({ url: metrics.server.url }, LIFECYCLE.httpListening);
+    roles.push({ ...metrics, name: 'metrics' });
+  }
   await untilAborted(ctx.signal);
   kit.logger.info({ roles: roles.map((r) => r.name) }, LIFECYCLE.roleStopping);
   let failed = 0;
@@ -59,41 +113,4 @@ export async function runUntilSignal(
   }
   kit.logger.flush();
   return failed > 0 ? EXIT.failed : EXIT.ok;
-}
-
-/**
- * The HTTP server of a worker or poller process on `METRICS_PORT`: /metrics, /healthz and
- * /readyz only (no dashboard, no intake), so each process of a fleet can be scraped and probed.
- */
-async function metricsServer(kit: RoleKit, roles: readonly Role[]): Promise<Role> {
-  const redis = connect(kit.config.redisUrl ?? '', 'worker', 'metrics');
-  redis.on('error', () => {
-    // /readyz reports it.
-  });
-  const config = {
-    ...kit.config,
-    httpPort: kit.config.metricsPort ?? 0,
-    dashboardToken: undefined,
-    intakeToken: undefined,
-  };
-  const keys = keysFor(kit.config.prefix);
-  kit.metrics.watchRedis({ queues: [], redis, keys, logger: kit.logger });
-  const server = await startHttpServer({
-    config,
-    logger: kit.logger,
-    metrics: kit.metrics,
-    redis,
-    queues: [],
-    roles: () => roles.map((r) => ({ name: r.name, running: r.running() })),
-    authPauseKey: keys.authPause,
-  });
-  kit.logger.info({ url: server.url }, LIFECYCLE.httpListening);
-  return {
-    name: 'metrics',
-    running: () => true,
-    close: async () => {
-      await server.close();
-      redis.disconnect();
-    },
-  };
 }

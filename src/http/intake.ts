@@ -10,6 +10,7 @@ import { within } from '../runtime/deadline.js';
 import type { Logger } from '../telemetry/logger.js';
 import { bearerToken, secretsEqual } from './auth.js';
 import { sendError } from './errors.js';
+import { LIFECYCLE } from '../telemetry/names.js';
 
 /**
  * Longest wait for the producer. Its connection fails fast once it has been up, but waits for the
@@ -138,7 +139,7 @@ function answerFailure(res: Response, logger: Logger, err: unknown): void {
   }
   if (err instanceof RedisUnavailableError) {
     // The write may still have landed, so the advice is to retry with the same idempotency key.
-    logger.warn({ err, method: res.req.method, path: res.req.path }, 'intake:unavailable');
+    logger.warn({ err, method: res.req.method, path: res.req.path }, LIFECYCLE.intakeUnavailable);
     res.set('retry-after', '5');
     return sendError(
       res,
@@ -146,7 +147,7 @@ function answerFailure(res: Response, logger: Logger, err: unknown): void {
       'Redis is unavailable; retry later, with the same key to avoid a duplicate',
     );
   }
-  logger.error({ err, method: res.req.method, path: res.req.path }, 'intake:error');
+  logger.error({ err, method: res.req.method, path: res.req.path }, LIFECYCLE.intakeError);
   sendError(res, 500, 'internal error; see the server log');
 }
 

@@ -4,6 +4,7 @@ import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
 import { Redis } from 'ioredis';
 import type { Logger } from '../telemetry/logger.js';
+import { LIFECYCLE } from '../telemetry/names.js';
 
 /**
  * The private server that `agent-dispatch start` runs when REDIS_URL is unset: `valkey-server`
@@ -76,7 +77,10 @@ export async function startEmbeddedRedis(options: EmbeddedRedisOptions): Promise
   const stopped = new Promise<void>((done) =>
     child.once('exit', (code, signal) => {
       if (ready && !stopping)
-        logger.error({ code, signal, output: recentOutput.slice(-5) }, 'redis:embedded-exited');
+        logger.error(
+          { code, signal, output: recentOutput.slice(-5) },
+          LIFECYCLE.embeddedRedisExited,
+        );
       done();
     }),
   );
@@ -92,7 +96,7 @@ export async function startEmbeddedRedis(options: EmbeddedRedisOptions): Promise
     throw err;
   }
   const server = `${binary} ${version}`;
-  logger.info({ dir, pid: child.pid, server, appendfsync }, 'redis:embedded-started');
+  logger.info({ dir, pid: child.pid, server, appendfsync }, LIFECYCLE.embeddedRedisStarted);
   return { url, server, appendfsync, stop };
 }
 

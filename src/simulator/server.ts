@@ -16,6 +16,7 @@ import {
 } from './options.js';
 import { GetCounter, RequestLog } from './records.js';
 import { SendWindows } from './send-window.js';
+import { LIFECYCLE } from '../telemetry/names.js';
 
 /** How long the server keeps an idle keep-alive socket, like the load balancers of real APIs. */
 const IDLE_SOCKET_MS = 65_000;
@@ -185,7 +186,7 @@ class AgentApiSimulator implements Simulator {
         processed: record.processed,
         fault: record.fault,
       },
-      'simulator:request',
+      LIFECYCLE.simulatorRequest,
     );
   }
 

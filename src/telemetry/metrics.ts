@@ -4,6 +4,7 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom
 import type { Keys } from '../redis/keys.js';
 import { within } from '../runtime/deadline.js';
 import type { Logger } from './logger.js';
+import { LIFECYCLE } from './names.js';
 
 /** Metric names, defined once. Every name starts with `agent_dispatch_`. */
 export const METRIC_NAMES = {
@@ -234,7 +235,7 @@ function registerRedisCollectors(
           const counts = await withTimeout(queue.getJobCounts()).catch((err: unknown) => {
             (src.logger ?? fallbackLogger)?.warn(
               { err, queue: queue.name },
-              'metrics:scrape-failed',
+              LIFECYCLE.metricsScrapeFailed,
             );
             return undefined;
           });
@@ -256,7 +257,7 @@ function registerRedisCollectors(
       } catch (err) {
         // A stale or zero figure would read as a healthy one: NaN shows as a gap on a graph.
         this.set(Number.NaN);
-        (src.logger ?? fallbackLogger)?.warn({ err }, 'metrics:scrape-failed');
+        (src.logger ?? fallbackLogger)?.warn({ err }, LIFECYCLE.metricsScrapeFailed);
       }
     },
   });
@@ -271,7 +272,7 @@ function registerRedisCollectors(
         this.set(await withTimeout(src.redis.exists(src.keys.authPause)));
       } catch (err) {
         this.set(Number.NaN);
-        (src.logger ?? fallbackLogger)?.warn({ err }, 'metrics:scrape-failed');
+        (src.logger ?? fallbackLogger)?.warn({ err }, LIFECYCLE.metricsScrapeFailed);
       }
     },
   });
@@ -313,7 +314,7 @@ function registerRedisHealth(
         this.set(Math.max(0, nowMs - dueMs) / 1000);
       } catch (err) {
         this.set(Number.NaN);
-        (src.logger ?? fallbackLogger)?.warn({ err }, 'metrics:scrape-failed');
+        (src.logger ?? fallbackLogger)?.warn({ err }, LIFECYCLE.metricsScrapeFailed);
       }
     },
   });

@@ -41,11 +41,36 @@ export const LIFECYCLE = {
   pollSkipped: 'poll:skipped',
   pollError: 'poll:error',
   redisError: 'redis:error',
+  /** Redis answers again after an outage that was reported. */
+  redisReady: 'redis:ready',
   sendsPaused: 'sends:paused',
   sendsResumed: 'sends:resumed',
   apiKeyReloaded: 'api-key:reloaded',
   apiKeyUnreadable: 'api-key:unreadable',
   httpListening: 'http:listening',
+  /** One HTTP request answered (debug). */
+  httpRequest: 'http:request',
+  /** An HTTP request failed unexpectedly: answered 500. */
+  httpError: 'http:error',
+  /** The intake could not reach Redis: answered 503. */
+  intakeUnavailable: 'intake:unavailable',
+  /** The intake failed unexpectedly: answered 500. */
+  intakeError: 'intake:error',
+  /** A Redis read for the metrics scrape failed or timed out; the gauge is left out. */
+  metricsScrapeFailed: 'metrics:scrape-failed',
+  /** One agent-API call answered (debug). */
+  agentApiCall: 'agent-api:call',
+  /** One agent-API call failed (debug; the caller logs what it means). */
+  agentApiCallFailed: 'agent-api:call-failed',
+  /** The private redis-server of `start` is up. */
+  embeddedRedisStarted: 'redis:embedded-started',
+  /** The private redis-server of `start` exited on its own. */
+  embeddedRedisExited: 'redis:embedded-exited',
+  /** The bundled agent-API simulator listens. */
+  simulatorListening: 'simulator:listening',
+  /** The simulator answered one request (debug). */
+  simulatorRequest: 'simulator:request',
+  simulatorStopped: 'simulator:stopped',
   /** A step of an ordered shutdown failed; the later steps still run. */
   shutdownStepFailed: 'shutdown:step-failed',
   /** An ordered shutdown hit its deadline; what is left is abandoned. */
