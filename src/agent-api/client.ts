@@ -1,8 +1,13 @@
 import type { Logger } from 'pino';
 import { Pool, type Dispatcher } from 'undici';
-import { badResponse, errorFromStatus, errorFromTransport, type Operation } from './classify.js';
+import {
+  badResponse,
+  errorFromStatus,
+  errorFromTransport,
+  type Operation,
+} from './exchange-errors.js';
 import { AgentApiError } from './errors.js';
-import { exchange, type Outcome } from './exchange.js';
+import { exchange, type ExchangeResult } from './exchange.js';
 import { agentJobSchema, type AgentJob } from './job.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 
@@ -145,7 +150,7 @@ export class AgentApiClient {
     }
   }
 
-  #interpret(op: Operation, outcome: Outcome): AgentJob {
+  #interpret(op: Operation, outcome: ExchangeResult): AgentJob {
     if (!outcome.ok) {
       const { status, cause } = outcome;
       if (status === undefined) {

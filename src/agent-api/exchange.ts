@@ -13,7 +13,7 @@ import type { Dispatcher } from 'undici';
 export const MAX_RESPONSE_BYTES = 1024 * 1024;
 
 /** What came back: a complete response, or a failure with how far the exchange got. */
-export type Outcome =
+export type ExchangeResult =
   | {
       readonly ok: true;
       readonly status: number;
@@ -41,12 +41,12 @@ export class ResponseTooLargeError extends Error {
   }
 }
 
-/** Runs one request on `dispatcher`; resolves with its {@link Outcome}, never rejects. */
+/** Runs one request on `dispatcher`; resolves with its {@link ExchangeResult}, never rejects. */
 export function exchange(
   dispatcher: Dispatcher,
   request: Dispatcher.DispatchOptions,
   signal: AbortSignal | undefined,
-): Promise<Outcome> {
+): Promise<ExchangeResult> {
   return new Promise((resolve) => {
     if (signal?.aborted) {
       resolve({
@@ -72,11 +72,11 @@ class ExchangeHandler implements Dispatcher.DispatchHandler {
   #chunks: Buffer[] = [];
   #bytes = 0;
   #controller: Dispatcher.DispatchController | undefined;
-  readonly #resolve: (outcome: Outcome) => void;
+  readonly #resolve: (outcome: ExchangeResult) => void;
   readonly #signal: AbortSignal | undefined;
   readonly #onAbort = (): void => this.#abort();
 
-  constructor(resolve: (outcome: Outcome) => void, signal: AbortSignal | undefined) {
+  constructor(resolve: (outcome: ExchangeResult) => void, signal: AbortSignal | undefined) {
     this.#resolve = resolve;
     this.#signal = signal;
     signal?.addEventListener('abort', this.#onAbort, { once: true });
@@ -143,7 +143,7 @@ class ExchangeHandler implements Dispatcher.DispatchHandler {
     });
   }
 
-  #settle(outcome: Outcome): void {
+  #settle(outcome: ExchangeResult): void {
     if (this.#settled) return;
     this.#settled = true;
     this.#chunks = [];

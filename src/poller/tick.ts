@@ -9,7 +9,7 @@ import { endDispatch, type RoleContext } from '../runtime/role.js';
 import { within } from '../runtime/deadline.js';
 import type { Logger } from '../telemetry/logger.js';
 import { LIFECYCLE } from '../telemetry/names.js';
-import { decide, type Action, type Observation } from './decide.js';
+import { actionForRead, type Action, type Observation } from './read-action.js';
 import { sweepLostJobs } from './repair.js';
 
 /**
@@ -172,7 +172,7 @@ async function pollOne(
     );
   }
   await pauseOrResume(ctx, seen, pause);
-  const action = decide(record, seen, nowMs, ctx.config);
+  const action = actionForRead(record, seen, nowMs, ctx.config);
   countRead(ctx, seen, action);
   return act(ctx, record, action, seen);
 }

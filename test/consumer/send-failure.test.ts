@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { AgentApiError, type AgentErrorCode } from '../../src/agent-api/index.js';
-import { errorFromStatus } from '../../src/agent-api/classify.js';
+import { errorFromStatus } from '../../src/agent-api/exchange-errors.js';
 import { budgetMarginMs } from '../../src/consumer/acquire.js';
 import { classifySendFailure, rateLimitParkMs } from '../../src/consumer/send-failure.js';
 

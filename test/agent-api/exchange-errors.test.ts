@@ -5,7 +5,7 @@ import {
   errorFromTransport,
   retryAfterMsOf,
   serverMessageOf,
-} from '../../src/agent-api/classify.js';
+} from '../../src/agent-api/exchange-errors.js';
 import { AGENT_ERROR_CODES, AgentApiError, describeError } from '../../src/agent-api/index.js';
 
 /** Unit checks of the mapping tables; the real exchanges are in the client tests. */
