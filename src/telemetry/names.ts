@@ -1,6 +1,6 @@
 /**
- * Names defined once: log fields, lifecycle events (`noun:verb`, used as log messages) and the
- * completion-event types of the contract's section 5.
+ * Names defined once: log fields, lifecycle events (`noun:verb`, used as log messages), metric
+ * names and the completion-event types of the contract's section 5.
  */
 
 /** Log field names used for context in child loggers. */
@@ -76,6 +76,28 @@ export const LIFECYCLE = {
   /** An ordered shutdown hit its deadline; what is left is abandoned. */
   shutdownDeadline: 'shutdown:deadline',
   configClearTextKey: 'config:clear-text-key',
+} as const;
+
+/** Metric names, defined once. Every name starts with `agent_dispatch_`. */
+export const METRIC_NAMES = {
+  sends: 'agent_dispatch_sends_total',
+  apiLatency: 'agent_dispatch_api_request_duration_seconds',
+  budgetWait: 'agent_dispatch_budget_wait_seconds',
+  eventsPublished: 'agent_dispatch_events_published_total',
+  statusReads: 'agent_dispatch_status_reads_total',
+  inFlightLimit: 'agent_dispatch_worker_inflight_limit',
+  inFlight: 'agent_dispatch_worker_inflight',
+  pollTicks: 'agent_dispatch_poll_ticks_total',
+  queueJobs: 'agent_dispatch_queue_jobs',
+  trackedFollowups: 'agent_dispatch_tracked_followups',
+  projectSends: 'agent_dispatch_project_sends_total',
+  projectParkedUntil: 'agent_dispatch_project_parked_until_timestamp_seconds',
+  rateLimitMax: 'agent_dispatch_send_rate_limit_max',
+  rateLimitWindow: 'agent_dispatch_send_rate_limit_window_seconds',
+  pollLag: 'agent_dispatch_poll_lag_seconds',
+  redisUp: 'agent_dispatch_redis_up',
+  repairs: 'agent_dispatch_repairs_total',
+  authPaused: 'agent_dispatch_api_auth_paused',
 } as const;
 
 /** Completion-event `type` values (contract, section 5). */
