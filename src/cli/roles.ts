@@ -8,7 +8,7 @@ import { EXIT, type Command, type CommandContext } from './command.js';
 import { configOf, roleKit, startServing, type RoleKit } from './compose.js';
 
 /** `agent-dispatch worker`: the consumer role only; run as many as the load needs. */
-export const workerCommand: Command = {
+export const workerCommand = roleCommand(startConsumer, {
   name: 'worker',
   summary: 'the consumer role only: sends follow-ups (scale this one out)',
   usage: 'worker [--concurrency N] [--rate N/DURATION]',
@@ -27,14 +27,10 @@ export const workerCommand: Command = {
       description: 'sends per project per window, fleet-wide',
     },
   },
-  requires: ['REDIS_URL', 'AGENT_API_KEY'],
-  run(ctx) {
-    return runRoleProcess(this, ctx, startConsumer);
-  },
-};
+});
 
 /** `agent-dispatch poller`: the poller role only. */
-export const pollerCommand: Command = {
+export const pollerCommand = roleCommand(startPoller, {
   name: 'poller',
   summary: 'the poller role only: tracks sent follow-ups and publishes their events',
   usage: 'poller [--interval DURATION]',
@@ -47,21 +43,25 @@ export const pollerCommand: Command = {
       description: 'period of the scheduled tick',
     },
   },
-  requires: ['REDIS_URL', 'AGENT_API_KEY'],
-  run(ctx) {
-    return runRoleProcess(this, ctx, startPoller);
-  },
-};
+});
 
-/** Runs one role in this process (`worker`, `poller`) until a signal; resolves to the exit code. */
-async function runRoleProcess(
-  command: Command,
-  ctx: CommandContext,
+/**
+ * A command that runs one role in its process (`worker`, `poller`) until a signal. Both need
+ * Redis and the API key; `run` resolves to the exit code.
+ */
+function roleCommand(
   start: (kit: RoleKit) => Role,
-): Promise<number> {
-  const kit = roleKit(configOf(command, ctx));
-  warnIfClearTextKey(kit);
-  return runUntilSignal(ctx, kit, [start(kit)]);
+  spec: Omit<Command, 'requires' | 'run'>,
+): Command {
+  return {
+    ...spec,
+    requires: ['REDIS_URL', 'AGENT_API_KEY'],
+    async run(ctx) {
+      const kit = roleKit(configOf(this, ctx));
+      warnIfClearTextKey(kit);
+      return runUntilSignal(ctx, kit, [start(kit)]);
+    },
+  };
 }
 
 /**
