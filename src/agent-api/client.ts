@@ -1,13 +1,7 @@
 import type { Logger } from 'pino';
 import { Pool, type Dispatcher } from 'undici';
-import {
-  badResponse,
-  errorFromStatus,
-  errorFromTransport,
-  type Operation,
-} from './exchange-errors.js';
-import { AgentApiError } from './errors.js';
-import { exchange, type ExchangeResult } from './exchange.js';
+import { AgentApiError, badResponse, errorFromStatus, type Operation } from './errors.js';
+import { errorFromTransport, exchange, type ExchangeResult } from './exchange.js';
 import { agentJobSchema, type AgentJob } from './job.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 

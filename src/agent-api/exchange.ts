@@ -1,5 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Dispatcher } from 'undici';
+import { AgentApiError, type AgentErrorCode, type Operation } from './errors.js';
 
 /**
  * One HTTP exchange through undici's dispatch API, with the one fact `request()` hides: whether the
@@ -155,4 +156,40 @@ class ExchangeHandler implements Dispatcher.DispatchHandler {
 function abortReason(signal: AbortSignal | undefined): Error {
   const reason: unknown = signal?.reason;
   return reason instanceof Error ? reason : new Error('request aborted', { cause: reason });
+}
+
+const TIMEOUT_CODES: ReadonlySet<string> = new Set([
+  'UND_ERR_HEADERS_TIMEOUT',
+  'UND_ERR_BODY_TIMEOUT',
+]);
+
+/**
+ * The error for a request that got no complete answer.
+ *
+ * `written` is the one fact that decides ambiguity: undici calls the handler's `onRequestStart`
+ * synchronously right before it writes the request to a connected socket, so before that point
+ * (connection refused, DNS, TLS, connect timeout, a queued request aborted) nothing can have
+ * reached the server. After it, a reset, a close or a timeout leaves the outcome unknown.
+ */
+export function errorFromTransport(
+  op: Operation,
+  cause: unknown,
+  written: boolean,
+  aborted: boolean,
+): AgentApiError {
+  const errCode = errorCodeOf(cause);
+  const code: AgentErrorCode = aborted || TIMEOUT_CODES.has(errCode) ? 'timeout' : 'network';
+  const what = aborted ? 'aborted' : errCode;
+  const message = written
+    ? `agent API ${op} failed after the request was written, outcome unknown (${what})`
+    : `agent API ${op} failed before the request was written (${what})`;
+  return new AgentApiError(message, { code, ambiguous: written, cause });
+}
+
+function errorCodeOf(err: unknown): string {
+  if (err instanceof Error) {
+    const code = (err as { code?: unknown }).code;
+    return typeof code === 'string' ? code : err.name;
+  }
+  return 'unknown error';
 }

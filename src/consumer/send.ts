@@ -10,7 +10,7 @@ import { LIFECYCLE } from '../telemetry/names.js';
 import type { ConcurrencyController } from './concurrency.js';
 import { endUndeliverable, errorCode, park } from './endings.js';
 import { retryFor } from './redis-retry.js';
-import { classifySendFailure, rateLimitParkMs, type SendFailure } from './send-failure.js';
+import { classifySendFailure, type SendFailure } from './send-failure.js';
 
 /**
  * One send: the POST of an acquired follow-up, recording its answer, and what is done when it
@@ -175,4 +175,19 @@ async function onFailure(
       await recordOutcome(ctx, ref, attempt, 'sent', undefined, log);
       return failure.kind;
   }
+}
+
+/**
+ * How long to park a project after a 429 that named no wait: one budget slot's share of the
+ * window, doubled for each 429 in a row, at most the whole window. The API's own figure, when
+ * given, always wins.
+ */
+export function rateLimitParkMs(
+  retryAfterMs: number | undefined,
+  rate: { max: number; windowMs: number },
+  consecutive: number,
+): number {
+  if (retryAfterMs !== undefined && retryAfterMs >= 0) return Math.max(retryAfterMs, 100);
+  const slotMs = rate.windowMs / rate.max;
+  return Math.min(rate.windowMs, Math.max(1_000, slotMs * 2 ** Math.min(consecutive, 20)));
 }
