@@ -8,12 +8,11 @@ import { EXIT, UsageError, type Command, type CommandContext } from './cli/comma
 import { enqueueCommand } from './cli/enqueue.js';
 import { eventsCommand } from './cli/events.js';
 import { commandHelp, topLevelHelp } from './cli/help.js';
-import { pollerCommand } from './cli/poller.js';
+import { pollerCommand, workerCommand } from './cli/roles.js';
 import { serveCommand } from './cli/serve.js';
 import { simulateCommand } from './cli/simulate.js';
 import { startCommand } from './cli/start.js';
 import { statusCommand } from './cli/status.js';
-import { workerCommand } from './cli/worker.js';
 import { ConfigError } from './config/index.js';
 import { InvalidFollowUpError } from './dispatch/followup.js';
 

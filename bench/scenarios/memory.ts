@@ -175,7 +175,7 @@ const PARKED =
   "Parking adds a reservation per follow-up to its project's budget sorted set (the row above) " +
   'and moves the BullMQ job from the wait list to the delayed set. The consumer keeps no per-job ' +
   'state once a job is parked ' +
-  '(src/consumer/send.ts holds only a per-project 429 streak), so what the worker gained over ' +
+  '(its SendContext holds only a per-project 429 streak), so what the worker gained over ' +
   'idle is what the burst left in its V8 heap, not memory per parked follow-up.';
 
 /** Scenario 6. */

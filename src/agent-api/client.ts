@@ -1,9 +1,9 @@
 import type { Logger } from 'pino';
 import { Pool, type Dispatcher } from 'undici';
-import { badResponse, errorFromStatus, errorFromTransport, type Operation } from './classify.js';
-import { AgentApiError } from './errors.js';
-import { exchange, type Outcome } from './exchange.js';
+import { AgentApiError, badResponse, errorFromStatus, type Operation } from './errors.js';
+import { errorFromTransport, exchange, type ExchangeResult } from './exchange.js';
 import { agentJobSchema, type AgentJob } from './job.js';
+import { LIFECYCLE } from '../telemetry/names.js';
 
 /** How to reach the agent API. Units are in the names. */
 export interface AgentApiClientOptions {
@@ -135,16 +135,16 @@ export class AgentApiClient {
       const job = this.#interpret(op, outcome);
       this.#logger?.debug(
         { op, projectId, jobId, status: outcome.ok ? outcome.status : undefined, ms },
-        'agent-api:call',
+        LIFECYCLE.agentApiCall,
       );
       return job;
     } catch (err) {
-      this.#logger?.debug({ op, projectId, jobId, ms, err }, 'agent-api:call-failed');
+      this.#logger?.debug({ op, projectId, jobId, ms, err }, LIFECYCLE.agentApiCallFailed);
       throw err;
     }
   }
 
-  #interpret(op: Operation, outcome: Outcome): AgentJob {
+  #interpret(op: Operation, outcome: ExchangeResult): AgentJob {
     if (!outcome.ok) {
       const { status, cause } = outcome;
       if (status === undefined) {

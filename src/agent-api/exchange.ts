@@ -1,5 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Dispatcher } from 'undici';
+import { AgentApiError, type AgentErrorCode, type Operation } from './errors.js';
 
 /**
  * One HTTP exchange through undici's dispatch API, with the one fact `request()` hides: whether the
@@ -13,7 +14,7 @@ import type { Dispatcher } from 'undici';
 export const MAX_RESPONSE_BYTES = 1024 * 1024;
 
 /** What came back: a complete response, or a failure with how far the exchange got. */
-export type Outcome =
+export type ExchangeResult =
   | {
       readonly ok: true;
       readonly status: number;
@@ -41,12 +42,12 @@ export class ResponseTooLargeError extends Error {
   }
 }
 
-/** Runs one request on `dispatcher`; resolves with its {@link Outcome}, never rejects. */
+/** Runs one request on `dispatcher`; resolves with its {@link ExchangeResult}, never rejects. */
 export function exchange(
   dispatcher: Dispatcher,
   request: Dispatcher.DispatchOptions,
   signal: AbortSignal | undefined,
-): Promise<Outcome> {
+): Promise<ExchangeResult> {
   return new Promise((resolve) => {
     if (signal?.aborted) {
       resolve({
@@ -72,11 +73,11 @@ class ExchangeHandler implements Dispatcher.DispatchHandler {
   #chunks: Buffer[] = [];
   #bytes = 0;
   #controller: Dispatcher.DispatchController | undefined;
-  readonly #resolve: (outcome: Outcome) => void;
+  readonly #resolve: (outcome: ExchangeResult) => void;
   readonly #signal: AbortSignal | undefined;
   readonly #onAbort = (): void => this.#abort();
 
-  constructor(resolve: (outcome: Outcome) => void, signal: AbortSignal | undefined) {
+  constructor(resolve: (outcome: ExchangeResult) => void, signal: AbortSignal | undefined) {
     this.#resolve = resolve;
     this.#signal = signal;
     signal?.addEventListener('abort', this.#onAbort, { once: true });
@@ -143,7 +144,7 @@ class ExchangeHandler implements Dispatcher.DispatchHandler {
     });
   }
 
-  #settle(outcome: Outcome): void {
+  #settle(outcome: ExchangeResult): void {
     if (this.#settled) return;
     this.#settled = true;
     this.#chunks = [];
@@ -155,4 +156,40 @@ class ExchangeHandler implements Dispatcher.DispatchHandler {
 function abortReason(signal: AbortSignal | undefined): Error {
   const reason: unknown = signal?.reason;
   return reason instanceof Error ? reason : new Error('request aborted', { cause: reason });
+}
+
+const TIMEOUT_CODES: ReadonlySet<string> = new Set([
+  'UND_ERR_HEADERS_TIMEOUT',
+  'UND_ERR_BODY_TIMEOUT',
+]);
+
+/**
+ * The error for a request that got no complete answer.
+ *
+ * `written` is the one fact that decides ambiguity: undici calls the handler's `onRequestStart`
+ * synchronously right before it writes the request to a connected socket, so before that point
+ * (connection refused, DNS, TLS, connect timeout, a queued request aborted) nothing can have
+ * reached the server. After it, a reset, a close or a timeout leaves the outcome unknown.
+ */
+export function errorFromTransport(
+  op: Operation,
+  cause: unknown,
+  written: boolean,
+  aborted: boolean,
+): AgentApiError {
+  const errCode = errorCodeOf(cause);
+  const code: AgentErrorCode = aborted || TIMEOUT_CODES.has(errCode) ? 'timeout' : 'network';
+  const what = aborted ? 'aborted' : errCode;
+  const message = written
+    ? `agent API ${op} failed after the request was written, outcome unknown (${what})`
+    : `agent API ${op} failed before the request was written (${what})`;
+  return new AgentApiError(message, { code, ambiguous: written, cause });
+}
+
+function errorCodeOf(err: unknown): string {
+  if (err instanceof Error) {
+    const code = (err as { code?: unknown }).code;
+    return typeof code === 'string' ? code : err.name;
+  }
+  return 'unknown error';
 }

@@ -18,7 +18,7 @@ export {
   type AgentErrorCode,
   type ErrorDescription,
 } from './errors.js';
-export { retryAfterMsOf } from './classify.js';
+export { retryAfterMsOf } from './errors.js';
 export { MAX_RESPONSE_BYTES } from './exchange.js';
 export {
   JOB_STATUSES,

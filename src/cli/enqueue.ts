@@ -2,14 +2,9 @@ import { createReadStream } from 'node:fs';
 import { createInterface } from 'node:readline';
 import type { Writable } from 'node:stream';
 import { checkFollowUp, type FollowUp, type FollowUpInput } from '../dispatch/followup.js';
-import {
-  createProducer,
-  IdempotencyConflictError,
-  type Producer,
-  type SendResult,
-} from '../producer/index.js';
+import { IdempotencyConflictError, type Producer, type SendResult } from '../producer/index.js';
 import { EXIT, UsageError, type Command } from './command.js';
-import { configOf } from './settings.js';
+import { configOf, producerFor } from './compose.js';
 
 /** Lines sent per `sendMany` call: one round trip each. */
 const BATCH = 500;
@@ -66,12 +61,7 @@ export const enqueueCommand: Command = {
       throw new UsageError('enqueue needs --project, --job and --prompt, or --file');
     }
     const config = configOf(this, ctx);
-    const producer = createProducer({
-      redisUrl: config.redisUrl ?? '',
-      prefix: config.prefix,
-      promptMaxBytes: config.promptMaxBytes,
-      sendAttempts: config.sendAttempts,
-    });
+    const producer = producerFor(config);
     try {
       if (file !== undefined)
         return await enqueueFile(producer, file, config.promptMaxBytes, ctx.stdout, ctx.stderr);

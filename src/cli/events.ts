@@ -3,7 +3,7 @@ import type { Redis } from 'ioredis';
 import { connect } from '../redis/connections.js';
 import { EVENT_TYPES } from '../dispatch/event.js';
 import { EXIT, UsageError, type Command, type CommandContext } from './command.js';
-import { configOf } from './settings.js';
+import { configOf } from './compose.js';
 
 /** Entries read per XRANGE or XREAD call. */
 const PAGE = 500;

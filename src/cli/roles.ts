@@ -1,32 +1,66 @@
-import { clearTextApiHost, type Config } from '../config/index.js';
-import { startHttpServer } from '../http/index.js';
-import { connect } from '../redis/connections.js';
-import { keysFor } from '../redis/keys.js';
-import { createLogger, logFormatFor, type Logger } from '../telemetry/logger.js';
-import { createMetrics, type Metrics } from '../telemetry/metrics.js';
+import { clearTextApiHost } from '../config/index.js';
+import { startConsumer } from '../consumer/index.js';
+import { startPoller } from '../poller/index.js';
+import { untilAborted } from '../runtime/deadline.js';
+import type { Role } from '../runtime/role.js';
 import { LIFECYCLE } from '../telemetry/names.js';
-import { EXIT, type CommandContext } from './command.js';
+import { EXIT, type Command, type CommandContext } from './command.js';
+import { configOf, roleKit, startServing, type RoleKit } from './compose.js';
 
-/** A started role: what the runner needs to report on it and stop it. */
-export interface RunningRole {
-  readonly name: string;
-  running(): boolean;
-  close(): Promise<void>;
-}
+/** `agent-dispatch worker`: the consumer role only; run as many as the load needs. */
+export const workerCommand = roleCommand(startConsumer, {
+  name: 'worker',
+  summary: 'the consumer role only: sends follow-ups (scale this one out)',
+  usage: 'worker [--concurrency N] [--rate N/DURATION]',
+  details: 'Stops gracefully on SIGTERM or SIGINT: in-flight sends finish within SHUTDOWN_TIMEOUT.',
+  options: {
+    concurrency: {
+      type: 'string',
+      placeholder: 'N',
+      setting: 'WORKER_CONCURRENCY',
+      description: 'sends in flight in this process at most',
+    },
+    rate: {
+      type: 'string',
+      placeholder: 'N/DURATION',
+      setting: 'SEND_RATE_LIMIT',
+      description: 'sends per project per window, fleet-wide',
+    },
+  },
+});
 
-/** What the roles of one process share. */
-export interface RoleKit {
-  readonly config: Config;
-  readonly logger: Logger;
-  readonly metrics: Metrics;
-}
+/** `agent-dispatch poller`: the poller role only. */
+export const pollerCommand = roleCommand(startPoller, {
+  name: 'poller',
+  summary: 'the poller role only: tracks sent follow-ups and publishes their events',
+  usage: 'poller [--interval DURATION]',
+  details: 'Any number may run: their ticks never overlap. Stops gracefully on SIGTERM or SIGINT.',
+  options: {
+    interval: {
+      type: 'string',
+      placeholder: 'DURATION',
+      setting: 'POLL_INTERVAL',
+      description: 'period of the scheduled tick',
+    },
+  },
+});
 
-/** Builds the logger and metrics of a role process. */
-export function roleKit(config: Config): RoleKit {
+/**
+ * A command that runs one role in its process (`worker`, `poller`) until a signal. Both need
+ * Redis and the API key; `run` resolves to the exit code.
+ */
+function roleCommand(
+  start: (kit: RoleKit) => Role,
+  spec: Omit<Command, 'requires' | 'run'>,
+): Command {
   return {
-    config,
-    logger: createLogger(config.logLevel, undefined, logFormatFor(config.logFormat, false)),
-    metrics: createMetrics(),
+    ...spec,
+    requires: ['REDIS_URL', 'AGENT_API_KEY'],
+    async run(ctx) {
+      const kit = roleKit(configOf(this, ctx));
+      warnIfClearTextKey(kit);
+      return runUntilSignal(ctx, kit, [start(kit)]);
+    },
   };
 }
 
@@ -42,19 +76,31 @@ export function warnIfClearTextKey(kit: RoleKit): void {
 
 /**
  * Runs started roles until the first SIGTERM/SIGINT, then closes them all, in reverse order of
- * start, each even if one before it failed, and resolves to the exit code.
+ * start, each even if one before it failed, and resolves to the exit code. A worker or poller
+ * process with `METRICS_PORT` also serves /metrics, /healthz and /readyz there (no dashboard, no
+ * intake), so each process of a fleet can be scraped and probed.
  */
 export async function runUntilSignal(
   ctx: CommandContext,
   kit: RoleKit,
-  started: readonly RunningRole[],
+  started: readonly Role[],
 ): Promise<number> {
   const roles = [...started];
-  if (kit.config.metricsPort !== undefined) roles.push(await metricsServer(kit, started));
-  await new Promise<void>((resolve) => {
-    if (ctx.signal.aborted) resolve();
-    ctx.signal.addEventListener('abort', () => resolve(), { once: true });
-  });
+  if (kit.config.metricsPort !== undefined) {
+    const config = {
+      ...kit.config,
+      httpPort: kit.config.metricsPort,
+      dashboardToken: undefined,
+      intakeToken: undefined,
+    };
+    const metrics = await startServing(
+      { ...kit, config },
+      { name: 'metrics', dashboard: false, intake: false, roles: started },
+    );
+    kit.logger.info({ url: metrics.server.url }, LIFECYCLE.httpListening);
+    roles.push({ ...metrics, name: 'metrics' });
+  }
+  await untilAborted(ctx.signal);
   kit.logger.info({ roles: roles.map((r) => r.name) }, LIFECYCLE.roleStopping);
   let failed = 0;
   for (const role of [...roles].reverse()) {
@@ -67,41 +113,4 @@ export async function runUntilSignal(
   }
   kit.logger.flush();
   return failed > 0 ? EXIT.failed : EXIT.ok;
-}
-
-/**
- * The HTTP server of a worker or poller process on `METRICS_PORT`: /metrics, /healthz and
- * /readyz only (no dashboard, no intake), so each process of a fleet can be scraped and probed.
- */
-async function metricsServer(kit: RoleKit, roles: readonly RunningRole[]): Promise<RunningRole> {
-  const redis = connect(kit.config.redisUrl ?? '', 'worker', 'metrics');
-  redis.on('error', () => {
-    // /readyz reports it.
-  });
-  const config = {
-    ...kit.config,
-    httpPort: kit.config.metricsPort ?? 0,
-    dashboardToken: undefined,
-    intakeToken: undefined,
-  };
-  const keys = keysFor(kit.config.prefix);
-  kit.metrics.watchRedis({ queues: [], redis, keys, logger: kit.logger });
-  const server = await startHttpServer({
-    config,
-    logger: kit.logger,
-    metrics: kit.metrics,
-    redis,
-    queues: [],
-    roles: () => roles.map((r) => ({ name: r.name, running: r.running() })),
-    authPauseKey: keys.authPause,
-  });
-  kit.logger.info({ url: server.url }, LIFECYCLE.httpListening);
-  return {
-    name: 'metrics',
-    running: () => true,
-    close: async () => {
-      await server.close();
-      redis.disconnect();
-    },
-  };
 }

@@ -1,9 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { SETTINGS } from '../config/settings.js';
 import { parseDurationMs, parseRate } from '../config/units.js';
+import { untilAborted } from '../runtime/deadline.js';
 import { startSimulator, type Faults, type SimulatorOptions } from '../simulator/index.js';
 import { createLogger } from '../telemetry/logger.js';
 import { EXIT, UsageError, type Command, type CommandContext } from './command.js';
+import { LIFECYCLE } from '../telemetry/names.js';
 
 /**
  * `agent-dispatch simulate`: runs the bundled agent-API simulator until SIGTERM/SIGINT. Prints one
@@ -98,13 +100,10 @@ async function runSimulate(ctx: CommandContext): Promise<number> {
   const simulator = await startSimulator({ ...options, logger });
   for (const [projectId, jobId] of seedList) simulator.seedJob(projectId, jobId);
   ctx.stdout.write(`${JSON.stringify({ url: simulator.url, apiKey: options.apiKey })}\n`);
-  logger.info({ url: simulator.url }, 'simulator:listening');
-  await new Promise<void>((resolve) => {
-    if (ctx.signal.aborted) resolve();
-    else ctx.signal.addEventListener('abort', () => resolve(), { once: true });
-  });
+  logger.info({ url: simulator.url }, LIFECYCLE.simulatorListening);
+  await untilAborted(ctx.signal);
   await simulator.close();
-  logger.info({ url: simulator.url }, 'simulator:stopped');
+  logger.info({ url: simulator.url }, LIFECYCLE.simulatorStopped);
   return EXIT.ok;
 }
 

@@ -1,20 +1,14 @@
 import { randomBytes } from 'node:crypto';
-import { Queue } from 'bullmq';
 import { ConfigError, loadConfig, type Config, type SettingName } from '../config/index.js';
 import { startConsumer } from '../consumer/index.js';
-import { startHttpServer } from '../http/index.js';
 import { startPoller } from '../poller/index.js';
-import { createProducer } from '../producer/index.js';
-import { connect } from '../redis/connections.js';
 import { startEmbeddedRedis, type EmbeddedRedis } from '../redis/embedded.js';
-import { keysFor, QUEUE_NAMES } from '../redis/keys.js';
 import { startSimulator, type Simulator } from '../simulator/index.js';
 import { createLogger, logFormatFor } from '../telemetry/logger.js';
-import { createMetrics } from '../telemetry/metrics.js';
 import type { Command, CommandContext } from './command.js';
 import { startProgress } from './progress.js';
 import { runUntilSignal, warnIfClearTextKey } from './roles.js';
-import { configOf } from './settings.js';
+import { configOf, roleKit, startServing } from './compose.js';
 
 /** Where `start` keeps its private Redis's data: git ignores `.data/`. */
 const EMBEDDED_DATA_DIR = '.data/redis';
@@ -146,68 +140,44 @@ async function runAll(
   ctx: CommandContext,
   say: (line: string) => void,
 ): Promise<number> {
-  const logger = createLogger(config.logLevel, undefined, logFormatFor(config.logFormat, true));
-  const metrics = createMetrics({ logger });
   // start serves /metrics itself, on HTTP_PORT; METRICS_PORT is for single-role processes.
-  const kit = { config: { ...config, metricsPort: undefined }, logger, metrics };
+  const kit = roleKit({ ...config, metricsPort: undefined }, true);
   // The bundled simulator listens on loopback, so only a real API URL can warn here.
   warnIfClearTextKey(kit);
-  const redis = connect(config.redisUrl ?? '', 'worker', 'start');
-  redis.on('error', () => {
-    // The roles report Redis outages; /readyz shows them.
-  });
-  const queues = Object.values(QUEUE_NAMES).map(
-    (name) => new Queue(name, { connection: redis, prefix: config.prefix }),
-  );
-  for (const q of queues) q.on('error', () => {});
-  const keys = keysFor(config.prefix);
-  metrics.watchRedis({ queues, redis, keys, logger });
-  const producer = createProducer({
-    redisUrl: config.redisUrl ?? '',
-    prefix: config.prefix,
-    promptMaxBytes: config.promptMaxBytes,
-    sendAttempts: config.sendAttempts,
-  });
   const roles = [startConsumer(kit), startPoller(kit)];
-  const http = await startHttpServer({
-    config,
-    logger,
-    metrics,
-    redis,
-    queues,
-    producer,
-    roles: () => roles.map((r) => ({ name: r.name, running: r.running() })),
-    authPauseKey: keys.authPause,
-  });
+  const http = await startServing(
+    { ...kit, config },
+    { name: 'start', dashboard: true, intake: true, roles },
+  );
+  const { server, producer, redis, keys } = http;
   const token = config.dashboardToken ?? '';
   say(
-    `dashboard: ${http.url}/dashboard${made.DASHBOARD_TOKEN ? `?token=${token}` : ' (DASHBOARD_TOKEN)'}`,
+    `dashboard: ${server.url}/dashboard${made.DASHBOARD_TOKEN ? `?token=${token}` : ' (DASHBOARD_TOKEN)'}`,
   );
   say(
-    `intake: POST ${http.url}/v1/followups${made.INTAKE_TOKEN ? ` with "Authorization: Bearer ${config.intakeToken}"` : ' (INTAKE_TOKEN)'}`,
+    `intake: POST ${server.url}/v1/followups${made.INTAKE_TOKEN ? ` with "Authorization: Bearer ${config.intakeToken}"` : ' (INTAKE_TOKEN)'}`,
   );
-  say(`metrics: ${http.url}/metrics · health: ${http.url}/healthz, ${http.url}/readyz`);
-  if (made.AGENT_API_KEY && made.REDIS_URL) {
+  say(`metrics: ${server.url}/metrics · health: ${server.url}/healthz, ${server.url}/readyz`);
+  if (producer && made.AGENT_API_KEY && made.REDIS_URL) {
     const results = await producer.sendMany(DEMO);
     say(
       `enqueued ${results.filter((r) => !r.deduplicated).length} demo follow-ups (${results.length} in the demo set)`,
     );
   }
-  const stopProgress = startProgress(
-    { queue: queues[0] as Queue, redis, keys, metrics },
-    ctx.stderr,
-  );
-  const closeRest = async () => {
-    stopProgress();
-    await http.close();
-    await producer.close();
-    await Promise.allSettled(queues.map((q) => q.close()));
-    redis.disconnect();
-  };
+  const [dispatchQueue] = http.queues;
+  const stopProgress = dispatchQueue
+    ? startProgress({ queue: dispatchQueue, redis, keys, metrics: kit.metrics }, ctx.stderr)
+    : () => {};
   // Closed in reverse: the HTTP server first (no new intake), then the poller, then the worker.
   return runUntilSignal(ctx, kit, [
     ...roles,
-    { name: 'http', running: () => true, close: closeRest },
+    {
+      ...http,
+      close: async () => {
+        stopProgress();
+        await http.close();
+      },
+    },
   ]);
 }
 

@@ -1,6 +1,6 @@
 import { createProducer } from '../producer/index.js';
 import { EXIT, UsageError, type Command } from './command.js';
-import { configOf } from './settings.js';
+import { configOf } from './compose.js';
 
 /** `agent-dispatch status DISPATCH_ID`: one follow-up's state as one JSON object. */
 export const statusCommand: Command = {

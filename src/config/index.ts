@@ -76,7 +76,12 @@ export interface LoadOptions {
   readonly required?: readonly SettingName[];
 }
 
-type Parsed = { [K in SettingName]: unknown };
+/** Each setting's parsed value; `undefined` for one without a default that is not set. */
+type Parsed = {
+  [K in SettingName]: (typeof SETTINGS)[K] extends { readonly default: string }
+    ? z.output<(typeof SETTINGS)[K]['schema']>
+    : z.output<(typeof SETTINGS)[K]['schema']> | undefined;
+};
 
 /**
  * Parses every setting from `env` (plus `overrides`, from command-line flags, which win), reports
@@ -88,7 +93,7 @@ export function loadConfig(
   options: LoadOptions = {},
 ): Config {
   const problems: SettingProblem[] = [];
-  const parsed: Partial<Parsed> = {};
+  const parsed: Partial<Record<SettingName, unknown>> = {};
   for (const [name, setting] of Object.entries(SETTINGS) as [
     SettingName,
     (typeof SETTINGS)[SettingName],
@@ -118,38 +123,38 @@ export function loadConfig(
   if (problems.length > 0) throw new ConfigError(problems);
   const p = parsed as Parsed;
   return Object.freeze({
-    redisUrl: p.REDIS_URL as string | undefined,
-    durability: Object.freeze(p.REDIS_DURABILITY as DurabilitySetting),
-    agentApiUrl: (p.AGENT_API_URL as string).replace(/\/+$/, ''),
+    redisUrl: p.REDIS_URL,
+    durability: Object.freeze(p.REDIS_DURABILITY),
+    agentApiUrl: p.AGENT_API_URL.replace(/\/+$/, ''),
     agentApiKey,
-    agentApiKeyFile: p.AGENT_API_KEY_FILE as string | undefined,
-    prefix: p.DISPATCH_PREFIX as string,
-    sendRateLimit: Object.freeze(p.SEND_RATE_LIMIT as Rate),
-    workerConcurrency: p.WORKER_CONCURRENCY as number,
-    pollIntervalMs: p.POLL_INTERVAL as number,
-    eventsStream: p.EVENTS_STREAM as string,
-    eventsMaxLen: p.EVENTS_MAXLEN as number,
-    httpPort: p.HTTP_PORT as number,
-    metricsPort: p.METRICS_PORT as number | undefined,
-    logLevel: p.LOG_LEVEL as string,
-    logFormat: p.LOG_FORMAT as LogFormat | undefined,
-    trackTimeoutMs: p.TRACK_TIMEOUT as number,
-    activeGraceMs: p.ACTIVE_GRACE as number,
-    pollMinIntervalMs: p.POLL_MIN_INTERVAL as number,
-    pollMaxIntervalMs: p.POLL_MAX_INTERVAL as number,
-    pollConcurrency: p.POLL_CONCURRENCY as number,
-    sendAttempts: p.SEND_ATTEMPTS as number,
-    stalledTimeoutMs: p.STALLED_TIMEOUT as number,
-    sendTimeoutMs: p.SEND_TIMEOUT as number,
-    connectTimeoutMs: p.CONNECT_TIMEOUT as number,
-    ambiguousResend: p.AMBIGUOUS_RESEND as boolean,
-    promptMaxBytes: p.PROMPT_MAX_BYTES as number,
-    dispatchRetentionMs: p.DISPATCH_RETENTION as number,
-    repairGraceMs: p.REPAIR_GRACE as number,
-    shutdownTimeoutMs: p.SHUTDOWN_TIMEOUT as number,
-    intakeToken: p.INTAKE_TOKEN as string | undefined,
-    dashboardToken: p.DASHBOARD_TOKEN as string | undefined,
-    dashboardAllowRetries: p.DASHBOARD_ALLOW_RETRIES as boolean,
+    agentApiKeyFile: p.AGENT_API_KEY_FILE,
+    prefix: p.DISPATCH_PREFIX,
+    sendRateLimit: Object.freeze(p.SEND_RATE_LIMIT),
+    workerConcurrency: p.WORKER_CONCURRENCY,
+    pollIntervalMs: p.POLL_INTERVAL,
+    eventsStream: p.EVENTS_STREAM,
+    eventsMaxLen: p.EVENTS_MAXLEN,
+    httpPort: p.HTTP_PORT,
+    metricsPort: p.METRICS_PORT,
+    logLevel: p.LOG_LEVEL,
+    logFormat: p.LOG_FORMAT,
+    trackTimeoutMs: p.TRACK_TIMEOUT,
+    activeGraceMs: p.ACTIVE_GRACE,
+    pollMinIntervalMs: p.POLL_MIN_INTERVAL,
+    pollMaxIntervalMs: p.POLL_MAX_INTERVAL,
+    pollConcurrency: p.POLL_CONCURRENCY,
+    sendAttempts: p.SEND_ATTEMPTS,
+    stalledTimeoutMs: p.STALLED_TIMEOUT,
+    sendTimeoutMs: p.SEND_TIMEOUT,
+    connectTimeoutMs: p.CONNECT_TIMEOUT,
+    ambiguousResend: p.AMBIGUOUS_RESEND,
+    promptMaxBytes: p.PROMPT_MAX_BYTES,
+    dispatchRetentionMs: p.DISPATCH_RETENTION,
+    repairGraceMs: p.REPAIR_GRACE,
+    shutdownTimeoutMs: p.SHUTDOWN_TIMEOUT,
+    intakeToken: p.INTAKE_TOKEN,
+    dashboardToken: p.DASHBOARD_TOKEN,
+    dashboardAllowRetries: p.DASHBOARD_ALLOW_RETRIES,
   });
 }
 
@@ -171,7 +176,10 @@ export function clearTextApiHost(agentApiUrl: string): string | undefined {
 }
 
 /** The key: `AGENT_API_KEY`, or the content of `AGENT_API_KEY_FILE`; never both. */
-function keyOf(parsed: Partial<Parsed>, problems: SettingProblem[]): string | undefined {
+function keyOf(
+  parsed: Partial<Record<SettingName, unknown>>,
+  problems: SettingProblem[],
+): string | undefined {
   const key = parsed.AGENT_API_KEY as string | undefined;
   const file = parsed.AGENT_API_KEY_FILE as string | undefined;
   if (file === undefined) return key;

@@ -1,9 +1,9 @@
 import { DelayedError, type Job } from 'bullmq';
 import { EVENT_TYPES } from '../dispatch/event.js';
 import type { DispatchRef } from '../dispatch/store.js';
-import { wakeDispatch } from '../dispatch/wake.js';
+import { wakeDispatch } from '../runtime/jobs.js';
+import { endDispatch, type RoleContext } from '../runtime/role.js';
 import { LIFECYCLE } from '../telemetry/names.js';
-import type { SendContext } from './context.js';
 
 /**
  * How a processor run ends when it does not send: parked (lane, budget, 429), undeliverable, or
@@ -15,7 +15,7 @@ import type { SendContext } from './context.js';
  * the lane once more after parking: if it freed in between, nobody else will wake this job.
  */
 export async function park(
-  ctx: SendContext,
+  ctx: RoleContext,
   job: Job,
   token: string | undefined,
   untilMs: number,
@@ -28,20 +28,14 @@ export async function park(
 
 /** Ends a dispatch undeliverable (from `expected` state) and wakes its lane's next one. */
 export async function endUndeliverable(
-  ctx: SendContext,
+  ctx: RoleContext,
   ref: DispatchRef,
   reason: string,
   expected: 'sending' | 'queued',
 ): Promise<string> {
   const record = await ctx.store.get(ref.dispatchId);
   if (!record) return 'gone';
-  const { finished, nextDispatchId } = await ctx.store.finish(
-    record,
-    { type: EVENT_TYPES.undeliverable, reason },
-    expected,
-  );
-  if (finished) ctx.metrics.eventsPublished.inc({ type: EVENT_TYPES.undeliverable });
-  if (nextDispatchId) await wakeDispatch(ctx.queue, nextDispatchId);
+  await endDispatch(ctx, record, { type: EVENT_TYPES.undeliverable, reason }, expected);
   return `undeliverable: ${reason}`;
 }
 
@@ -49,7 +43,7 @@ export async function endUndeliverable(
  * A job whose payload this version cannot read (an older version wrote it, or something else
  * did). Its dispatch, when there is one, ends undeliverable; the job completes, so it cannot loop.
  */
-export async function poison(ctx: SendContext, job: Job, reason: string): Promise<string> {
+export async function poison(ctx: RoleContext, job: Job, reason: string): Promise<string> {
   ctx.logger.error({ bullJobId: job.id, reason }, LIFECYCLE.followupPoison);
   // An empty id names nothing: fall back to the job's own id, so the orphan event still goes out.
   const claimed: unknown = job.data?.dispatchId;
@@ -65,12 +59,9 @@ export async function poison(ctx: SendContext, job: Job, reason: string): Promis
   return endUndeliverable(ctx, record, reason, record.state);
 }
 
+/** The `code` of an error, for the latency metric's outcome label; `error` when it has none. */
 export function errorCode(err: unknown): string {
   return typeof err === 'object' && err !== null && 'code' in err && typeof err.code === 'string'
     ? err.code
     : 'error';
-}
-
-export function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }

@@ -1,1 +1,1 @@
-export { startConsumer, type ConsumerOptions, type ConsumerRole } from './worker.js';
+export { startConsumer } from './worker.js';

@@ -1,4 +1,4 @@
-import { sleep } from './endings.js';
+import { sleep } from '../runtime/deadline.js';
 
 /**
  * Retries of the worker's own Redis commands. Only commands that are safe to run twice are

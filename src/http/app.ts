@@ -9,6 +9,7 @@ import { dashboardRouter } from './dashboard.js';
 import { errorHandler, notFound } from './errors.js';
 import { healthRouter } from './health.js';
 import { intakeBodyLimitBytes, intakeRouter } from './intake.js';
+import { LIFECYCLE } from '../telemetry/names.js';
 
 /** Everything the routes need. */
 export interface AppOptions {
@@ -74,7 +75,7 @@ function requestLog(logger: Logger): RequestHandler {
     const started = process.hrtime.bigint();
     res.once('finish', () => {
       const durationMs = Number(process.hrtime.bigint() - started) / 1e6;
-      logger.debug({ method, path, status: res.statusCode, durationMs }, 'http:request');
+      logger.debug({ method, path, status: res.statusCode, durationMs }, LIFECYCLE.httpRequest);
     });
     next();
   };

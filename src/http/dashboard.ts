@@ -145,10 +145,10 @@ async function allowedWrite(
   return state === (one[3] === 'retry' ? 'failed' : 'delayed');
 }
 
+/** A path segment, decoded; undefined when it is missing or not valid percent-encoding. */
 function decodeSegment(segment: string | undefined): string | undefined {
-  if (segment === undefined) return undefined;
   try {
-    return decodeURIComponent(segment);
+    return segment === undefined ? undefined : decodeURIComponent(segment);
   } catch {
     return undefined;
   }

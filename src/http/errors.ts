@@ -1,5 +1,6 @@
 import type { ErrorRequestHandler, Request, RequestHandler, Response } from 'express';
 import type { Logger } from '../telemetry/logger.js';
+import { LIFECYCLE } from '../telemetry/names.js';
 
 /**
  * Every error the HTTP server answers is JSON of the form `{"error": "...", ...details}`. Messages
@@ -78,7 +79,7 @@ export function errorHandler(logger: Logger, bodyLimitBytes: number): ErrorReque
       sendError(res, known[0], known[1]);
       return;
     }
-    logger.error({ err, method: req.method, path: req.path }, 'http:error');
+    logger.error({ err, method: req.method, path: req.path }, LIFECYCLE.httpError);
     sendError(res, 500, 'internal error; see the server log');
   };
 }

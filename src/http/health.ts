@@ -1,6 +1,7 @@
 import { Router } from 'express';
 import type { Redis } from 'ioredis';
 import { parseSendPause } from '../dispatch/store.js';
+import { within } from '../runtime/deadline.js';
 
 /** How long `/readyz` waits for Redis to answer PING. A scrape-style probe must answer quickly. */
 export const READY_PING_TIMEOUT_MS = 1_000;
@@ -47,22 +48,15 @@ export function healthRouter(source: ReadinessSource): Router {
 /** `ok`, or why Redis is not ready; never the error's own text, which names the Redis address. */
 async function pingRedis(redis: Redis): Promise<string> {
   if (redis.status !== 'ready') return `not connected (${redis.status})`;
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<string>((resolve) => {
-    timer = setTimeout(
-      () => resolve(`no answer to PING within ${READY_PING_TIMEOUT_MS} ms`),
-      READY_PING_TIMEOUT_MS,
-    );
-  });
   const ping = redis.ping().then(
     (reply) => (reply === 'PONG' ? 'ok' : 'unexpected answer to PING'),
     () => 'PING failed',
   );
-  try {
-    return await Promise.race([ping, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
+  return within(
+    ping,
+    READY_PING_TIMEOUT_MS,
+    () => `no answer to PING within ${READY_PING_TIMEOUT_MS} ms`,
+  );
 }
 
 /** `ok`, or that every send is paused, with the status that paused it and the next probe. */

@@ -6,9 +6,11 @@ import {
   RedisUnavailableError,
   type Producer,
 } from '../producer/index.js';
+import { within } from '../runtime/deadline.js';
 import type { Logger } from '../telemetry/logger.js';
 import { bearerToken, secretsEqual } from './auth.js';
 import { sendError } from './errors.js';
+import { LIFECYCLE } from '../telemetry/names.js';
 
 /**
  * Longest wait for the producer. Its connection fails fast once it has been up, but waits for the
@@ -97,15 +99,10 @@ async function answer(
   logger: Logger,
   call: () => Promise<object | undefined>,
 ): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(new RedisUnavailableError(`no answer from Redis within ${REDIS_TIMEOUT_MS} ms`)),
-      REDIS_TIMEOUT_MS,
-    );
-  });
   try {
-    const result = await Promise.race([call(), deadline]);
+    const result = await within(call(), REDIS_TIMEOUT_MS, () => {
+      throw new RedisUnavailableError(`no answer from Redis within ${REDIS_TIMEOUT_MS} ms`);
+    });
     if (result === undefined)
       return sendError(res, 404, 'no such dispatch (unknown, or expired after DISPATCH_RETENTION)');
     res
@@ -114,8 +111,6 @@ async function answer(
       .json(result);
   } catch (err) {
     answerFailure(res, logger, err);
-  } finally {
-    clearTimeout(timer);
   }
 }
 
@@ -144,7 +139,7 @@ function answerFailure(res: Response, logger: Logger, err: unknown): void {
   }
   if (err instanceof RedisUnavailableError) {
     // The write may still have landed, so the advice is to retry with the same idempotency key.
-    logger.warn({ err, method: res.req.method, path: res.req.path }, 'intake:unavailable');
+    logger.warn({ err, method: res.req.method, path: res.req.path }, LIFECYCLE.intakeUnavailable);
     res.set('retry-after', '5');
     return sendError(
       res,
@@ -152,7 +147,7 @@ function answerFailure(res: Response, logger: Logger, err: unknown): void {
       'Redis is unavailable; retry later, with the same key to avoid a duplicate',
     );
   }
-  logger.error({ err, method: res.req.method, path: res.req.path }, 'intake:error');
+  logger.error({ err, method: res.req.method, path: res.req.path }, LIFECYCLE.intakeError);
   sendError(res, 500, 'internal error; see the server log');
 }
 

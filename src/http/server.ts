@@ -8,6 +8,7 @@ import type { Logger } from '../telemetry/logger.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import { createApp } from './app.js';
 import { READY_PING_TIMEOUT_MS } from './health.js';
+import { LIFECYCLE } from '../telemetry/names.js';
 
 /** What {@link startHttpServer} serves. */
 export interface HttpServerOptions {
@@ -56,7 +57,7 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
     commandTimeout: READY_PING_TIMEOUT_MS,
   });
   // /readyz reports Redis outages; the same error in the log every reconnect would only be noise.
-  readinessRedis.on('error', (err: Error) => logger.debug({ err }, 'redis:error'));
+  readinessRedis.on('error', (err: Error) => logger.debug({ err }, LIFECYCLE.redisError));
   const app = createApp({ ...options, readinessRedis, producer: options.producer });
   const server = createServer(app);
   try {

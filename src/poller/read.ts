@@ -1,35 +1,16 @@
-import type { Queue } from 'bullmq';
-import {
-  configRejectionStatus,
-  isAgentApiError,
-  statusKind,
-  type AgentApiClient,
-} from '../agent-api/index.js';
-import type { Config } from '../config/index.js';
-import { pauseSends, resumeSends } from '../dispatch/auth-pause.js';
+import { configRejectionStatus, isAgentApiError, statusKind } from '../agent-api/index.js';
 import type { DispatchRecord } from '../dispatch/record.js';
-import type { DispatchStore } from '../dispatch/store.js';
-import { wakeDispatch } from '../dispatch/wake.js';
+import { pauseSends, resumeSends } from '../runtime/auth-pause.js';
+import { addDispatchJob } from '../runtime/jobs.js';
+import { endDispatch, type RoleContext } from '../runtime/role.js';
 import type { Logger } from '../telemetry/logger.js';
-import type { Metrics } from '../telemetry/metrics.js';
 import { LIFECYCLE } from '../telemetry/names.js';
-import { decide, type Action, type Observation } from './decide.js';
-import { addDispatchJob } from './repair.js';
+import { actionForRead, type Action, type Observation } from './read-action.js';
 
 /** One status read of a tick and what follows from it: reschedule, back off, resend or finish. */
 
-/** What a tick needs, built once per poller process. */
-export interface TickContext {
-  readonly config: Config;
-  readonly store: DispatchStore;
-  readonly api: AgentApiClient;
-  /** The dispatch queue: to wake a lane's next dispatch, and for operator-approved resends. */
-  readonly queue: Queue;
-  readonly metrics: Metrics;
-  readonly logger: Logger;
-  /** Reads `AGENT_API_KEY_FILE` again; whether the key changed (see `RoleResources`). */
-  readonly refreshKey: () => boolean;
-}
+/** What a tick needs, built once per poller process: the role's context. */
+export type TickContext = RoleContext;
 
 /** Reads one dispatch's job and acts on what it shows. Resolves to whether the dispatch ended. */
 export async function pollOne(
@@ -55,7 +36,7 @@ export async function pollOne(
     );
   }
   await pauseOrResume(ctx, seen, pause);
-  const action = decide(record, seen, nowMs, ctx.config);
+  const action = actionForRead(record, seen, nowMs, ctx.config);
   countRead(ctx, seen, action);
   return act(ctx, record, action, seen);
 }
@@ -115,19 +96,13 @@ async function act(
     case 'resend':
       return resend(ctx, record, log);
     case 'finish': {
-      const { finished, nextDispatchId } = await ctx.store.finish(
-        record,
-        action.ending,
-        record.state,
-      );
+      const finished = await endDispatch(ctx, record, action.ending, record.state);
       if (finished) {
-        ctx.metrics.eventsPublished.inc({ type: action.ending.type });
         log.info(
           { type: action.ending.type, reason: action.ending.reason },
           LIFECYCLE.followupFinished,
         );
       }
-      if (nextDispatchId) await wakeDispatch(ctx.queue, nextDispatchId);
       return finished;
     }
   }

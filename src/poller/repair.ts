@@ -1,7 +1,7 @@
 import type { Queue } from 'bullmq';
 import type { Config } from '../config/index.js';
-import { DISPATCH_JOB_NAME, dispatchJobOptions, type DispatchJobData } from '../dispatch/queue.js';
-import type { DispatchRef, DispatchStore, OpenDispatch } from '../dispatch/store.js';
+import type { DispatchStore, OpenDispatch } from '../dispatch/store.js';
+import { addDispatchJob } from '../runtime/jobs.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import { LIFECYCLE } from '../telemetry/names.js';
@@ -110,20 +110,4 @@ async function orphaned(ctx: RepairContext, d: OpenDispatch): Promise<void> {
       LIFECYCLE.followupRepaired,
     );
   }
-}
-
-/** Adds the BullMQ job `bullJobId` that carries dispatch `ref` to a worker. */
-export async function addDispatchJob(
-  queue: Queue,
-  ref: DispatchRef,
-  bullJobId: string,
-  attempts: number,
-): Promise<void> {
-  const data: DispatchJobData = {
-    v: 1,
-    dispatchId: ref.dispatchId,
-    projectId: ref.projectId,
-    jobId: ref.jobId,
-  };
-  await queue.add(DISPATCH_JOB_NAME, data, dispatchJobOptions(bullJobId, attempts));
 }

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Config } from '../config/index.js';
 import { AUTH_PROBE_BACKOFF } from '../dispatch/store.js';
+import { within } from '../runtime/deadline.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import { pollOne, type TickContext } from './read.js';
 import { sweepLostJobs } from './repair.js';
@@ -112,10 +113,11 @@ async function pollBatch(
       const read = pollOne(ctx, record, nowMs, pause).then((ended) => {
         if (ended) finished++;
       });
-      const waited = await Promise.race([
+      const waited = await within(
         read.then(() => true),
-        sleep(READ_WAIT_MS).then(() => false),
-      ]);
+        READ_WAIT_MS,
+        () => false,
+      );
       if (!waited) {
         read.catch((err: unknown) =>
           ctx.logger.warn({ err, dispatchId: record.dispatchId }, LIFECYCLE.pollError),
@@ -127,9 +129,4 @@ async function pollBatch(
     Array.from({ length: Math.min(ctx.config.pollConcurrency, records.length) }, lane),
   );
   return { ran: true, reads, finished };
-}
-
-/** Resolves after `ms`, without keeping the process alive for it. */
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms).unref());
 }

@@ -7,7 +7,7 @@ import {
   type FollowUp,
   type FollowUpInput,
 } from '../dispatch/followup.js';
-import type { DispatchJobData } from '../dispatch/queue.js';
+import type { DispatchJobData } from '../runtime/jobs.js';
 import { describeDispatch, type DispatchStatus } from '../dispatch/status.js';
 import { DispatchStore } from '../dispatch/store.js';
 import { connect } from '../redis/connections.js';
@@ -20,6 +20,7 @@ import {
   type DurabilitySetting,
 } from '../redis/durability.js';
 import { keysFor, QUEUE_NAMES } from '../redis/keys.js';
+import { within } from '../runtime/deadline.js';
 import {
   asRedisFailure,
   IdempotencyConflictError,
@@ -105,16 +106,12 @@ export function createProducer(options: ProducerOptions): Producer {
    */
   async function ready(): Promise<void> {
     if (redis.status === 'ready') return;
-    let timer: NodeJS.Timeout | undefined;
-    const deadline = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new RedisUnavailableError(readyTimeoutMs)), readyTimeoutMs);
-    });
     try {
-      await Promise.race([queue.waitUntilReady(), deadline]);
+      await within(queue.waitUntilReady(), readyTimeoutMs, () => {
+        throw new RedisUnavailableError(readyTimeoutMs);
+      });
     } catch (err) {
       throw asRedisFailure(err, redis);
-    } finally {
-      clearTimeout(timer);
     }
   }
 

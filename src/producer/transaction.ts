@@ -6,7 +6,7 @@ import {
   dispatchJobOptions,
   newDispatchId,
   type DispatchJobData,
-} from '../dispatch/queue.js';
+} from '../runtime/jobs.js';
 import type { DispatchStore } from '../dispatch/store.js';
 import {
   asRedisFailure,

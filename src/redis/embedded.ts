@@ -1,9 +1,11 @@
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
 import { Redis } from 'ioredis';
 import type { Logger } from '../telemetry/logger.js';
+import { LIFECYCLE } from '../telemetry/names.js';
+import { RedisServerMissingError, serverBinary } from './server-binary.js';
 
 /**
  * The private server that `agent-dispatch start` runs when REDIS_URL is unset: `valkey-server`
@@ -22,22 +24,6 @@ export interface EmbeddedRedis {
   readonly appendfsync: 'always' | 'everysec';
   /** Shuts the server down (SIGTERM: Redis flushes its AOF) and waits for it to exit. Idempotent. */
   stop(): Promise<void>;
-}
-
-/** Thrown when no `redis-server` binary can be started. Code `redis_server_missing`. */
-export class RedisServerMissingError extends Error {
-  readonly code = 'redis_server_missing';
-  constructor(binary: string) {
-    super(
-      `${binary} was not found. \`agent-dispatch start\` without REDIS_URL runs a private Redis: ` +
-        'install one (`apt-get install valkey-server` or `apt-get install redis-server`, or ' +
-        '`brew install valkey`), or run ' +
-        '`docker compose up redis` and set REDIS_URL=redis://127.0.0.1:6379.',
-    );
-    this.name = 'RedisServerMissingError';
-    // An operator's mistake, not a bug: the message is the whole story.
-    this.stack = `${this.name}: ${this.message}`;
-  }
 }
 
 /** Options of {@link startEmbeddedRedis}. */
@@ -76,7 +62,10 @@ export async function startEmbeddedRedis(options: EmbeddedRedisOptions): Promise
   const stopped = new Promise<void>((done) =>
     child.once('exit', (code, signal) => {
       if (ready && !stopping)
-        logger.error({ code, signal, output: recentOutput.slice(-5) }, 'redis:embedded-exited');
+        logger.error(
+          { code, signal, output: recentOutput.slice(-5) },
+          LIFECYCLE.embeddedRedisExited,
+        );
       done();
     }),
   );
@@ -92,7 +81,7 @@ export async function startEmbeddedRedis(options: EmbeddedRedisOptions): Promise
     throw err;
   }
   const server = `${binary} ${version}`;
-  logger.info({ dir, pid: child.pid, server, appendfsync }, 'redis:embedded-started');
+  logger.info({ dir, pid: child.pid, server, appendfsync }, LIFECYCLE.embeddedRedisStarted);
   return { url, server, appendfsync, stop };
 }
 
@@ -100,34 +89,6 @@ export async function startEmbeddedRedis(options: EmbeddedRedisOptions): Promise
 interface Launched {
   readonly child: ChildProcess;
   readonly recentOutput: string[];
-}
-
-/** The server binaries `start` may run, in order of preference (Valkey has WAITAOF). */
-const BINARIES = ['valkey-server', 'redis-server'] as const;
-
-/**
- * The binary to run (`given`, or the first of {@link BINARIES} installed), its version, and whether
- * it has WAITAOF. A binary that does not answer `--version` is left to fail at launch.
- */
-function serverBinary(given: string | undefined): {
-  binary: string;
-  version: string;
-  waitaof: boolean;
-} {
-  const candidates = given ? [given] : BINARIES;
-  for (const binary of candidates) {
-    const run = spawnSync(binary, ['--version'], { encoding: 'utf8', timeout: 10_000 });
-    if (run.error) continue;
-    const version = /\bv=(\d+)\.(\d+)\.\d+/.exec(run.stdout ?? '');
-    const [major, minor] = [Number(version?.[1] ?? 0), Number(version?.[2] ?? 0)];
-    const valkey = /valkey/i.test(run.stdout ?? '');
-    return {
-      binary,
-      version: version?.[0].slice(2) ?? 'unknown',
-      waitaof: valkey || major > 7 || (major === 7 && minor >= 2),
-    };
-  }
-  return { binary: candidates.at(-1) ?? 'redis-server', version: 'unknown', waitaof: false };
 }
 
 function launch(

@@ -1,7 +1,7 @@
 import type { AgentJob } from '../agent-api/index.js';
 import { formatDuration } from '../config/units.js';
 import { malformed, type FaultDice } from './faults.js';
-import { json, jsonError, type Reply, type Route } from './http.js';
+import { json, jsonError, type SimulatedResponse, type Route } from './http.js';
 import type { JobStore } from './jobs.js';
 import type { Delivery, RecordedRequest } from './options.js';
 import type { SendWindows } from './send-window.js';
@@ -33,7 +33,7 @@ export interface EndpointState {
 
 /** How to answer: write a reply, leave the request hanging, or reset the socket. */
 export type Decision =
-  | { readonly kind: 'reply'; readonly reply: Reply }
+  | { readonly kind: 'reply'; readonly reply: SimulatedResponse }
   | { readonly kind: 'hang' }
   | { readonly kind: 'reset' };
 
@@ -41,7 +41,7 @@ export type Decision =
 export const UNKNOWN_STATUS = 'queued_v3';
 
 /** Decides the answer to one request and updates `record` (authorized, prompt, processed, fault). */
-export function decide(
+export function answer(
   state: EndpointState,
   route: Route,
   authorization: string | undefined,
@@ -130,7 +130,7 @@ function ensureJob(state: EndpointState, projectId: string, jobId: string): bool
 }
 
 /** The prompt of a send body, or the 400 answer (the document: a JSON object, `prompt` minLength 1). */
-function promptOf(body: Buffer): string | Reply {
+function promptOf(body: Buffer): string | SimulatedResponse {
   let parsed: unknown;
   try {
     parsed = JSON.parse(body.toString('utf8'));
@@ -147,7 +147,11 @@ function promptOf(body: Buffer): string | Reply {
   return prompt;
 }
 
-function rateLimited(state: EndpointState, projectId: string, now: number): Reply | undefined {
+function rateLimited(
+  state: EndpointState,
+  projectId: string,
+  now: number,
+): SimulatedResponse | undefined {
   const faults = state.dice.current;
   const forced = state.forcedLimits.get(projectId);
   if (forced && now < forced.until) {
@@ -167,7 +171,12 @@ function rateLimited(state: EndpointState, projectId: string, now: number): Repl
   return tooMany(message, decision.retryAfterMs, faults.retryAfter, faults.plainText429);
 }
 
-function tooMany(message: string, waitMs: number, retryAfter: boolean, plainText: boolean): Reply {
+function tooMany(
+  message: string,
+  waitMs: number,
+  retryAfter: boolean,
+  plainText: boolean,
+): SimulatedResponse {
   const headers: Record<string, string> = retryAfter
     ? { 'retry-after': String(Math.ceil(waitMs / 1000)) }
     : {};
@@ -176,6 +185,6 @@ function tooMany(message: string, waitMs: number, retryAfter: boolean, plainText
   return jsonError(429, message, headers);
 }
 
-function reply(value: Reply): Decision {
+function reply(value: SimulatedResponse): Decision {
   return { kind: 'reply', reply: value };
 }

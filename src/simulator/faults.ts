@@ -1,5 +1,5 @@
 import { NO_FAULTS, type Faults } from './options.js';
-import { jsonError, type Reply } from './http.js';
+import { jsonError, type SimulatedResponse } from './http.js';
 
 /**
  * Draws the injected faults for one request. Each rate is drawn on its own, in a fixed order, so
@@ -38,7 +38,7 @@ export class FaultDice {
   }
 
   /** An answer that replaces processing (a gateway error or an HTML error page), or undefined. */
-  gatewayFault(): { readonly reply: Reply; readonly fault: string } | undefined {
+  gatewayFault(): { readonly reply: SimulatedResponse; readonly fault: string } | undefined {
     if (this.hit(this.#faults.htmlErrorRate)) return { reply: HTML_502, fault: 'html' };
     if (this.hit(this.#faults.serverErrorRate)) {
       const statuses = [500, 502, 503] as const;
@@ -49,7 +49,7 @@ export class FaultDice {
   }
 }
 
-const HTML_502: Reply = {
+const HTML_502: SimulatedResponse = {
   status: 502,
   contentType: 'text/html; charset=utf-8',
   body:

@@ -54,7 +54,7 @@ export async function readBody(req: IncomingMessage): Promise<Buffer | undefined
 }
 
 /** An answer to write. */
-export interface Reply {
+export interface SimulatedResponse {
   readonly status: number;
   readonly body: string;
   readonly contentType: string;
@@ -62,7 +62,11 @@ export interface Reply {
 }
 
 /** A JSON answer. */
-export function json(status: number, value: unknown, headers?: Record<string, string>): Reply {
+export function json(
+  status: number,
+  value: unknown,
+  headers?: Record<string, string>,
+): SimulatedResponse {
   return {
     status,
     body: JSON.stringify(value),
@@ -76,7 +80,7 @@ export function jsonError(
   status: number,
   message: string,
   headers?: Record<string, string>,
-): Reply {
+): SimulatedResponse {
   return json(status, { error: message }, headers);
 }
 
@@ -86,7 +90,7 @@ export function jsonError(
  */
 export function writeReply(
   res: ServerResponse,
-  reply: Reply,
+  reply: SimulatedResponse,
   slowBodyMs: number,
   timers: Set<NodeJS.Timeout>,
 ): void {

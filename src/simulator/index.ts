@@ -10,7 +10,7 @@ export {
   SIMULATOR_DEFAULTS,
   type Delivery,
   type Faults,
-  type Outcome,
+  type RunEnding,
   type RecordedRequest,
   type Simulator,
   type SimulatorOptions,

@@ -1,5 +1,5 @@
 import type { AgentJob } from '../agent-api/index.js';
-import type { Outcome } from './options.js';
+import type { RunEnding } from './options.js';
 
 /**
  * The simulated agent's jobs and their lifecycle. An accepted follow-up turns a job `active`
@@ -12,7 +12,7 @@ import type { Outcome } from './options.js';
 /** What the lifecycle reads from the simulator's settings; read at each use, so changes apply. */
 export interface LifecycleSettings {
   readonly workTimeMs: (projectId: string, jobId: string) => number;
-  readonly outcome: (projectId: string, jobId: string, prompt: string) => Outcome;
+  readonly outcome: (projectId: string, jobId: string, prompt: string) => RunEnding;
   readonly staleTerminalMs: () => number;
 }
 

@@ -7,7 +7,7 @@ import type { AgentJob } from '../agent-api/index.js';
  */
 
 /** What the agent run ends as: `completed` opens a pull request, `completed_no_pr` changes nothing. */
-export type Outcome = 'completed' | 'completed_no_pr' | 'failed' | 'archived';
+export type RunEnding = 'completed' | 'completed_no_pr' | 'failed' | 'archived';
 
 /** Injected failures. Rates are shares from 0 to 1, drawn independently per request. */
 export interface Faults {
@@ -63,7 +63,7 @@ export interface SimulatorOptions {
   /** How long a run takes after it shows `active`. @defaultValue 200 */
   workTimeMs?: number | ((projectId: string, jobId: string) => number);
   /** How a run ends. @defaultValue always `'completed'` with a pull request */
-  outcome?: (projectId: string, jobId: string, prompt: string) => Outcome;
+  outcome?: (projectId: string, jobId: string, prompt: string) => RunEnding;
   /** After a send, the job keeps showing its previous status this long. @defaultValue 0 */
   staleTerminalMs?: number;
   /** An unknown job is created on first use instead of answering 404 (benchmarks). @defaultValue false */

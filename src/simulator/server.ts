@@ -2,7 +2,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import type { AgentJob } from '../agent-api/index.js';
-import { decide, type Decision, type EndpointState, type ForcedLimit } from './endpoints.js';
+import { answer, type Decision, type EndpointState, type ForcedLimit } from './endpoints.js';
 import { FaultDice } from './faults.js';
 import { jsonError, readBody, route, writeReply } from './http.js';
 import { JobStore } from './jobs.js';
@@ -16,6 +16,7 @@ import {
 } from './options.js';
 import { GetCounter, RequestLog } from './records.js';
 import { SendWindows } from './send-window.js';
+import { LIFECYCLE } from '../telemetry/names.js';
 
 /** How long the server keeps an idle keep-alive socket, like the load balancers of real APIs. */
 const IDLE_SOCKET_MS = 65_000;
@@ -173,8 +174,8 @@ class AgentApiSimulator implements Simulator {
     const decision: Decision =
       body === undefined
         ? { kind: 'reply', reply: jsonError(413, 'request body too large') }
-        : decide(this.#state, target, req.headers.authorization, body, record, Date.now());
-    this.#answer(req, res, decision, record);
+        : answer(this.#state, target, req.headers.authorization, body, record, Date.now());
+    this.#respond(req, res, decision, record);
     this.#logger?.debug(
       {
         seq: record.seq,
@@ -185,11 +186,11 @@ class AgentApiSimulator implements Simulator {
         processed: record.processed,
         fault: record.fault,
       },
-      'simulator:request',
+      LIFECYCLE.simulatorRequest,
     );
   }
 
-  #answer(
+  #respond(
     req: IncomingMessage,
     res: ServerResponse,
     decision: Decision,

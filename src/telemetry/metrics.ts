@@ -1,45 +1,9 @@
-import type { Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { Keys } from '../redis/keys.js';
 import type { Logger } from './logger.js';
+import { METRIC_NAMES } from './names.js';
+import { registerRedisGauges, type RedisSource } from './redis-gauges.js';
 
-/** Metric names, defined once. Every name starts with `agent_dispatch_`. */
-export const METRIC_NAMES = {
-  sends: 'agent_dispatch_sends_total',
-  apiLatency: 'agent_dispatch_api_request_duration_seconds',
-  budgetWait: 'agent_dispatch_budget_wait_seconds',
-  eventsPublished: 'agent_dispatch_events_published_total',
-  statusReads: 'agent_dispatch_status_reads_total',
-  inFlightLimit: 'agent_dispatch_worker_inflight_limit',
-  inFlight: 'agent_dispatch_worker_inflight',
-  pollTicks: 'agent_dispatch_poll_ticks_total',
-  queueJobs: 'agent_dispatch_queue_jobs',
-  trackedFollowups: 'agent_dispatch_tracked_followups',
-  projectSends: 'agent_dispatch_project_sends_total',
-  projectParkedUntil: 'agent_dispatch_project_parked_until_timestamp_seconds',
-  rateLimitMax: 'agent_dispatch_send_rate_limit_max',
-  rateLimitWindow: 'agent_dispatch_send_rate_limit_window_seconds',
-  pollLag: 'agent_dispatch_poll_lag_seconds',
-  redisUp: 'agent_dispatch_redis_up',
-  repairs: 'agent_dispatch_repairs_total',
-  authPaused: 'agent_dispatch_api_auth_paused',
-} as const;
-
-/**
- * A scrape must answer even when Redis does not: a worker-style connection waits forever for a
- * reconnect, so every Redis read at scrape time is cut off after this long.
- */
-const SCRAPE_REDIS_TIMEOUT_MS = 2_000;
-
-/** What {@link Metrics.watchRedis} reads at scrape time. */
-export interface RedisSource {
-  queues: Queue[];
-  redis: Redis;
-  keys: Keys;
-  /** Where scrape failures are logged; defaults to the logger given to {@link createMetrics}. */
-  logger?: Logger;
-}
+export type { RedisSource } from './redis-gauges.js';
 
 /** The process's metrics, on a registry of its own (not prom-client's global one). */
 export interface Metrics {
@@ -203,128 +167,9 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       registers,
     }),
     watchRedis(next) {
-      if (!source) {
-        registerRedisCollectors(registry, () => source, options.logger);
-        registerRedisHealth(registry, () => source, options.logger);
-      }
+      if (!source) registerRedisGauges(registry, () => source, options.logger);
       source = next;
     },
   };
   return metrics;
-}
-
-/** Registers the scrape-time gauges; they read whatever source is current at scrape time. */
-function registerRedisCollectors(
-  registry: Registry,
-  current: () => RedisSource | undefined,
-  fallbackLogger: Logger | undefined,
-): void {
-  new Gauge({
-    name: METRIC_NAMES.queueJobs,
-    help: 'Jobs in each BullMQ queue by state, read at scrape time.',
-    labelNames: ['queue', 'state'],
-    registers: [registry],
-    async collect() {
-      this.reset();
-      const src = current();
-      if (!src) return;
-      await Promise.all(
-        src.queues.map(async (queue) => {
-          const counts = await withTimeout(queue.getJobCounts()).catch((err: unknown) => {
-            (src.logger ?? fallbackLogger)?.warn(
-              { err, queue: queue.name },
-              'metrics:scrape-failed',
-            );
-            return undefined;
-          });
-          for (const [state, count] of Object.entries(counts ?? {}))
-            this.set({ queue: queue.name, state }, count);
-        }),
-      );
-    },
-  });
-  new Gauge({
-    name: METRIC_NAMES.trackedFollowups,
-    help: 'Sent follow-ups whose agent job is being tracked, read at scrape time.',
-    registers: [registry],
-    async collect() {
-      const src = current();
-      if (!src) return;
-      try {
-        this.set(await withTimeout(src.redis.zcard(src.keys.tracked)));
-      } catch (err) {
-        // A stale or zero figure would read as a healthy one: NaN shows as a gap on a graph.
-        this.set(Number.NaN);
-        (src.logger ?? fallbackLogger)?.warn({ err }, 'metrics:scrape-failed');
-      }
-    },
-  });
-  new Gauge({
-    name: METRIC_NAMES.authPaused,
-    help: 'Whether every send of the fleet is paused because the agent API rejects the key (401/403) or redirects (3xx), read at scrape time.',
-    registers: [registry],
-    async collect() {
-      const src = current();
-      if (!src) return;
-      try {
-        this.set(await withTimeout(src.redis.exists(src.keys.authPause)));
-      } catch (err) {
-        this.set(Number.NaN);
-        (src.logger ?? fallbackLogger)?.warn({ err }, 'metrics:scrape-failed');
-      }
-    },
-  });
-}
-
-/** Registers the Redis health and poll-lag gauges (see {@link Metrics.watchRedis}). */
-function registerRedisHealth(
-  registry: Registry,
-  current: () => RedisSource | undefined,
-  fallbackLogger: Logger | undefined,
-): void {
-  new Gauge({
-    name: METRIC_NAMES.redisUp,
-    help: 'Whether Redis answered a PING within 2 s at scrape time (1) or not (0).',
-    registers: [registry],
-    async collect() {
-      const src = current();
-      if (!src) return;
-      const up = await withTimeout(src.redis.ping()).then(
-        () => 1,
-        () => 0,
-      );
-      this.set(up);
-    },
-  });
-  new Gauge({
-    name: METRIC_NAMES.pollLag,
-    help: 'How long the oldest due status read has been waiting, in seconds (0 when none is due).',
-    registers: [registry],
-    async collect() {
-      const src = current();
-      if (!src) return;
-      try {
-        const [oldest, time] = await withTimeout(
-          Promise.all([src.redis.zrange(src.keys.tracked, 0, 0, 'WITHSCORES'), src.redis.time()]),
-        );
-        const nowMs = Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000);
-        const dueMs = oldest[1] === undefined ? nowMs : Number(oldest[1]);
-        this.set(Math.max(0, nowMs - dueMs) / 1000);
-      } catch (err) {
-        this.set(Number.NaN);
-        (src.logger ?? fallbackLogger)?.warn({ err }, 'metrics:scrape-failed');
-      }
-    },
-  });
-}
-
-function withTimeout<T>(promise: Promise<T>): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(new Error(`no answer from Redis within ${SCRAPE_REDIS_TIMEOUT_MS} ms`)),
-      SCRAPE_REDIS_TIMEOUT_MS,
-    );
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }

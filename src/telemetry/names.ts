@@ -1,6 +1,6 @@
 /**
- * Names defined once: log fields and lifecycle events (`noun:verb`, used as log messages). The
- * completion-event types of the contract's section 5 are in `dispatch/event.ts`.
+ * Names defined once: log fields, lifecycle events (`noun:verb`, used as log messages) and metric
+ * names. The completion-event types of the contract's section 5 are in `dispatch/event.ts`.
  */
 
 /** Log field names used for context in child loggers. */
@@ -26,7 +26,12 @@ export const LIFECYCLE = {
   followupAmbiguous: 'followup:ambiguous',
   /** A send's outcome could not be recorded (Redis failed), or another attempt holds it. */
   followupUnrecorded: 'followup:unrecorded',
+  /** A follow-up ended with its one event. */
   followupFinished: 'followup:finished',
+  /** A send failed for good (refused, or attempts spent): it ends undeliverable. */
+  followupSendFailed: 'followup:send-failed',
+  /** Ending a follow-up whose BullMQ job failed for good did not work (Redis failed). */
+  followupEndFailed: 'followup:end-failed',
   followupUnknownStatus: 'followup:unknown-status',
   followupPoison: 'followup:poison',
   followupRepaired: 'followup:repaired',
@@ -36,10 +41,61 @@ export const LIFECYCLE = {
   pollSkipped: 'poll:skipped',
   pollError: 'poll:error',
   redisError: 'redis:error',
+  /** Redis answers again after an outage that was reported. */
+  redisReady: 'redis:ready',
   sendsPaused: 'sends:paused',
   sendsResumed: 'sends:resumed',
   apiKeyReloaded: 'api-key:reloaded',
   apiKeyUnreadable: 'api-key:unreadable',
   httpListening: 'http:listening',
+  /** One HTTP request answered (debug). */
+  httpRequest: 'http:request',
+  /** An HTTP request failed unexpectedly: answered 500. */
+  httpError: 'http:error',
+  /** The intake could not reach Redis: answered 503. */
+  intakeUnavailable: 'intake:unavailable',
+  /** The intake failed unexpectedly: answered 500. */
+  intakeError: 'intake:error',
+  /** A Redis read for the metrics scrape failed or timed out; the gauge is left out. */
+  metricsScrapeFailed: 'metrics:scrape-failed',
+  /** One agent-API call answered (debug). */
+  agentApiCall: 'agent-api:call',
+  /** One agent-API call failed (debug; the caller logs what it means). */
+  agentApiCallFailed: 'agent-api:call-failed',
+  /** The private redis-server of `start` is up. */
+  embeddedRedisStarted: 'redis:embedded-started',
+  /** The private redis-server of `start` exited on its own. */
+  embeddedRedisExited: 'redis:embedded-exited',
+  /** The bundled agent-API simulator listens. */
+  simulatorListening: 'simulator:listening',
+  /** The simulator answered one request (debug). */
+  simulatorRequest: 'simulator:request',
+  simulatorStopped: 'simulator:stopped',
+  /** A step of an ordered shutdown failed; the later steps still run. */
+  shutdownStepFailed: 'shutdown:step-failed',
+  /** An ordered shutdown hit its deadline; what is left is abandoned. */
+  shutdownDeadline: 'shutdown:deadline',
   configClearTextKey: 'config:clear-text-key',
+} as const;
+
+/** Metric names, defined once. Every name starts with `agent_dispatch_`. */
+export const METRIC_NAMES = {
+  sends: 'agent_dispatch_sends_total',
+  apiLatency: 'agent_dispatch_api_request_duration_seconds',
+  budgetWait: 'agent_dispatch_budget_wait_seconds',
+  eventsPublished: 'agent_dispatch_events_published_total',
+  statusReads: 'agent_dispatch_status_reads_total',
+  inFlightLimit: 'agent_dispatch_worker_inflight_limit',
+  inFlight: 'agent_dispatch_worker_inflight',
+  pollTicks: 'agent_dispatch_poll_ticks_total',
+  queueJobs: 'agent_dispatch_queue_jobs',
+  trackedFollowups: 'agent_dispatch_tracked_followups',
+  projectSends: 'agent_dispatch_project_sends_total',
+  projectParkedUntil: 'agent_dispatch_project_parked_until_timestamp_seconds',
+  rateLimitMax: 'agent_dispatch_send_rate_limit_max',
+  rateLimitWindow: 'agent_dispatch_send_rate_limit_window_seconds',
+  pollLag: 'agent_dispatch_poll_lag_seconds',
+  redisUp: 'agent_dispatch_redis_up',
+  repairs: 'agent_dispatch_repairs_total',
+  authPaused: 'agent_dispatch_api_auth_paused',
 } as const;

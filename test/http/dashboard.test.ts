@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { Worker, type Queue } from 'bullmq';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DISPATCH_JOB_NAME } from '../../src/dispatch/queue.js';
+import { DISPATCH_JOB_NAME } from '../../src/runtime/jobs.js';
 import { createNamespace, eventually, type Namespace } from '../support/namespace.js';
 import { expectNoLeakedHandles, startTestServer, type TestServer } from './fixture.js';
 

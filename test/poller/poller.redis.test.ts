@@ -1,5 +1,5 @@
 import { beforeEach, describe, expect, it } from 'vitest';
-import type { Outcome } from '../../src/simulator/index.js';
+import type { RunEnding } from '../../src/simulator/index.js';
 import type { CliProcess } from '../support/cli.js';
 import { duplicates, type StreamEvent } from '../support/events.js';
 import { fleetEnv, grid, useFleet } from '../support/fleet.js';
@@ -7,11 +7,11 @@ import { eventually } from '../support/namespace.js';
 import { startRoles, waitForWorkers } from '../support/roles.js';
 import { useSimulator } from '../support/simulator.js';
 
-const OUTCOMES: readonly Outcome[] = ['completed', 'completed_no_pr', 'failed', 'archived'];
+const OUTCOMES: readonly RunEnding[] = ['completed', 'completed_no_pr', 'failed', 'archived'];
 /** The outcome of a prompt `.../jN #n`: fixed by the round number, so the test knows it. */
-const outcomeOf = (prompt: string): Outcome =>
-  OUTCOMES[Number(prompt.split('#')[1]) % OUTCOMES.length] as Outcome;
-const TYPE_OF: Record<Outcome, string> = {
+const outcomeOf = (prompt: string): RunEnding =>
+  OUTCOMES[Number(prompt.split('#')[1]) % OUTCOMES.length] as RunEnding;
+const TYPE_OF: Record<RunEnding, string> = {
   completed: 'followup.completed',
   completed_no_pr: 'followup.completed',
   failed: 'followup.failed',

@@ -3,11 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
-import {
-  RedisServerMissingError,
-  startEmbeddedRedis,
-  type EmbeddedRedis,
-} from '../../src/redis/embedded.js';
+import { startEmbeddedRedis, type EmbeddedRedis } from '../../src/redis/embedded.js';
+import { RedisServerMissingError } from '../../src/redis/server-binary.js';
 import { createLogger } from '../../src/telemetry/logger.js';
 
 const logger = createLogger('silent');

@@ -1,4 +1,4 @@
-import type { Outcome, SimulatorOptions } from '../../../src/simulator/index.js';
+import type { RunEnding, SimulatorOptions } from '../../../src/simulator/index.js';
 
 /**
  * The traffic of the drills: how the simulated agent ends each run, and the settings that keep a
@@ -6,9 +6,9 @@ import type { Outcome, SimulatorOptions } from '../../../src/simulator/index.js'
  * the service promises.
  */
 
-const OUTCOMES: readonly Outcome[] = ['completed', 'completed_no_pr', 'failed', 'archived'];
+const OUTCOMES: readonly RunEnding[] = ['completed', 'completed_no_pr', 'failed', 'archived'];
 
-const EVENT_TYPE: Record<Outcome, string> = {
+const EVENT_TYPE: Record<RunEnding, string> = {
   completed: 'followup.completed',
   completed_no_pr: 'followup.completed',
   failed: 'followup.failed',
@@ -16,7 +16,7 @@ const EVENT_TYPE: Record<Outcome, string> = {
 };
 
 /** The outcome of the run a prompt `… #n` starts: fixed by `n`, so the books can check events. */
-export function outcomeOf(prompt: string): Outcome {
+export function outcomeOf(prompt: string): RunEnding {
   return OUTCOMES[Number(prompt.split('#')[1] ?? 0) % OUTCOMES.length] ?? 'completed';
 }
 

@@ -1,4 +1,4 @@
-import { configRejectionStatus, isAgentApiError } from '../agent-api/index.js';
+import { AgentApiError, configRejectionStatus } from '../agent-api/index.js';
 
 /**
  * The one place that decides what a failed send means.
@@ -31,8 +31,10 @@ export type SendFailure =
 
 /** Classifies a send failure. Anything not from the agent-API client counts as ambiguous. */
 export function classifySendFailure(err: unknown): SendFailure {
-  if (!isAgentApiError(err)) return { kind: 'ambiguous', reason: 'unexpected_error' };
+  if (!(err instanceof AgentApiError)) return { kind: 'ambiguous', reason: 'unexpected_error' };
   if (err.ambiguous) return { kind: 'ambiguous', reason: err.code };
+  // A 429 first: it is the answer a busy fleet gets most, and it needs nothing else to decide.
+  if (err.code === 'rate_limited') return { kind: 'rate_limited', retryAfterMs: err.retryAfterMs };
   const rejected = configRejectionStatus(err);
   if (rejected !== undefined) return { kind: 'auth_paused', httpStatus: rejected };
   switch (err.code) {
@@ -40,8 +42,6 @@ export function classifySendFailure(err: unknown): SendFailure {
     case 'unauthorized':
     case 'not_found':
       return { kind: 'permanent', reason: err.code };
-    case 'rate_limited':
-      return { kind: 'rate_limited', retryAfterMs: err.retryAfterMs };
     case 'server':
       return { kind: 'transient', reason: err.code, refund: false };
     case 'network':
@@ -52,29 +52,4 @@ export function classifySendFailure(err: unknown): SendFailure {
       // A timeout that is not ambiguous never wrote the request (connect timeout).
       return { kind: 'transient', reason: err.code, refund: true };
   }
-}
-
-/**
- * How long to park a project after a 429 that named no wait: one budget slot's share of the
- * window, doubled for each 429 in a row, at most the whole window. The API's own figure, when
- * given, always wins.
- */
-export function rateLimitParkMs(
-  retryAfterMs: number | undefined,
-  rate: { max: number; windowMs: number },
-  consecutive: number,
-): number {
-  if (retryAfterMs !== undefined && retryAfterMs >= 0) return Math.max(retryAfterMs, 100);
-  const slotMs = rate.windowMs / rate.max;
-  return Math.min(rate.windowMs, Math.max(1_000, slotMs * 2 ** Math.min(consecutive, 20)));
-}
-
-/**
- * Margin added to the budget window: our clock marks a send when the intent is recorded, the
- * API's when the request arrives, a few milliseconds later and not always by the same amount. The
- * margin keeps a window as the API measures it within the budget too; it costs 2.5 % of the
- * budget at most. Reserved slots may be spent at most half of it late.
- */
-export function budgetMarginMs(windowMs: number): number {
-  return Math.min(1_000, Math.max(100, Math.round(windowMs * 0.025)));
 }

@@ -1,41 +1,30 @@
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { AgentApiClient } from '../agent-api/index.js';
+import { DispatchStore } from '../dispatch/store.js';
 import { watchKeyFile, type Config, type KeyFileWatcher } from '../config/index.js';
 import { connect } from '../redis/connections.js';
 import { keysFor, QUEUE_NAMES } from '../redis/keys.js';
 import type { Logger } from '../telemetry/logger.js';
 import { LIFECYCLE } from '../telemetry/names.js';
-import { DispatchStore } from './store.js';
+import type { RoleContext, RoleOptions } from './role.js';
 
-/** What a worker or poller process works with; `close` releases all of it. */
-export interface RoleResources {
+/** What a worker or poller process works with: its context, its connections; `close` releases all. */
+export interface RoleResources extends RoleContext {
   /** Commands of the role: the store's scripts and the dispatch queue. */
   readonly redis: Redis;
   /** The connection handed to the role's BullMQ Worker. */
   readonly workerRedis: Redis;
-  readonly store: DispatchStore;
-  readonly api: AgentApiClient;
-  /** The dispatch queue: to wake a lane's next dispatch and to add resends. */
-  readonly queue: Queue;
-  /**
-   * Reads `AGENT_API_KEY_FILE` again now (it is also re-read on SIGHUP and when it changes) and
-   * resolves to whether the key changed. Always false without a key file.
-   */
-  refreshKey(): boolean;
   close(): Promise<void>;
 }
 
 /**
- * Opens the connections, the dispatch store, the agent-API client (unless `api` is given, which
- * the caller then owns) and the dispatch queue of a role named `name`.
+ * Opens the connections, the dispatch store, the agent-API client (unless `options.api` is given,
+ * which the caller then owns) and the dispatch queue of a role named `name`. The one place a
+ * worker or poller is built from the config.
  */
-export function openRoleResources(
-  name: string,
-  config: Config,
-  logger: Logger,
-  api?: AgentApiClient,
-): RoleResources {
+export function openRoleResources(name: string, options: RoleOptions): RoleResources {
+  const { config, logger, metrics, api } = options;
   if (!config.redisUrl) throw new Error('REDIS_URL is required');
   const redis = connect(config.redisUrl, 'worker', name);
   redis.on('error', (err) => logger.warn({ err }, LIFECYCLE.redisError));
@@ -60,6 +49,9 @@ export function openRoleResources(
   queue.on('error', (err) => logger.warn({ err }, LIFECYCLE.redisError));
   const keyFile = watchApiKey(config, client, logger);
   return {
+    config,
+    logger,
+    metrics,
     redis,
     workerRedis,
     store,
@@ -91,25 +83,4 @@ function watchApiKey(
     // The message names AGENT_API_KEY_FILE and why, never the content; the old key stays in use.
     onError: (err) => logger.warn({ err }, LIFECYCLE.apiKeyUnreadable),
   });
-}
-
-/**
- * Closes a BullMQ Worker, waiting for its active jobs at most `deadlineMs`, then forcing it.
- * Resolves to whether the deadline was hit. Jobs abandoned that way stall, and their reruns read
- * the dispatch record first, so nothing is lost or sent twice.
- */
-export async function closeWorkerWithin(
-  worker: { close(force?: boolean): Promise<void> },
-  deadlineMs: number,
-): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  const timedOut = await Promise.race([
-    worker.close().then(() => false),
-    new Promise<boolean>((resolve) => {
-      timer = setTimeout(resolve, deadlineMs, true);
-    }),
-  ]).catch(() => true);
-  clearTimeout(timer);
-  if (timedOut) await worker.close(true).catch(() => {});
-  return timedOut;
 }

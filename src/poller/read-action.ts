@@ -5,7 +5,7 @@ import {
   statusKind,
   type AgentJob,
 } from '../agent-api/index.js';
-import { sendInFlightMs, type SendTimeouts } from '../dispatch/in-flight.js';
+import { sendInFlightMs, type SendTimeouts } from '../runtime/in-flight.js';
 import { EVENT_TYPES, eventTypeOf, type Ending } from '../dispatch/event.js';
 import { STATES, type DispatchRecord } from '../dispatch/record.js';
 
@@ -27,7 +27,7 @@ export type Action =
   | { kind: 'resend' };
 
 /** The settings that shape decisions (from the config). */
-export interface DecideSettings extends SendTimeouts {
+export interface ReadActionSettings extends SendTimeouts {
   readonly trackTimeoutMs: number;
   readonly activeGraceMs: number;
   readonly pollMinIntervalMs: number;
@@ -48,11 +48,11 @@ const BACKOFF_FACTOR = 1.5;
  * unknown (`unsettled`), "never seen active" means it was most likely never taken: it ends
  * undeliverable (`ambiguous`), or is resent when the operator chose so.
  */
-export function decide(
+export function actionForRead(
   record: DispatchRecord,
   seen: Observation,
   nowMs: number,
-  s: DecideSettings,
+  s: ReadActionSettings,
 ): Action {
   if (record.state === STATES.sending) return whileSending(record, seen, nowMs, s);
   const sinceSendMs = nowMs - (record.sentAt ?? record.enqueuedAt);
@@ -127,7 +127,7 @@ function whileSending(
   record: DispatchRecord,
   seen: Observation,
   nowMs: number,
-  s: DecideSettings,
+  s: ReadActionSettings,
 ): Action {
   const sinceIntentMs = nowMs - (record.sendingAt ?? record.enqueuedAt);
   const stuck = sinceIntentMs >= Math.max(s.trackTimeoutMs, sendInFlightMs(s));
@@ -164,7 +164,7 @@ function whileSending(
 }
 
 /** The next wait between reads: half as long again as the last one, up to the cap. */
-function nextDelayMs(record: DispatchRecord, s: DecideSettings): number {
+function nextDelayMs(record: DispatchRecord, s: ReadActionSettings): number {
   return Math.min(
     s.pollMaxIntervalMs,
     Math.round((record.pollDelayMs ?? s.pollMinIntervalMs) * BACKOFF_FACTOR),

@@ -1,6 +1,7 @@
 import { createHash, randomUUID } from 'node:crypto';
-import type { JobsOptions } from 'bullmq';
+import { Job, type JobsOptions, type Queue } from 'bullmq';
 import { z } from 'zod';
+import type { DispatchRef } from '../dispatch/store.js';
 
 /**
  * The BullMQ job that carries a dispatch to a worker. Its payload holds ids only: the prompt and
@@ -50,4 +51,34 @@ export function dispatchJobOptions(dispatchId: string, attempts: number): JobsOp
 export function newDispatchId(key: string | undefined): string {
   if (key === undefined) return randomUUID();
   return `k-${createHash('sha256').update(key).digest('hex').slice(0, 40)}`;
+}
+
+/** Adds the BullMQ job `bullJobId` that carries dispatch `ref` to a worker. */
+export async function addDispatchJob(
+  queue: Queue,
+  ref: DispatchRef,
+  bullJobId: string,
+  attempts: number,
+): Promise<void> {
+  const data: DispatchJobData = {
+    v: 1,
+    dispatchId: ref.dispatchId,
+    projectId: ref.projectId,
+    jobId: ref.jobId,
+  };
+  await queue.add(DISPATCH_JOB_NAME, data, dispatchJobOptions(bullJobId, attempts));
+}
+
+/**
+ * Wakes the BullMQ job of a dispatch that was parked waiting for its lane: the lane's previous
+ * dispatch just ended. A job that is not delayed (not parked yet, or already running) is left
+ * alone: the consumer checks the lane again right after parking, so no wake-up is lost between
+ * the two (see `park` in the consumer).
+ */
+export async function wakeDispatch(queue: Queue, dispatchId: string): Promise<void> {
+  const job = await Job.fromId(queue, dispatchId);
+  if (!job || !(await job.isDelayed())) return;
+  await job.promote().catch(() => {
+    // It left the delayed set in between (promoted by its own re-check, or by its timer).
+  });
 }

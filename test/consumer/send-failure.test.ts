@@ -1,11 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { AgentApiError, type AgentErrorCode } from '../../src/agent-api/index.js';
-import { errorFromStatus } from '../../src/agent-api/classify.js';
-import {
-  budgetMarginMs,
-  classifySendFailure,
-  rateLimitParkMs,
-} from '../../src/consumer/classify.js';
+import { errorFromStatus } from '../../src/agent-api/errors.js';
+import { budgetMarginMs } from '../../src/consumer/acquire.js';
+import { rateLimitParkMs } from '../../src/consumer/send.js';
+import { classifySendFailure } from '../../src/consumer/send-failure.js';
 
 const error = (code: AgentErrorCode, ambiguous = false, retryAfterMs?: number) =>
   new AgentApiError(code, { code, ambiguous, retryAfterMs });

@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { AgentApiError } from '../../src/agent-api/index.js';
 import type { DispatchRecord } from '../../src/dispatch/record.js';
-import { decide, type DecideSettings } from '../../src/poller/decide.js';
+import { actionForRead, type ReadActionSettings } from '../../src/poller/read-action.js';
 
-const SETTINGS: DecideSettings = {
+const SETTINGS: ReadActionSettings = {
   trackTimeoutMs: 60_000,
   activeGraceMs: 10_000,
   pollMinIntervalMs: 1_000,
@@ -53,9 +53,9 @@ const failure = (
   error: new AgentApiError('get failed', { code, ambiguous: false, retryAfterMs, httpStatus }),
 });
 
-describe('decide', () => {
+describe('actionForRead', () => {
   it('ends with the job status once the job was seen active after the send', () => {
-    const action = decide(
+    const action = actionForRead(
       record({ seenActive: true }),
       job('completed', 'https://x/pull/1'),
       SENT_AT + 500,
@@ -63,19 +63,19 @@ describe('decide', () => {
     );
     expect(action).toMatchObject({ kind: 'finish', ending: { type: 'followup.completed' } });
     expect(
-      decide(record({ seenActive: true }), job('failed'), SENT_AT + 500, SETTINGS),
+      actionForRead(record({ seenActive: true }), job('failed'), SENT_AT + 500, SETTINGS),
     ).toMatchObject({ ending: { type: 'followup.failed' } });
     expect(
-      decide(record({ seenActive: true }), job('archived'), SENT_AT + 500, SETTINGS),
+      actionForRead(record({ seenActive: true }), job('archived'), SENT_AT + 500, SETTINGS),
     ).toMatchObject({ ending: { type: 'followup.archived' } });
   });
 
   it('does not trust a terminal status never preceded by active until the grace period passed', () => {
-    expect(decide(record(), job('completed'), SENT_AT + 9_999, SETTINGS)).toMatchObject({
+    expect(actionForRead(record(), job('completed'), SENT_AT + 9_999, SETTINGS)).toMatchObject({
       kind: 'reschedule',
       delayMs: 1_000,
     });
-    expect(decide(record(), job('completed'), SENT_AT + 10_000, SETTINGS)).toMatchObject({
+    expect(actionForRead(record(), job('completed'), SENT_AT + 10_000, SETTINGS)).toMatchObject({
       kind: 'finish',
       ending: { type: 'followup.completed' },
     });
@@ -83,32 +83,40 @@ describe('decide', () => {
 
   it('settles an unsettled send that never showed active as ambiguous, or resends when allowed', () => {
     const unsettled = record({ state: 'unsettled' });
-    expect(decide(unsettled, job('completed'), SENT_AT + 10_000, SETTINGS)).toMatchObject({
+    expect(actionForRead(unsettled, job('completed'), SENT_AT + 10_000, SETTINGS)).toMatchObject({
       kind: 'finish',
       ending: { type: 'followup.undeliverable', reason: 'ambiguous' },
     });
     expect(
-      decide(unsettled, job('completed'), SENT_AT + 10_000, { ...SETTINGS, ambiguousResend: true }),
+      actionForRead(unsettled, job('completed'), SENT_AT + 10_000, {
+        ...SETTINGS,
+        ambiguousResend: true,
+      }),
     ).toEqual({ kind: 'resend' });
     expect(
-      decide({ ...unsettled, seenActive: true }, job('completed'), SENT_AT + 10_000, SETTINGS),
+      actionForRead(
+        { ...unsettled, seenActive: true },
+        job('completed'),
+        SENT_AT + 10_000,
+        SETTINGS,
+      ),
     ).toMatchObject({ ending: { type: 'followup.completed' } });
   });
 
   it('marks active, backs the interval off by half each time up to the cap', () => {
-    const first = decide(record(), job('active'), SENT_AT + 100, SETTINGS);
+    const first = actionForRead(record(), job('active'), SENT_AT + 100, SETTINGS);
     expect(first).toMatchObject({
       kind: 'reschedule',
       delayMs: 1_500,
       fields: { seenActive: '1', state: 'sent', pollDelayMs: 1_500 },
     });
     expect(
-      decide(record({ pollDelayMs: 7_000 }), job('active'), SENT_AT + 100, SETTINGS),
+      actionForRead(record({ pollDelayMs: 7_000 }), job('active'), SENT_AT + 100, SETTINGS),
     ).toMatchObject({ delayMs: 8_000 });
   });
 
   it('keeps tracking an unknown status and never finishes on it', () => {
-    expect(decide(record(), job('queued_v3'), SENT_AT + 100, SETTINGS)).toMatchObject({
+    expect(actionForRead(record(), job('queued_v3'), SENT_AT + 100, SETTINGS)).toMatchObject({
       kind: 'reschedule',
       fields: { lastStatus: 'queued_v3' },
     });
@@ -116,15 +124,15 @@ describe('decide', () => {
 
   it('only watches a dispatch whose send is still in flight', () => {
     const sending = record({ state: 'sending' });
-    expect(decide(sending, job('completed'), SENT_AT + 50_000, SETTINGS)).toMatchObject({
+    expect(actionForRead(sending, job('completed'), SENT_AT + 50_000, SETTINGS)).toMatchObject({
       kind: 'reschedule',
       fields: { seenActive: '0' },
     });
-    expect(decide(sending, job('active'), SENT_AT + 100, SETTINGS)).toMatchObject({
+    expect(actionForRead(sending, job('active'), SENT_AT + 100, SETTINGS)).toMatchObject({
       kind: 'reschedule',
       fields: { seenActive: '1' },
     });
-    expect(decide(sending, job('active'), SENT_AT + 100, SETTINGS)).not.toHaveProperty(
+    expect(actionForRead(sending, job('active'), SENT_AT + 100, SETTINGS)).not.toHaveProperty(
       'fields.state',
     );
   });
@@ -137,14 +145,14 @@ describe('decide', () => {
       sentAt: undefined,
       sendingAt: SENT_AT,
     });
-    expect(decide(sending, job('completed'), SENT_AT + 1_000, SETTINGS)).toMatchObject({
+    expect(actionForRead(sending, job('completed'), SENT_AT + 1_000, SETTINGS)).toMatchObject({
       kind: 'reschedule',
     });
-    expect(decide(sending, failure('server'), SENT_AT + 1_000, SETTINGS)).toMatchObject({
+    expect(actionForRead(sending, failure('server'), SENT_AT + 1_000, SETTINGS)).toMatchObject({
       kind: 'backoff',
     });
     // A 404 ends it only through the worker, whose own request gets the 404 too.
-    expect(decide(sending, failure('not_found'), SENT_AT + 1_000, SETTINGS)).toMatchObject({
+    expect(actionForRead(sending, failure('not_found'), SENT_AT + 1_000, SETTINGS)).toMatchObject({
       kind: 'reschedule',
     });
   });
@@ -154,48 +162,62 @@ describe('decide', () => {
     const quick = { ...SETTINGS, trackTimeoutMs: 1_000 };
     const sending = record({ state: 'sending', sentAt: undefined, sendingAt: SENT_AT });
     const inFlightMs = quick.connectTimeoutMs + 2 * quick.sendTimeoutMs;
-    expect(decide(sending, job('active'), SENT_AT + inFlightMs, quick)).toMatchObject({
+    expect(actionForRead(sending, job('active'), SENT_AT + inFlightMs, quick)).toMatchObject({
       kind: 'reschedule',
     });
     // Long after any request could be in flight, and past TRACK_TIMEOUT: it is stuck.
-    expect(decide(sending, job('active'), SENT_AT + 10 * inFlightMs, quick)).toMatchObject({
+    expect(actionForRead(sending, job('active'), SENT_AT + 10 * inFlightMs, quick)).toMatchObject({
       kind: 'finish',
       ending: { type: 'followup.undeliverable', reason: 'stuck_sending' },
     });
     expect(
-      decide(sending, job('active'), SENT_AT + SETTINGS.trackTimeoutMs + 10 * inFlightMs, SETTINGS),
+      actionForRead(
+        sending,
+        job('active'),
+        SENT_AT + SETTINGS.trackTimeoutMs + 10 * inFlightMs,
+        SETTINGS,
+      ),
     ).toMatchObject({ kind: 'finish', ending: { reason: 'stuck_sending' } });
   });
 
   it('re-adds the job of a queued resend, and leaves any other queued dispatch to its worker', () => {
     expect(
-      decide(record({ state: 'queued', resendPending: true }), job('completed'), SENT_AT, SETTINGS),
+      actionForRead(
+        record({ state: 'queued', resendPending: true }),
+        job('completed'),
+        SENT_AT,
+        SETTINGS,
+      ),
     ).toEqual({ kind: 'resend' });
-    expect(decide(record({ state: 'queued' }), job('completed'), SENT_AT, SETTINGS)).toMatchObject({
+    expect(
+      actionForRead(record({ state: 'queued' }), job('completed'), SENT_AT, SETTINGS),
+    ).toMatchObject({
       kind: 'reschedule',
       fields: {},
     });
   });
 
   it('ends a 404 as undeliverable, and backs off on 429 and 5xx without ending', () => {
-    expect(decide(record(), failure('not_found'), SENT_AT + 100, SETTINGS)).toMatchObject({
+    expect(actionForRead(record(), failure('not_found'), SENT_AT + 100, SETTINGS)).toMatchObject({
       ending: { type: 'followup.undeliverable', reason: 'not_found' },
     });
-    expect(decide(record(), failure('rate_limited', 30_000), SENT_AT + 100, SETTINGS)).toEqual({
+    expect(
+      actionForRead(record(), failure('rate_limited', 30_000), SENT_AT + 100, SETTINGS),
+    ).toEqual({
       kind: 'backoff',
       delayMs: 30_000,
     });
-    expect(decide(record(), failure('server'), SENT_AT + 100, SETTINGS)).toEqual({
+    expect(actionForRead(record(), failure('server'), SENT_AT + 100, SETTINGS)).toEqual({
       kind: 'backoff',
       delayMs: 2_000,
     });
   });
 
   it('times out a follow-up still not terminal after TRACK_TIMEOUT', () => {
-    expect(decide(record(), job('active'), SENT_AT + 60_000, SETTINGS)).toMatchObject({
+    expect(actionForRead(record(), job('active'), SENT_AT + 60_000, SETTINGS)).toMatchObject({
       ending: { type: 'followup.timed_out', reason: 'track_timeout' },
     });
-    expect(decide(record(), failure('server'), SENT_AT + 60_000, SETTINGS)).toMatchObject({
+    expect(actionForRead(record(), failure('server'), SENT_AT + 60_000, SETTINGS)).toMatchObject({
       ending: { type: 'followup.timed_out' },
     });
   });
@@ -208,7 +230,12 @@ describe('decide', () => {
     ] as const) {
       for (const state of ['sent', 'unsettled', 'sending'] as const) {
         expect(
-          decide(record({ state }), failure(code, undefined, status), SENT_AT + 60_000, SETTINGS),
+          actionForRead(
+            record({ state }),
+            failure(code, undefined, status),
+            SENT_AT + 60_000,
+            SETTINGS,
+          ),
         ).toEqual({ kind: 'backoff', delayMs: 2_000 });
       }
     }

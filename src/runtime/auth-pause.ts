@@ -1,6 +1,6 @@
 import type { Logger } from '../telemetry/logger.js';
 import { LIFECYCLE } from '../telemetry/names.js';
-import type { DispatchStore } from './store.js';
+import type { DispatchStore } from '../dispatch/store.js';
 
 /**
  * The fleet-wide pause of every send while the agent API rejects the key or redirects (contract,

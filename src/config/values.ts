@@ -1,0 +1,96 @@
+import { z } from 'zod';
+import { parseDurability, type DurabilitySetting } from '../redis/durability.js';
+import { formatDuration, parseDurationMs, parseRate, type Rate } from './units.js';
+
+/**
+ * The parsers of setting values, one per kind (duration, rate, integer, flag, URL, secret, token,
+ * key name), each naming what it expected. The settings table (`settings.ts`) picks one per setting.
+ */
+
+export const duration = (min: number) =>
+  z.string().transform((text, ctx) => {
+    const ms = parseDurationMs(text);
+    if (ms === undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        message: `expected a duration such as 250ms, 5s, 2m or 1h, got "${text}"`,
+      });
+      return z.NEVER;
+    }
+    if (ms < min) {
+      ctx.addIssue({
+        code: 'custom',
+        message: `must be at least ${formatDuration(min)}, got "${text}"`,
+      });
+      return z.NEVER;
+    }
+    return ms;
+  });
+
+export const rate = z.string().transform((text, ctx): Rate => {
+  const parsed = parseRate(text);
+  if (!parsed) {
+    ctx.addIssue({ code: 'custom', message: `expected N/DURATION such as 100/1h, got "${text}"` });
+    return z.NEVER;
+  }
+  return parsed;
+});
+
+export const integer = (min: number, max: number) =>
+  z.string().transform((text, ctx) => {
+    const value = Number(text);
+    if (!/^\d+$/.test(text.trim()) || value < min || value > max) {
+      ctx.addIssue({
+        code: 'custom',
+        message: `expected a whole number from ${min} to ${max}, got "${text}"`,
+      });
+      return z.NEVER;
+    }
+    return value;
+  });
+
+export const flag = z.string().transform((text, ctx) => {
+  const value = text.trim().toLowerCase();
+  if (['1', 'true', 'yes', 'on'].includes(value)) return true;
+  if (['0', 'false', 'no', 'off', ''].includes(value)) return false;
+  ctx.addIssue({ code: 'custom', message: `expected true or false, got "${text}"` });
+  return z.NEVER;
+});
+
+export const redisUrl = z.string().refine((text) => /^rediss?:\/\/[^\s]+$/.test(text), {
+  // The URL may carry a password, so the message never echoes it.
+  message: 'expected a redis:// or rediss:// URL',
+});
+
+export const httpUrl = z.string().refine((text) => URL.canParse(text) && /^https?:/.test(text), {
+  message: 'expected an http:// or https:// URL',
+});
+
+export const durability = z.string().transform((text, ctx): DurabilitySetting => {
+  const parsed = parseDurability(text);
+  if (!parsed) {
+    ctx.addIssue({
+      code: 'custom',
+      message: `expected fsync, replicas:N or none (with ! to refuse weaker), got "${text}"`,
+    });
+    return z.NEVER;
+  }
+  return parsed;
+});
+
+export const secret = z.string().min(1, { message: 'must not be empty' });
+
+/** Shortest HTTP token accepted: a shorter one can be guessed by a patient script. */
+export const MIN_TOKEN_LENGTH = 16;
+
+// The message states the rule only: it never echoes the token, nor says how short it was.
+export const token = z
+  .string()
+  .min(MIN_TOKEN_LENGTH, { message: `must be at least ${MIN_TOKEN_LENGTH} characters` });
+
+export const keyName = z.string().regex(/^[\w{}.:-]{1,100}$/, {
+  message: 'expected 1 to 100 letters, digits or the characters _ - . : { }',
+});
+
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export const LOG_FORMATS = ['json', 'pretty'] as const;

@@ -1,0 +1,128 @@
+import { randomUUID } from 'node:crypto';
+import type { Job } from 'bullmq';
+import { sleep } from '../runtime/deadline.js';
+import { sendInFlightMs } from '../runtime/in-flight.js';
+import { dispatchJobSchema, type DispatchJobData } from '../runtime/jobs.js';
+import { LIFECYCLE } from '../telemetry/names.js';
+import { park, poison } from './endings.js';
+import { retryOnConnectionError } from './redis-retry.js';
+import { sendFollowUp, type SendContext } from './send.js';
+
+/**
+ * The worker's processor: one BullMQ job from ACQUIRE to its outcome. ACQUIRE decides, in one
+ * script, whether the follow-up may go now (its lane, its project's park and budget, the fleet's
+ * auth pause); every answer but `go` parks the job or ends it here, `go` sends (`send.ts`).
+ */
+
+/**
+ * How long a dispatch waiting for its lane sleeps before it looks again by itself. It is normally
+ * woken as soon as the lane frees (see `wakeDispatch`); this only bounds a lost wake-up.
+ * @defaultValue 30 s
+ */
+const BLOCKED_RECHECK_MS = 30_000;
+
+/**
+ * Budget waits: a job is parked until `EARLY_WAKE_MS` before its reserved slot, and a slot at
+ * most `NEAR_SLOT_MS` away is waited for in the worker (holding one of its in-flight places that
+ * long), at most `MAX_NEAR_WAITS` times in a row before the job is parked again.
+ */
+const EARLY_WAKE_MS = 500;
+const NEAR_SLOT_MS = 700;
+const MAX_NEAR_WAITS = 3;
+
+/** Creates the BullMQ processor: one follow-up from acquire to its outcome. */
+export function createProcessor(ctx: SendContext) {
+  const rate = {
+    max: ctx.config.sendRateLimit.max,
+    windowMs: ctx.config.sendRateLimit.windowMs + budgetMarginMs(ctx.config.sendRateLimit.windowMs),
+  };
+  const toleranceMs = budgetMarginMs(ctx.config.sendRateLimit.windowMs) / 2;
+
+  return async function runJob(
+    job: Job<DispatchJobData>,
+    token?: string,
+    round = 0,
+  ): Promise<string> {
+    const parsed = dispatchJobSchema.safeParse(job.data);
+    if (!parsed.success) return poison(ctx, job, 'invalid_payload');
+    const ref = parsed.data;
+    // A fresh token per run: a retried or resent ACQUIRE of this run is answered `go` again, any
+    // other run's (a rerun of a job thought stalled) `sending`.
+    const attemptToken = randomUUID();
+    const verdict = await retryOnConnectionError(() =>
+      ctx.store.acquire(ref, rate, toleranceMs, ctx.config.pollMinIntervalMs, attemptToken),
+    );
+    switch (verdict.kind) {
+      case 'go':
+        ctx.metrics.projectSends.inc({ project: ref.projectId });
+        return sendFollowUp(
+          ctx,
+          ref,
+          { n: verdict.attempt, token: attemptToken },
+          { prompt: verdict.prompt, probe: verdict.probe },
+          job,
+          token,
+        );
+      case 'auth_paused':
+        // The key was rejected: this follow-up waits, untouched, for the fleet's next probe.
+        ctx.metrics.sends.inc({ outcome: 'auth_paused' });
+        return park(ctx, job, token, verdict.untilMs);
+      case 'blocked':
+        ctx.metrics.sends.inc({ outcome: 'blocked' });
+        return park(ctx, job, token, Date.now() + BLOCKED_RECHECK_MS, ref);
+      case 'parked':
+      case 'over': {
+        const waitMs = verdict.untilMs - Date.now();
+        ctx.metrics.sends.inc({ outcome: 'budget_wait' });
+        ctx.metrics.budgetWait.observe(Math.max(0, waitMs) / 1000);
+        // A reserved slot is spent on time only if the job is awake at it: BullMQ wakes a delayed
+        // job up to about 100 ms late (Redis checks blocked clients' timeouts `hz` times a
+        // second), so the job is parked until shortly before its slot and waits the rest here.
+        if (verdict.kind === 'over' && waitMs <= NEAR_SLOT_MS && round < MAX_NEAR_WAITS) {
+          await sleep(Math.max(0, waitMs));
+          return runJob(job, token, round + 1);
+        }
+        return park(
+          ctx,
+          job,
+          token,
+          verdict.untilMs - (verdict.kind === 'over' ? EARLY_WAKE_MS : 0),
+        );
+      }
+      case 'missing':
+        return poison(ctx, job, 'missing_record');
+      case 'not-queued':
+        return `already ${verdict.state}`;
+      case 'sending': {
+        // Another run of this job recorded the intent and no outcome. While its request could
+        // still be in flight (a run BullMQ thought stalled may be alive), wait for it.
+        const settledBy = verdict.sendingAt + sendInFlightMs(ctx.config);
+        if (Date.now() < settledBy) return park(ctx, job, token, settledBy);
+        // Its worker died between intent and outcome: the prompt may have gone out. Never resend
+        // blindly; the poller, tracking it since the intent, settles it from the job's status.
+        // Marked on behalf of the attempt that holds the intent, so its own late answer still
+        // counts, and nothing changes if that attempt recorded its outcome meanwhile.
+        ctx.logger.warn({ ...ref }, LIFECYCLE.followupAmbiguous);
+        await ctx.store.markSent(
+          ref,
+          'unsettled',
+          undefined,
+          ctx.config.pollMinIntervalMs,
+          verdict.attemptToken,
+        );
+        ctx.metrics.sends.inc({ outcome: 'ambiguous' });
+        return 'unsettled after a crash';
+      }
+    }
+  };
+}
+
+/**
+ * Margin added to the budget window: our clock marks a send when the intent is recorded, the
+ * API's when the request arrives, a few milliseconds later and not always by the same amount. The
+ * margin keeps a window as the API measures it within the budget too; it costs 2.5 % of the
+ * budget at most. Reserved slots may be spent at most half of it late.
+ */
+export function budgetMarginMs(windowMs: number): number {
+  return Math.min(1_000, Math.max(100, Math.round(windowMs * 0.025)));
+}

@@ -1,0 +1,47 @@
+import { spawnSync } from 'node:child_process';
+
+/** Which server binary the private Redis of `start` runs, and the error when there is none. */
+
+/** Thrown when no `redis-server` binary can be started. Code `redis_server_missing`. */
+export class RedisServerMissingError extends Error {
+  readonly code = 'redis_server_missing';
+  constructor(binary: string) {
+    super(
+      `${binary} was not found. \`agent-dispatch start\` without REDIS_URL runs a private Redis: ` +
+        'install one (`apt-get install valkey-server` or `apt-get install redis-server`, or ' +
+        '`brew install valkey`), or run ' +
+        '`docker compose up redis` and set REDIS_URL=redis://127.0.0.1:6379.',
+    );
+    this.name = 'RedisServerMissingError';
+    // An operator's mistake, not a bug: the message is the whole story.
+    this.stack = `${this.name}: ${this.message}`;
+  }
+}
+
+/** The server binaries `start` may run, in order of preference (Valkey has WAITAOF). */
+const BINARIES = ['valkey-server', 'redis-server'] as const;
+
+/**
+ * The binary to run (`given`, or the first of {@link BINARIES} installed), its version, and whether
+ * it has WAITAOF. A binary that does not answer `--version` is left to fail at launch.
+ */
+export function serverBinary(given: string | undefined): {
+  binary: string;
+  version: string;
+  waitaof: boolean;
+} {
+  const candidates = given ? [given] : BINARIES;
+  for (const binary of candidates) {
+    const run = spawnSync(binary, ['--version'], { encoding: 'utf8', timeout: 10_000 });
+    if (run.error) continue;
+    const version = /\bv=(\d+)\.(\d+)\.\d+/.exec(run.stdout ?? '');
+    const [major, minor] = [Number(version?.[1] ?? 0), Number(version?.[2] ?? 0)];
+    const valkey = /valkey/i.test(run.stdout ?? '');
+    return {
+      binary,
+      version: version?.[0].slice(2) ?? 'unknown',
+      waitaof: valkey || major > 7 || (major === 7 && minor >= 2),
+    };
+  }
+  return { binary: candidates.at(-1) ?? 'redis-server', version: 'unknown', waitaof: false };
+}
