@@ -66,6 +66,7 @@ export function createProcessor(ctx: SendContext) {
       case 'auth_paused':
         // The key was rejected: this follow-up waits, untouched, for the fleet's next probe.
         ctx.metrics.sends.inc({ outcome: 'auth_paused' });
+        if (job.id) await ctx.store.noteAuthParked(job.id);
         return park(ctx, job, token, verdict.untilMs);
       case 'blocked':
         ctx.metrics.sends.inc({ outcome: 'blocked' });

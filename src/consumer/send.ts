@@ -63,7 +63,7 @@ export async function sendFollowUp(
     );
     // Any answer but a rejection shows the key and the URL work again.
     if (probe && failure.kind !== 'auth_paused' && isAgentApiError(err) && err.httpStatus)
-      await resumeSends(ctx.store, log);
+      await resumeSends(ctx.store, ctx.queue, log);
     return onFailure(ctx, ref, attempt, failure, { job, token }, err, log);
   }
   const latencyMs = performance.now() - started;
@@ -72,7 +72,7 @@ export async function sendFollowUp(
   ctx.rateLimitStreak.delete(ref.projectId);
   // Outside the try above: a Redis error here is no failure of the send, which was delivered.
   await recordOutcome(ctx, ref, attempt, 'sent', agentJob, log);
-  if (probe) await resumeSends(ctx.store, log);
+  if (probe) await resumeSends(ctx.store, ctx.queue, log);
   ctx.metrics.sends.inc({ outcome: 'sent' });
   log.debug(
     { attempt: attempt.n, status: agentJob.status, latencyMs: Math.round(latencyMs) },
@@ -135,7 +135,9 @@ async function onFailure(
       await ctx.store.requeue(ref, attempt.n, attempt.token, true);
       // It left with a key the file no longer holds: try the new one at once, pause nothing.
       if (ctx.refreshKey()) return park(ctx, job, token, Date.now());
-      return park(ctx, job, token, await pauseSends(ctx.store, failure.httpStatus, log));
+      const probeAt = await pauseSends(ctx.store, failure.httpStatus, log);
+      if (job.id) await ctx.store.noteAuthParked(job.id);
+      return park(ctx, job, token, probeAt);
     }
     case 'rate_limited': {
       ctx.metrics.sends.inc({ outcome: 'rate_limited' });

@@ -35,8 +35,27 @@ export async function pauseSends(
   return { started: reply[0] === 1, probeAt: reply[1] };
 }
 
-export async function resumeSends(state: StoreState): Promise<boolean> {
-  return (await state.redis.del(state.keys.authPause)) === 1;
+/** Ends the pause; resolves to whether it was paused, and the jobs it had parked (taken once). */
+export async function resumeSends(
+  state: StoreState,
+): Promise<{ resumed: boolean; parked: string[] }> {
+  const { authPause, authPaused } = state.keys;
+  const replies = await state.redis
+    .multi()
+    .del(authPause)
+    .smembers(authPaused)
+    .del(authPaused)
+    .exec();
+  const [ended, members] = (replies ?? []).map(([err, value]) => {
+    if (err) throw err;
+    return value;
+  });
+  return { resumed: ended === 1, parked: (members as string[] | undefined) ?? [] };
+}
+
+/** Notes a BullMQ job parked by the pause, so the end of the pause wakes it at once. */
+export async function noteParked(state: StoreState, bullJobId: string): Promise<void> {
+  await state.redis.sadd(state.keys.authPaused, bullJobId);
 }
 
 export async function claimProbe(state: StoreState): Promise<'none' | 'wait' | 'probe'> {

@@ -190,9 +190,17 @@ export class DispatchStore {
     return pause.pauseSends(this.#state, httpStatus, backoff);
   }
 
-  /** Ends the pause of every send (the key works again). Resolves to whether it was paused. */
-  resumeSends(): Promise<boolean> {
+  /**
+   * Ends the pause of every send (the key works again). Resolves to whether it was paused, and
+   * the BullMQ jobs it had parked (see {@link noteAuthParked}), for the caller to wake.
+   */
+  resumeSends(): Promise<{ resumed: boolean; parked: string[] }> {
     return pause.resumeSends(this.#state);
+  }
+
+  /** Notes a BullMQ job parked until the pause's next probe: the pause's end wakes it. */
+  noteAuthParked(bullJobId: string): Promise<void> {
+    return pause.noteParked(this.#state, bullJobId);
   }
 
   /**

@@ -57,7 +57,7 @@ async function pauseOrResume(
     seen.kind === 'job' || (isAgentApiError(seen.error) && seen.error.httpStatus !== undefined);
   if (pause.on && answered) {
     pause.on = false;
-    await resumeSends(ctx.store, ctx.logger);
+    await resumeSends(ctx.store, ctx.queue, ctx.logger);
   }
 }
 

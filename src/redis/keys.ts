@@ -49,6 +49,8 @@ export interface Keys {
    * `backoffMs`, `maxBackoffMs`; never the key.
    */
   readonly authPause: string;
+  /** Set: the BullMQ job ids parked by that pause, woken together when it ends. */
+  readonly authPaused: string;
 }
 
 /** Builds the {@link Keys} of one prefix. Ids are length-prefixed so no two pairs collide. */
@@ -70,5 +72,6 @@ export function keysFor(prefix: string): Keys {
     pollLock: k('poll', 'lock'),
     counters: k('counters'),
     authPause: k('authpause'),
+    authPaused: k('authpause', 'parked'),
   });
 }

@@ -1,6 +1,8 @@
+import type { Queue } from 'bullmq';
 import type { Logger } from '../telemetry/logger.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import type { DispatchStore } from '../dispatch/store.js';
+import { wakeDispatch } from './jobs.js';
 
 /**
  * The fleet-wide pause of every send while the agent API rejects the key or redirects (contract,
@@ -39,7 +41,21 @@ export async function pauseSends(
   return probeAt;
 }
 
-/** Ends the pause after an answer that was not a rejection; logs when this call ended it. */
-export async function resumeSends(store: DispatchStore, logger: Logger): Promise<void> {
-  if (await store.resumeSends()) logger.info({}, LIFECYCLE.sendsResumed);
+/**
+ * Ends the pause after an answer that was not a rejection, logs when this call ended it, and wakes
+ * every follow-up the pause had parked: they go now, not at the probe time each of them saw.
+ */
+export async function resumeSends(
+  store: DispatchStore,
+  queue: Queue,
+  logger: Logger,
+): Promise<void> {
+  const { resumed, parked } = await store.resumeSends();
+  if (resumed) logger.info({ woken: parked.length }, LIFECYCLE.sendsResumed);
+  for (let i = 0; i < parked.length; i += WAKE_BATCH) {
+    await Promise.all(parked.slice(i, i + WAKE_BATCH).map((id) => wakeDispatch(queue, id)));
+  }
 }
+
+/** Parked jobs woken at a time when a pause ends. */
+const WAKE_BATCH = 50;

@@ -74,8 +74,15 @@ describe('the fleet-wide pause after a rejected key (ACQUIRE, REQUEUE, AUTH_PAUS
     expect(gaps[1]).toBeGreaterThanOrEqual(400);
     expect(gaps[1]).toBeLessThan(450);
 
-    expect(await fixture().store.resumeSends()).toBe(true);
-    expect(await fixture().store.resumeSends()).toBe(false);
+    // The jobs the pause parked are handed back once, for the caller to wake at the end.
+    await fixture().store.noteAuthParked('job-a');
+    await fixture().store.noteAuthParked('job-b');
+    const ended = await fixture().store.resumeSends();
+    expect({ ...ended, parked: [...ended.parked].sort() }).toEqual({
+      resumed: true,
+      parked: ['job-a', 'job-b'],
+    });
+    expect(await fixture().store.resumeSends()).toEqual({ resumed: false, parked: [] });
     expect(await fixture().store.sendPause()).toBeUndefined();
     const after = await acquireAll(refs);
     expect(after.map((v) => v.kind)).toEqual(Array(6).fill('go'));
