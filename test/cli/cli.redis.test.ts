@@ -53,6 +53,7 @@ describe('the agent-dispatch command line', () => {
       const proc = runCli([command], ns.env({ AGENT_API_URL: url, LOG_LEVEL: 'info' }));
       try {
         await eventually(() => (proc.output.stdout.includes('role:started') ? true : undefined), {
+          timeoutMs: 45_000,
           what: `${command} started`,
         });
         expect(await proc.stop('SIGTERM'), `${command} ${url}`).toBe(0);
