@@ -1,6 +1,8 @@
 import type { Writable } from 'node:stream';
 import type { Redis } from 'ioredis';
+import { RedisUnavailableError } from '../producer/index.js';
 import { connect } from '../redis/connections.js';
+import { within } from '../runtime/deadline.js';
 import { EVENT_TYPES } from '../dispatch/event.js';
 import { EXIT, UsageError, type Command, type CommandContext } from './command.js';
 import { configOf } from './compose.js';
@@ -9,6 +11,8 @@ import { configOf } from './compose.js';
 const PAGE = 500;
 /** How long one XREAD of `--follow` blocks before it looks at the stop signal again. */
 const BLOCK_MS = 1_000;
+/** How long the first read waits for Redis before the command gives up (exit 1). */
+const REACH_MS = 5_000;
 
 /** The event types `--type` accepts, by their full name and by their short one (`completed`). */
 const TYPES = new Map<string, string>(
@@ -78,6 +82,11 @@ export const eventsCommand: Command = {
       // Following from now on starts after the newest entry, by id: XREAD's `$` would skip what
       // arrives between two reads.
       const fromNow = options.follow && options.from === undefined;
+      // The first read fails within REACH_MS when Redis cannot be reached, as enqueue and status
+      // do; only --follow then waits out later outages (its connection reconnects by itself).
+      await within(redis.ping(), REACH_MS, () => {
+        throw new RedisUnavailableError(REACH_MS);
+      });
       let last = fromNow
         ? await newestId(redis, config.eventsStream)
         : await printRange(redis, config.eventsStream, options.from ?? '-', printer);

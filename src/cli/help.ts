@@ -41,7 +41,16 @@ export function commandHelp(command: Command): string {
     '',
     'Options:',
     ...entries.map(([flag, text]) => `  ${flag.padEnd(width)}  ${text}`),
-    ...(command.requires?.length ? ['', `Requires: ${command.requires.join(', ')}.`] : []),
+    ...(command.requires?.length
+      ? [
+          '',
+          `Requires: ${command.requires
+            .map((name) =>
+              name === 'AGENT_API_KEY' ? 'AGENT_API_KEY (or AGENT_API_KEY_FILE)' : name,
+            )
+            .join(', ')}.`,
+        ]
+      : []),
     ...(command.details ? ['', command.details] : []),
   ].join('\n');
 }

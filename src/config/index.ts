@@ -108,7 +108,13 @@ export function loadConfig(
         name === 'AGENT_API_KEY' &&
         (overrides.AGENT_API_KEY_FILE ?? nonEmpty(env['AGENT_API_KEY_FILE'])) !== undefined;
       if (options.required?.includes(name) && !fromFile)
-        problems.push({ setting: name, message: 'is required' });
+        problems.push({
+          setting: name,
+          message:
+            name === 'AGENT_API_KEY'
+              ? 'is required (or AGENT_API_KEY_FILE, a file holding it)'
+              : 'is required',
+        });
       continue;
     }
     const result = (setting.schema as z.ZodType).safeParse(raw);

@@ -51,7 +51,8 @@ export const SETTINGS = {
   AGENT_API_KEY: {
     schema: secret,
     secret: true,
-    description: 'bearer key of the agent API; never logged; `start` without it runs the simulator',
+    description:
+      'bearer key of the agent API (or AGENT_API_KEY_FILE); never logged; only `start` without REDIS_URL runs without it (the demo, with the simulator)',
   },
   AGENT_API_KEY_FILE: {
     schema: z.string().min(1, { message: 'must not be empty' }),
@@ -191,7 +192,7 @@ export const SETTINGS = {
   DASHBOARD_ALLOW_RETRIES: {
     schema: flag,
     default: 'false',
-    description: 'let the dashboard retry, promote and remove jobs',
+    description: 'let the dashboard retry failed jobs and promote delayed ones, nothing else',
   },
 } as const satisfies Record<string, Setting>;
 

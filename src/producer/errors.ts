@@ -21,7 +21,7 @@ export class RedisUnavailableError extends Error {
   constructor(timeoutMsOrMessage: number | string, cause?: unknown) {
     super(
       typeof timeoutMsOrMessage === 'number'
-        ? `Redis was not reachable within ${timeoutMsOrMessage} ms; nothing was enqueued`
+        ? `Redis was not reachable within ${timeoutMsOrMessage} ms; nothing was read or written`
         : timeoutMsOrMessage,
       { cause },
     );

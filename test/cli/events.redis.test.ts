@@ -114,6 +114,16 @@ describe('agent-dispatch events', () => {
     }
   });
 
+  it('gives up with exit 1, naming Redis, when Redis cannot be reached', async () => {
+    const { freePort } = await import('../support/redis-server.js');
+    const run = await runCliToEnd(['events'], {
+      ...ns.env(),
+      REDIS_URL: `redis://127.0.0.1:${await freePort()}`,
+    });
+    expect(run.code).toBe(1);
+    expect(run.stderr).toContain('Redis was not reachable within 5000 ms');
+  });
+
   it('rejects an unknown type or a malformed --from with exit 2, naming the flag', async () => {
     const badType = await runCliToEnd(['events', '--type', 'done'], ns.env());
     expect(badType.code).toBe(2);

@@ -53,7 +53,9 @@ describe('AGENT_API_KEY_FILE', () => {
     const message = problemsOf({ AGENT_API_KEY_FILE: file });
     expect(message).toMatch(/^AGENT_API_KEY_FILE: the key must be/);
     expect(message).not.toContain('secret-part');
-    expect(problemsOf({})).toBe('AGENT_API_KEY: is required');
+    expect(problemsOf({})).toBe(
+      'AGENT_API_KEY: is required (or AGENT_API_KEY_FILE, a file holding it)',
+    );
   });
 
   it('is read again when the file changes, through a symlink swap, and on SIGHUP', async () => {
