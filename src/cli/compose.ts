@@ -51,6 +51,7 @@ export function producerFor(config: Config): Producer {
     prefix: config.prefix,
     promptMaxBytes: config.promptMaxBytes,
     sendAttempts: config.sendAttempts,
+    durability: config.durability,
   });
 }
 
