@@ -5,7 +5,7 @@ import { Queue } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { QUEUE_NAMES } from '../../src/redis/keys.js';
 import { logLines, runCli, runCliToEnd } from '../support/cli.js';
-import { waitForEvents } from '../support/events.js';
+import { completedStatus, waitForEvents } from '../support/events.js';
 import { createNamespace, eventually, type Namespace } from '../support/namespace.js';
 import { startService } from '../support/service.js';
 import { useSimulator } from '../support/simulator.js';
@@ -225,12 +225,7 @@ describe('the agent-dispatch command line', () => {
       expect(status.code).toBe(0);
       expect(JSON.parse(status.stdout)).toMatchObject({
         dispatchId,
-        state: 'done',
-        type: 'followup.completed',
-        reason: null,
-        status: 'completed',
-        prLink: event?.prLink,
-        job: { status: 'completed', prLink: event?.prLink },
+        ...completedStatus(event),
       });
       expect(event?.prLink).toMatch(/^https:\/\//);
       const unknown = await runCliToEnd(['status', 'no-such-dispatch'], local.env());

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { duplicates, readEvents, waitForEvents } from '../support/events.js';
+import { completedStatus, duplicates, readEvents, waitForEvents } from '../support/events.js';
 import { createNamespace, eventually, type Namespace } from '../support/namespace.js';
 import { startService, type InProcessService } from '../support/service.js';
 import { useSimulator } from '../support/simulator.js';
@@ -118,13 +118,8 @@ describe('status after the end', () => {
       dispatchId: done.dispatchId,
       projectId: 'p1',
       jobId: 'j1',
-      state: 'done',
-      type: 'followup.completed',
-      reason: null,
-      status: 'completed',
-      prLink: completed?.prLink,
       attempts: 1,
-      job: { status: 'completed', prLink: completed?.prLink },
+      ...completedStatus(completed),
     });
     expect(status?.finishedAt).toEqual(expect.any(String));
     expect(JSON.stringify(status)).not.toContain('ship it');

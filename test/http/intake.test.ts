@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { intakeBodyLimitBytes } from '../../src/http/index.js';
 import { RedisUnavailableError, type Producer } from '../../src/producer/index.js';
-import { waitForEvents } from '../support/events.js';
+import { completedStatus, waitForEvents } from '../support/events.js';
 import { createNamespace, type Namespace } from '../support/namespace.js';
 import { startService } from '../support/service.js';
 import { useSimulator } from '../support/simulator.js';
@@ -281,12 +281,7 @@ describe('GET /v1/followups/:id after the end', () => {
       expect(found.status).toBe(200);
       expect(await found.json()).toMatchObject({
         dispatchId,
-        state: 'done',
-        type: 'followup.completed',
-        reason: null,
-        status: 'completed',
-        prLink: event?.prLink,
-        job: { status: 'completed', prLink: event?.prLink },
+        ...completedStatus(event),
       });
       expect(event?.prLink).toMatch(/^https:\/\//);
       const missing = await fetch(`${app.url}/v1/followups/no-such-dispatch`, { headers: auth });

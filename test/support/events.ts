@@ -56,3 +56,18 @@ export async function waitForEvents(
     { timeoutMs, intervalMs: 250, what: `${count} events` },
   );
 }
+
+/**
+ * What `status` (library, CLI, HTTP) shows of a follow-up whose run completed, given its event:
+ * the final state, the event's type and reason, and the last agent job with its PR link.
+ */
+export function completedStatus(event: StreamEvent | undefined): Record<string, unknown> {
+  return {
+    state: 'done',
+    type: 'followup.completed',
+    reason: null,
+    status: 'completed',
+    prLink: event?.prLink,
+    job: { status: 'completed', prLink: event?.prLink },
+  };
+}
