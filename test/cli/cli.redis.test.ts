@@ -23,6 +23,30 @@ describe('the agent-dispatch command line', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
+  /**
+   * Runs `enqueue --file` over `lines` in namespace `local`: its exit code, stderr, the JSON lines
+   * it printed, and how many BullMQ jobs wait afterwards.
+   */
+  async function enqueueFile(local: Namespace, name: string, lines: readonly string[]) {
+    const file = join(dir, name);
+    writeFileSync(file, lines.join('\n'));
+    const result = await runCliToEnd(['enqueue', '--file', file], local.env());
+    const queue = new Queue(QUEUE_NAMES.dispatch, {
+      connection: local.redis.duplicate(),
+      prefix: local.prefix,
+    });
+    try {
+      const printed = result.stdout
+        .trim()
+        .split('\n')
+        .filter((l) => l !== '')
+        .map((l) => JSON.parse(l) as { line: number; dispatchId: string; deduplicated: boolean });
+      return { ...result, printed, waiting: (await queue.getJobCounts('wait'))['wait'] };
+    } finally {
+      await queue.close();
+    }
+  }
+
   it('answers --help for itself and for every command', async () => {
     const top = await runCliToEnd(['--help'], {});
     expect(top.code).toBe(0);
@@ -113,70 +137,43 @@ describe('the agent-dispatch command line', () => {
 
   it('enqueues the good lines of a file, reports each bad one by number, and exits 1', async () => {
     const local = createNamespace('cli-file');
-    const file = join(dir, 'followups.ndjson');
-    writeFileSync(
-      file,
-      [
+    try {
+      const result = await enqueueFile(local, 'followups.ndjson', [
         JSON.stringify({ projectId: 'p', jobId: 'j', prompt: 'one', key: 'k1' }),
         '{not json',
         JSON.stringify({ projectId: 'p', jobId: 'j', prompt: '' }),
         '',
         JSON.stringify({ projectId: 'p', jobId: 'j', prompt: 'two', meta: { a: 1 } }),
         JSON.stringify({ jobId: 'j', prompt: 'three' }),
-      ].join('\n'),
-    );
-    const result = await runCliToEnd(['enqueue', '--file', file], local.env());
-    const queue = new Queue(QUEUE_NAMES.dispatch, {
-      connection: local.redis.duplicate(),
-      prefix: local.prefix,
-    });
-    try {
+      ]);
       expect(result.code).toBe(1);
-      const lines = result.stdout
-        .trim()
-        .split('\n')
-        .map((l) => JSON.parse(l) as { line: number });
-      expect(lines.map((l) => l.line)).toEqual([1, 5]);
+      expect(result.printed.map((l) => l.line)).toEqual([1, 5]);
       expect(result.stderr).toContain('line 2: not valid JSON');
       expect(result.stderr).toContain('line 3: prompt: must not be empty');
       expect(result.stderr).toContain('line 6: projectId:');
-      expect(await queue.getJobCounts('wait')).toEqual({ wait: 2 });
+      expect(result.waiting).toBe(2);
     } finally {
-      await queue.close();
       await local.cleanup();
     }
   });
 
   it('reports a deeply nested meta and a conflicting key as line errors, enqueues the rest, exits 1', async () => {
     const local = createNamespace('cli-bad-input');
-    const file = join(dir, 'bad-input.ndjson');
     const deepArrays = `${'['.repeat(1500)}${']'.repeat(1500)}`;
     const deepObjects = `${'{"a":'.repeat(1500)}1${'}'.repeat(1500)}`;
     const proto = '{"ticket":{"__proto__":{"x":1},"id":7},"__proto__":1}';
-    writeFileSync(
-      file,
-      [
+    try {
+      const result = await enqueueFile(local, 'bad-input.ndjson', [
         JSON.stringify({ projectId: 'p', jobId: 'j', prompt: 'one', key: 'k1' }),
         `{"projectId":"p","jobId":"j","prompt":"deep","meta":{"x":${deepArrays}}}`,
         `{"projectId":"p","jobId":"j","prompt":"deeper","meta":{"x":${deepObjects}}}`,
         JSON.stringify({ projectId: 'p', jobId: 'j', prompt: 'changed', key: 'k1' }),
         JSON.stringify({ projectId: 'p', jobId: 'j', prompt: 'one', key: 'k1' }),
         `{"projectId":"p","jobId":"j","prompt":"proto","meta":${proto}}`,
-      ].join('\n'),
-    );
-    const result = await runCliToEnd(['enqueue', '--file', file], local.env());
-    const queue = new Queue(QUEUE_NAMES.dispatch, {
-      connection: local.redis.duplicate(),
-      prefix: local.prefix,
-    });
-    try {
+      ]);
       expect(result.stderr).not.toMatch(/RangeError|stack/i);
       expect(result.code).toBe(1);
-      const lines = result.stdout
-        .trim()
-        .split('\n')
-        .map((l) => JSON.parse(l) as { line: number; dispatchId: string; deduplicated: boolean });
-      expect(lines.map((l) => [l.line, l.deduplicated])).toEqual([
+      expect(result.printed.map((l) => [l.line, l.deduplicated])).toEqual([
         [1, false],
         [5, true],
         [6, false],
@@ -184,11 +181,10 @@ describe('the agent-dispatch command line', () => {
       expect(result.stderr).toMatch(/^line 2: meta: .*32 levels/m);
       expect(result.stderr).toMatch(/^line 3: meta: .*32 levels/m);
       expect(result.stderr).toMatch(/^line 4: key: .*different follow-up/m);
-      expect(await queue.getJobCounts('wait')).toEqual({ wait: 2 });
-      const stored = await local.redis.hget(`${local.prefix}:d:${lines[2]?.dispatchId}`, 'meta');
-      expect(stored).toBe(proto);
+      expect(result.waiting).toBe(2);
+      const dispatchId = result.printed[2]?.dispatchId;
+      expect(await local.redis.hget(`${local.prefix}:d:${dispatchId}`, 'meta')).toBe(proto);
     } finally {
-      await queue.close();
       await local.cleanup();
     }
   });
