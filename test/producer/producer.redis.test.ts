@@ -13,6 +13,7 @@ import {
 import { keysFor, QUEUE_NAMES } from '../../src/redis/keys.js';
 import { EVENT_TYPES } from '../../src/dispatch/event.js';
 import { createNamespace, eventually, type Namespace } from '../support/namespace.js';
+import { startPrivateRedis } from '../support/redis-server.js';
 
 describe('createProducer', () => {
   let ns: Namespace;
@@ -233,38 +234,51 @@ describe('createProducer', () => {
   });
 
   it('enqueues a batch of 100 in one MULTI/EXEC round trip', async () => {
-    // A producer on a connection of its own, so MONITOR can tell its commands from other tests'.
-    const connection = new Redis(ns.redisUrl, { enableOfflineQueue: false });
-    const own = createProducer({ redisUrl: ns.redisUrl, prefix: ns.prefix, connection });
-    await own.send({ projectId: 'p', jobId: 'warm-up', prompt: 'x' });
-    const address = /\baddr=(\S+)/.exec(String(await connection.client('INFO')))?.[1];
-    const monitor = new Redis(ns.redisUrl);
-    const seen: string[] = [];
-    const feed = await monitor.monitor();
-    feed.on('monitor', (_time: string, args: string[], source: string) => {
-      if (source === address) seen.push(String(args[0]).toLowerCase());
+    // A server of its own: MONITOR then sees this producer alone (other test files' connections
+    // on the shared server made ioredis take a monitored line for a reply, now and then).
+    const server = await startPrivateRedis();
+    const connection = new Redis(server.url, { enableOfflineQueue: false });
+    const own = createProducer({ redisUrl: server.url, prefix: ns.prefix, connection });
+    const monitor = new Redis(server.url);
+    const countedConnection = new Redis(server.url);
+    const counted = new Queue(QUEUE_NAMES.dispatch, {
+      connection: countedConnection,
+      prefix: ns.prefix,
     });
-    const batch = Array.from({ length: 100 }, (_, i) => ({
-      projectId: 'p',
-      jobId: `j${i % 7}`,
-      prompt: `#${i}`,
-    }));
-    const results = await own.sendMany(batch);
-    await eventually(() => (seen.includes('exec') ? true : undefined), { what: 'EXEC' });
-    feed.disconnect();
-    monitor.disconnect();
-    await own.close();
-    connection.disconnect();
-    expect(results).toHaveLength(100);
-    // MONITOR lists the commands queued in a transaction when EXEC runs them, so what this
-    // connection sent is MULTI, two SCRIPT LOADs (REGISTER and BullMQ's add, so a flushed script
-    // cache cannot fail half the transaction), 100 EVALSHAs of each, EXEC.
-    expect(seen.filter((c) => c === 'multi')).toHaveLength(1);
-    expect(seen.filter((c) => c === 'exec')).toHaveLength(1);
-    expect(seen.filter((c) => c === 'script')).toHaveLength(2);
-    expect(seen.filter((c) => c === 'evalsha')).toHaveLength(200);
-    expect(seen.filter((c) => !['multi', 'exec', 'script', 'evalsha'].includes(c))).toEqual([]);
-    expect(await queue.getJobCounts('wait')).toEqual({ wait: 101 });
+    try {
+      await own.send({ projectId: 'p', jobId: 'warm-up', prompt: 'x' });
+      const address = /\baddr=(\S+)/.exec(String(await connection.client('INFO')))?.[1];
+      const seen: string[] = [];
+      const feed = await monitor.monitor();
+      feed.on('monitor', (_time: string, args: string[], source: string) => {
+        if (source === address) seen.push(String(args[0]).toLowerCase());
+      });
+      const batch = Array.from({ length: 100 }, (_, i) => ({
+        projectId: 'p',
+        jobId: `j${i % 7}`,
+        prompt: `#${i}`,
+      }));
+      const results = await own.sendMany(batch);
+      await eventually(() => (seen.includes('exec') ? true : undefined), { what: 'EXEC' });
+      feed.disconnect();
+      expect(results).toHaveLength(100);
+      // MONITOR lists the commands queued in a transaction when EXEC runs them, so what this
+      // connection sent is MULTI, two SCRIPT LOADs (REGISTER and BullMQ's add, so a flushed script
+      // cache cannot fail half the transaction), 100 EVALSHAs of each, EXEC.
+      expect(seen.filter((c) => c === 'multi')).toHaveLength(1);
+      expect(seen.filter((c) => c === 'exec')).toHaveLength(1);
+      expect(seen.filter((c) => c === 'script')).toHaveLength(2);
+      expect(seen.filter((c) => c === 'evalsha')).toHaveLength(200);
+      expect(seen.filter((c) => !['multi', 'exec', 'script', 'evalsha'].includes(c))).toEqual([]);
+      expect(await counted.getJobCounts('wait')).toEqual({ wait: 101 });
+    } finally {
+      monitor.disconnect();
+      await own.close();
+      connection.disconnect();
+      await counted.close();
+      countedConnection.disconnect();
+      await server.destroy();
+    }
   });
 });
 
