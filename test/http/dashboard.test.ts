@@ -5,8 +5,8 @@ import { Worker, type Queue } from 'bullmq';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DISPATCH_JOB_NAME } from '../../src/runtime/jobs.js';
-import { createNamespace, eventually, type Namespace } from '../support/namespace.js';
-import { expectNoLeakedHandles, startTestServer, type TestServer } from './fixture.js';
+import { createNamespace, eventually } from '../support/namespace.js';
+import { expectNoLeakedHandles, startTestServer, useTestServer } from './fixture.js';
 
 const TOKEN = 'dashboard-secret-token';
 /** `SAVE_DASHBOARD_SCREENSHOT=1 npx vitest run test/http/dashboard.test.ts` refreshes the README's picture. */
@@ -17,13 +17,9 @@ const SCREENSHOT =
 afterAll(() => expectNoLeakedHandles());
 
 describe('/dashboard', () => {
-  let ns: Namespace;
-  let app: TestServer;
-
+  const served = useTestServer('dashboard', { DASHBOARD_TOKEN: TOKEN });
   beforeAll(async () => {
-    ns = createNamespace('dashboard');
-    app = await startTestServer(ns.config({ DASHBOARD_TOKEN: TOKEN }));
-    const [dispatch, poll] = app.queues;
+    const [dispatch, poll] = served.app.queues;
     for (let i = 1; i <= 3; i++) {
       const data = { v: 1, dispatchId: `d-${i}`, projectId: 'acme', jobId: `job-${i}` };
       await dispatch?.add(DISPATCH_JOB_NAME, data, {
@@ -34,11 +30,6 @@ describe('/dashboard', () => {
     await poll?.upsertJobScheduler('poll-tick', { every: 5_000 }, { name: 'tick' });
   });
 
-  afterAll(async () => {
-    await app?.close();
-    await ns?.cleanup();
-  });
-
   it('answers 401 with a Basic challenge without the token, or with a wrong one', async () => {
     const attempts: Record<string, string>[] = [
       {},
@@ -46,21 +37,21 @@ describe('/dashboard', () => {
       { authorization: basic('wrong') },
     ];
     for (const headers of attempts) {
-      const res = await fetch(`${app.url}/dashboard`, { headers, redirect: 'manual' });
+      const res = await fetch(`${served.app.url}/dashboard`, { headers, redirect: 'manual' });
       expect(res.status).toBe(401);
       expect(res.headers.get('www-authenticate')).toMatch(/^Basic realm="agent-dispatch"/);
       const text = await res.text();
       expect(JSON.parse(text)).toHaveProperty('error');
       expect(text).not.toContain(TOKEN);
     }
-    expect((await fetch(`${app.url}/dashboard?token=wrong`, { redirect: 'manual' })).status).toBe(
-      401,
-    );
-    expect((await fetch(`${app.url}/dashboard/api/queues`)).status).toBe(401);
+    expect(
+      (await fetch(`${served.app.url}/dashboard?token=wrong`, { redirect: 'manual' })).status,
+    ).toBe(401);
+    expect((await fetch(`${served.app.url}/dashboard/api/queues`)).status).toBe(401);
   });
 
   it('accepts the token as a bearer token', async () => {
-    const res = await fetch(`${app.url}/dashboard/api/queues`, {
+    const res = await fetch(`${served.app.url}/dashboard/api/queues`, {
       headers: { authorization: `Bearer ${TOKEN}` },
     });
     expect(res.status).toBe(200);
@@ -76,19 +67,19 @@ describe('/dashboard', () => {
       { origin: 'https://evil.example' },
     ];
     for (const headers of crossSite) {
-      const res = await fetch(`${app.url}/dashboard/api/queues/dispatch/pause`, {
+      const res = await fetch(`${served.app.url}/dashboard/api/queues/dispatch/pause`, {
         method: 'PUT',
         headers: { ...auth, ...headers },
       });
       expect(res.status).toBe(403);
     }
     // The dashboard's own page gets past the guard (and then bull-board's read-only mode).
-    const own = await fetch(`${app.url}/dashboard/api/queues/dispatch/pause`, {
+    const own = await fetch(`${served.app.url}/dashboard/api/queues/dispatch/pause`, {
       method: 'PUT',
       headers: { ...auth, 'sec-fetch-site': 'same-origin' },
     });
     expect(own.status).not.toBe(403);
-    expect(await app.queues[0]?.isPaused()).toBe(false);
+    expect(await served.app.queues[0]?.isPaused()).toBe(false);
   });
 
   // Only these need Chromium: without it they fail naming the package, and the rest still run.
@@ -118,7 +109,7 @@ describe('/dashboard', () => {
       });
       try {
         const page = await context.newPage();
-        const res = await page.goto(`${app.url}/dashboard`);
+        const res = await page.goto(`${served.app.url}/dashboard`);
         expect(res?.status()).toBe(200);
         await page.getByText('dispatch', { exact: true }).first().waitFor({ timeout: 20_000 });
         await page.getByText('poll', { exact: true }).first().waitFor({ timeout: 20_000 });
@@ -131,8 +122,8 @@ describe('/dashboard', () => {
       const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
       try {
         const page = await context.newPage();
-        await page.goto(`${app.url}/dashboard?token=${TOKEN}`);
-        expect(page.url()).toBe(`${app.url}/dashboard`);
+        await page.goto(`${served.app.url}/dashboard?token=${TOKEN}`);
+        expect(page.url()).toBe(`${served.app.url}/dashboard`);
         const [cookie] = await context.cookies();
         expect(cookie).toMatchObject({ httpOnly: true, sameSite: 'Strict', path: '/dashboard' });
         expect(cookie?.value).not.toContain(TOKEN);
@@ -150,16 +141,7 @@ describe('/dashboard', () => {
 });
 
 describe('/dashboard redirects', () => {
-  let ns: Namespace;
-  let app: TestServer;
-  beforeAll(async () => {
-    ns = createNamespace('dashboard-redirect');
-    app = await startTestServer(ns.config({ DASHBOARD_TOKEN: TOKEN }));
-  });
-  afterAll(async () => {
-    await app?.close();
-    await ns?.cleanup();
-  });
+  const served = useTestServer('dashboard-redirect', { DASHBOARD_TOKEN: TOKEN });
 
   it.each([
     `/dashboard/..//evil.example?token=${TOKEN}`,
@@ -173,51 +155,52 @@ describe('/dashboard redirects', () => {
     `/dashboard/static/..//evil.example/`,
     `/dashboard/static`,
   ])('never sends %s off-site', async (path) => {
-    const { status, location } = await rawGet(app.url, path);
+    const { status, location } = await rawGet(served.app.url, path);
     expect(status).toBeLessThan(500);
     if (location !== undefined) {
-      expect(new URL(location, app.url).origin).toBe(new URL(app.url).origin);
+      expect(new URL(location, served.app.url).origin).toBe(new URL(served.app.url).origin);
       expect(location).toMatch(/^\/dashboard(\/|$|\?)/);
     }
   });
 
   it('still trades ?token= for the cookie on the page it was given for', async () => {
-    const { status, location } = await rawGet(app.url, `/dashboard/queue/dispatch?token=${TOKEN}`);
+    const { status, location } = await rawGet(
+      served.app.url,
+      `/dashboard/queue/dispatch?token=${TOKEN}`,
+    );
     expect(status).toBe(303);
     expect(location).toBe('/dashboard/queue/dispatch');
   });
 });
 
 describe('/dashboard with DASHBOARD_ALLOW_RETRIES=true', () => {
-  let ns: Namespace;
-  let app: TestServer;
   let queue: Queue;
   const auth = { authorization: `Bearer ${TOKEN}` };
   const write = (method: string, path: string, body?: unknown) =>
-    fetch(`${app.url}/dashboard/api/queues${path}`, {
+    fetch(`${served.app.url}/dashboard/api/queues${path}`, {
       method,
       headers: { ...auth, 'content-type': 'application/json' },
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
     });
   const stateOf = async (id: string) => (await queue.getJob(id))?.getState() ?? 'gone';
 
+  const served = useTestServer('dashboard-writes', {
+    DASHBOARD_TOKEN: TOKEN,
+    DASHBOARD_ALLOW_RETRIES: 'true',
+  });
   beforeAll(async () => {
-    ns = createNamespace('dashboard-writes');
-    app = await startTestServer(
-      ns.config({ DASHBOARD_TOKEN: TOKEN, DASHBOARD_ALLOW_RETRIES: 'true' }),
-    );
-    queue = app.queues[0] as Queue;
+    queue = served.app.queues[0] as Queue;
     // Two failed jobs and a completed one, through a real BullMQ Worker.
     for (const id of ['f-1', 'f-2', 'c-1']) {
       await queue.add(DISPATCH_JOB_NAME, { v: 1, dispatchId: id }, { jobId: id });
     }
-    const connection = app.redis.duplicate();
+    const connection = served.app.redis.duplicate();
     const worker = new Worker(
       queue.name,
       async (job) => {
         if (job.id?.startsWith('f-')) throw new Error('planned failure');
       },
-      { connection, prefix: ns.prefix },
+      { connection, prefix: served.ns.prefix },
     );
     worker.on('error', () => {});
     try {
@@ -238,11 +221,6 @@ describe('/dashboard with DASHBOARD_ALLOW_RETRIES=true', () => {
       await queue.add(DISPATCH_JOB_NAME, { v: 1, dispatchId: id }, { jobId: id, delay });
     }
   });
-  afterAll(async () => {
-    await app?.close();
-    await ns?.cleanup();
-  });
-
   it('refuses every write but retry of failed and promote of delayed jobs', async () => {
     expect(await stateOf('c-1')).toBe('completed');
     const refused: [string, string, unknown?][] = [

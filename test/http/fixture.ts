@@ -1,12 +1,14 @@
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
-import type { Config } from '../../src/config/index.js';
+import { afterAll, beforeAll } from 'vitest';
+import type { Config, SettingName } from '../../src/config/index.js';
 import { startHttpServer, type HttpServer } from '../../src/http/index.js';
 import { createProducer, type Producer } from '../../src/producer/index.js';
 import { connect } from '../../src/redis/connections.js';
 import { keysFor, QUEUE_NAMES } from '../../src/redis/keys.js';
 import { createLogger, type Logger } from '../../src/telemetry/logger.js';
 import { createMetrics, type Metrics } from '../../src/telemetry/metrics.js';
+import { createNamespace, type Namespace } from '../support/namespace.js';
 
 /** An HTTP server wired the way `serve` wires it, on a free port, for one test namespace. */
 export interface TestServer {
@@ -76,6 +78,46 @@ export async function startTestServer(
       await producer?.close();
       for (const queue of queues) await queue.close();
       redis.disconnect();
+    },
+  };
+}
+
+/** The namespace and server of one describe block; read them inside hooks and tests. */
+export interface ServedNamespace {
+  readonly ns: Namespace;
+  readonly app: TestServer;
+}
+
+/**
+ * Gives the calling describe block a namespace labelled `label` and a test server configured with
+ * `settings`: started before its first test (before any `beforeAll` registered after this call),
+ * closed and cleaned after its last.
+ */
+export function useTestServer(
+  label: string,
+  settings: Partial<Record<SettingName, string>> = {},
+  options: () => TestServerOptions = () => ({}),
+): ServedNamespace {
+  let ns: Namespace | undefined;
+  let app: TestServer | undefined;
+  beforeAll(async () => {
+    ns = createNamespace(label);
+    app = await startTestServer(ns.config(settings), options());
+  });
+  afterAll(async () => {
+    await app?.close();
+    await ns?.cleanup();
+  });
+  const started = <T>(value: T | undefined): T => {
+    if (value === undefined) throw new Error(`useTestServer('${label}'): read before it started`);
+    return value;
+  };
+  return {
+    get ns() {
+      return started(ns);
+    },
+    get app() {
+      return started(app);
     },
   };
 }

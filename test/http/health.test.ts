@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createNamespace, eventually, type Namespace } from '../support/namespace.js';
+import { eventually } from '../support/namespace.js';
 import { startPrivateRedis, type PrivateRedis } from '../support/redis-server.js';
-import { expectNoLeakedHandles, startTestServer, type TestServer } from './fixture.js';
+import { expectNoLeakedHandles, useTestServer } from './fixture.js';
 
 const TOKEN = 'health-intake-token';
 
@@ -14,34 +14,27 @@ interface Readiness {
 afterAll(() => expectNoLeakedHandles());
 
 describe('health and readiness', () => {
-  let ns: Namespace;
   let redisServer: PrivateRedis;
-  let app: TestServer;
   const roles = [{ name: 'consumer', running: true }];
-
   beforeAll(async () => {
-    ns = createNamespace('health');
     redisServer = await startPrivateRedis();
-    app = await startTestServer(ns.config({ INTAKE_TOKEN: TOKEN }), {
-      redisUrl: redisServer.url,
-      withProducer: true,
-      roles: () => roles,
-    });
   });
-
   afterAll(async () => {
-    await app?.close();
     await redisServer?.destroy();
-    await ns?.cleanup();
   });
+  const served = useTestServer('health', { INTAKE_TOKEN: TOKEN }, () => ({
+    redisUrl: redisServer.url,
+    withProducer: true,
+    roles: () => roles,
+  }));
 
   const readiness = async (): Promise<[number, Readiness]> => {
-    const res = await fetch(`${app.url}/readyz`);
+    const res = await fetch(`${served.app.url}/readyz`);
     return [res.status, (await res.json()) as Readiness];
   };
 
   it('answers /healthz while the process runs', async () => {
-    const res = await fetch(`${app.url}/healthz`);
+    const res = await fetch(`${served.app.url}/healthz`);
     expect(res.status).toBe(200);
     expect(await res.json()).toEqual({ status: 'ok' });
   });
@@ -69,7 +62,7 @@ describe('health and readiness', () => {
     expect(down.checks['role:consumer']).toBe('ok');
     expect(JSON.stringify(down)).not.toContain(String(redisServer.port));
 
-    const intake = await fetch(`${app.url}/v1/followups`, {
+    const intake = await fetch(`${served.app.url}/v1/followups`, {
       method: 'POST',
       headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
       body: JSON.stringify({ projectId: 'p', jobId: 'j', prompt: 'hello' }),

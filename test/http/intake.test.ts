@@ -1,11 +1,11 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { intakeBodyLimitBytes } from '../../src/http/index.js';
 import { RedisUnavailableError, type Producer } from '../../src/producer/index.js';
 import { completedStatus, waitForEvents } from '../support/events.js';
-import { createNamespace, type Namespace } from '../support/namespace.js';
+import { createNamespace } from '../support/namespace.js';
 import { startService } from '../support/service.js';
 import { useSimulator } from '../support/simulator.js';
-import { expectNoLeakedHandles, startTestServer, type TestServer } from './fixture.js';
+import { expectNoLeakedHandles, startTestServer, useTestServer } from './fixture.js';
 
 const TOKEN = 'intake-secret-token';
 const PROMPT_MAX_BYTES = 100;
@@ -14,22 +14,14 @@ const PROMPT_MAX_BYTES = 100;
 afterAll(() => expectNoLeakedHandles());
 
 describe('POST /v1/followups', () => {
-  let ns: Namespace;
-  let app: TestServer;
-
-  beforeAll(async () => {
-    ns = createNamespace('intake');
-    const config = ns.config({ INTAKE_TOKEN: TOKEN, PROMPT_MAX_BYTES: String(PROMPT_MAX_BYTES) });
-    app = await startTestServer(config, { withProducer: true });
-  });
-
-  afterAll(async () => {
-    await app?.close();
-    await ns?.cleanup();
-  });
+  const served = useTestServer(
+    'intake',
+    { INTAKE_TOKEN: TOKEN, PROMPT_MAX_BYTES: String(PROMPT_MAX_BYTES) },
+    () => ({ withProducer: true }),
+  );
 
   const post = (body: string, headers: Record<string, string> = {}) =>
-    fetch(`${app.url}/v1/followups`, {
+    fetch(`${served.app.url}/v1/followups`, {
       method: 'POST',
       headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json', ...headers },
       body,
@@ -104,7 +96,7 @@ describe('POST /v1/followups', () => {
     expect(res.status).toBe(202);
     const body = (await res.json()) as { dispatchId: string; deduplicated: boolean };
     expect(body).toEqual({ dispatchId: expect.any(String), deduplicated: false });
-    const status = await app.producer?.status(body.dispatchId);
+    const status = await served.app.producer?.status(body.dispatchId);
     expect(status).toMatchObject({
       projectId: 'p1',
       jobId: 'job-10',
@@ -126,7 +118,9 @@ describe('POST /v1/followups', () => {
       expect(results).toHaveLength(2);
       for (const result of results) {
         expect(result.deduplicated).toBe(false);
-        expect(await app.producer?.status(result.dispatchId)).toMatchObject({ state: 'queued' });
+        expect(await served.app.producer?.status(result.dispatchId)).toMatchObject({
+          state: 'queued',
+        });
       }
     }
   });
@@ -174,7 +168,7 @@ describe('POST /v1/followups', () => {
     });
     // The batch's other follow-up was enqueued: the answer says so, and it is there.
     const enqueued = body.results[0]?.dispatchId ?? '';
-    expect(await app.producer?.status(enqueued)).toMatchObject({ state: 'queued' });
+    expect(await served.app.producer?.status(enqueued)).toMatchObject({ state: 'queued' });
   });
 
   it('answers 400 naming meta, not 503, for a meta nested 1,500 levels deep', async () => {
@@ -203,7 +197,7 @@ describe('POST /v1/followups', () => {
       dispatchId: string;
     };
     const auth = { authorization: `Bearer ${TOKEN}` };
-    const found = await fetch(`${app.url}/v1/followups/${dispatchId}`, { headers: auth });
+    const found = await fetch(`${served.app.url}/v1/followups/${dispatchId}`, { headers: auth });
     expect(found.status).toBe(200);
     expect(await found.json()).toMatchObject({
       dispatchId,
@@ -211,16 +205,20 @@ describe('POST /v1/followups', () => {
       jobId: 'job-40',
       state: 'queued',
     });
-    expect(JSON.stringify(await app.producer?.status(dispatchId))).not.toContain('prompt 40');
+    expect(JSON.stringify(await served.app.producer?.status(dispatchId))).not.toContain(
+      'prompt 40',
+    );
 
-    const missing = await fetch(`${app.url}/v1/followups/no-such-dispatch`, { headers: auth });
+    const missing = await fetch(`${served.app.url}/v1/followups/no-such-dispatch`, {
+      headers: auth,
+    });
     expect(missing.status).toBe(404);
     expect(await missing.json()).toHaveProperty('error');
-    expect((await fetch(`${app.url}/v1/followups/${dispatchId}`)).status).toBe(401);
+    expect((await fetch(`${served.app.url}/v1/followups/${dispatchId}`)).status).toBe(401);
   });
 
   it('answers unknown routes with JSON 404', async () => {
-    const res = await fetch(`${app.url}/nope`);
+    const res = await fetch(`${served.app.url}/nope`);
     expect(res.status).toBe(404);
     expect(res.headers.get('content-type')).toMatch(/json/);
   });

@@ -1,12 +1,11 @@
 import { Queue } from 'bullmq';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { connect } from '../../src/redis/connections.js';
 import { keysFor } from '../../src/redis/keys.js';
 import { createLogger } from '../../src/telemetry/logger.js';
 import { createMetrics } from '../../src/telemetry/metrics.js';
 import { METRIC_NAMES } from '../../src/telemetry/names.js';
-import { expectNoLeakedHandles, startTestServer, type TestServer } from '../http/fixture.js';
-import { createNamespace, type Namespace } from '../support/namespace.js';
+import { expectNoLeakedHandles, useTestServer } from '../http/fixture.js';
 import { freePort } from '../support/redis-server.js';
 import { parseExposition } from './exposition.js';
 
@@ -14,21 +13,10 @@ import { parseExposition } from './exposition.js';
 afterAll(() => expectNoLeakedHandles());
 
 describe('/metrics', () => {
-  let ns: Namespace;
-  let app: TestServer;
-
-  beforeAll(async () => {
-    ns = createNamespace('metrics');
-    app = await startTestServer(ns.config());
-  });
-
-  afterAll(async () => {
-    await app?.close();
-    await ns?.cleanup();
-  });
+  const served = useTestServer('metrics');
 
   it('serves valid Prometheus text with every metric, including the Redis-backed ones', async () => {
-    const { metrics, queues } = app;
+    const { metrics, queues } = served.app;
     metrics.sends.inc({ outcome: 'sent' });
     metrics.apiLatency.observe({ operation: 'send', outcome: 'ok' }, 0.12);
     metrics.budgetWait.observe(42);
@@ -39,9 +27,9 @@ describe('/metrics', () => {
     metrics.pollTicks.inc({ outcome: 'ran' });
     await queues[0]?.add('followup', { n: 1 });
     await queues[0]?.add('followup', { n: 2 }, { delay: 60_000 });
-    await ns.redis.zadd(keysFor(ns.prefix).tracked, 1, 'a', 2, 'b', 3, 'c');
+    await served.ns.redis.zadd(keysFor(served.ns.prefix).tracked, 1, 'a', 2, 'b', 3, 'c');
 
-    const res = await fetch(`${app.url}/metrics`);
+    const res = await fetch(`${served.app.url}/metrics`);
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);
     const families = parseExposition(await res.text());
