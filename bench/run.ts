@@ -24,6 +24,7 @@ import { fairnessScenario } from './scenarios/fairness.js';
 import { memoryScenario } from './scenarios/memory.js';
 import { pollerScenario } from './scenarios/poller.js';
 import { redisWorkScenario } from './scenarios/redis-work.js';
+import { tracingScenario } from './scenarios/tracing.js';
 
 const SCENARIOS: readonly Scenario[] = [
   dispatchScenario,
@@ -33,6 +34,7 @@ const SCENARIOS: readonly Scenario[] = [
   pollerScenario,
   memoryScenario,
   redisWorkScenario,
+  tracingScenario,
 ];
 
 const DEFAULT_OUT = fileURLToPath(new URL('../BENCHMARKS.md', import.meta.url));

@@ -15,6 +15,7 @@ import { startCommand } from './cli/start.js';
 import { statusCommand } from './cli/status.js';
 import { ConfigError } from './config/index.js';
 import { InvalidFollowUpError } from './dispatch/followup.js';
+import { stopTracing } from './telemetry/tracing-sdk.js';
 
 const COMMANDS: readonly Command[] = [
   startCommand,
@@ -56,6 +57,9 @@ export async function main(argv: readonly string[], signal: AbortSignal): Promis
     return await command.run(ctx);
   } catch (err) {
     return report(err);
+  } finally {
+    // The last spans go out before the exit (bounded: a collector that is down cannot hold it).
+    await stopTracing();
   }
 }
 

@@ -4,6 +4,7 @@ import { AgentApiError, badResponse, errorFromStatus, type Operation } from './e
 import { errorFromTransport, exchange, type ExchangeResult } from './exchange.js';
 import { agentJobSchema, type AgentJob } from './job.js';
 import { LIFECYCLE } from '../telemetry/names.js';
+import { inHttpSpan, type HttpCall } from '../telemetry/tracing.js';
 
 /** How to reach the agent API. Units are in the names. */
 export interface AgentApiClientOptions {
@@ -30,6 +31,10 @@ export interface CallOptions {
   readonly signal?: AbortSignal;
 }
 
+/** The routes of the two calls, as the HTTP spans' `url.template` (after the base path). */
+const SEND_TEMPLATE = '/v2/agent/{projectId}/job/{id}/message';
+const GET_TEMPLATE = '/v2/agent/{projectId}/job/{id}';
+
 /** Bearer tokens are token68 characters in practice; anything else would break the header. */
 const API_KEY_SHAPE = /^[\x21-\x7e]+$/;
 
@@ -43,6 +48,7 @@ const API_KEY_SHAPE = /^[\x21-\x7e]+$/;
  */
 export class AgentApiClient {
   readonly #pool: Pool;
+  readonly #origin: string;
   readonly #basePath: string;
   #getHeaders: Readonly<Record<string, string>> = {};
   #sendHeaders: Readonly<Record<string, string>> = {};
@@ -58,6 +64,7 @@ export class AgentApiClient {
 
   constructor(options: AgentApiClientOptions) {
     const url = new URL(options.baseUrl);
+    this.#origin = url.origin;
     this.#basePath = url.pathname.replace(/\/+$/, '');
     this.setApiKey(options.apiKey);
     this.#logger = options.logger;
@@ -129,7 +136,7 @@ export class AgentApiClient {
     signal: AbortSignal | undefined,
   ): Promise<AgentJob> {
     const startedAt = performance.now();
-    const outcome = await exchange(this.#pool, request, signal);
+    const outcome = await this.#exchange(op, request, signal);
     const ms = Math.round(performance.now() - startedAt);
     try {
       const job = this.#interpret(op, outcome);
@@ -142,6 +149,29 @@ export class AgentApiClient {
       this.#logger?.debug({ op, projectId, jobId, ms, err }, LIFECYCLE.agentApiCallFailed);
       throw err;
     }
+  }
+
+  /** One exchange in its HTTP client span; a traced request carries the span's `traceparent`. */
+  #exchange(
+    op: Operation,
+    request: Dispatcher.DispatchOptions,
+    signal: AbortSignal | undefined,
+  ): Promise<ExchangeResult> {
+    const call: HttpCall = {
+      method: op === 'send' ? 'POST' : 'GET',
+      template: `${this.#basePath}${op === 'send' ? SEND_TEMPLATE : GET_TEMPLATE}`,
+      url: new URL(request.path, this.#origin),
+    };
+    return inHttpSpan(
+      call,
+      (traceparent) =>
+        exchange(
+          this.#pool,
+          traceparent ? { ...request, headers: { ...request.headers, traceparent } } : request,
+          signal,
+        ),
+      (outcome) => (outcome.ok ? outcome : { status: outcome.status, cause: outcome.cause }),
+    );
   }
 
   #interpret(op: Operation, outcome: ExchangeResult): AgentJob {

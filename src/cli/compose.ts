@@ -9,6 +9,7 @@ import { closeInOrder, type Role } from '../runtime/role.js';
 import { createLogger, logFormatFor, type Logger } from '../telemetry/logger.js';
 import { createMetrics, type Metrics } from '../telemetry/metrics.js';
 import { LIFECYCLE } from '../telemetry/names.js';
+import { startTracing } from '../telemetry/tracing-sdk.js';
 import type { Command, CommandContext } from './command.js';
 
 /**
@@ -20,15 +21,18 @@ import type { Command, CommandContext } from './command.js';
 
 /**
  * Loads the config of a command: the environment, overridden by the command's flags that name a
- * setting, with the command's required settings enforced. Throws `ConfigError` (exit 2).
+ * setting, with the command's required settings enforced. Throws `ConfigError` (exit 2). Starts
+ * the process's tracing when `OTEL_TRACES_EXPORTER` asks for it (the CLI stops it at the exit).
  */
-export function configOf(command: Command, ctx: CommandContext): Config {
+export async function configOf(command: Command, ctx: CommandContext): Promise<Config> {
   const overrides: Partial<Record<SettingName, string>> = {};
   for (const [name, option] of Object.entries(command.options)) {
     const value = ctx.values[name];
     if (option.setting && typeof value === 'string') overrides[option.setting] = value;
   }
-  return loadConfig(ctx.env, overrides, { required: command.requires ?? [] });
+  const config = loadConfig(ctx.env, overrides, { required: command.requires ?? [] });
+  await startTracing(config.tracesExporters, command.name);
+  return config;
 }
 
 /** What the roles of one process share. */
@@ -41,6 +45,8 @@ export interface RoleKit {
 /** Builds the logger and metrics of a role process; `pretty` for `start`, run by a person. */
 export function roleKit(config: Config, pretty = false): RoleKit {
   const logger = createLogger(config.logLevel, undefined, logFormatFor(config.logFormat, pretty));
+  if (config.tracesExporters.length > 0)
+    logger.info({ exporters: config.tracesExporters }, LIFECYCLE.tracingStarted);
   return { config, logger, metrics: createMetrics({ logger }) };
 }
 

@@ -60,7 +60,7 @@ export const enqueueCommand: Command = {
     ) {
       throw new UsageError('enqueue needs --project, --job and --prompt, or --file');
     }
-    const config = configOf(this, ctx);
+    const config = await configOf(this, ctx);
     const producer = producerFor(config);
     try {
       if (file !== undefined)

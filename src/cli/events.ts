@@ -35,7 +35,7 @@ export const eventsCommand: Command = {
   usage: 'events [--follow] [--from ID] [--type T]... [--project P]... [--limit N]',
   details: [
     'Reads EVENTS_STREAM and prints one JSON object per event: the stream entry id as "id", the',
-    'fields of the contract (type, dispatchId, projectId, jobId, status, prLink, v) and "event"',
+    'fields of the contract (type, dispatchId, projectId, jobId, status, prLink, traceparent when traced, v) and "event"',
     'parsed from its JSON. Reading changes nothing in Redis: no consumer group, no acknowledgement.',
     'Without --follow it prints the events after --from (default: the oldest kept) and exits 0;',
     'with --follow it then waits for new ones (from now on, unless --from is given) until SIGTERM',
@@ -70,7 +70,7 @@ export const eventsCommand: Command = {
   requires: ['REDIS_URL'],
   async run(ctx) {
     const options = parseOptions(ctx);
-    const config = configOf(this, ctx);
+    const config = await configOf(this, ctx);
     const redis = connect(config.redisUrl ?? '', 'worker', 'events');
     redis.on('error', (err: Error) => {
       ctx.stderr.write(`agent-dispatch: Redis: ${err.message}\n`);

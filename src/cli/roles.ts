@@ -57,7 +57,7 @@ function roleCommand(
     ...spec,
     requires: ['REDIS_URL', 'AGENT_API_KEY'],
     async run(ctx) {
-      const kit = roleKit(configOf(this, ctx));
+      const kit = roleKit(await configOf(this, ctx));
       warnIfClearTextKey(kit);
       return runUntilSignal(ctx, kit, [start(kit)]);
     },

@@ -22,7 +22,7 @@ export const serveCommand: Command = {
   },
   requires: ['REDIS_URL'],
   async run(ctx) {
-    const base = roleKit(configOf(this, ctx));
+    const base = roleKit(await configOf(this, ctx));
     const kit = { ...base, logger: base.logger.child({ role: 'serve' }) };
     const { config, logger } = kit;
     const serving = await startServing(kit, {

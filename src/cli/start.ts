@@ -58,7 +58,7 @@ export const startCommand: Command = {
     },
   },
   async run(ctx) {
-    const base = configOf(this, ctx);
+    const base = await configOf(this, ctx);
     const say = (line: string) => ctx.stderr.write(`agent-dispatch: ${line}\n`);
     const cleanup: (() => Promise<void>)[] = [];
     try {

@@ -16,7 +16,7 @@ export const statusCommand: Command = {
     const [dispatchId, ...extra] = ctx.positionals;
     if (!dispatchId || extra.length > 0)
       throw new UsageError('status takes exactly one DISPATCH_ID');
-    const config = configOf(this, ctx);
+    const config = await configOf(this, ctx);
     const producer = createProducer({ redisUrl: config.redisUrl ?? '', prefix: config.prefix });
     try {
       const state = await producer.status(dispatchId);

@@ -37,6 +37,8 @@ export interface Config {
   readonly logLevel: string;
   /** Unset: the command decides (`start` is pretty on a terminal; everything else JSON). */
   readonly logFormat: LogFormat | undefined;
+  /** `OTEL_TRACES_EXPORTER`: the trace exporters to start; empty = tracing off (the default). */
+  readonly tracesExporters: readonly string[];
   readonly trackTimeoutMs: number;
   readonly activeGraceMs: number;
   readonly pollMinIntervalMs: number;
@@ -144,6 +146,7 @@ export function loadConfig(
     metricsPort: p.METRICS_PORT,
     logLevel: p.LOG_LEVEL,
     logFormat: p.LOG_FORMAT,
+    tracesExporters: Object.freeze(p.OTEL_TRACES_EXPORTER ?? []),
     trackTimeoutMs: p.TRACK_TIMEOUT,
     activeGraceMs: p.ACTIVE_GRACE,
     pollMinIntervalMs: p.POLL_MIN_INTERVAL,

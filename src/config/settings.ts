@@ -12,6 +12,8 @@ import {
   keyName,
   LOG_FORMATS,
   LOG_LEVELS,
+  OTLP_PROTOCOLS,
+  tracesExporters,
 } from './values.js';
 
 export { LOG_FORMATS, MIN_TOKEN_LENGTH } from './values.js';
@@ -103,6 +105,16 @@ export const SETTINGS = {
     schema: z.enum(LOG_FORMATS, { message: `expected one of ${LOG_FORMATS.join(', ')}` }),
     description:
       '`json` (one JSON object per line) or `pretty` (for a person); default: `pretty` for `start` on a terminal, else `json`',
+  },
+  OTEL_TRACES_EXPORTER: {
+    schema: tracesExporters,
+    description:
+      'traces: `otlp` (to OTEL_EXPORTER_OTLP_ENDPOINT), `console` or `zipkin`; off when unset or `none`. The SDK reads the other standard OTEL_* variables itself',
+  },
+  OTEL_EXPORTER_OTLP_PROTOCOL: {
+    schema: z.enum(OTLP_PROTOCOLS, { message: `expected one of ${OTLP_PROTOCOLS.join(', ')}` }),
+    description:
+      'protocol of the OTLP exporter (read by the SDK); checked here; default `http/protobuf`',
   },
   TRACK_TIMEOUT: {
     schema: duration(1000),

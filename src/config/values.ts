@@ -94,3 +94,25 @@ export const keyName = z.string().regex(/^[\w{}.:-]{1,100}$/, {
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export const LOG_FORMATS = ['json', 'pretty'] as const;
+
+/** Trace exporters the Node SDK knows (`OTEL_TRACES_EXPORTER`); `none` turns tracing off. */
+export const TRACES_EXPORTERS = ['otlp', 'console', 'zipkin', 'none'] as const;
+
+/** `OTEL_TRACES_EXPORTER`: a comma-separated list; the exporters to start (none: off). */
+export const tracesExporters = z.string().transform((text, ctx) => {
+  const names = text
+    .split(',')
+    .map((name) => name.trim())
+    .filter((name) => name !== '');
+  const unknown = names.filter((n) => !(TRACES_EXPORTERS as readonly string[]).includes(n));
+  if (unknown.length > 0) {
+    ctx.addIssue({
+      code: 'custom',
+      message: `expected ${TRACES_EXPORTERS.join(', ')} (comma-separated), got "${unknown.join(', ')}"`,
+    });
+    return z.NEVER;
+  }
+  return names.includes('none') ? [] : [...new Set(names)];
+});
+
+export const OTLP_PROTOCOLS = ['http/protobuf', 'http/json', 'grpc'] as const;

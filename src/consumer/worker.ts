@@ -1,5 +1,5 @@
 import { hostname } from 'node:os';
-import { Worker, type Job } from 'bullmq';
+import { DelayedError, Worker, type Job } from 'bullmq';
 import { QUEUE_NAMES } from '../redis/keys.js';
 import type { DispatchJobData } from '../runtime/jobs.js';
 import { openRoleResources } from '../runtime/resources.js';
@@ -12,6 +12,7 @@ import {
 } from '../runtime/role.js';
 import { EVENT_TYPES } from '../dispatch/event.js';
 import { LIFECYCLE } from '../telemetry/names.js';
+import { inProcessSpan } from '../telemetry/tracing.js';
 import { createProcessor } from './acquire.js';
 import { ConcurrencyController } from './concurrency.js';
 
@@ -47,7 +48,14 @@ export function startConsumer(options: RoleOptions): Role {
     async (job, token) => {
       metrics.inFlight.set({ worker: workerId }, ++inFlight);
       try {
-        return await processJob(job, token);
+        // One `process dispatch` span per run, in the follow-up's trace; a park is no failure.
+        // The payload is checked in the processor; here it may be anything (a poison job).
+        const data = job.data as Partial<DispatchJobData> | undefined;
+        return await inProcessSpan(
+          { ...data, attempt: job.attemptsMade + 1 },
+          (err) => err instanceof DelayedError,
+          () => processJob(job, token),
+        );
       } finally {
         metrics.inFlight.set({ worker: workerId }, --inFlight);
       }

@@ -47,6 +47,8 @@ export interface EventRecord {
   readonly enqueuedAt: number;
   readonly sentAt: number | undefined;
   readonly attempts: number;
+  /** The W3C trace context the event carries, so its consumers can continue the trace. */
+  readonly traceparent?: string | undefined;
 }
 
 /** Everything an event says. Times are epoch milliseconds. */
@@ -64,6 +66,7 @@ interface EventFacts {
   readonly sentAt: number | null;
   readonly finishedAt: number;
   readonly attempts: number;
+  readonly traceparent?: string | undefined;
 }
 
 /** The stream entry's fields (contract, section 5), all strings, in order, as field/value pairs. */
@@ -96,6 +99,8 @@ function entryFields(facts: EventFacts): string[] {
     typeof facts.job?.prLink === 'string' ? facts.job.prLink : '',
     'event',
     JSON.stringify(event),
+    // Only when the follow-up was traced (contract, section 5).
+    ...(facts.traceparent ? ['traceparent', facts.traceparent] : []),
     'v',
     '1',
   ];
@@ -118,6 +123,7 @@ export function eventFields(record: EventRecord, ending: Ending, finishedAt: num
     sentAt: record.sentAt ?? null,
     finishedAt,
     attempts: record.attempts,
+    traceparent: record.traceparent,
   });
 }
 

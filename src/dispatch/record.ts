@@ -53,6 +53,8 @@ export interface DispatchRecord {
   readonly polls: number;
   readonly type: EventType | undefined;
   readonly reason: string | undefined;
+  /** W3C trace context of the producer's `send dispatch`, when it was traced. */
+  readonly traceparent?: string | undefined;
 }
 
 /**
@@ -90,6 +92,7 @@ export function parseRecord(
     polls: Number(hash['polls'] ?? 0),
     type: (hash['type'] || undefined) as EventType | undefined,
     reason: hash['reason'] || undefined,
+    traceparent: hash['traceparent'] || undefined,
   };
 }
 

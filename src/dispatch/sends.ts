@@ -32,11 +32,14 @@ export type Verdict =
  */
 export type MarkResult = 'marked' | 'moved-on' | 'stale';
 
+/** A follow-up to register, with the trace context of the producer's span when traced. */
+export type Registration = FollowUp & { readonly traceparent?: string | undefined };
+
 export function registerInto(
   state: StoreState,
   multi: ChainableCommander,
   dispatchId: string,
-  followUp: FollowUp,
+  followUp: Registration,
 ): void {
   state.scripts.queue(
     multi,
@@ -50,6 +53,7 @@ export function registerInto(
       followUp.key ?? '',
       followUp.meta ? JSON.stringify(followUp.meta) : '',
       contentDigest(followUp),
+      followUp.traceparent ?? '',
     ],
   );
 }

@@ -3,7 +3,7 @@ import type { AgentJob } from '../agent-api/index.js';
 import type { Rate } from '../config/index.js';
 import type { Keys } from '../redis/keys.js';
 import type { Ending } from './event.js';
-import type { FollowUp } from './followup.js';
+import type { Registration } from './sends.js';
 import { defineScripts, LUA } from './lua.js';
 import * as poll from './poll-state.js';
 import type { DispatchRecord, DispatchState } from './record.js';
@@ -32,7 +32,7 @@ export class DispatchStore {
   }
 
   /** Queues REGISTER on `multi`, a MULTI of this store's connection (see register-3.lua). */
-  registerInto(multi: ChainableCommander, dispatchId: string, followUp: FollowUp): void {
+  registerInto(multi: ChainableCommander, dispatchId: string, followUp: Registration): void {
     sends.registerInto(this.#state, multi, dispatchId, followUp);
   }
 

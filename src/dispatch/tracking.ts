@@ -20,6 +20,8 @@ export interface OpenDispatch {
   readonly resendPending: boolean;
   /** How many times a repair replaced its BullMQ job. */
   readonly repairs: number;
+  /** Its trace context, for the BullMQ job a repair adds. */
+  readonly traceparent: string | undefined;
 }
 
 export async function finish(
@@ -133,14 +135,24 @@ export async function openPage(
   }
   const more = page.length === count;
   if (page.length === 0) return { dispatches: [], more };
-  const fields = ['state', 'projectId', 'jobId', 'bullJobId', 'resend', 'repairs'] as const;
+  const fields = [
+    'state',
+    'projectId',
+    'jobId',
+    'bullJobId',
+    'resend',
+    'repairs',
+    'traceparent',
+  ] as const;
   const pipeline = redis.pipeline();
   for (const { id } of page) pipeline.hmget(keys.dispatch(id), ...fields);
   const replies = (await pipeline.exec()) ?? [];
   const dispatches = page.map(({ id, at }, i): OpenDispatch => {
     const [err, values] = replies[i] ?? [new Error('no reply'), []];
     if (err) throw err;
-    const [recordState, projectId, jobId, bullJobId, resend, repairs] = values as (string | null)[];
+    const [recordState, projectId, jobId, bullJobId, resend, repairs, traceparent] = values as (
+      string | null
+    )[];
     return {
       dispatchId: id,
       enqueuedAt: at,
@@ -150,6 +162,7 @@ export async function openPage(
       bullJobId: bullJobId || id,
       resendPending: resend === '1',
       repairs: Number(repairs ?? 0),
+      traceparent: traceparent || undefined,
     };
   });
   return { dispatches, more };

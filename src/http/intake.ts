@@ -11,6 +11,7 @@ import type { Logger } from '../telemetry/logger.js';
 import { bearerToken, secretsEqual } from './auth.js';
 import { sendError } from './errors.js';
 import { LIFECYCLE } from '../telemetry/names.js';
+import { withTraceparent } from '../telemetry/tracing.js';
 
 /**
  * Longest wait for the producer. Its connection fails fast once it has been up, but waits for the
@@ -56,10 +57,14 @@ export function intakeRouter(options: IntakeOptions): Router {
       return sendError(res, 400, 'invalid follow-up', {
         problems: [{ field: '(body)', message: batch }],
       });
-    await answer(res, logger, async () =>
-      batch
-        ? { results: await producer.sendMany(batch) }
-        : await producer.send(body as FollowUpInput),
+    // An incoming W3C `traceparent` header is the parent of each follow-up's `send dispatch`.
+    const traceparent = req.get('traceparent');
+    await answer(res, logger, () =>
+      withTraceparent(traceparent, async () =>
+        batch
+          ? { results: await producer.sendMany(batch) }
+          : await producer.send(body as FollowUpInput),
+      ),
     );
   });
   router.get('/v1/followups/:dispatchId', requireBearer(token), async (req, res) => {

@@ -3,6 +3,7 @@ import type { Config } from '../config/index.js';
 import { AUTH_PROBE_BACKOFF } from '../dispatch/store.js';
 import { within } from '../runtime/deadline.js';
 import { LIFECYCLE } from '../telemetry/names.js';
+import { withTraceparent } from '../telemetry/tracing.js';
 import { pollOne, type TickContext } from './read.js';
 import { sweepLostJobs } from './repair.js';
 
@@ -110,7 +111,10 @@ async function pollBatch(
       }
       probing = pause.on;
       reads++;
-      const read = pollOne(ctx, record, nowMs, pause).then((ended) => {
+      // In the follow-up's trace: the status read and the FINISH join the producer's trace.
+      const read = withTraceparent(record.traceparent, () =>
+        pollOne(ctx, record, nowMs, pause),
+      ).then((ended) => {
         if (ended) finished++;
       });
       const waited = await within(

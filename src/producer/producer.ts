@@ -27,6 +27,7 @@ import {
   RedisUnavailableError,
   type SendResult,
 } from './errors.js';
+import { startSendSpans } from '../telemetry/tracing.js';
 import { buildTransaction, resultsOf } from './transaction.js';
 
 /** `REDIS_DURABILITY`'s default. */
@@ -157,18 +158,36 @@ export function createProducer(options: ProducerOptions): Producer {
     return { client, store };
   }
 
+  /** Enqueues valid follow-ups, each in its `send dispatch` span (the caller's context its parent). */
   async function enqueue(followUps: readonly FollowUp[]): Promise<SendResult[]> {
-    const { client, store } = await connection();
-    const assessment = await durability(client);
-    if (durabilitySetting.mode === 'fsync' && durabilitySetting.strict && assessment.warning)
-      throw new NotDurableError(`REDIS_DURABILITY is strict, and ${assessment.warning}`);
-    const transaction = await buildTransaction(queue, client, store, followUps, attempts);
-    const replies = await transaction.multi.exec().catch((err: unknown) => {
-      throw asRedisFailure(err, redis);
-    });
-    if (!replies) throw new RedisUnavailableError('Redis discarded the transaction; retry it');
-    await onDisk(client, assessment);
-    return resultsOf(followUps, transaction, replies, redis);
+    const spans = startSendSpans(followUps.length);
+    let ids: readonly string[] | undefined;
+    try {
+      const { client, store } = await connection();
+      const assessment = await durability(client);
+      if (durabilitySetting.mode === 'fsync' && durabilitySetting.strict && assessment.warning)
+        throw new NotDurableError(`REDIS_DURABILITY is strict, and ${assessment.warning}`);
+      const transaction = await buildTransaction(
+        queue,
+        client,
+        store,
+        followUps,
+        attempts,
+        spans.traceparents,
+      );
+      ids = transaction.ids;
+      const replies = await transaction.multi.exec().catch((err: unknown) => {
+        throw asRedisFailure(err, redis);
+      });
+      if (!replies) throw new RedisUnavailableError('Redis discarded the transaction; retry it');
+      await onDisk(client, assessment);
+      const results = resultsOf(followUps, transaction, replies, redis);
+      spans.end(ids);
+      return results;
+    } catch (err) {
+      spans.end(ids, err);
+      throw err;
+    }
   }
 
   return {

@@ -17,7 +17,8 @@ import {
 
 /**
  * The producer's one transaction: per follow-up, REGISTER and BullMQ's job add, in one MULTI on
- * BullMQ's connection, so both land or neither does.
+ * BullMQ's connection, so both land or neither does. A traced follow-up's `traceparent` rides in
+ * both, in the same commands: tracing adds no round trip.
  */
 
 /** A MULTI as BullMQ's job add takes it. */
@@ -44,18 +45,21 @@ export async function buildTransaction(
   store: DispatchStore,
   followUps: readonly FollowUp[],
   attempts: number,
+  traceparents: readonly (string | undefined)[],
 ): Promise<Transaction> {
   const multi = client.multi();
   const loads = store.loadScriptsInto(multi, bullmqSources(client));
   const ids = followUps.map((f) => newDispatchId(f.key));
   for (const [i, followUp] of followUps.entries()) {
     const dispatchId = ids[i] as string;
-    store.registerInto(multi, dispatchId, followUp);
+    const traceparent = traceparents[i];
+    store.registerInto(multi, dispatchId, { ...followUp, traceparent });
     const data: DispatchJobData = {
       v: 1,
       dispatchId,
       projectId: followUp.projectId,
       jobId: followUp.jobId,
+      ...(traceparent ? { traceparent } : {}),
     };
     const job = new Job(
       queue,

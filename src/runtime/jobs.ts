@@ -2,17 +2,22 @@ import { createHash, randomUUID } from 'node:crypto';
 import { Job, type JobsOptions, type Queue } from 'bullmq';
 import { z } from 'zod';
 import type { DispatchRef } from '../dispatch/store.js';
+import { TRACEPARENT } from '../telemetry/tracing.js';
 
 /**
  * The BullMQ job that carries a dispatch to a worker. Its payload holds ids only: the prompt and
  * everything else live in the dispatch record, so a job written by an older version still finds
  * the current truth, and nothing large or sensitive sits in BullMQ's hashes or the dashboard.
+ * Unknown fields are ignored, so a worker of an older version reads a newer payload.
  */
 export const dispatchJobSchema = z.object({
   v: z.literal(1),
   dispatchId: z.string().min(1),
   projectId: z.string().min(1),
   jobId: z.string().min(1),
+  /** The follow-up's trace context (also in its record), so a worker's span joins its trace. */
+  // A malformed one is dropped, never a reason to refuse the job.
+  traceparent: z.string().regex(TRACEPARENT).optional().catch(undefined),
 });
 
 export type DispatchJobData = z.infer<typeof dispatchJobSchema>;
@@ -56,7 +61,7 @@ export function newDispatchId(key: string | undefined): string {
 /** Adds the BullMQ job `bullJobId` that carries dispatch `ref` to a worker. */
 export async function addDispatchJob(
   queue: Queue,
-  ref: DispatchRef,
+  ref: DispatchRef & { readonly traceparent?: string | undefined },
   bullJobId: string,
   attempts: number,
 ): Promise<void> {
@@ -65,6 +70,7 @@ export async function addDispatchJob(
     dispatchId: ref.dispatchId,
     projectId: ref.projectId,
     jobId: ref.jobId,
+    ...(ref.traceparent ? { traceparent: ref.traceparent } : {}),
   };
   await queue.add(DISPATCH_JOB_NAME, data, dispatchJobOptions(bullJobId, attempts));
 }

@@ -7,6 +7,7 @@ import type { DispatchStore } from '../dispatch/store.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import { LIFECYCLE } from '../telemetry/names.js';
+import { inSettleSpan } from '../telemetry/tracing.js';
 import { within } from './deadline.js';
 import { wakeDispatch } from './jobs.js';
 
@@ -128,7 +129,10 @@ export async function endDispatch(
   ending: Ending,
   expected?: DispatchState,
 ): Promise<boolean> {
-  const { finished, nextDispatchId } = await ctx.store.finish(record, ending, expected);
+  // The event carries the trace context of this settle span (or the stored one, untraced here).
+  const { finished, nextDispatchId } = await inSettleSpan(record, ending.type, (traceparent) =>
+    ctx.store.finish({ ...record, traceparent }, ending, expected),
+  );
   if (finished) ctx.metrics.eventsPublished.inc({ type: ending.type });
   if (nextDispatchId) await wakeDispatch(ctx.queue, nextDispatchId);
   return finished;

@@ -76,6 +76,8 @@ export const LIFECYCLE = {
   /** An ordered shutdown hit its deadline; what is left is abandoned. */
   shutdownDeadline: 'shutdown:deadline',
   configClearTextKey: 'config:clear-text-key',
+  /** The OpenTelemetry SDK exports this process's spans (OTEL_TRACES_EXPORTER). */
+  tracingStarted: 'tracing:started',
 } as const;
 
 /** Metric names, defined once. Every name starts with `agent_dispatch_`. */
@@ -98,4 +100,27 @@ export const METRIC_NAMES = {
   redisUp: 'agent_dispatch_redis_up',
   repairs: 'agent_dispatch_repairs_total',
   authPaused: 'agent_dispatch_api_auth_paused',
+} as const;
+
+/** Span names (OpenTelemetry messaging conventions: `{operation} {destination}`). */
+export const SPAN_NAMES = {
+  send: 'send dispatch',
+  process: 'process dispatch',
+  settle: 'settle dispatch',
+} as const;
+
+/** Span attribute names beyond the stable ones `@opentelemetry/semantic-conventions` exports. */
+export const SPAN_ATTRIBUTES = {
+  messagingSystem: 'messaging.system',
+  destination: 'messaging.destination.name',
+  operationType: 'messaging.operation.type',
+  operationName: 'messaging.operation.name',
+  messageId: 'messaging.message.id',
+  urlTemplate: 'url.template',
+  /** The BullMQ attempt a worker run is (1 for the first). */
+  attempt: 'agent_dispatch.attempt',
+  /** What a worker run came to: `sent`, `parked`, `undeliverable: ...`. */
+  outcome: 'agent_dispatch.outcome',
+  /** The completion event's `type`, on `settle dispatch`. */
+  eventType: 'agent_dispatch.event.type',
 } as const;

@@ -34,6 +34,36 @@ describe('units', () => {
 });
 
 describe('loadConfig', () => {
+  it('turns tracing on only for the exporters OTEL_TRACES_EXPORTER names', () => {
+    expect(loadConfig({}).tracesExporters).toEqual([]);
+    expect(loadConfig({ OTEL_TRACES_EXPORTER: 'none' }).tracesExporters).toEqual([]);
+    expect(loadConfig({ OTEL_TRACES_EXPORTER: 'otlp, console' }).tracesExporters).toEqual([
+      'otlp',
+      'console',
+    ]);
+    const problems = (env: Record<string, string>) =>
+      (() => {
+        try {
+          loadConfig(env);
+        } catch (err) {
+          return (err as ConfigError).problems;
+        }
+        return [];
+      })();
+    expect(problems({ OTEL_TRACES_EXPORTER: 'otlp,jaeger' })).toEqual([
+      {
+        setting: 'OTEL_TRACES_EXPORTER',
+        message: 'expected otlp, console, zipkin, none (comma-separated), got "jaeger"',
+      },
+    ]);
+    expect(problems({ OTEL_EXPORTER_OTLP_PROTOCOL: 'http' })).toEqual([
+      {
+        setting: 'OTEL_EXPORTER_OTLP_PROTOCOL',
+        message: 'expected one of http/protobuf, http/json, grpc',
+      },
+    ]);
+  });
+
   it('applies the contract defaults', () => {
     const config = loadConfig({});
     expect(config).toMatchObject({

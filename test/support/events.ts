@@ -10,6 +10,8 @@ export interface StreamEvent {
   readonly jobId: string;
   readonly status: string;
   readonly prLink: string;
+  /** Present only when the follow-up was traced. */
+  readonly traceparent: string | undefined;
   readonly v: string;
   readonly event: Record<string, unknown>;
 }
@@ -28,6 +30,7 @@ export async function readEvents(redis: Redis, stream: string): Promise<StreamEv
       jobId: f['jobId'] ?? '',
       status: f['status'] ?? '',
       prLink: f['prLink'] ?? '',
+      traceparent: f['traceparent'],
       v: f['v'] ?? '',
       event: JSON.parse(f['event'] ?? 'null') as Record<string, unknown>,
     };

@@ -18,6 +18,7 @@
     ARGV[5] idempotency key ('' = none)
     ARGV[6] meta as JSON ('' = none)
     ARGV[7] digest of the content, computed by the producer
+    ARGV[8] W3C traceparent of the producer's span ('' = not traced)
 
   Output:
     1  registered
@@ -25,7 +26,7 @@
     -1 this id exists with another digest: the key was used for a different follow-up
 ]]
 local recordKey, laneKey, openKey = KEYS[1], KEYS[2], KEYS[3]
-local dispatchId, digest = ARGV[1], ARGV[7]
+local dispatchId, digest, traceparent = ARGV[1], ARGV[7], ARGV[8]
 
 if redis.call('EXISTS', recordKey) == 1 then
   local stored = redis.call('HGET', recordKey, 'digest')
@@ -33,9 +34,15 @@ if redis.call('EXISTS', recordKey) == 1 then
   return 0
 end
 --- @include "includes/now"
-redis.call('HSET', recordKey, 'projectId', ARGV[2], 'jobId', ARGV[3], 'prompt', ARGV[4],
-  'key', ARGV[5], 'meta', ARGV[6], 'digest', digest, 'state', 'queued', 'enqueuedAt', now,
-  'attempts', 0, 'polls', 0)
+local fields = {'projectId', ARGV[2], 'jobId', ARGV[3], 'prompt', ARGV[4], 'key', ARGV[5],
+  'meta', ARGV[6], 'digest', digest, 'state', 'queued', 'enqueuedAt', now, 'attempts', 0,
+  'polls', 0}
+-- In the same HSET: a traced follow-up costs no command more than an untraced one.
+if traceparent and traceparent ~= '' then
+  fields[#fields + 1] = 'traceparent'
+  fields[#fields + 1] = traceparent
+end
+redis.call('HSET', recordKey, unpack(fields))
 redis.call('RPUSH', laneKey, dispatchId)
 redis.call('ZADD', openKey, now, dispatchId)
 return 1

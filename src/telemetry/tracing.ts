@@ -1,0 +1,233 @@
+import {
+  context,
+  isSpanContextValid,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+  TraceFlags,
+  type Attributes,
+  type Context,
+  type Span,
+  type SpanContext,
+} from '@opentelemetry/api';
+import {
+  ATTR_ERROR_TYPE,
+  ATTR_HTTP_REQUEST_METHOD,
+  ATTR_HTTP_RESPONSE_STATUS_CODE,
+  ATTR_SERVER_ADDRESS,
+  ATTR_SERVER_PORT,
+  ATTR_URL_FULL,
+} from '@opentelemetry/semantic-conventions';
+import { QUEUE_NAMES } from '../redis/keys.js';
+import { SPAN_ATTRIBUTES, SPAN_NAMES } from './names.js';
+
+/**
+ * The service's spans, all of them here; roles call these thin functions at the points of use.
+ * Only the OpenTelemetry API is used: without an SDK registered (no OTEL_TRACES_EXPORTER, see
+ * `tracing-sdk.ts`) every span is a no-op and no trace context is made up. The library's caller
+ * may register its own SDK: its active context is then the parent of `send dispatch`.
+ *
+ * The trace context of a follow-up travels as a W3C `traceparent` string, stored in its dispatch
+ * record (and the BullMQ job's ids-only payload), so every attempt, status read and the event of
+ * one follow-up join the producer's trace. It is written here, not by the global propagator:
+ * the record's field is a W3C traceparent whatever `OTEL_PROPAGATORS` says.
+ */
+
+const tracer = () => trace.getTracer('agent-dispatch');
+
+/** A W3C `traceparent` of version 00, as stored and accepted (lowercase hex). */
+export const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
+
+/** The W3C `traceparent` of the span active in `ctx`, or `undefined` when there is none. */
+export function traceparentOf(ctx: Context = context.active()): string | undefined {
+  const span = trace.getSpanContext(ctx);
+  if (!span || !isSpanContextValid(span)) return undefined;
+  const flags = (span.traceFlags & 0xff).toString(16).padStart(2, '0');
+  return `00-${span.traceId}-${span.spanId}-${flags}`;
+}
+
+/** `base` continuing `traceparent` (a remote parent); `base` when it is absent or malformed. */
+export function contextOf(
+  traceparent: string | undefined,
+  base: Context = context.active(),
+): Context {
+  const match = traceparent === undefined ? null : TRACEPARENT.exec(traceparent.trim());
+  if (!match) return base;
+  const parent: SpanContext = {
+    traceId: match[1] as string,
+    spanId: match[2] as string,
+    traceFlags: parseInt(match[3] as string, 16) & TraceFlags.SAMPLED,
+    isRemote: true,
+  };
+  return isSpanContextValid(parent) ? trace.setSpanContext(base, parent) : base;
+}
+
+/** Runs `fn` with the follow-up's stored trace context active (e.g. a status read). */
+export function withTraceparent<T>(traceparent: string | undefined, fn: () => T): T {
+  return context.with(contextOf(traceparent), fn);
+}
+
+/** The messaging attributes of an operation on one follow-up (OpenTelemetry semconv). */
+function messaging(operation: 'send' | 'process' | 'settle', dispatchId: string): Attributes {
+  return {
+    [SPAN_ATTRIBUTES.messagingSystem]: 'bullmq',
+    [SPAN_ATTRIBUTES.destination]: QUEUE_NAMES.dispatch,
+    [SPAN_ATTRIBUTES.operationType]: operation,
+    [SPAN_ATTRIBUTES.operationName]: operation,
+    [SPAN_ATTRIBUTES.messageId]: dispatchId,
+  };
+}
+
+/** A low-cardinality name for a failure: its `code`, else its class name. */
+export function errorTypeOf(err: unknown): string {
+  if (typeof err === 'object' && err !== null) {
+    const code = (err as { code?: unknown }).code;
+    if (typeof code === 'string' && code !== '') return code;
+    if (err instanceof Error) return err.name;
+  }
+  return '_OTHER';
+}
+
+/** Marks `span` failed with `error.type`; the message is left out (it may quote a response). */
+function fail(span: Span, errorType: string): void {
+  span.setAttribute(ATTR_ERROR_TYPE, errorType);
+  span.setStatus({ code: SpanStatusCode.ERROR });
+}
+
+/**
+ * The producer's spans, one `send dispatch` (PRODUCER) per follow-up, children of the caller's
+ * active context. `traceparents[i]` goes into follow-up i's record; `end` closes them all.
+ */
+export function startSendSpans(count: number): {
+  readonly traceparents: readonly (string | undefined)[];
+  end(ids: readonly string[] | undefined, err?: unknown): void;
+} {
+  const parent = context.active();
+  const spans = Array.from({ length: count }, () =>
+    tracer().startSpan(SPAN_NAMES.send, { kind: SpanKind.PRODUCER }, parent),
+  );
+  return {
+    traceparents: spans.map((span) => traceparentOf(trace.setSpan(parent, span))),
+    end(ids, err) {
+      for (const [i, span] of spans.entries()) {
+        const id = ids?.[i];
+        span.setAttributes(messaging('send', id ?? ''));
+        if (err !== undefined) fail(span, errorTypeOf(err));
+        span.end();
+      }
+    },
+  };
+}
+
+/**
+ * Runs one worker attempt of a follow-up in its `process dispatch` span (CONSUMER), a child of
+ * the trace stored with the follow-up. `parked` tells a thrown park (no failure) from a failure.
+ */
+export async function inProcessSpan<T>(
+  job: { readonly dispatchId?: unknown; readonly traceparent?: unknown; readonly attempt: number },
+  parked: (err: unknown) => boolean,
+  fn: () => Promise<T>,
+): Promise<T> {
+  const traceparent = typeof job.traceparent === 'string' ? job.traceparent : undefined;
+  const parent = contextOf(traceparent, context.active());
+  const id = typeof job.dispatchId === 'string' ? job.dispatchId : '';
+  const attributes = { ...messaging('process', id), [SPAN_ATTRIBUTES.attempt]: job.attempt };
+  const span = tracer().startSpan(
+    SPAN_NAMES.process,
+    { kind: SpanKind.CONSUMER, attributes },
+    parent,
+  );
+  try {
+    const result = await context.with(trace.setSpan(parent, span), fn);
+    if (typeof result === 'string') span.setAttribute(SPAN_ATTRIBUTES.outcome, result);
+    return result;
+  } catch (err) {
+    if (parked(err)) span.setAttribute(SPAN_ATTRIBUTES.outcome, 'parked');
+    else fail(span, errorTypeOf(err));
+    throw err;
+  } finally {
+    span.end();
+  }
+}
+
+/**
+ * Runs FINISH in the `settle dispatch` span (INTERNAL), a child of the active span (a worker
+ * attempt) or else of the follow-up's stored trace (the poller). `fn` gets the traceparent the
+ * event carries: the settle span's, or the stored one where this process does not trace.
+ */
+export async function inSettleSpan<T>(
+  record: { readonly dispatchId: string; readonly traceparent?: string | undefined },
+  type: string,
+  fn: (traceparent: string | undefined) => Promise<T>,
+): Promise<T> {
+  const active = context.active();
+  const parent = trace.getSpan(active) ? active : contextOf(record.traceparent, active);
+  const attributes = {
+    ...messaging('settle', record.dispatchId),
+    [SPAN_ATTRIBUTES.eventType]: type,
+  };
+  const span = tracer().startSpan(SPAN_NAMES.settle, { attributes }, parent);
+  const spanContext = trace.setSpan(parent, span);
+  const traceparent = span.isRecording() ? traceparentOf(spanContext) : record.traceparent;
+  try {
+    return await context.with(spanContext, () => fn(traceparent));
+  } catch (err) {
+    fail(span, errorTypeOf(err));
+    throw err;
+  } finally {
+    span.end();
+  }
+}
+
+/** What the agent-API client tells of one request, for its HTTP client span. */
+export interface HttpCall {
+  readonly method: 'GET' | 'POST';
+  /** The low-cardinality route, as `url.template`. */
+  readonly template: string;
+  readonly url: URL;
+}
+
+/** What came of one request: the response's status, or none and why (`error.type`). */
+export interface HttpOutcome {
+  readonly status: number | undefined;
+  readonly cause?: unknown;
+}
+
+/**
+ * Runs one agent-API request in an HTTP client span (CLIENT, HTTP semconv). `fn` gets the
+ * `traceparent` header to send (none when not tracing); `outcomeOf` says what came of it.
+ */
+export async function inHttpSpan<T>(
+  call: HttpCall,
+  fn: (traceparent: string | undefined) => Promise<T>,
+  outcomeOf: (result: T) => HttpOutcome,
+): Promise<T> {
+  const port = call.url.port || (call.url.protocol === 'https:' ? '443' : '80');
+  const span = tracer().startSpan(`${call.method} ${call.template}`, {
+    kind: SpanKind.CLIENT,
+    attributes: {
+      [ATTR_HTTP_REQUEST_METHOD]: call.method,
+      [ATTR_URL_FULL]: call.url.href,
+      [SPAN_ATTRIBUTES.urlTemplate]: call.template,
+      [ATTR_SERVER_ADDRESS]: call.url.hostname,
+      [ATTR_SERVER_PORT]: Number(port),
+    },
+  });
+  const traceparent = span.isRecording()
+    ? traceparentOf(trace.setSpan(context.active(), span))
+    : undefined;
+  try {
+    const result = await fn(traceparent);
+    const { status, cause } = outcomeOf(result);
+    if (status !== undefined) span.setAttribute(ATTR_HTTP_RESPONSE_STATUS_CODE, status);
+    // A status of 400 or more names the failure; otherwise the transport's failure does.
+    if (status !== undefined && status >= 400) fail(span, String(status));
+    else if (status === undefined || cause !== undefined) fail(span, errorTypeOf(cause));
+    return result;
+  } catch (err) {
+    fail(span, errorTypeOf(err));
+    throw err;
+  } finally {
+    span.end();
+  }
+}
