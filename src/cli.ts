@@ -5,6 +5,7 @@
  */
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { EXIT, UsageError, type Command, type CommandContext } from './cli/command.js';
+import { cancelCommand, projectCommand } from './cli/controls.js';
 import { enqueueCommand } from './cli/enqueue.js';
 import { eventsCommand } from './cli/events.js';
 import { commandHelp, topLevelHelp } from './cli/help.js';
@@ -15,6 +16,7 @@ import { startCommand } from './cli/start.js';
 import { statusCommand } from './cli/status.js';
 import { ConfigError } from './config/index.js';
 import { InvalidFollowUpError } from './dispatch/followup.js';
+import { InvalidControlError } from './producer/index.js';
 
 const COMMANDS: readonly Command[] = [
   startCommand,
@@ -23,6 +25,8 @@ const COMMANDS: readonly Command[] = [
   serveCommand,
   enqueueCommand,
   statusCommand,
+  cancelCommand,
+  projectCommand,
   eventsCommand,
   simulateCommand,
 ];
@@ -84,6 +88,10 @@ function report(err: unknown): number {
   }
   if (err instanceof UsageError) {
     write(err.message);
+    return EXIT.usage;
+  }
+  if (err instanceof InvalidControlError) {
+    write(`${err.field}: ${err.problem}`);
     return EXIT.usage;
   }
   if (err instanceof InvalidFollowUpError) {

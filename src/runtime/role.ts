@@ -3,7 +3,7 @@ import type { AgentApiClient } from '../agent-api/index.js';
 import type { Config } from '../config/index.js';
 import type { Ending } from '../dispatch/event.js';
 import type { DispatchRecord, DispatchState } from '../dispatch/record.js';
-import type { DispatchStore } from '../dispatch/store.js';
+import type { DispatchStore, Finished } from '../dispatch/store.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import { LIFECYCLE } from '../telemetry/names.js';
@@ -128,8 +128,21 @@ export async function endDispatch(
   ending: Ending,
   expected?: DispatchState,
 ): Promise<boolean> {
-  const { finished, nextDispatchId } = await ctx.store.finish(record, ending, expected);
-  if (finished) ctx.metrics.eventsPublished.inc({ type: ending.type });
-  if (nextDispatchId) await wakeDispatch(ctx.queue, nextDispatchId);
-  return finished;
+  return (await finishAndHandOn(ctx, record, ending, expected)).finished;
+}
+
+/**
+ * {@link endDispatch} for a caller that may have no metrics (an operator's cancel through the
+ * library): resolves to all that FINISH answered, the state it found when it changed nothing.
+ */
+export async function finishAndHandOn(
+  ctx: Pick<RoleContext, 'store' | 'queue'> & { readonly metrics?: Metrics | undefined },
+  record: DispatchRecord,
+  ending: Ending,
+  expected?: DispatchState,
+): Promise<Finished> {
+  const result = await ctx.store.finish(record, ending, expected);
+  if (result.finished) ctx.metrics?.eventsPublished.inc({ type: ending.type });
+  if (result.nextDispatchId) await wakeDispatch(ctx.queue, result.nextDispatchId);
+  return result;
 }
