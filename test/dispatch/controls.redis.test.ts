@@ -194,7 +194,7 @@ describe('operator controls in the store (cancel, pause, limit, show)', () => {
 
   it('refuses a malformed limit or project id naming the field, and changes nothing', async () => {
     const keys = keysFor(fixture().ns.prefix);
-    for (const [call, field] of [
+    const cases: [(a: Admin) => Promise<unknown>, string][] = [
       [(a: Admin) => a.setProjectLimit('P', '50 per hour'), 'limit'],
       [(a: Admin) => a.setProjectLimit('P', '0/1h'), 'limit'],
       [(a: Admin) => a.setProjectLimit('P', '5/0s'), 'limit'],
@@ -202,7 +202,8 @@ describe('operator controls in the store (cancel, pause, limit, show)', () => {
       [(a: Admin) => a.pauseProject(''), 'projectId'],
       [(a: Admin) => a.pauseProject('a\nb'), 'projectId'],
       [(a: Admin) => a.cancel('x'.repeat(201)), 'dispatchId'],
-    ] as const) {
+    ];
+    for (const [call, field] of cases) {
       const err = await withAdmin(call).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(InvalidControlError);
       expect(err).toMatchObject({ code: 'invalid_control', field });
