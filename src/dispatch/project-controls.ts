@@ -72,12 +72,13 @@ export class ProjectControls {
 
   /**
    * Sets (`limit` as written, with its counted `rate`) or clears (`undefined`) a project's own
-   * limit. Resolves to the previous one (`undefined`: none) and the reserved slots dropped.
+   * limit. Resolves to the previous one (`undefined`: none) and the dispatches whose slot,
+   * reserved under the old limit, was dropped: the caller wakes them to reserve again.
    */
   async setLimit(
     projectId: string,
     limit: { text: string; rate: BudgetRate } | undefined,
-  ): Promise<{ previous: string | undefined; droppedReservations: number }> {
+  ): Promise<{ previous: string | undefined; reservedBy: string[] }> {
     const { controls, budget } = this.#keys(projectId);
     const [previous, dropped] = (await this.#state.scripts.run(
       'projectLimit',
@@ -89,8 +90,8 @@ export class ProjectControls {
         limit?.rate.windowMs ?? 0,
         limit?.rate.toleranceMs ?? 0,
       ],
-    )) as [string, number];
-    return { previous: previous || undefined, droppedReservations: dropped };
+    )) as [string, string[]];
+    return { previous: previous || undefined, reservedBy: dropped };
   }
 
   /** What `project show` prints; `defaults` is `SEND_RATE_LIMIT` as counted. */

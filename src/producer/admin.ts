@@ -114,12 +114,13 @@ export function createAdmin(options: AdminOptions): Admin {
   async function setLimit(projectIdInput: string, limit: string | undefined) {
     const projectId = checkId('projectId', projectIdInput);
     const parsed = limit === undefined ? undefined : checkLimit(limit);
-    const { previous } = await run(() =>
-      store.projects.setLimit(
-        projectId,
-        parsed && { text: parsed.text, rate: budgetRate(parsed.rate) },
-      ),
-    );
+    const { previous } = await run(async () => {
+      const rate = parsed && { text: parsed.text, rate: budgetRate(parsed.rate) };
+      const changed = await store.projects.setLimit(projectId, rate);
+      // Follow-ups asleep until a slot of the old limit reserve one of the new limit now.
+      await wakeAll(queue, changed.reservedBy);
+      return changed;
+    });
     return { projectId, limit: parsed?.text ?? null, previous: previous ?? null };
   }
 
@@ -139,8 +140,7 @@ export function createAdmin(options: AdminOptions): Admin {
       const projectId = checkId('projectId', projectIdInput);
       return run(async () => {
         const { changed, parked } = await store.projects.resume(projectId);
-        for (let i = 0; i < parked.length; i += 50)
-          await Promise.all(parked.slice(i, i + 50).map((id) => wakeDispatch(queue, id)));
+        await wakeAll(queue, parked);
         return { projectId, paused: false, changed, woken: parked.length };
       });
     },
@@ -158,6 +158,12 @@ export function createAdmin(options: AdminOptions): Admin {
       return closing;
     },
   };
+}
+
+/** Wakes parked BullMQ jobs, 50 at a time. */
+async function wakeAll(queue: Queue, bullJobIds: readonly string[]): Promise<void> {
+  for (let i = 0; i < bullJobIds.length; i += 50)
+    await Promise.all(bullJobIds.slice(i, i + 50).map((id) => wakeDispatch(queue, id)));
 }
 
 function rateOf(value: string | Rate | undefined): Rate {

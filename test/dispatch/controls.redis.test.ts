@@ -3,13 +3,13 @@ import { describe, expect, it } from 'vitest';
 import { budgetRate } from '../../src/dispatch/budget.js';
 import type { DispatchRef } from '../../src/dispatch/store.js';
 import {
-  createAdmin,
   InvalidControlError,
   NotCancellableError,
   UnknownDispatchError,
   type Admin,
 } from '../../src/producer/index.js';
 import { keysFor } from '../../src/redis/keys.js';
+import { adminOf } from '../support/admin.js';
 import { readEvents } from '../support/events.js';
 import { useStore } from '../support/store.js';
 
@@ -20,13 +20,7 @@ describe('operator controls in the store (cancel, pause, limit, show)', () => {
   const fixture = useStore('controls');
 
   async function withAdmin<T>(use: (admin: Admin) => Promise<T>): Promise<T> {
-    const { ns } = fixture();
-    const admin = createAdmin({
-      redisUrl: ns.redisUrl,
-      prefix: ns.prefix,
-      eventsStream: ns.eventsStream,
-      sendRateLimit: '100/1m',
-    });
+    const admin = adminOf(fixture().ns, '100/1m');
     try {
       return await use(admin);
     } finally {

@@ -3,9 +3,9 @@
   place of SEND_RATE_LIMIT from the next send on, counted on the same sliding-window log, so no
   window of the new limit holds more than its max, the sends made before the change included.
 
-  Budget slots reserved under the old limit (members `r:<id>`) are dropped: their follow-ups,
-  waking, find none and reserve again under the new one, instead of spending a slot the new limit
-  may not allow.
+  Budget slots reserved under the old limit (members `r:<id>`) are dropped, and their dispatch
+  ids returned for the caller to wake: they reserve again under the new limit, now, instead of
+  sleeping until a slot of the old one and spending what the new limit may not allow.
 
   Input:
     KEYS[1] project controls
@@ -18,7 +18,7 @@
     ARGV[4] windowMs, margin included
     ARGV[5] toleranceMs
 
-  Output: {the previous limit as written ('' = none), reserved slots dropped}
+  Output: {the previous limit as written ('' = none), {dispatch ids whose reserved slot was dropped}}
 ]]
 local controlsKey, budgetKey, controlledKey = KEYS[1], KEYS[2], KEYS[3]
 local projectId, limit = ARGV[1], ARGV[2]
@@ -36,7 +36,9 @@ local reserved = {}
 for _, member in ipairs(redis.call('ZRANGE', budgetKey, 0, -1)) do
   if string.sub(member, 1, 2) == 'r:' then reserved[#reserved + 1] = member end
 end
+local ids = {}
 for i = 1, #reserved, 500 do
   redis.call('ZREM', budgetKey, unpack(reserved, i, math.min(i + 499, #reserved)))
 end
-return {previous, #reserved}
+for i, member in ipairs(reserved) do ids[i] = string.sub(member, 3) end
+return {previous, ids}
