@@ -94,14 +94,21 @@ export class ProjectControls {
     return { previous: previous || undefined, reservedBy: dropped };
   }
 
-  /** What `project show` prints; `defaults` is `SEND_RATE_LIMIT` as counted. */
-  async show(projectId: string, defaults: BudgetRate): Promise<ProjectState> {
+  /**
+   * What `project show` prints; `defaults` is `SEND_RATE_LIMIT` as counted. The counts read at
+   * most `scanCap` open follow-ups (0: no counts, for a caller that counted them itself).
+   */
+  async show(
+    projectId: string,
+    defaults: BudgetRate,
+    scanCap = SHOW_SCAN_CAP,
+  ): Promise<ProjectState> {
     const { keys } = this.#state;
     const { controls, budget } = this.#keys(projectId);
     const reply = (await this.#state.scripts.run(
       'projectShow',
       [controls, budget, keys.park(projectId), keys.open],
-      [defaults.max, defaults.windowMs, keys.dispatch(''), projectId, SHOW_SCAN_CAP],
+      [defaults.max, defaults.windowMs, keys.dispatch(''), projectId, scanCap],
     )) as [number, number, number, string, ...number[]];
     const [nowMs, paused, pausedAt, limit, ...n] = reply;
     const at = (i: number) => n[i] ?? 0;

@@ -5,6 +5,7 @@ import type { Keys } from '../redis/keys.js';
 import type { Ending } from './event.js';
 import type { FollowUp } from './followup.js';
 import { defineScripts, LUA } from './lua.js';
+import { OperatorViews } from './operator-views.js';
 import * as poll from './poll-state.js';
 import { ProjectControls } from './project-controls.js';
 import type { DispatchRecord, DispatchState } from './record.js';
@@ -19,6 +20,7 @@ export { AUTH_PROBE_BACKOFF, parseSendPause, type SendPause } from './send-pause
 export type { DispatchRef, StoreOptions } from './store-state.js';
 export type { Finished, OpenDispatch } from './tracking.js';
 export type { ProjectState } from './project-controls.js';
+export type { EventView, OperatorViews, TrackedView } from './operator-views.js';
 
 /**
  * The dispatch records, lanes, budgets, parks, the send pause, the tracked set, the open index and
@@ -30,10 +32,13 @@ export class DispatchStore {
   readonly #state: StoreState;
   /** An operator's controls of a project: pause, resume, its own limit, `show`. */
   readonly projects: ProjectControls;
+  /** What the operator's page reads besides: tracked follow-ups, the last events. */
+  readonly views: OperatorViews;
 
   constructor(redis: Redis, keys: Keys, options: StoreOptions) {
     this.#state = { redis, keys, options, scripts: defineScripts(redis) };
     this.projects = new ProjectControls(this.#state);
+    this.views = new OperatorViews(this.#state);
   }
 
   /** Queues REGISTER on `multi`, a MULTI of this store's connection (see register-3.lua). */
@@ -173,9 +178,8 @@ export class DispatchStore {
   }
 
   /**
-   * Pauses every send of the fleet: the agent API answered `httpStatus` (401/403: the key; 3xx:
-   * `AGENT_API_URL`). `started` is true for the one call that started the pause (the one to log
-   * it); `probeAt` is when the next probe may go.
+   * Pauses every send of the fleet after `httpStatus` (401/403: the key; 3xx: `AGENT_API_URL`);
+   * `started`: this call started it (and logs it); `probeAt`: when the next probe may go.
    */
   pauseSends(
     httpStatus: number,
@@ -184,10 +188,7 @@ export class DispatchStore {
     return pause.pauseSends(this.#state, httpStatus, backoff);
   }
 
-  /**
-   * Ends the pause of every send (the key works again). Resolves to whether it was paused, and
-   * the BullMQ jobs it had parked (see {@link noteAuthParked}), for the caller to wake.
-   */
+  /** Ends the pause of every send: whether it was paused, and the jobs it parked, to wake. */
   resumeSends(): Promise<{ resumed: boolean; parked: string[] }> {
     return pause.resumeSends(this.#state);
   }
@@ -197,10 +198,7 @@ export class DispatchStore {
     return pause.noteParked(this.#state, bullJobId);
   }
 
-  /**
-   * For a status read while sends are paused: `none` (not paused), `wait` (not the probe time
-   * yet), or `probe` (this caller probes, and the next probe time moves ahead, as for a send).
-   */
+  /** For a status read while sends are paused: `none`, `wait`, or `probe` (this caller probes). */
   claimProbe(): Promise<'none' | 'wait' | 'probe'> {
     return pause.claimProbe(this.#state);
   }

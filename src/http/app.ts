@@ -60,6 +60,9 @@ export function createApp(options: AppOptions): Express {
       token: config.dashboardToken,
       queues: options.queues,
       allowRetries: config.dashboardAllowRetries,
+      admin: options.admin,
+      allowControls: config.dashboardAllowControls,
+      logger,
     }),
   );
   app.use(notFound);

@@ -16,6 +16,7 @@ import {
   type ProjectView,
 } from './controls.js';
 import { asRedisFailure, RedisUnavailableError } from './errors.js';
+import { readOverview, type Overview, type OverviewOptions } from './overview.js';
 
 /** Options of {@link createAdmin}; every default matches the service's settings. */
 export interface AdminOptions {
@@ -73,6 +74,8 @@ export interface Admin {
   project(projectId: string): Promise<ProjectView>;
   /** The projects with a pause or a limit of their own. */
   controlledProjects(): Promise<string[]>;
+  /** Everything the operator's page shows at once (`/dashboard/followups`). */
+  overview(options?: OverviewOptions): Promise<Overview>;
   /** `producer.cancel`: ends a queued follow-up `followup.cancelled`. */
   cancel(dispatchId: string): Promise<CancelResult>;
   close(): Promise<void>;
@@ -149,6 +152,7 @@ export function createAdmin(options: AdminOptions): Admin {
     showProject,
     project: showProject,
     controlledProjects: () => run(() => store.projects.controlled()),
+    overview: (overviewOptions) => run(() => readOverview(store, defaultRate, overviewOptions)),
     cancel: (dispatchId) => run(() => cancelFollowUp({ store, queue }, dispatchId)),
     close() {
       closing ??= (async () => {

@@ -15,3 +15,4 @@ export {
   type CancelResult,
   type ProjectView,
 } from './controls.js';
+export type { Overview, OverviewOptions, QueuedView } from './overview.js';

@@ -17,7 +17,7 @@
     ARGV[2] default windowMs, margin included
     ARGV[3] the prefix of every record key
     ARGV[4] projectId
-    ARGV[5] most open entries to read
+    ARGV[5] most open entries to read (0: none, no counts)
 
   Output: {now, paused (1/0), pausedAt, limit as written ('' = default), max, windowMs, sends in
     the window, reserved slots, next slot, parked until (0 = not), queued, sending, tracked,
@@ -47,7 +47,8 @@ local parked = tonumber(redis.call('GET', parkKey) or '0')
 if parked <= now then parked = 0 end
 
 local queued, sending, tracked = 0, 0, 0
-local ids = redis.call('ZRANGE', openKey, 0, cap - 1)
+local ids = {}
+if cap > 0 then ids = redis.call('ZRANGE', openKey, 0, cap - 1) end
 for _, id in ipairs(ids) do
   local record = redis.call('HMGET', recordPrefix .. id, 'projectId', 'state')
   if record[1] == projectId then
