@@ -33,6 +33,9 @@ export async function cancelDispatch(
   const record = await ctx.store.get(dispatchId);
   if (!record) return { outcome: 'unknown' };
   if (record.state !== 'queued') return { outcome: 'refused', state: record.state };
+  // Queued again to resend an unsettled send (AMBIGUOUS_RESEND): its first send may have reached
+  // the agent, so a cancel could not promise that nothing was sent. It counts as unsettled.
+  if (record.resendPending) return { outcome: 'refused', state: 'unsettled' };
   const ended = await finishAndHandOn(ctx, record, { type: EVENT_TYPES.cancelled }, 'queued');
   if (!ended.finished)
     return ended.found ? { outcome: 'refused', state: ended.found } : { outcome: 'unknown' };

@@ -74,6 +74,20 @@ describe('operator controls in the store (cancel, pause, limit, show)', () => {
     expect(unknown).toBeInstanceOf(UnknownDispatchError);
   });
 
+  it('refuses to cancel a follow-up queued again to resend an unsettled send: it may be with the agent', async () => {
+    const [ref] = (await enqueue(1, 'r')) as [DispatchRef];
+    // What requeue-4.lua leaves after an approved resend of an unsettled send.
+    await fixture().ns.redis.hset(
+      keysFor(fixture().ns.prefix).dispatch(ref.dispatchId),
+      'resend',
+      '1',
+    );
+    const err = await withAdmin((admin) => admin.cancel(ref.dispatchId)).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'not_cancellable', state: 'unsettled' });
+    expect((await fixture().store.get(ref.dispatchId))?.state).toBe('queued');
+    expect(await readEvents(fixture().ns.redis, fixture().ns.eventsStream)).toEqual([]);
+  });
+
   it('gives a cancelled follow-up the budget slot it had reserved', async () => {
     const budget = keysFor(fixture().ns.prefix).budget('p');
     const refs = await enqueue(3, 'p', 'x');
