@@ -5,6 +5,7 @@
  */
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { EXIT, UsageError, type Command, type CommandContext } from './cli/command.js';
+import { cancelCommand, projectCommand } from './cli/controls.js';
 import { enqueueCommand } from './cli/enqueue.js';
 import { eventsCommand } from './cli/events.js';
 import { commandHelp, topLevelHelp } from './cli/help.js';
@@ -16,6 +17,7 @@ import { statusCommand } from './cli/status.js';
 import { ConfigError } from './config/index.js';
 import { InvalidFollowUpError } from './dispatch/followup.js';
 import { stopTracing } from './telemetry/tracing-sdk.js';
+import { InvalidControlError } from './producer/index.js';
 
 const COMMANDS: readonly Command[] = [
   startCommand,
@@ -24,6 +26,8 @@ const COMMANDS: readonly Command[] = [
   serveCommand,
   enqueueCommand,
   statusCommand,
+  cancelCommand,
+  projectCommand,
   eventsCommand,
   simulateCommand,
 ];
@@ -88,6 +92,10 @@ function report(err: unknown): number {
   }
   if (err instanceof UsageError) {
     write(err.message);
+    return EXIT.usage;
+  }
+  if (err instanceof InvalidControlError) {
+    write(`${err.field}: ${err.problem}`);
     return EXIT.usage;
   }
   if (err instanceof InvalidFollowUpError) {

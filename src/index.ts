@@ -1,6 +1,6 @@
 /**
- * agent-dispatch's library entry: the producer (contract, section 4) and the types of what it
- * returns and of the completion events.
+ * agent-dispatch's library entry: the producer and the operator controls (contract, section 4),
+ * and the types of what they return and of the completion events.
  */
 export {
   createProducer,
@@ -9,6 +9,20 @@ export {
   RedisUnavailableError,
 } from './producer/index.js';
 export type { KeyConflict, Producer, ProducerOptions, SendResult } from './producer/index.js';
+export {
+  createAdmin,
+  InvalidControlError,
+  NotCancellableError,
+  UnknownDispatchError,
+} from './producer/index.js';
+export type {
+  Admin,
+  AdminOptions,
+  CancelResult,
+  LimitResult,
+  PauseResult,
+  ProjectView,
+} from './producer/index.js';
 export type { FollowUpInput, FieldProblem } from './dispatch/followup.js';
 export type { DispatchStatus } from './dispatch/status.js';
 export type { DispatchState } from './dispatch/record.js';

@@ -50,7 +50,7 @@ export function roleKit(config: Config, pretty = false): RoleKit {
   return { config, logger, metrics: createMetrics({ logger }) };
 }
 
-/** The producer of a process, with the config's prefix, prompt limit and send attempts. */
+/** The producer of a process, with the config's prefix, limits, attempts and events stream. */
 export function producerFor(config: Config): Producer {
   return createProducer({
     redisUrl: config.redisUrl ?? '',
@@ -58,6 +58,9 @@ export function producerFor(config: Config): Producer {
     promptMaxBytes: config.promptMaxBytes,
     sendAttempts: config.sendAttempts,
     durability: config.durability,
+    eventsStream: config.eventsStream,
+    eventsMaxLen: config.eventsMaxLen,
+    dispatchRetentionMs: config.dispatchRetentionMs,
   });
 }
 

@@ -154,6 +154,7 @@ async function runAll(
   say(
     `dashboard: ${server.url}/dashboard${made.DASHBOARD_TOKEN ? `?token=${token}` : ' (DASHBOARD_TOKEN)'}`,
   );
+  say(`follow-ups page (same token): ${server.url}/dashboard/followups`);
   say(
     `intake: POST ${server.url}/v1/followups${made.INTAKE_TOKEN ? ` with "Authorization: Bearer ${config.intakeToken}"` : ' (INTAKE_TOKEN)'}`,
   );

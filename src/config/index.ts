@@ -56,6 +56,8 @@ export interface Config {
   readonly intakeToken: string | undefined;
   readonly dashboardToken: string | undefined;
   readonly dashboardAllowRetries: boolean;
+  /** `DASHBOARD_ALLOW_CONTROLS`: the follow-ups page may pause, resume and cancel. */
+  readonly dashboardAllowControls: boolean;
 }
 
 /** One problem with one setting. `message` never contains a secret setting's value. */
@@ -164,6 +166,7 @@ export function loadConfig(
     intakeToken: p.INTAKE_TOKEN,
     dashboardToken: p.DASHBOARD_TOKEN,
     dashboardAllowRetries: p.DASHBOARD_ALLOW_RETRIES,
+    dashboardAllowControls: p.DASHBOARD_ALLOW_CONTROLS,
   });
 }
 

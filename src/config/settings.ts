@@ -206,6 +206,12 @@ export const SETTINGS = {
     default: 'false',
     description: 'let the dashboard retry failed jobs and promote delayed ones, nothing else',
   },
+  DASHBOARD_ALLOW_CONTROLS: {
+    schema: flag,
+    default: 'false',
+    description:
+      'show pause, resume and cancel buttons on /dashboard/followups (the same code as the CLI)',
+  },
 } as const satisfies Record<string, Setting>;
 
 /** Name of one setting (its environment variable). */

@@ -1,10 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import type { Job } from 'bullmq';
+import { budgetRate } from '../dispatch/budget.js';
 import { sleep } from '../runtime/deadline.js';
 import { sendInFlightMs } from '../runtime/in-flight.js';
 import { dispatchJobSchema, type DispatchJobData } from '../runtime/jobs.js';
 import { LIFECYCLE } from '../telemetry/names.js';
-import { park, poison } from './endings.js';
+import { park, parkPaused, poison } from './endings.js';
 import { retryOnConnectionError } from './redis-retry.js';
 import { sendFollowUp, type SendContext } from './send.js';
 
@@ -22,6 +23,13 @@ import { sendFollowUp, type SendContext } from './send.js';
 const BLOCKED_RECHECK_MS = 30_000;
 
 /**
+ * How long a follow-up of a paused project sleeps before it looks again by itself. The resume
+ * wakes it at once; this only bounds a lost wake-up.
+ * @defaultValue 60 s
+ */
+const PAUSED_RECHECK_MS = 60_000;
+
+/**
  * Budget waits: a job is parked until `EARLY_WAKE_MS` before its reserved slot, and a slot at
  * most `NEAR_SLOT_MS` away is waited for in the worker (holding one of its in-flight places that
  * long), at most `MAX_NEAR_WAITS` times in a row before the job is parked again.
@@ -30,13 +38,12 @@ const EARLY_WAKE_MS = 500;
 const NEAR_SLOT_MS = 700;
 const MAX_NEAR_WAITS = 3;
 
+export { budgetMarginMs } from '../dispatch/budget.js';
+
 /** Creates the BullMQ processor: one follow-up from acquire to its outcome. */
 export function createProcessor(ctx: SendContext) {
-  const rate = {
-    max: ctx.config.sendRateLimit.max,
-    windowMs: ctx.config.sendRateLimit.windowMs + budgetMarginMs(ctx.config.sendRateLimit.windowMs),
-  };
-  const toleranceMs = budgetMarginMs(ctx.config.sendRateLimit.windowMs) / 2;
+  // SEND_RATE_LIMIT; a project's own limit, when the operator set one, replaces it in ACQUIRE.
+  const { toleranceMs, ...rate } = budgetRate(ctx.config.sendRateLimit);
 
   return async function runJob(
     job: Job<DispatchJobData>,
@@ -68,6 +75,10 @@ export function createProcessor(ctx: SendContext) {
         ctx.metrics.sends.inc({ outcome: 'auth_paused' });
         if (job.id) await ctx.store.noteAuthParked(job.id);
         return park(ctx, job, token, verdict.untilMs);
+      case 'paused':
+        // The operator paused the project: nothing spent; the resume wakes it.
+        ctx.metrics.sends.inc({ outcome: 'project_paused' });
+        return parkPaused(ctx, job, token, Date.now() + PAUSED_RECHECK_MS, ref);
       case 'blocked':
         ctx.metrics.sends.inc({ outcome: 'blocked' });
         return park(ctx, job, token, Date.now() + BLOCKED_RECHECK_MS, ref);
@@ -116,14 +127,4 @@ export function createProcessor(ctx: SendContext) {
       }
     }
   };
-}
-
-/**
- * Margin added to the budget window: our clock marks a send when the intent is recorded, the
- * API's when the request arrives, a few milliseconds later and not always by the same amount. The
- * margin keeps a window as the API measures it within the budget too; it costs 2.5 % of the
- * budget at most. Reserved slots may be spent at most half of it late.
- */
-export function budgetMarginMs(windowMs: number): number {
-  return Math.min(1_000, Math.max(100, Math.round(windowMs * 0.025)));
 }

@@ -21,8 +21,37 @@ export async function park(
   untilMs: number,
   ref?: DispatchRef,
 ): Promise<never> {
+  return parkUnless(ctx, job, token, untilMs, ref && (() => ctx.store.isNext(ref)));
+}
+
+/**
+ * Parks a job while its project is paused, noted so that the resume wakes it at once; `untilMs`
+ * only bounds a lost wake-up. A resume between ACQUIRE and the note took the set before the job
+ * was in it, so the pause is looked at once more after parking.
+ */
+export async function parkPaused(
+  ctx: RoleContext,
+  job: Job,
+  token: string | undefined,
+  untilMs: number,
+  ref: DispatchRef,
+): Promise<never> {
+  if (job.id) await ctx.store.projects.noteParked(ref.projectId, job.id);
+  return parkUnless(ctx, job, token, untilMs, async () => {
+    return !(await ctx.store.projects.isPaused(ref.projectId));
+  });
+}
+
+/** Parks a job until `untilMs`; wakes it at once when `freed` says its wait ended meanwhile. */
+async function parkUnless(
+  ctx: RoleContext,
+  job: Job,
+  token: string | undefined,
+  untilMs: number,
+  freed?: () => Promise<boolean>,
+): Promise<never> {
   await job.moveToDelayed(untilMs, token);
-  if (ref && (await ctx.store.isNext(ref))) await wakeDispatch(ctx.queue, ref.dispatchId);
+  if (freed && job.id && (await freed())) await wakeDispatch(ctx.queue, job.id);
   throw new DelayedError();
 }
 

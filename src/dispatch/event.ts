@@ -13,6 +13,8 @@ export const EVENT_TYPES = {
   archived: 'followup.archived',
   timedOut: 'followup.timed_out',
   undeliverable: 'followup.undeliverable',
+  /** An operator cancelled it before it was sent (`cancel`). */
+  cancelled: 'followup.cancelled',
 } as const;
 
 export type EventType = (typeof EVENT_TYPES)[keyof typeof EVENT_TYPES];

@@ -17,10 +17,10 @@ import type { ChainableCommander, Redis } from 'ioredis';
 /** Each script's file under `./lua/`, without `.lua`. */
 const FILES = {
   register: 'register-3',
-  acquire: 'acquire-6',
+  acquire: 'acquire-7',
   markSent: 'markSent-2',
   requeue: 'requeue-4',
-  finish: 'finish-5',
+  finish: 'finish-6',
   reschedule: 'reschedule-2',
   due: 'due-1',
   isNext: 'isNext-2',
@@ -30,6 +30,9 @@ const FILES = {
   claimProbe: 'claimProbe-1',
   renewLock: 'renewLock-1',
   releaseLock: 'releaseLock-1',
+  projectPause: 'projectPause-3',
+  projectLimit: 'projectLimit-3',
+  projectShow: 'projectShow-4',
 } as const;
 
 export type ScriptName = keyof typeof FILES;

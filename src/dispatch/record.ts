@@ -47,6 +47,8 @@ export interface DispatchRecord {
   readonly lastStatus: string | undefined;
   /** The job was seen `active` after this follow-up's send. */
   readonly seenActive: boolean;
+  /** The BullMQ job that carries it, when a resend or a repair replaced the first one. */
+  readonly bullJobId?: string | undefined;
   /** Back in `queued` for an operator-approved resend, waiting for its new BullMQ job. */
   readonly resendPending: boolean;
   readonly pollDelayMs: number | undefined;
@@ -87,6 +89,7 @@ export function parseRecord(
     job: parseJson(hash['job']) as AgentJob | undefined,
     lastStatus: hash['lastStatus'] || undefined,
     seenActive: hash['seenActive'] === '1',
+    bullJobId: hash['bullJobId'] || undefined,
     resendPending: hash['resend'] === '1',
     pollDelayMs: optionalNumber(hash['pollDelayMs']),
     polls: Number(hash['polls'] ?? 0),

@@ -17,6 +17,8 @@ export type Verdict =
   | { kind: 'blocked' }
   /** The key was rejected: every send waits; the next probe may go at `untilMs`. */
   | { kind: 'auth_paused'; untilMs: number }
+  /** An operator paused the project: nothing was spent; it waits for the resume. */
+  | { kind: 'paused' }
   | { kind: 'parked' | 'over'; untilMs: number }
   | { kind: 'missing' }
   /**
@@ -98,6 +100,7 @@ export async function acquire(
       keys.park(ref.projectId),
       keys.tracked,
       keys.authPause,
+      keys.projectControls(ref.projectId),
     ],
     [
       ref.dispatchId,
@@ -115,6 +118,7 @@ export async function acquire(
       return { kind, attempt: n, prompt: text, probe: probe === 1 };
     case 'blocked':
     case 'missing':
+    case 'paused':
       return { kind };
     case 'auth_paused':
       return { kind, untilMs: n };

@@ -5,7 +5,9 @@ import type { Keys } from '../redis/keys.js';
 import type { Ending } from './event.js';
 import type { Registration } from './sends.js';
 import { defineScripts, LUA } from './lua.js';
+import { OperatorViews } from './operator-views.js';
 import * as poll from './poll-state.js';
+import { ProjectControls } from './project-controls.js';
 import type { DispatchRecord, DispatchState } from './record.js';
 import * as sends from './sends.js';
 import * as pause from './send-pause.js';
@@ -16,19 +18,27 @@ export type { JobPresence, QueueKey } from './poll-state.js';
 export type { MarkResult, Verdict } from './sends.js';
 export { AUTH_PROBE_BACKOFF, parseSendPause, type SendPause } from './send-pause.js';
 export type { DispatchRef, StoreOptions } from './store-state.js';
-export type { OpenDispatch } from './tracking.js';
+export type { Finished, OpenDispatch } from './tracking.js';
+export type { ProjectState } from './project-controls.js';
+export type { EventView, OperatorViews, TrackedView } from './operator-views.js';
 
 /**
  * The dispatch records, lanes, budgets, parks, the send pause, the tracked set, the open index and
  * the poller's lock: every Redis read or write of them goes through here, and every state change
  * of a follow-up is one atomic script (see `lua.ts`). The methods live in `sends.ts`,
- * `tracking.ts`, `send-pause.ts` and `poll-state.ts`; this class holds the state they share.
+ * `tracking.ts`, `send-pause.ts`, `poll-state.ts` and (`projects`) `project-controls.ts`.
  */
 export class DispatchStore {
   readonly #state: StoreState;
+  /** An operator's controls of a project: pause, resume, its own limit, `show`. */
+  readonly projects: ProjectControls;
+  /** What the operator's page reads besides: tracked follow-ups, the last events. */
+  readonly views: OperatorViews;
 
   constructor(redis: Redis, keys: Keys, options: StoreOptions) {
     this.#state = { redis, keys, options, scripts: defineScripts(redis) };
+    this.projects = new ProjectControls(this.#state);
+    this.views = new OperatorViews(this.#state);
   }
 
   /** Queues REGISTER on `multi`, a MULTI of this store's connection (see register-3.lua). */
@@ -59,9 +69,9 @@ export class DispatchStore {
   }
 
   /**
-   * Checks lane, park, pause and budget; when all allow it, records the intent to send and tracks
-   * the dispatch (first read in `firstPollMs`). See acquire-6.lua for `toleranceMs` and how a
-   * retry with the same `attemptToken` gets `go` again with nothing spent twice.
+   * Checks lane, pauses, park and budget (the project's own limit replaces `rate`); when all allow
+   * it, records the intent to send and tracks the dispatch (first read in `firstPollMs`). See
+   * acquire-7.lua for `toleranceMs`, and why a retry with the same `attemptToken` spends nothing.
    */
   acquire(
     ref: DispatchRef,
@@ -85,9 +95,8 @@ export class DispatchStore {
   }
 
   /**
-   * Returns a dispatch to `queued`, for attempt `attemptToken` only. `refund` when the request
-   * never left, `parkMs` to park the project. Resolves to the park deadline (0 if none), or why
-   * nothing changed.
+   * Returns a dispatch to `queued`, for attempt `attemptToken` only (`refund`: the request never
+   * left; `parkMs`: park the project). Resolves to the park deadline (0: none), or why not.
    */
   requeue(
     ref: DispatchRef,
@@ -104,22 +113,12 @@ export class DispatchStore {
     return sends.isNext(this.#state, ref);
   }
 
-  /**
-   * Ends a dispatch with its one event, if it is still in `expected` state (any state but `done`
-   * when omitted). Resolves to whether this call ended it, and the lane's next dispatch.
-   */
-  finish(
-    record: DispatchRecord,
-    ending: Ending,
-    expected?: DispatchState,
-  ): Promise<{ finished: boolean; nextDispatchId: string | undefined }> {
+  /** Ends a dispatch with its one event, if it is in `expected` state (omitted: any but `done`). */
+  finish(record: DispatchRecord, ending: Ending, expected?: DispatchState) {
     return tracking.finish(this.#state, record, ending, expected);
   }
 
-  /**
-   * Publishes the undeliverable event of a BullMQ job without a dispatch record (an unreadable
-   * payload, or a lost record), once per `bullJobId`. Resolves to whether this call published it.
-   */
+  /** Publishes, once, the undeliverable event of BullMQ job `bullJobId`, which has no record. */
   publishOrphan(bullJobId: string, payload: unknown, reason: string): Promise<boolean> {
     return tracking.publishOrphan(this.#state, bullJobId, payload, reason);
   }
@@ -179,9 +178,8 @@ export class DispatchStore {
   }
 
   /**
-   * Pauses every send of the fleet: the agent API answered `httpStatus` (401/403: the key; 3xx:
-   * `AGENT_API_URL`). `started` is true for the one call that started the pause (the one to log
-   * it); `probeAt` is when the next probe may go.
+   * Pauses every send of the fleet after `httpStatus` (401/403: the key; 3xx: `AGENT_API_URL`);
+   * `started`: this call started it (and logs it); `probeAt`: when the next probe may go.
    */
   pauseSends(
     httpStatus: number,
@@ -190,10 +188,7 @@ export class DispatchStore {
     return pause.pauseSends(this.#state, httpStatus, backoff);
   }
 
-  /**
-   * Ends the pause of every send (the key works again). Resolves to whether it was paused, and
-   * the BullMQ jobs it had parked (see {@link noteAuthParked}), for the caller to wake.
-   */
+  /** Ends the pause of every send: whether it was paused, and the jobs it parked, to wake. */
   resumeSends(): Promise<{ resumed: boolean; parked: string[] }> {
     return pause.resumeSends(this.#state);
   }
@@ -203,10 +198,7 @@ export class DispatchStore {
     return pause.noteParked(this.#state, bullJobId);
   }
 
-  /**
-   * For a status read while sends are paused: `none` (not paused), `wait` (not the probe time
-   * yet), or `probe` (this caller probes, and the next probe time moves ahead, as for a send).
-   */
+  /** For a status read while sends are paused: `none`, `wait`, or `probe` (this caller probes). */
   claimProbe(): Promise<'none' | 'wait' | 'probe'> {
     return pause.claimProbe(this.#state);
   }

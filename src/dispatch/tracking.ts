@@ -24,12 +24,22 @@ export interface OpenDispatch {
   readonly traceparent: string | undefined;
 }
 
+/**
+ * What FINISH did: whether this call ended the dispatch, the lane's next dispatch, and when it did
+ * not, the state it found (`undefined`: no record).
+ */
+export interface Finished {
+  readonly finished: boolean;
+  readonly nextDispatchId: string | undefined;
+  readonly found?: DispatchState | undefined;
+}
+
 export async function finish(
   state: StoreState,
   record: DispatchRecord,
   ending: Ending,
   expected: DispatchState | undefined,
-): Promise<{ finished: boolean; nextDispatchId: string | undefined }> {
+): Promise<Finished> {
   const { keys, options } = state;
   const finishedAt = Date.now();
   const job = ending.job ?? record.job;
@@ -41,6 +51,7 @@ export async function finish(
       keys.tracked,
       options.eventsStream,
       keys.open,
+      keys.budget(record.projectId),
     ],
     [
       record.dispatchId,
@@ -54,8 +65,12 @@ export async function finish(
       job?.status ?? '',
       ...eventFields(record, ending, finishedAt),
     ],
-  )) as [number, string, string];
-  return { finished: reply[0] === 1, nextDispatchId: reply[1] || undefined };
+  )) as [number, string, string, string?];
+  return {
+    finished: reply[0] === 1,
+    nextDispatchId: reply[1] || undefined,
+    found: (reply[3] || undefined) as DispatchState | undefined,
+  };
 }
 
 export async function publishOrphan(

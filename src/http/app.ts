@@ -2,9 +2,10 @@ import type { Queue } from 'bullmq';
 import express, { type Express, type RequestHandler } from 'express';
 import type { Redis } from 'ioredis';
 import type { Config } from '../config/index.js';
-import type { Producer } from '../producer/index.js';
+import type { Admin, Producer } from '../producer/index.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Metrics } from '../telemetry/metrics.js';
+import { controlsRouter } from './controls.js';
 import { dashboardRouter } from './dashboard.js';
 import { errorHandler, notFound } from './errors.js';
 import { healthRouter } from './health.js';
@@ -20,6 +21,8 @@ export interface AppOptions {
   readonly readinessRedis: Redis;
   readonly queues: readonly Queue[];
   readonly producer: Producer | undefined;
+  /** The operator controls: the HTTP routes and the dashboard's buttons. */
+  readonly admin: Admin;
   readonly roles: () => readonly { name: string; running: boolean }[];
   /** See `ReadinessSource.authPauseKey`. */
   readonly authPauseKey?: string | undefined;
@@ -51,11 +54,15 @@ export function createApp(options: AppOptions): Express {
   app.use(
     intakeRouter({ producer: options.producer, token: config.intakeToken, bodyLimitBytes, logger }),
   );
+  app.use(controlsRouter({ admin: options.admin, token: config.intakeToken, logger }));
   app.use(
     dashboardRouter({
       token: config.dashboardToken,
       queues: options.queues,
       allowRetries: config.dashboardAllowRetries,
+      admin: options.admin,
+      allowControls: config.dashboardAllowControls,
+      logger,
     }),
   );
   app.use(notFound);

@@ -4,7 +4,10 @@ import { ExpressAdapter } from '@bull-board/express';
 import type { Queue } from 'bullmq';
 import { Router, type RequestHandler } from 'express';
 import { presentsDashboardToken, secretsEqual, sessionCookie } from './auth.js';
+import type { Admin } from '../producer/index.js';
+import type { Logger } from '../telemetry/logger.js';
 import { sendError } from './errors.js';
+import { followupsRouter } from './followups.js';
 
 /** Where the dashboard is served. */
 export const DASHBOARD_PATH = '/dashboard';
@@ -18,9 +21,17 @@ export interface DashboardOptions {
    * other change is ever allowed: see {@link allowedWrite}.
    */
   readonly allowRetries: boolean;
+  /** The follow-ups page's data and actions. */
+  readonly admin: Admin;
+  /** Pause, resume and cancel buttons on the follow-ups page (`DASHBOARD_ALLOW_CONTROLS`). */
+  readonly allowControls: boolean;
+  readonly logger: Logger;
 }
 
-/** bull-board under {@link DASHBOARD_PATH}, behind the dashboard token. */
+/**
+ * bull-board under {@link DASHBOARD_PATH}, and the follow-ups page beside it
+ * (`/dashboard/followups`), behind the dashboard token.
+ */
 export function dashboardRouter(options: DashboardOptions): Router {
   const router = Router();
   const { token } = options;
@@ -50,6 +61,12 @@ export function dashboardRouter(options: DashboardOptions): Router {
     DASHBOARD_PATH,
     requireDashboardToken(token),
     refuseCrossSite,
+    followupsRouter({
+      admin: options.admin,
+      basePath: DASHBOARD_PATH,
+      allowControls: options.allowControls,
+      logger: options.logger,
+    }),
     guardWrites(options),
     serverAdapter.getRouter() as RequestHandler,
   );

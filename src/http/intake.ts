@@ -157,7 +157,7 @@ function answerFailure(res: Response, logger: Logger, err: unknown): void {
 }
 
 /** 401 unless the request carries `Authorization: Bearer <token>`. */
-function requireBearer(token: string): RequestHandler {
+export function requireBearer(token: string): RequestHandler {
   return (req, res, next) => {
     const presented = bearerToken(req);
     if (presented === undefined)
@@ -168,7 +168,7 @@ function requireBearer(token: string): RequestHandler {
 }
 
 /** 415 for a body that is not declared JSON, so a form post gets an answer that says why. */
-function requireJson(req: Request, res: Response, next: () => void): void {
+export function requireJson(req: Request, res: Response, next: () => void): void {
   if (!req.is(['application/json', 'application/*+json'])) {
     return sendError(res, 415, 'send the follow-ups as Content-Type: application/json');
   }

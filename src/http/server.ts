@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Config } from '../config/index.js';
-import type { Producer } from '../producer/index.js';
+import { createAdmin, type Admin, type Producer } from '../producer/index.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import { createApp } from './app.js';
@@ -21,6 +21,8 @@ export interface HttpServerOptions {
   queues: Queue[];
   /** The intake; when absent, or `config.intakeToken` is unset, `/v1/followups` answers 404. */
   producer?: Producer;
+  /** The operator controls; by default built on `redis` from the config. */
+  admin?: Admin;
   /** The roles of this process, for `/readyz`. */
   roles: () => readonly { name: string; running: boolean }[];
   /**
@@ -58,12 +60,14 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
   });
   // /readyz reports Redis outages; the same error in the log every reconnect would only be noise.
   readinessRedis.on('error', (err: Error) => logger.debug({ err }, LIFECYCLE.redisError));
-  const app = createApp({ ...options, readinessRedis, producer: options.producer });
+  const admin = options.admin ?? adminOf(config, options.redis);
+  const app = createApp({ ...options, readinessRedis, producer: options.producer, admin });
   const server = createServer(app);
   try {
     await listen(server, config.httpPort, options.host ?? '0.0.0.0');
   } catch (err) {
     readinessRedis.disconnect();
+    if (!options.admin) await admin.close();
     throw err;
   }
   const address = server.address() as AddressInfo;
@@ -74,11 +78,27 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
     port: address.port,
     close() {
       closing ??= closeServer(server, Math.min(CLOSE_GRACE_MS, config.shutdownTimeoutMs)).finally(
-        () => readinessRedis.disconnect(),
+        async () => {
+          readinessRedis.disconnect();
+          if (!options.admin) await admin.close();
+        },
       );
       return closing;
     },
   };
+}
+
+/** The controls of the server's process, on its connection (closed with the server). */
+function adminOf(config: Config, redis: Redis): Admin {
+  return createAdmin({
+    redisUrl: config.redisUrl ?? '',
+    connection: redis,
+    prefix: config.prefix,
+    eventsStream: config.eventsStream,
+    eventsMaxLen: config.eventsMaxLen,
+    dispatchRetentionMs: config.dispatchRetentionMs,
+    sendRateLimit: config.sendRateLimit,
+  });
 }
 
 function listen(server: Server, port: number, host: string): Promise<void> {

@@ -6,3 +6,13 @@ export {
 } from './producer.js';
 export type { Producer, ProducerOptions, SendResult } from './producer.js';
 export type { KeyConflict } from './errors.js';
+export { createAdmin } from './admin.js';
+export type { Admin, AdminOptions, LimitResult, PauseResult } from './admin.js';
+export {
+  InvalidControlError,
+  NotCancellableError,
+  UnknownDispatchError,
+  type CancelResult,
+  type ProjectView,
+} from './controls.js';
+export type { Overview, OverviewOptions, QueuedView } from './overview.js';

@@ -28,6 +28,7 @@ import {
   type SendResult,
 } from './errors.js';
 import { startSendSpans } from '../telemetry/tracing.js';
+import { cancelFollowUp, type CancelResult } from './controls.js';
 import { buildTransaction, resultsOf } from './transaction.js';
 
 /** `REDIS_DURABILITY`'s default. */
@@ -55,6 +56,12 @@ export interface ProducerOptions {
   durability?: DurabilitySetting;
   /** How long `send` waits for the disk (WAITAOF) before it fails, retryable. @defaultValue 5000 */
   durabilityTimeoutMs?: number;
+  /** `EVENTS_STREAM`, where `cancel`'s event goes. @defaultValue `agent-dispatch:events` */
+  eventsStream?: string;
+  /** `EVENTS_MAXLEN`. @defaultValue 1000000 */
+  eventsMaxLen?: number;
+  /** `DISPATCH_RETENTION` of a cancelled follow-up's record, in ms. @defaultValue 7 days */
+  dispatchRetentionMs?: number;
 }
 
 /** The producer library (contract, section 4). */
@@ -73,6 +80,12 @@ export interface Producer {
   sendMany(followUps: readonly FollowUpInput[]): Promise<SendResult[]>;
   /** The state of a dispatch, or `null` when unknown or expired. */
   status(dispatchId: string): Promise<DispatchStatus | null>;
+  /**
+   * Ends a follow-up not sent yet with one `followup.cancelled` event, and hands its lane on.
+   * Throws {@link NotCancellableError} (being sent, sent, finished) or {@link UnknownDispatchError},
+   * having changed nothing.
+   */
+  cancel(dispatchId: string): Promise<CancelResult>;
   close(): Promise<void>;
 }
 
@@ -149,11 +162,11 @@ export function createProducer(options: ProducerOptions): Producer {
   async function connection(): Promise<{ client: Redis; store: DispatchStore }> {
     await ready();
     const client = (await queue.backend.client) as unknown as Redis;
-    // Retention is the service's concern; records expire through the consumer and poller.
+    // Only `cancel` ends a dispatch here; everything else ends in the consumer and poller.
     store ??= new DispatchStore(client, keysFor(prefix), {
-      eventsStream: '',
-      eventsMaxLen: 0,
-      retentionMs: 0,
+      eventsStream: options.eventsStream ?? 'agent-dispatch:events',
+      eventsMaxLen: options.eventsMaxLen ?? 1_000_000,
+      retentionMs: options.dispatchRetentionMs ?? 7 * 86_400_000,
     });
     return { client, store };
   }
@@ -229,6 +242,12 @@ export function createProducer(options: ProducerOptions): Producer {
         throw asRedisFailure(err, redis);
       });
       return record ? describeDispatch(record) : null;
+    },
+    async cancel(dispatchId) {
+      const { store } = await connection();
+      return cancelFollowUp({ store, queue }, dispatchId).catch((err: unknown) => {
+        throw asRedisFailure(err, redis);
+      });
     },
     close() {
       closing ??= (async () => {

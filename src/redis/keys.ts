@@ -27,6 +27,16 @@ export interface Keys {
   orphan(bullJobId: string): string;
   /** String: epoch ms until which a project's status reads are backed off (GET 429/5xx). */
   pollPark(projectId: string): string;
+  /**
+   * Hash: an operator's controls of one project, read by every ACQUIRE: `paused` (`1`) and
+   * `pausedAt`; `limit` (as written, `50/1h`) with `max`, `windowMs` and `toleranceMs` (the
+   * window as the budget counts it, margin included). Deleted when no control is left.
+   */
+  projectControls(projectId: string): string;
+  /** Set: the BullMQ job ids parked by a project's pause, woken together by its resume. */
+  projectPaused(projectId: string): string;
+  /** Set: the projects that have a control (a pause or a limit), for the dashboard. */
+  readonly controlledProjects: string;
   /** Sorted set: sent follow-ups being tracked, scored by the time their next status read is due. */
   readonly tracked: string;
   /**
@@ -64,6 +74,10 @@ export function keysFor(prefix: string): Keys {
     budget: (projectId: string) => k('budget', projectId),
     park: (projectId: string) => k('park', projectId),
     pollPark: (projectId: string) => k('pollpark', projectId),
+    projectControls: (projectId: string) => k('project', `${projectId.length}.${projectId}`),
+    projectPaused: (projectId: string) =>
+      k('project', `${projectId.length}.${projectId}`, 'parked'),
+    controlledProjects: k('projects', 'controlled'),
     orphan: (bullJobId: string) => k('orphan', bullJobId),
     tracked: k('tracked'),
     open: k('open'),

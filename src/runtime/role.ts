@@ -3,7 +3,7 @@ import type { AgentApiClient } from '../agent-api/index.js';
 import type { Config } from '../config/index.js';
 import type { Ending } from '../dispatch/event.js';
 import type { DispatchRecord, DispatchState } from '../dispatch/record.js';
-import type { DispatchStore } from '../dispatch/store.js';
+import type { DispatchStore, Finished } from '../dispatch/store.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import { LIFECYCLE } from '../telemetry/names.js';
@@ -129,11 +129,24 @@ export async function endDispatch(
   ending: Ending,
   expected?: DispatchState,
 ): Promise<boolean> {
+  return (await finishAndHandOn(ctx, record, ending, expected)).finished;
+}
+
+/**
+ * {@link endDispatch} for a caller that may have no metrics (an operator's cancel through the
+ * library): resolves to all that FINISH answered, the state it found when it changed nothing.
+ */
+export async function finishAndHandOn(
+  ctx: Pick<RoleContext, 'store' | 'queue'> & { readonly metrics?: Metrics | undefined },
+  record: DispatchRecord,
+  ending: Ending,
+  expected?: DispatchState,
+): Promise<Finished> {
   // The event carries the trace context of this settle span (or the stored one, untraced here).
-  const { finished, nextDispatchId } = await inSettleSpan(record, ending.type, (traceparent) =>
+  const result = await inSettleSpan(record, ending.type, (traceparent) =>
     ctx.store.finish({ ...record, traceparent }, ending, expected),
   );
-  if (finished) ctx.metrics.eventsPublished.inc({ type: ending.type });
-  if (nextDispatchId) await wakeDispatch(ctx.queue, nextDispatchId);
-  return finished;
+  if (result.finished) ctx.metrics?.eventsPublished.inc({ type: ending.type });
+  if (result.nextDispatchId) await wakeDispatch(ctx.queue, result.nextDispatchId);
+  return result;
 }

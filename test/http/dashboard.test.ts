@@ -1,10 +1,10 @@
-import { existsSync, mkdirSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
-import { join } from 'node:path';
 import { Worker, type Queue } from 'bullmq';
-import { chromium, type Browser } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DISPATCH_JOB_NAME } from '../../src/runtime/jobs.js';
+import { launchBrowser } from '../support/browser.js';
 import { createNamespace, eventually } from '../support/namespace.js';
 import { expectNoLeakedHandles, startTestServer, useTestServer } from './fixture.js';
 
@@ -86,18 +86,7 @@ describe('/dashboard', () => {
   describe('in a browser', () => {
     let browser: Browser;
     beforeAll(async () => {
-      browser = await chromium.launch({
-        executablePath: chromiumExecutable(),
-        args: [
-          '--no-sandbox',
-          '--disable-gpu',
-          '--disable-quic',
-          '--no-first-run',
-          '--disable-background-networking',
-          '--disable-component-update',
-          '--disable-sync',
-        ],
-      });
+      browser = await launchBrowser();
     });
     afterAll(async () => {
       await browser?.close();
@@ -290,25 +279,6 @@ describe('/dashboard without DASHBOARD_TOKEN', () => {
     }
   });
 });
-
-/**
- * The Chromium the browser tests drive: `CHROMIUM_PATH`, else `chromium` (Debian's package) or
- * `chromium-browser` on PATH. Missing, it fails the suite naming the package, never skips it.
- */
-function chromiumExecutable(): string {
-  const explicit = process.env['CHROMIUM_PATH'];
-  const candidates = explicit
-    ? [explicit]
-    : (process.env['PATH'] ?? '')
-        .split(':')
-        .flatMap((dir) => ['chromium', 'chromium-browser'].map((name) => join(dir, name)));
-  const found = candidates.find((path) => existsSync(path));
-  if (found) return found;
-  throw new Error(
-    `chromium is not installed${explicit ? ` at CHROMIUM_PATH=${explicit}` : ''}: the dashboard's browser tests need it. ` +
-      'Install it with "apt-get install -y chromium" (or point CHROMIUM_PATH at a Chromium).',
-  );
-}
 
 /** A GET sent with `path` exactly as written (fetch would resolve its dot segments first). */
 function rawGet(base: string, path: string): Promise<{ status: number; location?: string }> {

@@ -232,6 +232,7 @@ describe('the intake when the producer fails', () => {
       send: () => Promise.reject(failure),
       sendMany: () => Promise.reject(failure),
       status: () => Promise.reject(failure),
+      cancel: () => Promise.reject(failure),
       close: () => Promise.resolve(),
     };
     const app = await startTestServer(ns.config({ INTAKE_TOKEN: TOKEN }), { producer: failing });

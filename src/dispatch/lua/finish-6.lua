@@ -3,7 +3,11 @@
   all at once, so a crash cannot leave an event without its release or the reverse. Running it a
   second time for the same dispatch does nothing: exactly one event.
   The record keeps what the event says (type, reason, the last agent job and its status) for
-  `retentionMs`, so `status` answers after the end; only the prompt is deleted.
+  `retentionMs`, so `status` answers after the end; only the prompt is deleted. A budget slot the
+  dispatch had reserved while queued (`r:<id>`, see acquire-7.lua) is given back.
+
+  An operator's cancel is this script with expected state `queued`: ACQUIRE moves a dispatch out
+  of `queued` atomically too, so of a cancel and an ACQUIRE racing exactly one wins.
 
   Input:
     KEYS[1] record
@@ -11,6 +15,7 @@
     KEYS[3] tracked set
     KEYS[4] events stream
     KEYS[5] open index
+    KEYS[6] the project's budget
 
     ARGV[1] dispatchId
     ARGV[2] expected state ('' = any but done)
@@ -23,14 +28,16 @@
     ARGV[9] last status ('' = keep)
     ARGV[10...] the stream entry's field/value pairs
 
-  Output: {1, next dispatchId of the lane or '', stream entry id} or {0, '', ''}
+  Output: {1, next dispatchId of the lane or '', stream entry id}, or {0, '', '', the state found
+  ('' = no record)} when nothing changed
 ]]
-local recordKey, laneKey, trackedKey, streamKey, openKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local recordKey, laneKey, trackedKey, streamKey, openKey, budgetKey =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local dispatchId, expected = ARGV[1], ARGV[2]
 
 local state = redis.call('HGET', recordKey, 'state')
-if not state or state == 'done' then return {0, '', ''} end
-if expected ~= '' and expected ~= state then return {0, '', ''} end
+if not state or state == 'done' then return {0, '', '', state or ''} end
+if expected ~= '' and expected ~= state then return {0, '', '', state} end
 redis.call('HSET', recordKey, 'state', 'done', 'finishedAt', ARGV[3], 'type', ARGV[4],
   'reason', ARGV[5])
 if ARGV[8] ~= '' then redis.call('HSET', recordKey, 'job', ARGV[8]) end
@@ -39,6 +46,7 @@ redis.call('HDEL', recordKey, 'prompt')
 redis.call('PEXPIRE', recordKey, ARGV[6])
 redis.call('ZREM', trackedKey, dispatchId)
 redis.call('ZREM', openKey, dispatchId)
+redis.call('ZREM', budgetKey, 'r:' .. dispatchId)
 if redis.call('LINDEX', laneKey, 0) == dispatchId then
   redis.call('LPOP', laneKey)
 else

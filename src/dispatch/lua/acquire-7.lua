@@ -22,6 +22,12 @@
   of all at once every time a slot frees. A reservation woken later than `toleranceMs` (a worker
   was busy, or a 429 parked the project meanwhile) is dropped and taken again.
 
+  An operator's controls of the project (KEYS[7], see projectPause-3.lua and projectLimit-3.lua)
+  are read here, so every worker honours them from its next ACQUIRE: a paused project answers
+  `paused` before anything is spent; a project limit replaces ARGV[2..4]. The log keeps entries
+  for the longer of the two windows, so the default holds again at once when a limit is cleared;
+  only the entries inside the window in force are counted against it.
+
   Input:
     KEYS[1] record
     KEYS[2] lane
@@ -29,11 +35,12 @@
     KEYS[4] park
     KEYS[5] tracked set
     KEYS[6] send pause
+    KEYS[7] project controls
 
     ARGV[1] dispatchId
-    ARGV[2] max sends per window
-    ARGV[3] windowMs
-    ARGV[4] toleranceMs
+    ARGV[2] max sends per window (the default: SEND_RATE_LIMIT)
+    ARGV[3] windowMs (the default's, margin included)
+    ARGV[4] toleranceMs (the default's)
     ARGV[5] firstPollMs
     ARGV[6] attemptToken
     ARGV[7] the prefix of every record key (a lane head's record is that prefix and its id)
@@ -42,16 +49,18 @@
     go          n = attempt, text = prompt, probe = 1 when it is the fleet's probe of a rejected key
     blocked     another dispatch heads the lane (heads with no record are dropped first)
     auth_paused n = next probe time
+    paused      the operator paused the project
     parked      n = until
     over        n = until (the reserved slot)
     missing     no record
     sending     n = when that attempt started, text = its token
     <state>     the record's state when not queued
 ]]
-local recordKey, laneKey, budgetKey, parkKey, trackedKey, pauseKey =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local recordKey, laneKey, budgetKey, parkKey, trackedKey, pauseKey, controlsKey =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local dispatchId, token = ARGV[1], ARGV[6]
 local max, window, tolerance = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local keepFor = window
 local firstPollMs = tonumber(ARGV[5])
 local recordPrefix = ARGV[7]
 
@@ -82,9 +91,15 @@ if head ~= dispatchId then return {'blocked', 0, ''} end
 --- @include "includes/now"
 local probeAt = tonumber(redis.call('HGET', pauseKey, 'probeAt') or '0')
 if probeAt > now then return {'auth_paused', probeAt, ''} end
+local controls = redis.call('HMGET', controlsKey, 'paused', 'max', 'windowMs', 'toleranceMs')
+if controls[1] == '1' then return {'paused', 0, ''} end
+if controls[2] then
+  max, window, tolerance = tonumber(controls[2]), tonumber(controls[3]), tonumber(controls[4])
+  if window > keepFor then keepFor = window end
+end
 local parked = tonumber(redis.call('GET', parkKey) or '0')
 if parked > now then return {'parked', parked, ''} end
-redis.call('ZREMRANGEBYSCORE', budgetKey, '-inf', now - window)
+redis.call('ZREMRANGEBYSCORE', budgetKey, '-inf', now - keepFor)
 local slot = now
 local reservation = 'r:' .. dispatchId
 local reserved = redis.call('ZSCORE', budgetKey, reservation)
@@ -95,14 +110,17 @@ if reserved then
   if now - reserved > tolerance then reserved = nil else slot = reserved end
 end
 if not reserved then
-  local n = redis.call('ZCARD', budgetKey)
+  -- Entries are sorted by time, so the `n` inside the window are the last `n` of the `total`.
+  local total = redis.call('ZCARD', budgetKey)
+  local n = redis.call('ZCOUNT', budgetKey, '(' .. (now - window), '+inf')
   local last = now
   if n > 0 then
     last = tonumber(redis.call('ZRANGE', budgetKey, -1, -1, 'WITHSCORES')[2])
     if last > slot then slot = last end
   end
   if n >= max then
-    local pivot = tonumber(redis.call('ZRANGE', budgetKey, n - max, n - max, 'WITHSCORES')[2]) + window
+    local pivot = tonumber(redis.call('ZRANGE', budgetKey, total - max, total - max,
+      'WITHSCORES')[2]) + window
     if pivot > slot then slot = pivot end
     -- Pace a backlog: a reservation comes at least window/max after the latest entry, so a
     -- window's reservations do not all fall due in the same instant (they would mirror the first
@@ -112,13 +130,13 @@ if not reserved then
   end
   if slot > now then
     redis.call('ZADD', budgetKey, slot, reservation)
-    keepAtLeast(budgetKey, slot - now + window + 60000)
+    keepAtLeast(budgetKey, slot - now + keepFor + 60000)
     return {'over', slot, ''}
   end
 end
 local attempt = redis.call('HINCRBY', recordKey, 'attempts', 1)
 redis.call('ZADD', budgetKey, slot, dispatchId .. ':' .. attempt)
-keepAtLeast(budgetKey, window + 60000)
+keepAtLeast(budgetKey, keepFor + 60000)
 redis.call('HSET', recordKey, 'state', 'sending', 'sendingAt', now, 'seenActive', '0',
   'resend', '0', 'attemptToken', token)
 redis.call('ZADD', trackedKey, now + firstPollMs, dispatchId)

@@ -1,0 +1,120 @@
+import { createAdmin, type Admin } from '../producer/index.js';
+import type { Config } from '../config/index.js';
+import { EXIT, UsageError, type Command, type CommandContext } from './command.js';
+import { configOf } from './compose.js';
+
+/**
+ * `agent-dispatch cancel` and `agent-dispatch project ...`: the operator controls, the same code
+ * as the library's `createAdmin` and the HTTP routes. Each prints its answer as one JSON object;
+ * a refusal (a follow-up past `queued`, an unknown id) exits 1, bad input exits 2 naming the field.
+ */
+
+/** The controls of a command's config. */
+function adminFor(config: Config): Admin {
+  return createAdmin({
+    redisUrl: config.redisUrl ?? '',
+    prefix: config.prefix,
+    eventsStream: config.eventsStream,
+    eventsMaxLen: config.eventsMaxLen,
+    dispatchRetentionMs: config.dispatchRetentionMs,
+    sendRateLimit: config.sendRateLimit,
+  });
+}
+
+/** Runs `call` with the controls, prints its answer, closes. Errors go to the CLI's report. */
+async function withAdmin(
+  command: Command,
+  ctx: CommandContext,
+  call: (admin: Admin) => Promise<object>,
+): Promise<number> {
+  const admin = adminFor(await configOf(command, ctx));
+  try {
+    ctx.stdout.write(`${JSON.stringify(await call(admin))}\n`);
+    return EXIT.ok;
+  } finally {
+    await admin.close();
+  }
+}
+
+/** `agent-dispatch cancel DISPATCH_ID`. */
+export const cancelCommand: Command = {
+  name: 'cancel',
+  summary: 'cancels a follow-up not sent yet: it ends followup.cancelled',
+  usage: 'cancel DISPATCH_ID',
+  details: [
+    'Ends a queued follow-up with one followup.cancelled event, and hands its agent job on to the',
+    'next follow-up. Prints {"dispatchId": ..., "state": "done", "type": "followup.cancelled"}.',
+    'A follow-up being sent, sent or finished is refused with its state, and nothing changes',
+    '(exit 1): its prompt may already be with the agent. An unknown id exits 1 too.',
+    'Example: agent-dispatch cancel k-3f2a...',
+  ].join('\n'),
+  options: {},
+  requires: ['REDIS_URL'],
+  async run(ctx) {
+    const [dispatchId, ...extra] = ctx.positionals;
+    if (!dispatchId || extra.length > 0)
+      throw new UsageError('cancel takes exactly one DISPATCH_ID');
+    return withAdmin(this, ctx, (admin) => admin.cancel(dispatchId));
+  },
+};
+
+const PROJECT_USAGE =
+  'project pause P | project resume P | project limit P N/DURATION | project limit P --clear | project show P';
+
+/** `agent-dispatch project pause|resume|limit|show P`. */
+export const projectCommand: Command = {
+  name: 'project',
+  summary: 'pauses, resumes, limits or shows one project, fleet-wide',
+  usage: PROJECT_USAGE,
+  details: [
+    'pause P      no worker sends to P from its next send on; nothing is spent (no attempt, no',
+    '             budget); its follow-ups wait, its sent ones are still read until they end',
+    'resume P     P sends again; its waiting follow-ups are woken at once, in order',
+    'limit P N/D  P gets its own send limit (like SEND_RATE_LIMIT, e.g. 50/1h) from its next',
+    '             send on; no window of it holds more, the sends before the change included',
+    'limit P --clear  back to SEND_RATE_LIMIT',
+    'show P       paused or not, its limit, sends in the current window, when its next slot',
+    '             opens, its 429 park, and its queued / sending / tracked follow-ups',
+    'Each prints one JSON object. An unknown project is fine (a control may come first).',
+    'Example: agent-dispatch project limit docs-site 50/1h',
+  ].join('\n'),
+  options: {
+    clear: { type: 'boolean', description: 'with limit: remove the project limit' },
+  },
+  requires: ['REDIS_URL'],
+  async run(ctx) {
+    const [action, projectId, ...rest] = ctx.positionals;
+    if (!action || !projectId) throw new UsageError(`usage: agent-dispatch ${PROJECT_USAGE}`);
+    const clear = ctx.values['clear'] === true;
+    const none = (n: number) => {
+      if (rest.length > n || (clear && action !== 'limit'))
+        throw new UsageError(`too many arguments; usage: agent-dispatch ${PROJECT_USAGE}`);
+    };
+    switch (action) {
+      case 'pause':
+        none(0);
+        return withAdmin(this, ctx, (admin) => admin.pauseProject(projectId));
+      case 'resume':
+        none(0);
+        return withAdmin(this, ctx, (admin) => admin.resumeProject(projectId));
+      case 'show':
+        none(0);
+        return withAdmin(this, ctx, (admin) => admin.showProject(projectId));
+      case 'limit': {
+        const [limit] = rest;
+        none(1);
+        if (clear === (limit !== undefined))
+          throw new UsageError('limit takes either N/DURATION (such as 50/1h) or --clear');
+        return withAdmin(this, ctx, (admin) =>
+          limit === undefined
+            ? admin.clearProjectLimit(projectId)
+            : admin.setProjectLimit(projectId, limit),
+        );
+      }
+      default:
+        throw new UsageError(
+          `unknown project action "${action}"; usage: agent-dispatch ${PROJECT_USAGE}`,
+        );
+    }
+  },
+};

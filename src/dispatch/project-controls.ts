@@ -1,0 +1,151 @@
+import type { BudgetRate } from './budget.js';
+import type { StoreState } from './store-state.js';
+
+/**
+ * An operator's controls of one project (`Keys.projectControls`): pause and resume, its own send
+ * limit, and what `project show` reads. Each change is one script, read by every ACQUIRE
+ * (acquire-7.lua), so the whole fleet honours it from its next send. Reached through
+ * `DispatchStore.projects`.
+ */
+
+/** One project as `project show` sees it, at `nowMs` of Redis's clock. Times are epoch ms. */
+export interface ProjectState {
+  readonly projectId: string;
+  readonly nowMs: number;
+  readonly paused: boolean;
+  /** When the pause began (0 when not paused). */
+  readonly pausedAt: number;
+  /** The project's own limit as written (`50/1h`), or `undefined`: `SEND_RATE_LIMIT` applies. */
+  readonly limit: string | undefined;
+  /** The budget in force, as counted (its window includes the margin). */
+  readonly budget: { readonly max: number; readonly windowMs: number };
+  /** Sends in the current window, and slots reserved by follow-ups waiting for one. */
+  readonly sendsInWindow: number;
+  readonly reservedSlots: number;
+  /** When a new follow-up's slot would open (`nowMs` when there is room now). */
+  readonly nextSlotAt: number;
+  /** Until when the API's 429 parked the project (0: not parked). */
+  readonly parkedUntil: number;
+  readonly queued: number;
+  readonly sending: number;
+  /** Sent (or unsettled) follow-ups whose agent job the poller reads. */
+  readonly tracked: number;
+  /** Whether the counts are exact: the open index had at most the scan cap of entries. */
+  readonly countsExact: boolean;
+}
+
+/** Open follow-ups `show` reads at most to count a project's (see projectShow-4.lua). */
+export const SHOW_SCAN_CAP = 10_000;
+
+/** The project controls of one store. */
+export class ProjectControls {
+  readonly #state: StoreState;
+
+  constructor(state: StoreState) {
+    this.#state = state;
+  }
+
+  /** Pauses a project; `changed` is false when it already was paused (since `pausedAt`). */
+  async pause(projectId: string): Promise<{ changed: boolean; pausedAt: number }> {
+    const [changed, pausedAt] = (await this.#pauseScript(projectId, true)) as [number, number];
+    return { changed: changed === 1, pausedAt };
+  }
+
+  /**
+   * Resumes a project; `changed` is false when it was not paused. Resolves to the BullMQ jobs its
+   * pause parked (taken once), for the caller to wake.
+   */
+  async resume(projectId: string): Promise<{ changed: boolean; parked: string[] }> {
+    const [changed, parked] = (await this.#pauseScript(projectId, false)) as [number, string[]];
+    return { changed: changed === 1, parked };
+  }
+
+  /** Notes a BullMQ job parked by its project's pause, so the resume wakes it at once. */
+  async noteParked(projectId: string, bullJobId: string): Promise<void> {
+    await this.#state.redis.sadd(this.#state.keys.projectPaused(projectId), bullJobId);
+  }
+
+  /** Whether the project is paused now. */
+  async isPaused(projectId: string): Promise<boolean> {
+    return (await this.#state.redis.hget(this.#keys(projectId).controls, 'paused')) === '1';
+  }
+
+  /**
+   * Sets (`limit` as written, with its counted `rate`) or clears (`undefined`) a project's own
+   * limit. Resolves to the previous one (`undefined`: none) and the dispatches whose slot,
+   * reserved under the old limit, was dropped: the caller wakes them to reserve again.
+   */
+  async setLimit(
+    projectId: string,
+    limit: { text: string; rate: BudgetRate } | undefined,
+  ): Promise<{ previous: string | undefined; reservedBy: string[] }> {
+    const { controls, budget } = this.#keys(projectId);
+    const [previous, dropped] = (await this.#state.scripts.run(
+      'projectLimit',
+      [controls, budget, this.#state.keys.controlledProjects],
+      [
+        projectId,
+        limit?.text ?? '',
+        limit?.rate.max ?? 0,
+        limit?.rate.windowMs ?? 0,
+        limit?.rate.toleranceMs ?? 0,
+      ],
+    )) as [string, string[]];
+    return { previous: previous || undefined, reservedBy: dropped };
+  }
+
+  /**
+   * What `project show` prints; `defaults` is `SEND_RATE_LIMIT` as counted. The counts read at
+   * most `scanCap` open follow-ups (0: no counts, for a caller that counted them itself).
+   */
+  async show(
+    projectId: string,
+    defaults: BudgetRate,
+    scanCap = SHOW_SCAN_CAP,
+  ): Promise<ProjectState> {
+    const { keys } = this.#state;
+    const { controls, budget } = this.#keys(projectId);
+    const reply = (await this.#state.scripts.run(
+      'projectShow',
+      [controls, budget, keys.park(projectId), keys.open],
+      [defaults.max, defaults.windowMs, keys.dispatch(''), projectId, scanCap],
+    )) as [number, number, number, string, ...number[]];
+    const [nowMs, paused, pausedAt, limit, ...n] = reply;
+    const at = (i: number) => n[i] ?? 0;
+    return {
+      projectId,
+      nowMs,
+      paused: paused === 1,
+      pausedAt,
+      limit: limit || undefined,
+      budget: { max: at(0), windowMs: at(1) },
+      sendsInWindow: at(2),
+      reservedSlots: at(3),
+      nextSlotAt: at(4),
+      parkedUntil: at(5),
+      queued: at(6),
+      sending: at(7),
+      tracked: at(8),
+      countsExact: at(9) === at(10),
+    };
+  }
+
+  /** The projects that have a pause or a limit now. */
+  controlled(): Promise<string[]> {
+    return this.#state.redis.smembers(this.#state.keys.controlledProjects);
+  }
+
+  #keys(projectId: string) {
+    const { keys } = this.#state;
+    return { controls: keys.projectControls(projectId), budget: keys.budget(projectId) };
+  }
+
+  #pauseScript(projectId: string, pause: boolean) {
+    const { keys } = this.#state;
+    return this.#state.scripts.run(
+      'projectPause',
+      [keys.projectControls(projectId), keys.projectPaused(projectId), keys.controlledProjects],
+      [projectId, pause ? 1 : 0],
+    );
+  }
+}

@@ -1,0 +1,120 @@
+import express, { Router, type Response } from 'express';
+import {
+  InvalidControlError,
+  NotCancellableError,
+  RedisUnavailableError,
+  UnknownDispatchError,
+  type Admin,
+} from '../producer/index.js';
+import { within } from '../runtime/deadline.js';
+import type { Logger } from '../telemetry/logger.js';
+import { LIFECYCLE } from '../telemetry/names.js';
+import { sendError } from './errors.js';
+import { requireBearer, requireJson } from './intake.js';
+
+/**
+ * The operator controls over HTTP, behind `INTAKE_TOKEN` like the intake: cancel a follow-up,
+ * pause, resume, limit and show a project. Each route calls the same code as the library and the
+ * CLI (`createAdmin`).
+ */
+
+/** Longest wait for Redis: the server's connection waits out an outage, a request must not. */
+const REDIS_TIMEOUT_MS = 5_000;
+
+/** What the control routes need; without a token they answer how to turn them on. */
+export interface ControlsOptions {
+  readonly admin: Admin;
+  readonly token: string | undefined;
+  readonly logger: Logger;
+}
+
+/**
+ * `DELETE /v1/followups/:dispatchId`, `POST /v1/projects/:projectId/pause` and `/resume`,
+ * `PUT /v1/projects/:projectId/limit` (`{"limit": "50/1h"}` or `{"limit": null}`) and
+ * `GET /v1/projects/:projectId`.
+ */
+export function controlsRouter(options: ControlsOptions): Router {
+  const router = Router();
+  const { admin, token, logger } = options;
+  if (!token) {
+    router.use('/v1/projects', (_req, res) => {
+      sendError(res, 404, 'the controls are off: set INTAKE_TOKEN to use them over HTTP');
+    });
+    router.delete('/v1/followups/:dispatchId', (_req, res) => {
+      sendError(res, 404, 'the controls are off: set INTAKE_TOKEN to use them over HTTP');
+    });
+    return router;
+  }
+  const auth = requireBearer(token);
+  const param = (value: unknown) => String(value);
+  router.delete('/v1/followups/:dispatchId', auth, (req, res) =>
+    answer(res, logger, () => admin.cancel(param(req.params['dispatchId']))),
+  );
+  router.post('/v1/projects/:projectId/pause', auth, (req, res) =>
+    answer(res, logger, () => admin.pauseProject(param(req.params['projectId']))),
+  );
+  router.post('/v1/projects/:projectId/resume', auth, (req, res) =>
+    answer(res, logger, () => admin.resumeProject(param(req.params['projectId']))),
+  );
+  router.put(
+    '/v1/projects/:projectId/limit',
+    auth,
+    requireJson,
+    express.json({ limit: 4096, strict: false }),
+    (req, res) => {
+      const body: unknown = req.body;
+      const projectId = param(req.params['projectId']);
+      if (typeof body !== 'object' || body === null || Array.isArray(body) || !('limit' in body))
+        return sendProblem(res, 'limit', 'expected a body {"limit": "50/1h"} or {"limit": null}');
+      const { limit } = body as { limit: unknown };
+      return answer(res, logger, () =>
+        limit === null
+          ? admin.clearProjectLimit(projectId)
+          : admin.setProjectLimit(projectId, limit as string),
+      );
+    },
+  );
+  router.get('/v1/projects/:projectId', auth, (req, res) =>
+    answer(res, logger, () => admin.showProject(param(req.params['projectId']))),
+  );
+  return router;
+}
+
+/** Runs a control: 200 with its answer, or its failure mapped to a status. */
+async function answer(res: Response, logger: Logger, call: () => Promise<object>): Promise<void> {
+  try {
+    const result = await within(call(), REDIS_TIMEOUT_MS, () => {
+      throw new RedisUnavailableError(`no answer from Redis within ${REDIS_TIMEOUT_MS} ms`);
+    });
+    res.status(200).set('cache-control', 'no-store').json(result);
+  } catch (err) {
+    answerFailure(res, logger, err);
+  }
+}
+
+function sendProblem(res: Response, field: string, message: string): void {
+  sendError(res, 400, `invalid ${field}`, { problems: [{ field, message }] });
+}
+
+/**
+ * Bad input 400 naming the field, an unknown follow-up 404, one past `queued` 409 with its state,
+ * Redis unreachable 503; anything else a logged 500.
+ */
+function answerFailure(res: Response, logger: Logger, err: unknown): void {
+  if (err instanceof InvalidControlError) return sendProblem(res, err.field, err.problem);
+  if (err instanceof UnknownDispatchError)
+    return sendError(res, 404, err.message, { code: err.code, dispatchId: err.dispatchId });
+  if (err instanceof NotCancellableError)
+    return sendError(res, 409, err.message, {
+      code: err.code,
+      dispatchId: err.dispatchId,
+      state: err.state,
+    });
+  if (err instanceof RedisUnavailableError) {
+    logger.warn({ err, method: res.req.method, path: res.req.path }, LIFECYCLE.intakeUnavailable);
+    res.set('retry-after', '5');
+    return sendError(res, 503, 'Redis is unavailable; nothing changed, retry later');
+  }
+  logger.error({ err, method: res.req.method, path: res.req.path }, LIFECYCLE.intakeError);
+  sendError(res, 500, 'internal error; see the server log');
+}

@@ -1,0 +1,99 @@
+import type { Rate } from '../config/index.js';
+import { budgetRate } from '../dispatch/budget.js';
+import type { DispatchStore, EventView, TrackedView } from '../dispatch/store.js';
+import { projectView, type ProjectView } from './controls.js';
+
+/**
+ * What the operator's page shows at once (`admin.overview()`): every project with a control or an
+ * open follow-up, with its budget use, pause and park; the oldest queued follow-ups; the tracked
+ * ones with their job's last status; the last events; the fleet-wide send pause.
+ */
+
+/** Open follow-ups read to count each project's (oldest first). */
+const OPEN_SCAN = 5_000;
+/** Projects shown at most; the controlled ones first. */
+const MAX_PROJECTS = 100;
+
+/** One queued follow-up, oldest first: the ones an operator may cancel. */
+export interface QueuedView {
+  readonly dispatchId: string;
+  readonly projectId: string;
+  readonly jobId: string;
+  readonly enqueuedAt: number;
+}
+
+/** The operator's page's data. Times are epoch ms. */
+export interface Overview {
+  readonly at: number;
+  /** The fleet-wide pause of every send (a rejected key, a wrong AGENT_API_URL), or null. */
+  readonly sendPause: { readonly httpStatus: number; readonly probeAt: number } | null;
+  readonly projects: readonly ProjectView[];
+  /** False when there were more open follow-ups than were read to count them. */
+  readonly countsExact: boolean;
+  readonly queued: readonly QueuedView[];
+  readonly tracked: readonly TrackedView[];
+  readonly trackedTotal: number;
+  readonly events: readonly EventView[];
+}
+
+/** Sizes of the lists; each has a default. */
+export interface OverviewOptions {
+  /** @defaultValue 20 */
+  readonly queued?: number;
+  /** @defaultValue 50 */
+  readonly tracked?: number;
+  /** @defaultValue 20 */
+  readonly events?: number;
+}
+
+/** Reads the {@link Overview} from `store`; `defaultRate` is `SEND_RATE_LIMIT`. */
+export async function readOverview(
+  store: DispatchStore,
+  defaultRate: Rate,
+  options: OverviewOptions = {},
+): Promise<Overview> {
+  const [open, controlled, trackedPage, events, sendPause] = await Promise.all([
+    store.openPage(0, OPEN_SCAN, Number.MAX_SAFE_INTEGER),
+    store.projects.controlled(),
+    store.views.trackedPage(options.tracked ?? 50),
+    store.views.lastEvents(options.events ?? 20),
+    store.sendPause(),
+  ]);
+  const counts = new Map<string, { queued: number; sending: number; tracked: number }>();
+  const queued: QueuedView[] = [];
+  for (const d of open.dispatches) {
+    if (!d.state || d.state === 'done') continue;
+    const c = counts.get(d.projectId) ?? { queued: 0, sending: 0, tracked: 0 };
+    counts.set(d.projectId, c);
+    if (d.state === 'queued') {
+      c.queued++;
+      if (queued.length < (options.queued ?? 20)) queued.push({ ...d });
+    } else if (d.state === 'sending') c.sending++;
+    else c.tracked++;
+  }
+  const names = [...new Set([...controlled.sort(), ...[...counts.keys()].sort()])];
+  const defaults = budgetRate(defaultRate);
+  const states = await Promise.all(
+    names.slice(0, MAX_PROJECTS).map((p) => store.projects.show(p, defaults, 0)),
+  );
+  const projects = states.map((state) => ({
+    ...projectView(state, defaultRate),
+    ...(counts.get(state.projectId) ?? { queued: 0, sending: 0, tracked: 0 }),
+    countsExact: !open.more,
+  }));
+  return {
+    at: states[0]?.nowMs ?? Date.now(),
+    sendPause: sendPause ? { httpStatus: sendPause.httpStatus, probeAt: sendPause.probeAt } : null,
+    projects,
+    countsExact: !open.more,
+    queued: queued.map(({ dispatchId, projectId, jobId, enqueuedAt }) => ({
+      dispatchId,
+      projectId,
+      jobId,
+      enqueuedAt,
+    })),
+    tracked: trackedPage.tracked,
+    trackedTotal: trackedPage.total,
+    events,
+  };
+}

@@ -1,0 +1,128 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { keysFor } from '../../src/redis/keys.js';
+import { runCliToEnd } from '../support/cli.js';
+import { readEvents } from '../support/events.js';
+import { createNamespace, type Namespace } from '../support/namespace.js';
+import { createProducer, type Producer } from '../../src/producer/index.js';
+import { DispatchStore } from '../../src/dispatch/store.js';
+import { budgetRate } from '../../src/dispatch/budget.js';
+
+/** `agent-dispatch cancel` and `agent-dispatch project ...` as processes. */
+describe('the control commands', () => {
+  let ns: Namespace;
+  let producer: Producer;
+  beforeAll(() => {
+    ns = createNamespace('cli-controls');
+    producer = createProducer({ redisUrl: ns.redisUrl, prefix: ns.prefix });
+  });
+  afterAll(async () => {
+    await producer.close();
+    await ns.cleanup();
+  });
+
+  const run = (...args: string[]) => runCliToEnd(args, ns.env({ SEND_RATE_LIMIT: '100/1h' }));
+  const json = (stdout: string) => JSON.parse(stdout) as Record<string, unknown>;
+
+  it('answer --help with their usage and an example', async () => {
+    const cancel = await run('cancel', '--help');
+    expect(cancel.code).toBe(0);
+    expect(cancel.stdout).toMatch(/Usage: agent-dispatch cancel DISPATCH_ID/);
+    expect(cancel.stdout).toMatch(/followup\.cancelled/);
+    const project = await run('project', '--help');
+    expect(project.code).toBe(0);
+    for (const text of ['project pause P', 'project limit P --clear', 'show P', 'Example:'])
+      expect(project.stdout).toContain(text);
+    const top = await run('--help');
+    expect(top.stdout).toMatch(/cancel +cancels a follow-up/);
+    expect(top.stdout).toMatch(/project +pauses, resumes, limits or shows/);
+  });
+
+  it('pause, limit, show, clear and resume a project, each printing one JSON object', async () => {
+    const paused = await run('project', 'pause', 'docs');
+    expect([paused.code, json(paused.stdout)]).toEqual([
+      0,
+      { projectId: 'docs', paused: true, changed: true, woken: 0 },
+    ]);
+    const limited = await run('project', 'limit', 'docs', '50/1h');
+    expect(json(limited.stdout)).toEqual({ projectId: 'docs', limit: '50/1h', previous: null });
+    const shown = await run('project', 'show', 'docs');
+    expect(shown.code).toBe(0);
+    expect(json(shown.stdout)).toMatchObject({
+      projectId: 'docs',
+      paused: true,
+      limit: '50/1h',
+      limitSource: 'project',
+      queued: 0,
+      countsExact: true,
+    });
+    const cleared = await run('project', 'limit', 'docs', '--clear');
+    expect(json(cleared.stdout)).toEqual({ projectId: 'docs', limit: null, previous: '50/1h' });
+    const resumed = await run('project', 'resume', 'docs');
+    expect(json(resumed.stdout)).toMatchObject({ paused: false, changed: true });
+    expect(json((await run('project', 'show', 'docs')).stdout)).toMatchObject({
+      paused: false,
+      limit: '100/1h',
+      limitSource: 'default',
+    });
+  }, 60_000);
+
+  it('refuses bad input with exit 2 naming the field, and changes nothing', async () => {
+    const keys = keysFor(ns.prefix);
+    const bad = await run('project', 'limit', 'other', '50 an hour');
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('limit: expected N/DURATION such as 50/1h, got "50 an hour"');
+    const usages = [
+      ['project', 'limit', 'other'],
+      ['project', 'limit', 'other', '5/1h', '--clear'],
+      ['project', 'pause'],
+      ['project', 'stop', 'other'],
+      ['cancel'],
+    ];
+    const answers = await Promise.all(usages.map((args) => run(...args)));
+    answers.forEach((res, i) => {
+      expect(res.code, usages[i]?.join(' ')).toBe(2);
+      expect(res.stderr).toMatch(/^agent-dispatch: /);
+    });
+    expect(await ns.redis.exists(keys.projectControls('other'))).toBe(0);
+  }, 60_000);
+
+  it('cancels a queued follow-up; refuses with exit 1 one being sent, a finished one, an unknown id', async () => {
+    const [queued, sending] = await producer.sendMany([
+      { projectId: 'c', jobId: 'a', prompt: 'one' },
+      { projectId: 'c', jobId: 'b', prompt: 'two' },
+    ]);
+    const store = new DispatchStore(ns.redis, keysFor(ns.prefix), {
+      eventsStream: ns.eventsStream,
+      eventsMaxLen: 1000,
+      retentionMs: 60_000,
+    });
+    const rate = budgetRate({ max: 100, windowMs: 3_600_000 });
+    const ref = { dispatchId: sending?.dispatchId ?? '', projectId: 'c', jobId: 'b' };
+    expect((await store.acquire(ref, rate, rate.toleranceMs, 60_000, randomUUID())).kind).toBe(
+      'go',
+    );
+
+    const ok = await run('cancel', queued?.dispatchId ?? '');
+    expect(ok.code).toBe(0);
+    expect(json(ok.stdout)).toEqual({
+      dispatchId: queued?.dispatchId,
+      state: 'done',
+      type: 'followup.cancelled',
+    });
+    const again = await run('cancel', queued?.dispatchId ?? '');
+    expect(again.code).toBe(1);
+    expect(again.stderr).toContain('is finished (done): only a queued one can be cancelled');
+    const busy = await run('cancel', sending?.dispatchId ?? '');
+    expect(busy.code).toBe(1);
+    expect(busy.stderr).toContain('is being sent (sending)');
+    const unknown = await run('cancel', 'no-such-id');
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toContain('no follow-up with dispatchId "no-such-id"');
+    const events = await readEvents(ns.redis, ns.eventsStream);
+    expect(events.map((e) => [e.type, e.dispatchId])).toEqual([
+      ['followup.cancelled', queued?.dispatchId],
+    ]);
+    expect((await store.get(ref.dispatchId))?.state).toBe('sending');
+  }, 60_000);
+});
