@@ -27,7 +27,7 @@ import {
   RedisUnavailableError,
   type SendResult,
 } from './errors.js';
-import { buildTransaction, resultsOf } from './transaction.js';
+import { addMissingJobs, buildTransaction, resultsOf } from './transaction.js';
 
 /** `REDIS_DURABILITY`'s default. */
 const FSYNC: DurabilitySetting = { mode: 'fsync', replicas: 0, strict: false };
@@ -163,10 +163,20 @@ export function createProducer(options: ProducerOptions): Producer {
     if (durabilitySetting.mode === 'fsync' && durabilitySetting.strict && assessment.warning)
       throw new NotDurableError(`REDIS_DURABILITY is strict, and ${assessment.warning}`);
     const transaction = await buildTransaction(queue, client, store, followUps, attempts);
-    const replies = await transaction.multi.exec().catch((err: unknown) => {
+    const first = await transaction.multi.exec().catch((err: unknown) => {
       throw asRedisFailure(err, redis);
     });
-    if (!replies) throw new RedisUnavailableError('Redis discarded the transaction; retry it');
+    if (!first) throw new RedisUnavailableError('Redis discarded the transaction; retry it');
+    const replies = await addMissingJobs(
+      queue,
+      client,
+      followUps,
+      transaction,
+      first,
+      attempts,
+    ).catch((err: unknown) => {
+      throw asRedisFailure(err, redis);
+    });
     await onDisk(client, assessment);
     return resultsOf(followUps, transaction, replies, redis);
   }
