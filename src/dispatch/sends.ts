@@ -15,6 +15,8 @@ export type Verdict =
   /** Send now. `probe`: sends are paused and this one tries whether the key works again. */
   | { kind: 'go'; attempt: number; prompt: string; probe: boolean }
   | { kind: 'blocked' }
+  /** Its prompt cannot be sent (empty, or over `promptMaxBytes`): nothing was spent. */
+  | { kind: 'invalid'; promptBytes: number }
   /** The key was rejected: every send waits; the next probe may go at `untilMs`. */
   | { kind: 'auth_paused'; untilMs: number }
   | { kind: 'parked' | 'over'; untilMs: number }
@@ -103,6 +105,7 @@ export async function acquire(
       Math.max(1, Math.round(firstPollMs)),
       attemptToken,
       keys.dispatch(''),
+      state.options.promptMaxBytes ?? 0,
     ],
   )) as [string, number, string, number?];
   const [kind, n, text, probe] = reply;
@@ -112,6 +115,8 @@ export async function acquire(
     case 'blocked':
     case 'missing':
       return { kind };
+    case 'invalid':
+      return { kind, promptBytes: n };
     case 'auth_paused':
       return { kind, untilMs: n };
     case 'parked':

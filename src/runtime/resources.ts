@@ -35,6 +35,7 @@ export function openRoleResources(name: string, options: RoleOptions): RoleResou
     eventsStream: config.eventsStream,
     eventsMaxLen: config.eventsMaxLen,
     retentionMs: config.dispatchRetentionMs,
+    promptMaxBytes: config.promptMaxBytes,
   });
   const client =
     api ??

@@ -37,10 +37,12 @@
     ARGV[5] firstPollMs
     ARGV[6] attemptToken
     ARGV[7] the prefix of every record key (a lane head's record is that prefix and its id)
+    ARGV[8] largest prompt that may be sent, in bytes (PROMPT_MAX_BYTES; 0 = no limit)
 
   Output: {verdict, n, text, probe}
     go          n = attempt, text = prompt, probe = 1 when it is the fleet's probe of a rejected key
     blocked     another dispatch heads the lane (heads with no record are dropped first)
+    invalid     n = the prompt's size in bytes: empty, or over ARGV[8]; nothing is spent
     auth_paused n = next probe time
     parked      n = until
     over        n = until (the reserved slot)
@@ -53,7 +55,7 @@ local recordKey, laneKey, budgetKey, parkKey, trackedKey, pauseKey =
 local dispatchId, token = ARGV[1], ARGV[6]
 local max, window, tolerance = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local firstPollMs = tonumber(ARGV[5])
-local recordPrefix = ARGV[7]
+local recordPrefix, promptMaxBytes = ARGV[7], tonumber(ARGV[8])
 
 local function keepAtLeast(key, ms)
   if redis.call('PTTL', key) < ms then redis.call('PEXPIRE', key, ms) end
@@ -79,6 +81,12 @@ while head and head ~= dispatchId and redis.call('EXISTS', recordPrefix .. head)
   head = redis.call('LINDEX', laneKey, 0)
 end
 if head ~= dispatchId then return {'blocked', 0, ''} end
+-- The worker checks the payload it reads here before any budget unit is spent on it: a record
+-- written by another version, or a PROMPT_MAX_BYTES lowered since, ends undeliverable unsent.
+local prompt = redis.call('HGET', recordKey, 'prompt') or ''
+if #prompt == 0 or (promptMaxBytes > 0 and #prompt > promptMaxBytes) then
+  return {'invalid', #prompt, ''}
+end
 --- @include "includes/now"
 local probeAt = tonumber(redis.call('HGET', pauseKey, 'probeAt') or '0')
 if probeAt > now then return {'auth_paused', probeAt, ''} end
@@ -129,4 +137,4 @@ if probeAt > 0 then
   local backoff = math.min(2 * tonumber(pause[1]), tonumber(pause[2]))
   redis.call('HSET', pauseKey, 'probeAt', now + backoff, 'backoffMs', backoff)
 end
-return {'go', attempt, redis.call('HGET', recordKey, 'prompt') or '', probe}
+return {'go', attempt, prompt, probe}
