@@ -1,5 +1,5 @@
 import { Queue, Worker } from 'bullmq';
-import { QUEUE_NAMES } from '../redis/keys.js';
+import { QUEUE_NAMES, queueOptions } from '../redis/keys.js';
 import { openRoleResources } from '../runtime/resources.js';
 import { roleOf, type Role, type RoleOptions } from '../runtime/role.js';
 import { LIFECYCLE } from '../telemetry/names.js';
@@ -18,7 +18,10 @@ export function startPoller(options: RoleOptions): Role {
   const { config } = options;
   const logger = options.logger.child({ role: 'poller' });
   const ctx = openRoleResources('poller', { ...options, logger });
-  const pollQueue = new Queue(QUEUE_NAMES.poll, { connection: ctx.redis, prefix: config.prefix });
+  const pollQueue = new Queue(QUEUE_NAMES.poll, {
+    connection: ctx.redis,
+    ...queueOptions(config.prefix),
+  });
   pollQueue.on('error', (err) => logger.warn({ err }, LIFECYCLE.redisError));
 
   const worker = new Worker(QUEUE_NAMES.poll, () => runTick(ctx), {

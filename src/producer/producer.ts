@@ -19,7 +19,7 @@ import {
   type DurabilityAssessment,
   type DurabilitySetting,
 } from '../redis/durability.js';
-import { keysFor, QUEUE_NAMES } from '../redis/keys.js';
+import { keysFor, QUEUE_NAMES, queueOptions } from '../redis/keys.js';
 import { within } from '../runtime/deadline.js';
 import {
   asRedisFailure,
@@ -89,7 +89,10 @@ export function createProducer(options: ProducerOptions): Producer {
   redis.on('error', () => {
     // Failures reach the caller as rejected sends; the fail-fast connection never queues them.
   });
-  const queue = new Queue<DispatchJobData>(QUEUE_NAMES.dispatch, { connection: redis, prefix });
+  const queue = new Queue<DispatchJobData>(QUEUE_NAMES.dispatch, {
+    connection: redis,
+    ...queueOptions(prefix),
+  });
   queue.on('error', () => {
     // Errors reach the caller through the rejected promise of send/sendMany.
   });
