@@ -2,7 +2,12 @@ import type { ChainableCommander } from 'ioredis';
 import type { AgentJob } from '../agent-api/index.js';
 import type { Rate } from '../config/index.js';
 import { contentDigest, type FollowUp } from './followup.js';
-import { parseRecord, type DispatchRecord, type DispatchState } from './record.js';
+import {
+  FIELDS_BUT_PROMPT,
+  parseRecord,
+  type DispatchRecord,
+  type DispatchState,
+} from './record.js';
 import { laneOf, type DispatchRef, type StoreState } from './store-state.js';
 
 /**
@@ -69,12 +74,17 @@ export async function getMany(
 ): Promise<(DispatchRecord | undefined)[]> {
   if (ids.length === 0) return [];
   const pipeline = state.redis.pipeline();
-  for (const id of ids) pipeline.hgetall(state.keys.dispatch(id));
+  for (const id of ids) pipeline.hmget(state.keys.dispatch(id), ...FIELDS_BUT_PROMPT);
   const replies = (await pipeline.exec()) ?? [];
   return ids.map((id, i) => {
-    const [err, hash] = replies[i] ?? [null, {}];
+    const [err, values] = replies[i] ?? [null, []];
     if (err) throw err;
-    return parseRecord(id, hash as Record<string, string>);
+    const hash: Record<string, string> = {};
+    for (const [f, field] of FIELDS_BUT_PROMPT.entries()) {
+      const value = (values as (string | null)[])[f];
+      if (value !== null && value !== undefined) hash[field] = value;
+    }
+    return parseRecord(id, hash, false);
   });
 }
 

@@ -53,7 +53,7 @@ export class DispatchStore {
     return sends.get(this.#state, dispatchId);
   }
 
-  /** Reads several dispatch records in one round trip; missing ones are `undefined`. */
+  /** Reads several records in one round trip, all but their prompts; missing: `undefined`. */
   getMany(ids: readonly string[]): Promise<(DispatchRecord | undefined)[]> {
     return sends.getMany(this.#state, ids);
   }
