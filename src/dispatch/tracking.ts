@@ -93,10 +93,10 @@ export async function due(
   state: StoreState,
   limit: number,
   leaseMs: number,
-): Promise<{ nowMs: number; ids: string[] }> {
+): Promise<{ nowMs: number; ids: string[]; nextDueMs: number | undefined }> {
   const reply = await state.scripts.run('due', [state.keys.tracked], [limit, Math.round(leaseMs)]);
-  const [now, ...ids] = reply as [number, ...string[]];
-  return { nowMs: now, ids };
+  const [now, nextAt, ...ids] = reply as [number, number, ...string[]];
+  return { nowMs: now, ids, nextDueMs: nextAt < 0 ? undefined : nextAt };
 }
 
 export async function untrack(state: StoreState, dispatchId: string): Promise<void> {
