@@ -133,14 +133,8 @@ export class DispatchStore {
     return tracking.reschedule(this.#state, dispatchId, delayMs, fields);
   }
 
-  /**
-   * Claims at most `limit` tracked dispatches due for a read, for `leaseMs`, with Redis's clock;
-   * `nextDueMs`: when the earliest one still tracked falls due (none tracked: `undefined`).
-   */
-  due(
-    limit: number,
-    leaseMs: number,
-  ): Promise<{ nowMs: number; ids: string[]; nextDueMs: number | undefined }> {
+  /** Claims at most `limit` tracked dispatches due for a read, for `leaseMs` (see DueReads). */
+  due(limit: number, leaseMs: number): Promise<tracking.DueReads> {
     return tracking.due(this.#state, limit, leaseMs);
   }
 
