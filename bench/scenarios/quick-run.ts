@@ -85,7 +85,10 @@ function report(r: QuickRun): ScenarioResult {
           ['run end → event, p50', ms(percentile(r.latencies, 50))],
           ['run end → event, p99', ms(percentile(r.latencies, 99))],
           ['run end → event, max', ms(Math.max(...r.latencies))],
-          ['waited out ACTIVE_GRACE (never seen active)', `${num(r.graceEnded, 0)} of ${num(r.n, 0)}`],
+          [
+            'waited out ACTIVE_GRACE (never seen active)',
+            `${num(r.graceEnded, 0)} of ${num(r.n, 0)}`,
+          ],
           ['GETs per follow-up, mean / max', `${num(mean, 1)} / ${num(Math.max(...r.gets), 0)}`],
         ],
       },
