@@ -61,15 +61,15 @@ local function keepAtLeast(key, ms)
   if redis.call('PTTL', key) < ms then redis.call('PEXPIRE', key, ms) end
 end
 
-local state = redis.call('HGET', recordKey, 'state')
+-- One read of the fields it decides on (the prompt goes back with `go`).
+local stored = redis.call('HMGET', recordKey, 'state', 'prompt', 'attemptToken', 'attempts',
+  'sendingAt')
+local state, prompt = stored[1], stored[2] or ''
 if not state then return {'missing', 0, ''} end
 if state == 'sending' then
-  local holder = redis.call('HGET', recordKey, 'attemptToken') or ''
-  if token ~= '' and holder == token then
-    return {'go', tonumber(redis.call('HGET', recordKey, 'attempts')),
-      redis.call('HGET', recordKey, 'prompt') or ''}
-  end
-  return {state, tonumber(redis.call('HGET', recordKey, 'sendingAt') or '0'), holder}
+  local holder = stored[3] or ''
+  if token ~= '' and holder == token then return {'go', tonumber(stored[4]), prompt} end
+  return {state, tonumber(stored[5] or '0'), holder}
 end
 if state ~= 'queued' then return {state, 0, ''} end
 -- A lane head whose record is gone (deleted by hand, or lost with a Redis crash) would block its
@@ -83,7 +83,6 @@ end
 if head ~= dispatchId then return {'blocked', 0, ''} end
 -- The worker checks the payload it reads here before any budget unit is spent on it: a record
 -- written by another version, or a PROMPT_MAX_BYTES lowered since, ends undeliverable unsent.
-local prompt = redis.call('HGET', recordKey, 'prompt') or ''
 if #prompt == 0 or (promptMaxBytes > 0 and #prompt > promptMaxBytes) then
   return {'invalid', #prompt, ''}
 end
