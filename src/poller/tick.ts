@@ -60,8 +60,9 @@ export async function runTick(
     return { ran: false, reads: 0, finished: 0 };
   }
   const started = Date.now();
-  // The next tick must find the lock free: stop waiting a little before it is due.
-  const readUntil = started + ctx.config.pollIntervalMs * (1 - TICK_MARGIN);
+  // The next tick must find the lock free: stop waiting a little before it is due. Nor past half
+  // the lock's time, which only a batch renews.
+  const readUntil = started + Math.min(ctx.config.pollIntervalMs * (1 - TICK_MARGIN), lockMs / 2);
   let reads = 0;
   let finished = 0;
   try {
