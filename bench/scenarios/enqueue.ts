@@ -3,7 +3,7 @@ import { createProducer } from '../../src/producer/index.js';
 import type { BenchContext } from '../context.js';
 import { describeProfile, profile, type ProfileSummary } from '../cpu-profile.js';
 import { describeCpu, topCommands, watchList } from '../evidence.js';
-import { startProbe, totalCalls, type ProbeResult } from '../probes.js';
+import { infoNumber, startProbe, totalCalls, type ProbeResult } from '../probes.js';
 import type { Scenario, ScenarioResult } from '../report.js';
 import { num, repeated, runs, type Repeated } from '../stats.js';
 import { baselineQueue, enqueueBaseline, enqueueOurs, followUps } from '../workload.js';
@@ -23,6 +23,8 @@ interface Run {
   readonly probe: ProbeResult;
   readonly cpuUsPerFollowUp: number;
   readonly redisCpuUsPerFollowUp: number;
+  /** Bytes Redis received per follow-up (INFO stats `total_net_input_bytes`). */
+  readonly bytesPerFollowUp: number;
   readonly summary: ProfileSummary;
 }
 
@@ -48,6 +50,7 @@ async function once(ctx: BenchContext, kind: Kind, mode: Mode, n: number): Promi
     // One warm-up batch: connections, script loading and JIT are not what this measures.
     if (kind === 'ours') await enqueueOurs(producer, followUps(100, 1, 'warm'));
     else await enqueueBaseline(queue, followUps(100, 1, 'warm'));
+    const bytesBefore = await infoNumber(ctx.admin, 'stats', 'total_net_input_bytes');
     const probe = await startProbe(ctx.admin, watchList(ctx.redisPid, []));
     const { value: elapsedMs, summary } = await profile(async () => {
       const started = performance.now();
@@ -57,6 +60,7 @@ async function once(ctx: BenchContext, kind: Kind, mode: Mode, n: number): Promi
       return performance.now() - started;
     }, ['checkFollowUp', 'followUpSchema', 'addJobToTransaction', 'addBulk']);
     const result = await probe.stop();
+    const bytes = (await infoNumber(ctx.admin, 'stats', 'total_net_input_bytes')) - bytesBefore;
     const cpuMs = (prefix: string) =>
       result.cpu.find((c) => c.label.startsWith(prefix))?.cpuMs ?? 0;
     return {
@@ -64,6 +68,7 @@ async function once(ctx: BenchContext, kind: Kind, mode: Mode, n: number): Promi
       probe: result,
       cpuUsPerFollowUp: (cpuMs('bench') * 1000) / n,
       redisCpuUsPerFollowUp: (cpuMs('redis') * 1000) / n,
+      bytesPerFollowUp: bytes / n,
       summary,
     };
   } finally {
@@ -97,6 +102,7 @@ function report(n: number, nSingle: number, batch: Sides, single: Sides): Scenar
     num(side.typical.cpuUsPerFollowUp),
     num(side.typical.redisCpuUsPerFollowUp),
     num(totalCalls(side.typical.probe.commands) / count, 2),
+    num(side.typical.bytesPerFollowUp, 0),
   ];
   const ratio = (label: string, { ours, baseline }: Sides) => [
     label,
@@ -104,6 +110,7 @@ function report(n: number, nSingle: number, batch: Sides, single: Sides): Scenar
     num(ours.typical.cpuUsPerFollowUp / baseline.typical.cpuUsPerFollowUp, 2),
     num(ours.typical.redisCpuUsPerFollowUp / baseline.typical.redisCpuUsPerFollowUp, 2),
     '',
+    num(ours.typical.bytesPerFollowUp / baseline.typical.bytesPerFollowUp, 2),
   ];
   const evidence = (label: string, run: Run, count: number) =>
     `${label}: ${describeCpu(run.probe)}. Producer profile: ${describeProfile(run.summary)}. ` +
@@ -133,6 +140,7 @@ function report(n: number, nSingle: number, batch: Sides, single: Sides): Scenar
           'producer CPU per follow-up (µs)',
           'redis-server CPU per follow-up (µs)',
           'Redis commands per follow-up',
+          'bytes sent to Redis per follow-up',
         ],
         rows: [
           row('ours: sendMany(100)', batch.ours, n),
