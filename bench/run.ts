@@ -23,6 +23,7 @@ import { enqueueScenario } from './scenarios/enqueue.js';
 import { fairnessScenario } from './scenarios/fairness.js';
 import { memoryScenario } from './scenarios/memory.js';
 import { pollerScenario } from './scenarios/poller.js';
+import { quickRunScenario } from './scenarios/quick-run.js';
 import { redisWorkScenario } from './scenarios/redis-work.js';
 import { tracingScenario } from './scenarios/tracing.js';
 
@@ -32,6 +33,7 @@ const SCENARIOS: readonly Scenario[] = [
   budgetScenario,
   fairnessScenario,
   pollerScenario,
+  quickRunScenario,
   memoryScenario,
   redisWorkScenario,
   tracingScenario,

@@ -4,7 +4,7 @@ import { loadConfig, type Config, type SettingName } from '../config/index.js';
 import { startHttpServer, type HttpServer } from '../http/index.js';
 import { createProducer, type Producer } from '../producer/index.js';
 import { connect } from '../redis/connections.js';
-import { keysFor, QUEUE_NAMES, type Keys } from '../redis/keys.js';
+import { keysFor, QUEUE_NAMES, queueOptions, type Keys } from '../redis/keys.js';
 import { closeInOrder, type Role } from '../runtime/role.js';
 import { createLogger, logFormatFor, type Logger } from '../telemetry/logger.js';
 import { createMetrics, type Metrics } from '../telemetry/metrics.js';
@@ -93,7 +93,7 @@ export async function startServing(kit: RoleKit, options: ServingOptions): Promi
   redis.on('error', (err: Error) => logRedisError(err, {}));
   const queues = options.dashboard
     ? Object.values(QUEUE_NAMES).map((name) => {
-        const queue = new Queue(name, { connection: redis, prefix: config.prefix });
+        const queue = new Queue(name, { connection: redis, ...queueOptions(config.prefix) });
         queue.on('error', (err: Error) => logRedisError(err, { queue: name }));
         return queue;
       })

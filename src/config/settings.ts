@@ -129,7 +129,7 @@ export const SETTINGS = {
   },
   POLL_MIN_INTERVAL: {
     schema: duration(10),
-    default: '1s',
+    default: '500ms',
     description: 'first wait between status reads of one follow-up',
   },
   POLL_MAX_INTERVAL: {

@@ -5,7 +5,7 @@ import { sleep } from '../runtime/deadline.js';
 import { sendInFlightMs } from '../runtime/in-flight.js';
 import { dispatchJobSchema, type DispatchJobData } from '../runtime/jobs.js';
 import { LIFECYCLE } from '../telemetry/names.js';
-import { park, parkPaused, poison } from './endings.js';
+import { endUndeliverable, park, parkPaused, poison } from './endings.js';
 import { retryOnConnectionError } from './redis-retry.js';
 import { sendFollowUp, type SendContext } from './send.js';
 
@@ -101,6 +101,9 @@ export function createProcessor(ctx: SendContext) {
           verdict.untilMs - (verdict.kind === 'over' ? EARLY_WAKE_MS : 0),
         );
       }
+      case 'invalid':
+        // Its prompt cannot be sent (see acquire-6.lua): it ends unsent, no budget unit spent.
+        return endUndeliverable(ctx, ref, 'invalid_payload', 'queued');
       case 'missing':
         return poison(ctx, job, 'missing_record');
       case 'not-queued':

@@ -1,6 +1,5 @@
 import { DelayedError, type Job } from 'bullmq';
 import { isAgentApiError, type AgentJob } from '../agent-api/index.js';
-import { checkFollowUp } from '../dispatch/followup.js';
 import type { DispatchRef, MarkResult } from '../dispatch/store.js';
 import { pauseSends, resumeSends } from '../runtime/auth-pause.js';
 import { markSentRetryMs } from '../runtime/in-flight.js';
@@ -46,11 +45,6 @@ export async function sendFollowUp(
     projectId: ref.projectId,
     jobId: ref.jobId,
   });
-  const checked = checkFollowUp(
-    { projectId: ref.projectId, jobId: ref.jobId, prompt },
-    ctx.config.promptMaxBytes,
-  );
-  if (!checked.ok) return endUndeliverable(ctx, ref, 'invalid_payload', 'sending');
   const started = performance.now();
   let agentJob: AgentJob;
   try {

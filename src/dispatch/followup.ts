@@ -49,7 +49,8 @@ export interface FollowUp {
 const CONTROL = /\p{Cc}/u;
 const utf8Bytes = (text: string) => Buffer.byteLength(text, 'utf8');
 
-const identifier = z
+/** A project id, job id or idempotency key (the job payload's ids are checked with it too). */
+export const identifier = z
   .string({ error: 'must be a string' })
   .min(1, { error: 'must not be empty' })
   .max(ID_MAX_CHARS, { error: `must be at most ${ID_MAX_CHARS} characters` })

@@ -60,18 +60,46 @@ export interface DispatchRecord {
 }
 
 /**
- * Parses a dispatch hash (from HGETALL); `undefined` when the hash is empty or not ours. Every
- * state but `done` carries its prompt; a finished record keeps the rest for `DISPATCH_RETENTION`,
- * so `status` still answers after the end.
+ * The fields of a record {@link parseRecord} reads, but the prompt: what the poller reads (HMGET)
+ * to act on a status and publish the event, whatever the prompt's size.
+ */
+export const FIELDS_BUT_PROMPT = [
+  'projectId',
+  'jobId',
+  'state',
+  'enqueuedAt',
+  'key',
+  'meta',
+  'sentAt',
+  'sendingAt',
+  'attemptToken',
+  'finishedAt',
+  'attempts',
+  'job',
+  'lastStatus',
+  'seenActive',
+  'resend',
+  'pollDelayMs',
+  'polls',
+  'type',
+  'reason',
+] as const;
+
+/**
+ * Parses a dispatch hash (from HGETALL, or the {@link FIELDS_BUT_PROMPT} when `withPrompt` is
+ * false); `undefined` when the hash is empty or not ours. Every state but `done` carries its
+ * prompt; a finished record keeps the rest for `DISPATCH_RETENTION`, so `status` still answers
+ * after the end.
  */
 export function parseRecord(
   dispatchId: string,
   hash: Record<string, string>,
+  withPrompt = true,
 ): DispatchRecord | undefined {
   const { projectId, jobId, prompt, state, enqueuedAt } = hash;
   if (!projectId || !jobId || !state || !enqueuedAt) return undefined;
   if (!Object.values(STATES).includes(state as DispatchState)) return undefined;
-  if (prompt === undefined && state !== STATES.done) return undefined;
+  if (withPrompt && prompt === undefined && state !== STATES.done) return undefined;
   return {
     dispatchId,
     projectId,

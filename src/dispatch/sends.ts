@@ -2,7 +2,12 @@ import type { ChainableCommander } from 'ioredis';
 import type { AgentJob } from '../agent-api/index.js';
 import type { Rate } from '../config/index.js';
 import { contentDigest, type FollowUp } from './followup.js';
-import { parseRecord, type DispatchRecord, type DispatchState } from './record.js';
+import {
+  FIELDS_BUT_PROMPT,
+  parseRecord,
+  type DispatchRecord,
+  type DispatchState,
+} from './record.js';
 import { laneOf, type DispatchRef, type StoreState } from './store-state.js';
 
 /**
@@ -15,6 +20,8 @@ export type Verdict =
   /** Send now. `probe`: sends are paused and this one tries whether the key works again. */
   | { kind: 'go'; attempt: number; prompt: string; probe: boolean }
   | { kind: 'blocked' }
+  /** Its prompt cannot be sent (empty, or over `promptMaxBytes`): nothing was spent. */
+  | { kind: 'invalid'; promptBytes: number }
   /** The key was rejected: every send waits; the next probe may go at `untilMs`. */
   | { kind: 'auth_paused'; untilMs: number }
   /** An operator paused the project: nothing was spent; it waits for the resume. */
@@ -73,12 +80,17 @@ export async function getMany(
 ): Promise<(DispatchRecord | undefined)[]> {
   if (ids.length === 0) return [];
   const pipeline = state.redis.pipeline();
-  for (const id of ids) pipeline.hgetall(state.keys.dispatch(id));
+  for (const id of ids) pipeline.hmget(state.keys.dispatch(id), ...FIELDS_BUT_PROMPT);
   const replies = (await pipeline.exec()) ?? [];
   return ids.map((id, i) => {
-    const [err, hash] = replies[i] ?? [null, {}];
+    const [err, values] = replies[i] ?? [null, []];
     if (err) throw err;
-    return parseRecord(id, hash as Record<string, string>);
+    const hash: Record<string, string> = {};
+    for (const [f, field] of FIELDS_BUT_PROMPT.entries()) {
+      const value = (values as (string | null)[])[f];
+      if (value !== null && value !== undefined) hash[field] = value;
+    }
+    return parseRecord(id, hash, false);
   });
 }
 
@@ -110,6 +122,7 @@ export async function acquire(
       Math.max(1, Math.round(firstPollMs)),
       attemptToken,
       keys.dispatch(''),
+      state.options.promptMaxBytes ?? 0,
     ],
   )) as [string, number, string, number?];
   const [kind, n, text, probe] = reply;
@@ -120,6 +133,8 @@ export async function acquire(
     case 'missing':
     case 'paused':
       return { kind };
+    case 'invalid':
+      return { kind, promptBytes: n };
     case 'auth_paused':
       return { kind, untilMs: n };
     case 'parked':

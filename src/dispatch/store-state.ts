@@ -7,6 +7,8 @@ export interface StoreOptions {
   readonly eventsStream: string;
   readonly eventsMaxLen: number;
   readonly retentionMs: number;
+  /** Largest prompt ACQUIRE lets go, in UTF-8 bytes (`PROMPT_MAX_BYTES`); unset: any but empty. */
+  readonly promptMaxBytes?: number;
 }
 
 /** What the store's modules share: its connection, keys, settings and scripts. Never exported. */

@@ -15,7 +15,7 @@ import type { DispatchRef, StoreOptions, StoreState } from './store-state.js';
 import * as tracking from './tracking.js';
 
 export type { JobPresence, QueueKey } from './poll-state.js';
-export type { MarkResult, Verdict } from './sends.js';
+export type { MarkResult, Registration, Verdict } from './sends.js';
 export { AUTH_PROBE_BACKOFF, parseSendPause, type SendPause } from './send-pause.js';
 export type { DispatchRef, StoreOptions } from './store-state.js';
 export type { Finished, OpenDispatch } from './tracking.js';
@@ -63,7 +63,7 @@ export class DispatchStore {
     return sends.get(this.#state, dispatchId);
   }
 
-  /** Reads several dispatch records in one round trip; missing ones are `undefined`. */
+  /** Reads several records in one round trip, all but their prompts; missing: `undefined`. */
   getMany(ids: readonly string[]): Promise<(DispatchRecord | undefined)[]> {
     return sends.getMany(this.#state, ids);
   }
@@ -132,8 +132,8 @@ export class DispatchStore {
     return tracking.reschedule(this.#state, dispatchId, delayMs, fields);
   }
 
-  /** Claims at most `limit` tracked dispatches due for a read, for `leaseMs`, with Redis's clock. */
-  due(limit: number, leaseMs: number): Promise<{ nowMs: number; ids: string[] }> {
+  /** Claims at most `limit` tracked dispatches due for a read, for `leaseMs` (see DueReads). */
+  due(limit: number, leaseMs: number): Promise<tracking.DueReads> {
     return tracking.due(this.#state, limit, leaseMs);
   }
 

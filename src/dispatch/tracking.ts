@@ -34,6 +34,14 @@ export interface Finished {
   readonly found?: DispatchState | undefined;
 }
 
+/** Dispatches claimed for a read, by Redis's clock, and when the next tracked one falls due. */
+export interface DueReads {
+  readonly nowMs: number;
+  readonly ids: string[];
+  /** When the earliest dispatch still tracked falls due; `undefined`: none is tracked. */
+  readonly nextDueMs: number | undefined;
+}
+
 export async function finish(
   state: StoreState,
   record: DispatchRecord,
@@ -106,14 +114,10 @@ export async function reschedule(
   return reply === 1;
 }
 
-export async function due(
-  state: StoreState,
-  limit: number,
-  leaseMs: number,
-): Promise<{ nowMs: number; ids: string[] }> {
+export async function due(state: StoreState, limit: number, leaseMs: number): Promise<DueReads> {
   const reply = await state.scripts.run('due', [state.keys.tracked], [limit, Math.round(leaseMs)]);
-  const [now, ...ids] = reply as [number, ...string[]];
-  return { nowMs: now, ids };
+  const [now, nextAt, ...ids] = reply as [number, number, ...string[]];
+  return { nowMs: now, ids, nextDueMs: nextAt < 0 ? undefined : nextAt };
 }
 
 export async function untrack(state: StoreState, dispatchId: string): Promise<void> {

@@ -1,9 +1,9 @@
 import { Queue, Worker } from 'bullmq';
-import { QUEUE_NAMES } from '../redis/keys.js';
+import { QUEUE_NAMES, queueOptions } from '../redis/keys.js';
 import { openRoleResources } from '../runtime/resources.js';
 import { roleOf, type Role, type RoleOptions } from '../runtime/role.js';
 import { LIFECYCLE } from '../telemetry/names.js';
-import { runTick } from './tick.js';
+import { runTick, type TickResult } from './tick.js';
 
 /** The id of the one job scheduler every poller process upserts. */
 export const POLL_SCHEDULER_ID = 'poll-tick';
@@ -18,18 +18,25 @@ export function startPoller(options: RoleOptions): Role {
   const { config } = options;
   const logger = options.logger.child({ role: 'poller' });
   const ctx = openRoleResources('poller', { ...options, logger });
-  const pollQueue = new Queue(QUEUE_NAMES.poll, { connection: ctx.redis, prefix: config.prefix });
+  const pollQueue = new Queue(QUEUE_NAMES.poll, {
+    connection: ctx.redis,
+    ...queueOptions(config.prefix),
+  });
   pollQueue.on('error', (err) => logger.warn({ err }, LIFECYCLE.redisError));
 
-  const worker = new Worker(QUEUE_NAMES.poll, () => runTick(ctx), {
-    connection: ctx.workerRedis,
-    prefix: config.prefix,
-    concurrency: 1,
-    // A tick that dies with its process is simply not rerun: the next tick reads the same due set.
-    maxStalledCount: 0,
-    removeOnComplete: { count: 100 },
-    removeOnFail: { count: 100 },
-  });
+  const worker: Worker = new Worker(
+    QUEUE_NAMES.poll,
+    (): Promise<TickResult> => runTick(ctx, () => worker.closing !== undefined),
+    {
+      connection: ctx.workerRedis,
+      prefix: config.prefix,
+      concurrency: 1,
+      // A tick that dies with its process is simply not rerun: the next tick reads the same due set.
+      maxStalledCount: 0,
+      removeOnComplete: { count: 100 },
+      removeOnFail: { count: 100 },
+    },
+  );
   worker.on('error', (err) => logger.error({ err }, LIFECYCLE.redisError));
   worker.on('failed', (_job, err) => logger.error({ err }, LIFECYCLE.pollError));
   const scheduled = pollQueue

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Config } from '../config/index.js';
 import { AUTH_PROBE_BACKOFF } from '../dispatch/store.js';
-import { within } from '../runtime/deadline.js';
+import { sleep, within } from '../runtime/deadline.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import { withTraceparent } from '../telemetry/tracing.js';
 import { pollOne, type TickContext } from './read.js';
@@ -29,6 +29,11 @@ const READ_WAIT_MS = 1_000;
 const leaseMsOf = (config: Config) => config.connectTimeoutMs + 2 * config.sendTimeoutMs + 5_000;
 const lockMsOf = (pollIntervalMs: number) => Math.min(30_000, Math.max(2_000, pollIntervalMs * 10));
 
+/** Share of `POLL_INTERVAL` at the end of a tick in which it starts no new wait. */
+const TICK_MARGIN = 0.1;
+/** Shortest wait between two looks at the due set within a tick. */
+const MIN_WAIT_MS = 10;
+
 /** What one tick did, for logs and tests. */
 export interface TickResult {
   readonly ran: boolean;
@@ -36,8 +41,19 @@ export interface TickResult {
   readonly finished: number;
 }
 
-/** Runs one poll tick, unless another poller's tick holds the lock. */
-export async function runTick(ctx: TickContext): Promise<TickResult> {
+/**
+ * Runs one poll tick, unless another poller's tick holds the lock. The tick reads what is due,
+ * then keeps reading what falls due until shortly before the next tick (`POLL_INTERVAL`), sleeping
+ * until the earliest tracked read but at most `POLL_MIN_INTERVAL` (a send tracked meanwhile is
+ * first read at least that far ahead): a read happens when it is due, not at the next tick, so
+ * the first reads after a send, the ones that catch a quick run while it is active, are on time.
+ * Idle, that is one look at the due set per `POLL_MIN_INTERVAL`. `stopping` says the role is
+ * closing: no more waits.
+ */
+export async function runTick(
+  ctx: TickContext,
+  stopping: () => boolean = () => false,
+): Promise<TickResult> {
   const token = randomUUID();
   const lockMs = lockMsOf(ctx.config.pollIntervalMs);
   if (!(await ctx.store.takePollLock(token, lockMs))) {
@@ -45,17 +61,29 @@ export async function runTick(ctx: TickContext): Promise<TickResult> {
     return { ran: false, reads: 0, finished: 0 };
   }
   const started = Date.now();
+  // The next tick must find the lock free: stop waiting a little before it is due. Nor past half
+  // the lock's time, which only a batch renews.
+  const readUntil = started + Math.min(ctx.config.pollIntervalMs * (1 - TICK_MARGIN), lockMs / 2);
   let reads = 0;
   let finished = 0;
   try {
     for (;;) {
-      const { nowMs, ids } = await ctx.store.due(BATCH_SIZE, leaseMsOf(ctx.config));
-      if (ids.length === 0) break;
-      const result = await pollBatch(ctx, ids, nowMs);
-      reads += result.reads;
-      finished += result.finished;
-      if (ids.length < BATCH_SIZE || Date.now() - started > lockMs / 2) break;
-      await ctx.store.renewPollLock(token, lockMs);
+      const { nowMs, ids, nextDueMs } = await ctx.store.due(BATCH_SIZE, leaseMsOf(ctx.config));
+      if (ids.length > 0) {
+        const result = await pollBatch(ctx, ids, nowMs);
+        reads += result.reads;
+        finished += result.finished;
+        if (Date.now() - started > lockMs / 2) break;
+        await ctx.store.renewPollLock(token, lockMs);
+        if (ids.length === BATCH_SIZE) continue;
+      }
+      if (stopping()) break;
+      const waitMs = Math.max(
+        MIN_WAIT_MS,
+        Math.min((nextDueMs ?? Infinity) - nowMs, ctx.config.pollMinIntervalMs),
+      );
+      if (Date.now() + waitMs > readUntil) break;
+      await sleep(waitMs);
     }
     await sweepLostJobs(ctx).catch((err: unknown) => ctx.logger.warn({ err }, LIFECYCLE.pollError));
     ctx.metrics.pollTicks.inc({ outcome: 'ran' });

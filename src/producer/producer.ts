@@ -19,7 +19,7 @@ import {
   type DurabilityAssessment,
   type DurabilitySetting,
 } from '../redis/durability.js';
-import { keysFor, QUEUE_NAMES } from '../redis/keys.js';
+import { keysFor, QUEUE_NAMES, queueOptions } from '../redis/keys.js';
 import { within } from '../runtime/deadline.js';
 import {
   asRedisFailure,
@@ -29,7 +29,7 @@ import {
 } from './errors.js';
 import { startSendSpans } from '../telemetry/tracing.js';
 import { cancelFollowUp, type CancelResult } from './controls.js';
-import { buildTransaction, resultsOf } from './transaction.js';
+import { addMissingJobs, buildTransaction, resultsOf } from './transaction.js';
 
 /** `REDIS_DURABILITY`'s default. */
 const FSYNC: DurabilitySetting = { mode: 'fsync', replicas: 0, strict: false };
@@ -103,7 +103,10 @@ export function createProducer(options: ProducerOptions): Producer {
   redis.on('error', () => {
     // Failures reach the caller as rejected sends; the fail-fast connection never queues them.
   });
-  const queue = new Queue<DispatchJobData>(QUEUE_NAMES.dispatch, { connection: redis, prefix });
+  const queue = new Queue<DispatchJobData>(QUEUE_NAMES.dispatch, {
+    connection: redis,
+    ...queueOptions(prefix),
+  });
   queue.on('error', () => {
     // Errors reach the caller through the rejected promise of send/sendMany.
   });
@@ -189,10 +192,15 @@ export function createProducer(options: ProducerOptions): Producer {
         spans.traceparents,
       );
       ids = transaction.ids;
-      const replies = await transaction.multi.exec().catch((err: unknown) => {
+      const first = await transaction.multi.exec().catch((err: unknown) => {
         throw asRedisFailure(err, redis);
       });
-      if (!replies) throw new RedisUnavailableError('Redis discarded the transaction; retry it');
+      if (!first) throw new RedisUnavailableError('Redis discarded the transaction; retry it');
+      const replies = await addMissingJobs(queue, client, transaction, first, attempts).catch(
+        (err: unknown) => {
+          throw asRedisFailure(err, redis);
+        },
+      );
       await onDisk(client, assessment);
       const results = resultsOf(followUps, transaction, replies, redis);
       spans.end(ids);

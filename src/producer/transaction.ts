@@ -7,7 +7,7 @@ import {
   newDispatchId,
   type DispatchJobData,
 } from '../runtime/jobs.js';
-import type { DispatchStore } from '../dispatch/store.js';
+import type { DispatchStore, Registration } from '../dispatch/store.js';
 import {
   asRedisFailure,
   IdempotencyConflictError,
@@ -19,6 +19,14 @@ import {
  * The producer's one transaction: per follow-up, REGISTER and BullMQ's job add, in one MULTI on
  * BullMQ's connection, so both land or neither does. A traced follow-up's `traceparent` rides in
  * both, in the same commands: tracing adds no round trip.
+ *
+ * Scripts: REGISTER (1.4 KB) is loaded at the start of every MULTI, so it can never be missing
+ * when it runs. BullMQ's job add (about 20 KB) is sent as ioredis sends it: its source once per
+ * connection, then by SHA. If the server forgot it (SCRIPT FLUSH, or a restart behind a kept
+ * connection), the adds fail NOSCRIPT inside the committed MULTI while the REGISTERs landed: a
+ * record without its job, which {@link addMissingJobs} completes at once with a second MULTI that
+ * loads the add first (adding a job id that exists is a no-op in BullMQ). The reverse, a job
+ * without its record, cannot happen: a worker would end it `missing_record`.
  */
 
 /** A MULTI as BullMQ's job add takes it. */
@@ -32,13 +40,11 @@ export interface Transaction {
   readonly multi: ChainableCommander;
   readonly ids: readonly string[];
   readonly loads: number;
+  /** What each REGISTER wrote, in order: the follow-up and its `traceparent`. */
+  readonly registrations: readonly Registration[];
 }
 
-/**
- * Builds the transaction. It starts by loading the scripts it runs (see
- * {@link DispatchStore.loadScriptsInto}): a SCRIPT FLUSH between two sends cannot make it commit
- * half. `store` must be a store on `client`.
- */
+/** Builds the transaction. `store` must be a store on `client`. */
 export async function buildTransaction(
   queue: Queue<DispatchJobData>,
   client: Redis,
@@ -48,33 +54,83 @@ export async function buildTransaction(
   traceparents: readonly (string | undefined)[],
 ): Promise<Transaction> {
   const multi = client.multi();
-  const loads = store.loadScriptsInto(multi, bullmqSources(client));
+  const loads = store.loadScriptsInto(multi);
   const ids = followUps.map((f) => newDispatchId(f.key));
+  const registrations: Registration[] = [];
   for (const [i, followUp] of followUps.entries()) {
     const dispatchId = ids[i] as string;
-    const traceparent = traceparents[i];
-    store.registerInto(multi, dispatchId, { ...followUp, traceparent });
-    const data: DispatchJobData = {
-      v: 1,
-      dispatchId,
-      projectId: followUp.projectId,
-      jobId: followUp.jobId,
-      ...(traceparent ? { traceparent } : {}),
-    };
-    const job = new Job(
-      queue,
-      DISPATCH_JOB_NAME,
-      data,
-      dispatchJobOptions(dispatchId, attempts),
-      dispatchId,
-    );
-    await queue.backend.addJobToTransaction(
-      multi as unknown as BullTransaction,
-      job.asJSON(),
-      dispatchId,
-    );
+    const registration: Registration = { ...followUp, traceparent: traceparents[i] };
+    store.registerInto(multi, dispatchId, registration);
+    await addJobInto(queue, multi, dispatchId, registration, attempts);
+    registrations.push(registration);
   }
-  return { multi, ids, loads };
+  return { multi, ids, loads, registrations };
+}
+
+/** Queues BullMQ's add of the job that carries `dispatchId` on `multi`. */
+async function addJobInto(
+  queue: Queue<DispatchJobData>,
+  multi: ChainableCommander,
+  dispatchId: string,
+  followUp: Registration,
+  attempts: number,
+): Promise<void> {
+  const { traceparent } = followUp;
+  const data: DispatchJobData = {
+    v: 1,
+    dispatchId,
+    projectId: followUp.projectId,
+    jobId: followUp.jobId,
+    ...(traceparent ? { traceparent } : {}),
+  };
+  const job = new Job(
+    queue,
+    DISPATCH_JOB_NAME,
+    data,
+    dispatchJobOptions(dispatchId, attempts),
+    dispatchId,
+  );
+  await queue.backend.addJobToTransaction(
+    multi as unknown as BullTransaction,
+    job.asJSON(),
+    dispatchId,
+  );
+}
+
+/** Whether a reply is the server's "no script with that SHA". */
+function isNoScript(err: Error | null | undefined): boolean {
+  return err?.message.startsWith('NOSCRIPT') === true;
+}
+
+/**
+ * After a committed transaction whose job adds failed NOSCRIPT (their REGISTERs landed): loads
+ * BullMQ's add and adds those jobs in a second MULTI. Resolves to the replies with the first
+ * MULTI's NOSCRIPT errors replaced by the second's answers; the replies as they were when no add
+ * failed that way.
+ */
+export async function addMissingJobs(
+  queue: Queue<DispatchJobData>,
+  client: Redis,
+  { ids, loads, registrations }: Transaction,
+  replies: readonly [Error | null, unknown][],
+  attempts: number,
+): Promise<[Error | null, unknown][]> {
+  const missing = ids.flatMap((_, i) => (isNoScript(replies[loads + 2 * i + 1]?.[0]) ? [i] : []));
+  if (missing.length === 0) return [...replies];
+  const multi = client.multi();
+  const sources = bullmqSources(client);
+  for (const source of sources) multi.script('LOAD', source);
+  const reloads = sources.length;
+  for (const i of missing) {
+    await addJobInto(queue, multi, ids[i] as string, registrations[i] as Registration, attempts);
+  }
+  const again = await multi.exec();
+  if (!again) throw new Error('Redis discarded the transaction that adds the missing jobs');
+  const merged = [...replies];
+  for (const [n, i] of missing.entries()) {
+    merged[loads + 2 * i + 1] = again[reloads + n] ?? [new Error('no reply'), null];
+  }
+  return merged;
 }
 
 /** The sources of {@link BULLMQ_SCRIPTS} as BullMQ defined them on `client` (`name:version`). */

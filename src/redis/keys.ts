@@ -12,6 +12,22 @@ export const QUEUE_NAMES = {
   poll: 'poll',
 } as const;
 
+/**
+ * Cap of each BullMQ queue's own events stream (`<prefix>:<queue>:events`). BullMQ writes it on
+ * every add, start, finish and poll tick and cannot be told not to, but nothing reads it: the
+ * completion events are ours (`EVENTS_STREAM`), the dashboard reads job states, and no role uses
+ * `QueueEvents`. BullMQ's default keeps about 10,000 entries (a queued follow-up's two, until
+ * 10,000 more have come); this keeps about 100, `XADD MAXLEN ~` trimming whole nodes. Someone
+ * who tails it with `QueueEvents` still sees each event live. BullMQ stores the cap in the
+ * queue's meta hash, so every `Queue` the service opens passes it (the last one to start wins).
+ */
+export const BULLMQ_EVENTS_MAX_LEN = 100;
+
+/** The options of every BullMQ `Queue` the service opens, on `prefix`. */
+export function queueOptions(prefix: string) {
+  return { prefix, streams: { events: { maxLen: BULLMQ_EVENTS_MAX_LEN } } };
+}
+
 /** The key builder for one prefix. */
 export interface Keys {
   readonly prefix: string;

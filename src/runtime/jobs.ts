@@ -1,6 +1,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { Job, type JobsOptions, type Queue } from 'bullmq';
 import { z } from 'zod';
+import { identifier } from '../dispatch/followup.js';
 import type { DispatchRef } from '../dispatch/store.js';
 import { TRACEPARENT } from '../telemetry/tracing.js';
 
@@ -13,8 +14,10 @@ import { TRACEPARENT } from '../telemetry/tracing.js';
 export const dispatchJobSchema = z.object({
   v: z.literal(1),
   dispatchId: z.string().min(1),
-  projectId: z.string().min(1),
-  jobId: z.string().min(1),
+  // Checked as the producer checks them, before ACQUIRE spends anything on the job: the ids go
+  // into keys and the URL of the POST.
+  projectId: identifier,
+  jobId: identifier,
   /** The follow-up's trace context (also in its record), so a worker's span joins its trace. */
   // A malformed one is dropped, never a reason to refuse the job.
   traceparent: z.string().regex(TRACEPARENT).optional().catch(undefined),

@@ -4,7 +4,7 @@ import { AgentApiClient } from '../agent-api/index.js';
 import { DispatchStore } from '../dispatch/store.js';
 import { watchKeyFile, type Config, type KeyFileWatcher } from '../config/index.js';
 import { connect } from '../redis/connections.js';
-import { keysFor, QUEUE_NAMES } from '../redis/keys.js';
+import { keysFor, QUEUE_NAMES, queueOptions } from '../redis/keys.js';
 import type { Logger } from '../telemetry/logger.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import type { RoleContext, RoleOptions } from './role.js';
@@ -35,6 +35,7 @@ export function openRoleResources(name: string, options: RoleOptions): RoleResou
     eventsStream: config.eventsStream,
     eventsMaxLen: config.eventsMaxLen,
     retentionMs: config.dispatchRetentionMs,
+    promptMaxBytes: config.promptMaxBytes,
   });
   const client =
     api ??
@@ -45,7 +46,10 @@ export function openRoleResources(name: string, options: RoleOptions): RoleResou
       requestTimeoutMs: config.sendTimeoutMs,
       logger,
     });
-  const queue = new Queue(QUEUE_NAMES.dispatch, { connection: redis, prefix: config.prefix });
+  const queue = new Queue(QUEUE_NAMES.dispatch, {
+    connection: redis,
+    ...queueOptions(config.prefix),
+  });
   queue.on('error', (err) => logger.warn({ err }, LIFECYCLE.redisError));
   const keyFile = watchApiKey(config, client, logger);
   return {

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { budgetMarginMs } from '../../src/consumer/acquire.js';
-import type { DispatchRef } from '../../src/dispatch/store.js';
+import { DispatchStore, type DispatchRef } from '../../src/dispatch/store.js';
 import { keysFor } from '../../src/redis/keys.js';
 import { useStore } from '../support/store.js';
 
@@ -113,5 +113,35 @@ describe('the per-project budget (ACQUIRE)', () => {
       attemptToken: 'B',
     });
     expect(await fixture().store.isNext(ref(second?.dispatchId as string))).toBe(false);
+  });
+
+  it('refuses a prompt it cannot send before spending a budget unit on it', async () => {
+    const { ns } = fixture();
+    const keys = keysFor(ns.prefix);
+    const store = new DispatchStore(ns.redis, keys, {
+      eventsStream: ns.eventsStream,
+      eventsMaxLen: 1000,
+      retentionMs: 60_000,
+      promptMaxBytes: 10,
+    });
+    const [big, fine] = await fixture().producer.sendMany([
+      { projectId: 'p', jobId: 'big', prompt: 'é'.repeat(6) },
+      { projectId: 'p', jobId: 'fine', prompt: 'é'.repeat(5) },
+    ]);
+    const ref = (id: string | undefined, jobId: string) => ({
+      dispatchId: id as string,
+      projectId: 'p',
+      jobId,
+    });
+    expect(await store.acquire(ref(big?.dispatchId, 'big'), RATE, 20, 60_000, 'A')).toEqual({
+      kind: 'invalid',
+      promptBytes: 12,
+    });
+    expect(await ns.redis.zcard(keys.budget('p'))).toBe(0);
+    expect(await ns.redis.hget(keys.dispatch(big?.dispatchId as string), 'state')).toBe('queued');
+    expect((await store.acquire(ref(fine?.dispatchId, 'fine'), RATE, 20, 60_000, 'B')).kind).toBe(
+      'go',
+    );
+    expect(await ns.redis.zcard(keys.budget('p'))).toBe(1);
   });
 });

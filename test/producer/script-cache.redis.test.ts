@@ -35,6 +35,7 @@ describe('the producer after the server forgot its scripts', () => {
         { projectId: 'p', jobId: 'j', prompt: 'second' },
         { projectId: 'p', jobId: 'k', prompt: 'third' },
       ]);
+      expect(after.map((r) => r.deduplicated)).toEqual([false, false]);
       const ids = [before, ...after].map((r) => r.dispatchId);
       for (const id of ids) {
         expect(await redis.hget(keys.dispatch(id), 'state')).toBe('queued');
@@ -47,4 +48,39 @@ describe('the producer after the server forgot its scripts', () => {
       await producer.close();
     }
   });
+
+  it("sends BullMQ's 20 KB job add by SHA once loaded: each send loads only REGISTER", async () => {
+    const producer = createProducer({ redisUrl: server.url, prefix: 'loads' });
+    try {
+      await producer.send({ projectId: 'p', jobId: 'warm', prompt: 'loads the scripts' });
+      const before = await scriptCalls(redis);
+      for (let i = 0; i < 5; i++)
+        await producer.send({ projectId: 'p', jobId: `j${i}`, prompt: 'x' });
+      await producer.sendMany(
+        [1, 2, 3].map((i) => ({ projectId: 'p', jobId: `m${i}`, prompt: 'y' })),
+      );
+      const after = await scriptCalls(redis);
+      // Six transactions: one SCRIPT LOAD (REGISTER) each, and every script call by SHA.
+      expect(after.load - before.load).toBe(6);
+      expect(after.eval - before.eval).toBe(0);
+      expect(after.evalsha - before.evalsha).toBe(2 * 8);
+      expect(after.loadedBytes - before.loadedBytes).toBeLessThan(6 * 4_096);
+    } finally {
+      await producer.close();
+    }
+  });
 });
+
+/** SCRIPT LOAD, EVAL and EVALSHA calls so far, and the bytes the server received. */
+async function scriptCalls(redis: Redis) {
+  const stats = await redis.info('commandstats');
+  const calls = (name: string) =>
+    Number(new RegExp(`^cmdstat_${name}:calls=(\\d+)`, 'm').exec(stats)?.[1] ?? 0);
+  const net = await redis.info('stats');
+  return {
+    load: calls('script\\|load'),
+    eval: calls('eval'),
+    evalsha: calls('evalsha'),
+    loadedBytes: Number(/^total_net_input_bytes:(\d+)/m.exec(net)?.[1] ?? 0),
+  };
+}

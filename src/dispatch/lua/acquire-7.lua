@@ -44,10 +44,12 @@
     ARGV[5] firstPollMs
     ARGV[6] attemptToken
     ARGV[7] the prefix of every record key (a lane head's record is that prefix and its id)
+    ARGV[8] largest prompt that may be sent, in bytes (PROMPT_MAX_BYTES; 0 = no limit)
 
   Output: {verdict, n, text, probe}
     go          n = attempt, text = prompt, probe = 1 when it is the fleet's probe of a rejected key
     blocked     another dispatch heads the lane (heads with no record are dropped first)
+    invalid     n = the prompt's size in bytes: empty, or over ARGV[8]; nothing is spent
     auth_paused n = next probe time
     paused      the operator paused the project
     parked      n = until
@@ -62,21 +64,21 @@ local dispatchId, token = ARGV[1], ARGV[6]
 local max, window, tolerance = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local keepFor = window
 local firstPollMs = tonumber(ARGV[5])
-local recordPrefix = ARGV[7]
+local recordPrefix, promptMaxBytes = ARGV[7], tonumber(ARGV[8])
 
 local function keepAtLeast(key, ms)
   if redis.call('PTTL', key) < ms then redis.call('PEXPIRE', key, ms) end
 end
 
-local state = redis.call('HGET', recordKey, 'state')
+-- One read of the fields it decides on (the prompt goes back with `go`).
+local stored = redis.call('HMGET', recordKey, 'state', 'prompt', 'attemptToken', 'attempts',
+  'sendingAt')
+local state, prompt = stored[1], stored[2] or ''
 if not state then return {'missing', 0, ''} end
 if state == 'sending' then
-  local holder = redis.call('HGET', recordKey, 'attemptToken') or ''
-  if token ~= '' and holder == token then
-    return {'go', tonumber(redis.call('HGET', recordKey, 'attempts')),
-      redis.call('HGET', recordKey, 'prompt') or ''}
-  end
-  return {state, tonumber(redis.call('HGET', recordKey, 'sendingAt') or '0'), holder}
+  local holder = stored[3] or ''
+  if token ~= '' and holder == token then return {'go', tonumber(stored[4]), prompt} end
+  return {state, tonumber(stored[5] or '0'), holder}
 end
 if state ~= 'queued' then return {state, 0, ''} end
 -- A lane head whose record is gone (deleted by hand, or lost with a Redis crash) would block its
@@ -88,6 +90,11 @@ while head and head ~= dispatchId and redis.call('EXISTS', recordPrefix .. head)
   head = redis.call('LINDEX', laneKey, 0)
 end
 if head ~= dispatchId then return {'blocked', 0, ''} end
+-- The worker checks the payload it reads here before any budget unit is spent on it: a record
+-- written by another version, or a PROMPT_MAX_BYTES lowered since, ends undeliverable unsent.
+if #prompt == 0 or (promptMaxBytes > 0 and #prompt > promptMaxBytes) then
+  return {'invalid', #prompt, ''}
+end
 --- @include "includes/now"
 local probeAt = tonumber(redis.call('HGET', pauseKey, 'probeAt') or '0')
 if probeAt > now then return {'auth_paused', probeAt, ''} end
@@ -147,4 +154,4 @@ if probeAt > 0 then
   local backoff = math.min(2 * tonumber(pause[1]), tonumber(pause[2]))
   redis.call('HSET', pauseKey, 'probeAt', now + backoff, 'backoffMs', backoff)
 end
-return {'go', attempt, redis.call('HGET', recordKey, 'prompt') or '', probe}
+return {'go', attempt, prompt, probe}

@@ -9,7 +9,9 @@
     ARGV[1] limit
     ARGV[2] leaseMs
 
-  Output: {now, dispatchId...}
+  Output: {now, nextAt, dispatchId...}
+    nextAt: when the earliest dispatch still tracked falls due (claimed ones included, at the end
+    of their lease), or -1 when nothing is tracked: the tick sleeps until then, not longer.
 ]]
 local trackedKey = KEYS[1]
 local limit, leaseMs = tonumber(ARGV[1]), tonumber(ARGV[2])
@@ -18,5 +20,7 @@ local limit, leaseMs = tonumber(ARGV[1]), tonumber(ARGV[2])
 local ids = redis.call('ZRANGEBYSCORE', trackedKey, '-inf', now, 'LIMIT', 0, limit)
 local leased = now + leaseMs
 for _, id in ipairs(ids) do redis.call('ZADD', trackedKey, 'XX', leased, id) end
+local earliest = redis.call('ZRANGE', trackedKey, 0, 0, 'WITHSCORES')
 table.insert(ids, 1, now)
+table.insert(ids, 2, tonumber(earliest[2] or '-1'))
 return ids

@@ -38,10 +38,10 @@ local dispatchId, expected = ARGV[1], ARGV[2]
 local state = redis.call('HGET', recordKey, 'state')
 if not state or state == 'done' then return {0, '', '', state or ''} end
 if expected ~= '' and expected ~= state then return {0, '', '', state} end
-redis.call('HSET', recordKey, 'state', 'done', 'finishedAt', ARGV[3], 'type', ARGV[4],
-  'reason', ARGV[5])
-if ARGV[8] ~= '' then redis.call('HSET', recordKey, 'job', ARGV[8]) end
-if ARGV[9] ~= '' then redis.call('HSET', recordKey, 'lastStatus', ARGV[9]) end
+local fields = {'state', 'done', 'finishedAt', ARGV[3], 'type', ARGV[4], 'reason', ARGV[5]}
+if ARGV[8] ~= '' then table.insert(fields, 'job'); table.insert(fields, ARGV[8]) end
+if ARGV[9] ~= '' then table.insert(fields, 'lastStatus'); table.insert(fields, ARGV[9]) end
+redis.call('HSET', recordKey, unpack(fields))
 redis.call('HDEL', recordKey, 'prompt')
 redis.call('PEXPIRE', recordKey, ARGV[6])
 redis.call('ZREM', trackedKey, dispatchId)

@@ -26,16 +26,18 @@
 local recordKey, trackedKey = KEYS[1], KEYS[2]
 local dispatchId, newState, token = ARGV[1], ARGV[2], ARGV[7]
 
-local state = redis.call('HGET', recordKey, 'state')
+-- One read of the fields it decides on.
+local stored = redis.call('HMGET', recordKey, 'state', 'attemptToken', 'sendingAt', 'seenActive')
+local state = stored[1]
 if state ~= 'sending' and state ~= 'unsettled' and state ~= 'sent' then return 0 end
-if (redis.call('HGET', recordKey, 'attemptToken') or '') ~= token then return -1 end
+if (stored[2] or '') ~= token then return -1 end
 if state == newState then return 1 end
 if state ~= 'sending' and not (state == 'unsettled' and newState == 'sent') then return 0 end
 --- @include "includes/now"
-local sentAt = redis.call('HGET', recordKey, 'sendingAt') or now
+local sentAt = stored[3] or now
 -- The poller may have seen the job active while the request was in flight: keep that.
 local seenActive = ARGV[5]
-if redis.call('HGET', recordKey, 'seenActive') == '1' then seenActive = '1' end
+if stored[4] == '1' then seenActive = '1' end
 redis.call('HSET', recordKey, 'state', newState, 'sentAt', sentAt, 'job', ARGV[3],
   'lastStatus', ARGV[4], 'seenActive', seenActive, 'pollDelayMs', ARGV[6])
 redis.call('ZADD', trackedKey, now + tonumber(ARGV[6]), dispatchId)

@@ -19,7 +19,10 @@ if not redis.call('ZSCORE', trackedKey, dispatchId) then return 0 end
 redis.call('ZADD', trackedKey, 'XX', now + delayMs, dispatchId)
 -- The poller decided from a snapshot read before its GET; meanwhile MARK_SENT may have set
 -- seenActive from the send's answer. Seen active is a fact once true: never take it back.
-local seenActive = redis.call('HGET', recordKey, 'seenActive')
-if #ARGV > 2 then redis.call('HSET', recordKey, unpack(ARGV, 3)) end
-if seenActive == '1' then redis.call('HSET', recordKey, 'seenActive', '1') end
+-- One HSET: a field named twice takes its last value, so a stored '1' comes last.
+local fields = {unpack(ARGV, 3)}
+if redis.call('HGET', recordKey, 'seenActive') == '1' then
+  table.insert(fields, 'seenActive'); table.insert(fields, '1')
+end
+if #fields > 0 then redis.call('HSET', recordKey, unpack(fields)) end
 return 1
