@@ -83,6 +83,7 @@ export const FIELDS_BUT_PROMPT = [
   'polls',
   'type',
   'reason',
+  'traceparent',
 ] as const;
 
 /**
