@@ -1,4 +1,3 @@
-import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import {
   checkFollowUp,
@@ -7,9 +6,7 @@ import {
   type FollowUp,
   type FollowUpInput,
 } from '../dispatch/followup.js';
-import type { DispatchJobData } from '../runtime/jobs.js';
 import { describeDispatch, type DispatchStatus } from '../dispatch/status.js';
-import { DispatchStore } from '../dispatch/store.js';
 import { connect } from '../redis/connections.js';
 import {
   assessDurability,
@@ -19,7 +16,8 @@ import {
   type DurabilityAssessment,
   type DurabilitySetting,
 } from '../redis/durability.js';
-import { keysFor, QUEUE_NAMES } from '../redis/keys.js';
+import { shardLayout } from '../redis/keys.js';
+import { checkProducerLayout, LayoutError } from '../redis/layout.js';
 import { within } from '../runtime/deadline.js';
 import {
   asRedisFailure,
@@ -27,6 +25,7 @@ import {
   RedisUnavailableError,
   type SendResult,
 } from './errors.js';
+import { mergeShardResults, openShards, splitByShard, type ProducerShard } from './shards.js';
 import { buildTransaction, resultsOf } from './transaction.js';
 
 /** `REDIS_DURABILITY`'s default. */
@@ -52,6 +51,14 @@ export interface ProducerOptions {
    * where the server cannot keep that promise.
    */
   durability?: DurabilitySetting;
+  /**
+   * `DISPATCH_SHARDS` of the service: a follow-up goes to the shard of its project. Must match
+   * the fleet's (checked against the count the fleet recorded, on the first call).
+   * @defaultValue 1
+   */
+  shards?: number;
+  /** `REDIS_CLUSTER`: `redisUrl` is the seed node of a Redis Cluster. @defaultValue false */
+  cluster?: boolean;
   /** How long `send` waits for the disk (WAITAOF) before it fails, retryable. @defaultValue 5000 */
   durabilityTimeoutMs?: number;
 }
@@ -85,15 +92,19 @@ export function createProducer(options: ProducerOptions): Producer {
   const prefix = options.prefix ?? 'agent-dispatch';
   const promptMaxBytes = options.promptMaxBytes ?? 65_536;
   const attempts = options.sendAttempts ?? 8;
-  const redis = options.connection ?? connect(options.redisUrl, 'producer', 'producer');
+  const shardCount = options.shards ?? 1;
+  const cluster = options.cluster ?? false;
+  const redis =
+    options.connection ??
+    connect({ redisUrl: options.redisUrl, redisCluster: cluster }, 'producer', 'producer');
   redis.on('error', () => {
     // Failures reach the caller as rejected sends; the fail-fast connection never queues them.
   });
-  const queue = new Queue<DispatchJobData>(QUEUE_NAMES.dispatch, { connection: redis, prefix });
-  queue.on('error', () => {
+  const shards = openShards(redis, shardLayout(prefix, '', shardCount, cluster), () => {
     // Errors reach the caller through the rejected promise of send/sendMany.
   });
-  let store: DispatchStore | undefined;
+  const queue = (shards[0] as ProducerShard).queue;
+  let checking: Promise<void> | undefined;
   const readyTimeoutMs = options.readyTimeoutMs ?? 5_000;
   const durabilitySetting = options.durability ?? FSYNC;
   const durabilityTimeoutMs = options.durabilityTimeoutMs ?? 5_000;
@@ -145,30 +156,48 @@ export function createProducer(options: ProducerOptions): Producer {
    * BullMQ's own duplicate of the connection, once ready, and the store on it: REGISTER joins
    * BullMQ's MULTI there, and WAITAOF must go where the MULTI went.
    */
-  async function connection(): Promise<{ client: Redis; store: DispatchStore }> {
+  async function connection(): Promise<Redis> {
     await ready();
     const client = (await queue.backend.client) as unknown as Redis;
-    // Retention is the service's concern; records expire through the consumer and poller.
-    store ??= new DispatchStore(client, keysFor(prefix), {
-      eventsStream: '',
-      eventsMaxLen: 0,
-      retentionMs: 0,
-    });
-    return { client, store };
+    checking ??= checkProducerLayout(client, { cluster, prefix, shardCount }).catch(
+      (err: unknown) => {
+        checking = undefined;
+        throw err instanceof LayoutError ? err : asRedisFailure(err, redis);
+      },
+    );
+    await checking;
+    return client;
   }
 
-  async function enqueue(followUps: readonly FollowUp[]): Promise<SendResult[]> {
-    const { client, store } = await connection();
-    const assessment = await durability(client);
-    if (durabilitySetting.mode === 'fsync' && durabilitySetting.strict && assessment.warning)
-      throw new NotDurableError(`REDIS_DURABILITY is strict, and ${assessment.warning}`);
-    const transaction = await buildTransaction(queue, client, store, followUps, attempts);
+  /** One shard's transaction: REGISTER and the job add of each follow-up, then the disk. */
+  async function enqueueIn(
+    client: Redis,
+    assessment: DurabilityAssessment,
+    shard: ProducerShard,
+    followUps: readonly FollowUp[],
+  ): Promise<SendResult[]> {
+    const store = shard.store(client);
+    const transaction = await buildTransaction(shard.queue, client, store, followUps, attempts);
     const replies = await transaction.multi.exec().catch((err: unknown) => {
       throw asRedisFailure(err, redis);
     });
     if (!replies) throw new RedisUnavailableError('Redis discarded the transaction; retry it');
     await onDisk(client, assessment);
     return resultsOf(followUps, transaction, replies, redis);
+  }
+
+  async function enqueue(followUps: readonly FollowUp[]): Promise<SendResult[]> {
+    const client = await connection();
+    const assessment = await durability(client);
+    if (durabilitySetting.mode === 'fsync' && durabilitySetting.strict && assessment.warning)
+      throw new NotDurableError(`REDIS_DURABILITY is strict, and ${assessment.warning}`);
+    const batches = splitByShard(followUps, shardCount);
+    const settled = await Promise.allSettled(
+      batches.map((b) =>
+        enqueueIn(client, assessment, shards[b.shard] as ProducerShard, b.followUps),
+      ),
+    );
+    return mergeShardResults(followUps.length, batches, settled);
   }
 
   return {
@@ -205,15 +234,19 @@ export function createProducer(options: ProducerOptions): Producer {
           { field: 'dispatchId', message: 'must be a non-empty string' },
         ]);
       }
-      const { store } = await connection();
-      const record = await store.get(dispatchId).catch((err: unknown) => {
-        throw asRedisFailure(err, redis);
-      });
+      const client = await connection();
+      // The id does not name its shard: every shard is asked, in parallel.
+      const records = await Promise.all(shards.map((s) => s.store(client).get(dispatchId))).catch(
+        (err: unknown) => {
+          throw asRedisFailure(err, redis);
+        },
+      );
+      const record = records.find((r) => r !== undefined);
       return record ? describeDispatch(record) : null;
     },
     close() {
       closing ??= (async () => {
-        await queue.close();
+        await Promise.all(shards.map((s) => s.queue.close()));
         if (!options.connection) redis.disconnect();
       })();
       return closing;
