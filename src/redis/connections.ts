@@ -74,3 +74,17 @@ function clusterOptions(
     scaleReads: 'master',
   };
 }
+
+/**
+ * A new connection like `redis` with `options` on top: `Redis#duplicate(options)` for a single
+ * Redis; for a Cluster (whose `duplicate` takes startup nodes first) the options go to every node.
+ */
+export function duplicate(redis: Redis, options: RedisOptions): Redis {
+  if (!redis.isCluster) return redis.duplicate(options);
+  const cluster = redis as unknown as Cluster;
+  const { enableOfflineQueue, ...node } = options;
+  return cluster.duplicate(undefined, {
+    redisOptions: { ...cluster.options.redisOptions, ...node },
+    ...(enableOfflineQueue === undefined ? {} : { enableOfflineQueue }),
+  }) as unknown as Redis;
+}
