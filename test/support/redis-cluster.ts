@@ -33,12 +33,24 @@ export interface LocalCluster {
   destroy(): Promise<void>;
 }
 
+/** How the nodes keep their writes. */
+export interface ClusterPersistence {
+  /** @defaultValue `no`: a restarted master comes back empty */
+  readonly appendonly?: 'yes' | 'no';
+  /** @defaultValue `everysec` */
+  readonly appendfsync?: 'always' | 'everysec' | 'no';
+}
+
 /** Starts `masters` nodes (at least 1) and joins them into one cluster with every slot covered. */
-export async function startLocalCluster(masters = 3): Promise<LocalCluster> {
+export async function startLocalCluster(
+  masters = 3,
+  persistence: ClusterPersistence = {},
+): Promise<LocalCluster> {
   const root = mkdtempSync(join(tmpdir(), 'agent-dispatch-cluster-'));
   const nodes: (ClusterNode & { kill(): Promise<void> })[] = [];
   try {
-    for (let i = 0; i < masters; i++) nodes.push(await startNode(join(root, String(i))));
+    for (let i = 0; i < masters; i++)
+      nodes.push(await startNode(join(root, String(i)), persistence));
     const addresses = nodes.map((n) => `127.0.0.1:${n.port}`);
     if (masters >= 3) {
       await cli(['--cluster', 'create', ...addresses, '--cluster-replicas', '0', '--cluster-yes']);
@@ -77,7 +89,10 @@ async function cli(args: string[]): Promise<string> {
   }
 }
 
-async function startNode(dir: string): Promise<ClusterNode & { kill(): Promise<void> }> {
+async function startNode(
+  dir: string,
+  persistence: ClusterPersistence,
+): Promise<ClusterNode & { kill(): Promise<void> }> {
   mkdirSync(dir, { recursive: true });
   const port = await freePort();
   const url = `redis://127.0.0.1:${port}`;
@@ -85,7 +100,6 @@ async function startNode(dir: string): Promise<ClusterNode & { kill(): Promise<v
   const launch = async () => {
     const proc = spawn(
       'redis-server',
-      // Persistence off: the test measures what a restarted master without a replica loses.
       [
         '--port',
         String(port),
@@ -102,7 +116,9 @@ async function startNode(dir: string): Promise<ClusterNode & { kill(): Promise<v
         '--save',
         '',
         '--appendonly',
-        'no',
+        persistence.appendonly ?? 'no',
+        '--appendfsync',
+        persistence.appendfsync ?? 'everysec',
         '--maxmemory-policy',
         'noeviction',
       ],
@@ -208,4 +224,19 @@ async function onNode<T>(node: ClusterNode, run: (client: Redis) => Promise<T>):
   } finally {
     client.disconnect();
   }
+}
+
+/** The index in `cluster.nodes` of the master that serves `slot` (`CLUSTER SLOTS`). */
+export async function nodeOfSlot(cluster: LocalCluster, slot: number): Promise<number> {
+  const first = cluster.nodes[0];
+  if (!first) throw new Error('the cluster has no node');
+  const ranges = (await onNode(first, (c) => c.call('CLUSTER', 'SLOTS'))) as [
+    number,
+    number,
+    [string, number, ...unknown[]],
+  ][];
+  const range = ranges.find(([from, to]) => slot >= from && slot <= to);
+  const index = cluster.nodes.findIndex((n) => n.port === range?.[2][1]);
+  if (index === -1) throw new Error(`no master serves slot ${slot}`);
+  return index;
 }
