@@ -26,7 +26,7 @@ import {
   type SendResult,
 } from './errors.js';
 import { mergeShardResults, openShards, splitByShard, type ProducerShard } from './shards.js';
-import { buildTransaction, resultsOf } from './transaction.js';
+import { buildTransaction, execute, resultsOf } from './transaction.js';
 
 /** `REDIS_DURABILITY`'s default. */
 const FSYNC: DurabilitySetting = { mode: 'fsync', replicas: 0, strict: false };
@@ -51,11 +51,7 @@ export interface ProducerOptions {
    * where the server cannot keep that promise.
    */
   durability?: DurabilitySetting;
-  /**
-   * `DISPATCH_SHARDS` of the service: a follow-up goes to the shard of its project. Must match
-   * the fleet's (checked against the count the fleet recorded, on the first call).
-   * @defaultValue 1
-   */
+  /** `DISPATCH_SHARDS`: the fleet's, checked on the first call. @defaultValue 1 */
   shards?: number;
   /** `REDIS_CLUSTER`: `redisUrl` is the seed node of a Redis Cluster. @defaultValue false */
   cluster?: boolean;
@@ -72,9 +68,9 @@ export interface Producer {
    */
   send(followUp: FollowUpInput): Promise<SendResult>;
   /**
-   * Validates all (any invalid: nothing is enqueued), then enqueues all in one round trip,
-   * atomically; results in input order. A key conflict rejects only its own item: the others are
-   * enqueued, and the {@link IdempotencyConflictError} carries their results.
+   * Validates all (any invalid: nothing is enqueued), then enqueues all in one round trip per
+   * shard, atomically per shard; results in input order. A key conflict rejects only its own item:
+   * the others are enqueued, and the {@link IdempotencyConflictError} carries their results.
    */
   sendMany(followUps: readonly FollowUpInput[]): Promise<SendResult[]>;
   /** The state of a dispatch, or `null` when unknown or expired. */
@@ -100,9 +96,8 @@ export function createProducer(options: ProducerOptions): Producer {
   redis.on('error', () => {
     // Failures reach the caller as rejected sends; the fail-fast connection never queues them.
   });
-  const shards = openShards(redis, shardLayout(prefix, '', shardCount, cluster), () => {
-    // Errors reach the caller through the rejected promise of send/sendMany.
-  });
+  // Queue errors reach the caller through the rejected promise of send/sendMany.
+  const shards = openShards(redis, shardLayout(prefix, '', shardCount, cluster), () => {});
   const queue = (shards[0] as ProducerShard).queue;
   let checking: Promise<void> | undefined;
   const readyTimeoutMs = options.readyTimeoutMs ?? 5_000;
@@ -153,8 +148,8 @@ export function createProducer(options: ProducerOptions): Producer {
   }
 
   /**
-   * BullMQ's own duplicate of the connection, once ready, and the store on it: REGISTER joins
-   * BullMQ's MULTI there, and WAITAOF must go where the MULTI went.
+   * BullMQ's own duplicate of the connection, once ready and checked (see `checkProducerLayout`):
+   * REGISTER joins BullMQ's MULTI there, and WAITAOF must go where the MULTI went.
    */
   async function connection(): Promise<Redis> {
     await ready();
@@ -178,10 +173,7 @@ export function createProducer(options: ProducerOptions): Producer {
   ): Promise<SendResult[]> {
     const store = shard.store(client);
     const transaction = await buildTransaction(shard.queue, client, store, followUps, attempts);
-    const replies = await transaction.multi.exec().catch((err: unknown) => {
-      throw asRedisFailure(err, redis);
-    });
-    if (!replies) throw new RedisUnavailableError('Redis discarded the transaction; retry it');
+    const replies = await execute(transaction, redis);
     await onDisk(client, assessment);
     return resultsOf(followUps, transaction, replies, redis);
   }
@@ -236,11 +228,10 @@ export function createProducer(options: ProducerOptions): Producer {
       }
       const client = await connection();
       // The id does not name its shard: every shard is asked, in parallel.
-      const records = await Promise.all(shards.map((s) => s.store(client).get(dispatchId))).catch(
-        (err: unknown) => {
-          throw asRedisFailure(err, redis);
-        },
-      );
+      const read = shards.map((s) => s.store(client).get(dispatchId));
+      const records = await Promise.all(read).catch((err: unknown) => {
+        throw asRedisFailure(err, redis);
+      });
       const record = records.find((r) => r !== undefined);
       return record ? describeDispatch(record) : null;
     },
