@@ -18,6 +18,8 @@ const run = promisify(execFile);
 export interface ClusterNode {
   readonly port: number;
   readonly url: string;
+  /** The running process's id (the bench reads its CPU time). */
+  pid(): number | undefined;
   /** Kills the process with `signal` (SIGKILL: a crash) and waits for it to exit. */
   stop(signal?: NodeJS.Signals): Promise<void>;
   /** Starts it again on the same port and data folder (its nodes.conf keeps its slots). */
@@ -109,6 +111,9 @@ async function startNode(
         dir,
         '--cluster-enabled',
         'yes',
+        // A node that never met another one would announce no address in CLUSTER SLOTS.
+        '--cluster-announce-ip',
+        '127.0.0.1',
         '--cluster-config-file',
         'nodes.conf',
         '--cluster-node-timeout',
@@ -146,7 +151,14 @@ async function startNode(
     await exited;
   };
   await launch();
-  return { port, url, stop, restart: launch, kill: () => stop('SIGKILL') };
+  return {
+    port,
+    url,
+    pid: () => child?.pid,
+    stop,
+    restart: launch,
+    kill: () => stop('SIGKILL'),
+  };
 }
 
 /** Joins 1 or 2 masters: MEET, then every slot split evenly with ADDSLOTSRANGE. */
