@@ -49,7 +49,7 @@ const HOW_TO_READ = [
   'baseline is a bare BullMQ worker that only POSTs (bench/baseline-worker.ts).',
   '',
   'Reproduce with `npm run bench` (needs `redis-server` on PATH). `npm run bench -- --quick` runs',
-  'shorter and once; `--only dispatch,enqueue,budget,fairness,poller,memory,redis-work` picks',
+  'shorter and once; `--only dispatch,enqueue,budget,fairness,poller,memory,redis-work,cluster` picks',
   'scenarios; a partial or quick run prints its report instead of writing this file.',
   '',
   'Each "Limited by" line starts with the verdict of the counters: a process using at least 90 % of',
