@@ -81,9 +81,19 @@ describe('a fleet on a Redis Cluster of 3 masters, DISPATCH_SHARDS=6', () => {
     const printed = cli.stdout
       .trim()
       .split('\n')
-      .map((line) => JSON.parse(line) as { id: string; dispatchId: string; type: string });
+      .map(
+        (line) =>
+          JSON.parse(line) as {
+            id: string;
+            dispatchId: string;
+            type: string;
+            event: { reason: string | null };
+          },
+      );
     expect(printed.map((e) => e.dispatchId).sort()).toEqual(ids);
-    expect(new Set(printed.map((e) => e.type))).toEqual(new Set(['followup.completed']));
+    expect(printed.map((e) => `${e.type} ${e.event.reason ?? ''}`.trim())).toEqual(
+      printed.map(() => 'followup.completed'),
+    );
 
     const mean = commands.reduce((a, b) => a + b, 0) / commands.length;
     console.log(

@@ -85,6 +85,9 @@ function fleetOn(
       AGENT_API_URL: simulator().url,
       AGENT_API_KEY: TEST_API_KEY,
       STALLED_TIMEOUT: '3s',
+      // A loaded 2-core machine (5 role processes, 3 nodes, other suites) can hold an answer past
+      // FAST_SETTINGS' 2 s: the send is then unknown, and a quick run may end it `ambiguous`.
+      SEND_TIMEOUT: '10s',
       SEND_RATE_LIMIT: '20/2s',
       LOG_LEVEL: 'warn',
       ...settings,
