@@ -18,6 +18,7 @@ import { describeMachine } from './machine.js';
 import { renderReport, type Scenario, type ScenarioResult } from './report.js';
 import { Schedule } from './schedule.js';
 import { budgetScenario } from './scenarios/budget.js';
+import { clusterScenario } from './scenarios/cluster.js';
 import { dispatchScenario } from './scenarios/dispatch.js';
 import { enqueueScenario } from './scenarios/enqueue.js';
 import { fairnessScenario } from './scenarios/fairness.js';
@@ -37,6 +38,7 @@ const SCENARIOS: readonly Scenario[] = [
   memoryScenario,
   redisWorkScenario,
   tracingScenario,
+  clusterScenario,
 ];
 
 const DEFAULT_OUT = fileURLToPath(new URL('../BENCHMARKS.md', import.meta.url));

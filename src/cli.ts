@@ -15,6 +15,7 @@ import { simulateCommand } from './cli/simulate.js';
 import { startCommand } from './cli/start.js';
 import { statusCommand } from './cli/status.js';
 import { ConfigError } from './config/index.js';
+import { LayoutError } from './redis/layout.js';
 import { InvalidFollowUpError } from './dispatch/followup.js';
 import { stopTracing } from './telemetry/tracing-sdk.js';
 import { InvalidControlError } from './producer/index.js';
@@ -90,7 +91,7 @@ function report(err: unknown): number {
     for (const p of err.problems) write(`${p.setting}: ${p.message}`);
     return EXIT.usage;
   }
-  if (err instanceof UsageError) {
+  if (err instanceof UsageError || err instanceof LayoutError) {
     write(err.message);
     return EXIT.usage;
   }

@@ -28,3 +28,10 @@ export type { DispatchStatus } from './dispatch/status.js';
 export type { DispatchState } from './dispatch/record.js';
 export { EVENT_TYPES, type EventType } from './dispatch/event.js';
 export { NotDurableError, type DurabilitySetting } from './redis/durability.js';
+export {
+  createEventReader,
+  type CompletionEvent,
+  type EventReader,
+  type EventReaderOptions,
+} from './dispatch/event-reader.js';
+export { LayoutError } from './redis/layout.js';

@@ -6,6 +6,7 @@ import { createProducer, type Producer } from '../producer/index.js';
 import { connect } from '../redis/connections.js';
 import { keysFor, QUEUE_NAMES, queueOptions, type Keys } from '../redis/keys.js';
 import { closeInOrder, type Role } from '../runtime/role.js';
+import { shardsOf } from '../runtime/shards.js';
 import { createLogger, logFormatFor, type Logger } from '../telemetry/logger.js';
 import { createMetrics, type Metrics } from '../telemetry/metrics.js';
 import { LIFECYCLE } from '../telemetry/names.js';
@@ -55,6 +56,8 @@ export function producerFor(config: Config): Producer {
   return createProducer({
     redisUrl: config.redisUrl ?? '',
     prefix: config.prefix,
+    shards: config.shardCount,
+    cluster: config.redisCluster,
     promptMaxBytes: config.promptMaxBytes,
     sendAttempts: config.sendAttempts,
     durability: config.durability,
@@ -88,18 +91,21 @@ export interface Serving extends Role {
 /** Starts the HTTP server of a process with its own Redis connection, queues and producer. */
 export async function startServing(kit: RoleKit, options: ServingOptions): Promise<Serving> {
   const { config, logger, metrics } = kit;
-  const redis = connect(config.redisUrl ?? '', 'worker', options.name);
+  const redis = connect(config, 'worker', options.name);
+  // The dashboard, the gauges and /readyz's pause read the first shard (README, known issues).
+  const [first] = shardsOf(config);
+  const prefix = first?.prefix ?? config.prefix;
   const logRedisError = redisErrorLog(logger, redis);
   redis.on('error', (err: Error) => logRedisError(err, {}));
   const queues = options.dashboard
     ? Object.values(QUEUE_NAMES).map((name) => {
-        const queue = new Queue(name, { connection: redis, ...queueOptions(config.prefix) });
+        const queue = new Queue(name, { connection: redis, ...queueOptions(prefix) });
         queue.on('error', (err: Error) => logRedisError(err, { queue: name }));
         return queue;
       })
     : [];
   const producer = options.intake ? producerFor(config) : undefined;
-  const keys = keysFor(config.prefix);
+  const keys = keysFor(prefix);
   metrics.watchRedis({ queues, redis, keys, logger });
   const roles = options.roles;
   const close = async () => {

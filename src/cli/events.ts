@@ -4,13 +4,15 @@ import { RedisUnavailableError } from '../producer/index.js';
 import { connect } from '../redis/connections.js';
 import { within } from '../runtime/deadline.js';
 import { EVENT_TYPES } from '../dispatch/event.js';
+import { compareIds } from '../dispatch/event-reader.js';
+import { shardsOf } from '../runtime/shards.js';
 import { EXIT, UsageError, type Command, type CommandContext } from './command.js';
 import { configOf } from './compose.js';
 
 /** Entries read per XRANGE or XREAD call. */
 const PAGE = 500;
-/** How long one XREAD of `--follow` blocks before it looks at the stop signal again. */
-const BLOCK_MS = 1_000;
+/** How long `--follow` waits before it reads the streams again after a read found nothing. */
+const FOLLOW_POLL_MS = 200;
 /** How long the first read waits for Redis before the command gives up (exit 1). */
 const REACH_MS = 5_000;
 
@@ -34,7 +36,7 @@ export const eventsCommand: Command = {
   summary: 'prints completion events as NDJSON; --follow keeps reading',
   usage: 'events [--follow] [--from ID] [--type T]... [--project P]... [--limit N]',
   details: [
-    'Reads EVENTS_STREAM and prints one JSON object per event: the stream entry id as "id", the',
+    'Reads EVENTS_STREAM (every shard\'s, merged by id) and prints one JSON object per event: the stream entry id as "id", the',
     'fields of the contract (type, dispatchId, projectId, jobId, status, prLink, traceparent when traced, v) and "event"',
     'parsed from its JSON. Reading changes nothing in Redis: no consumer group, no acknowledgement.',
     'Without --follow it prints the events after --from (default: the oldest kept) and exits 0;',
@@ -71,7 +73,7 @@ export const eventsCommand: Command = {
   async run(ctx) {
     const options = parseOptions(ctx);
     const config = await configOf(this, ctx);
-    const redis = connect(config.redisUrl ?? '', 'worker', 'events');
+    const redis = connect(config, 'worker', 'events');
     redis.on('error', (err: Error) => {
       ctx.stderr.write(`agent-dispatch: Redis: ${err.message}\n`);
     });
@@ -87,14 +89,18 @@ export const eventsCommand: Command = {
       await within(redis.ping(), REACH_MS, () => {
         throw new RedisUnavailableError(REACH_MS);
       });
-      let last = fromNow
-        ? await newestId(redis, config.eventsStream)
-        : await printRange(redis, config.eventsStream, options.from ?? '-', printer);
+      // Every shard's stream, read as one (see event-reader.ts): one command per stream.
+      const streams = shardsOf(config).map((s) => s.eventsStream);
+      let lasts: readonly string[] = fromNow
+        ? await Promise.all(streams.map((s) => newestId(redis, s)))
+        : await printRange(redis, streams, options.from ?? '-', printer);
       while (options.follow && !printer.full() && !ctx.signal.aborted) {
-        last = await printNext(redis, config.eventsStream, last, printer).catch((err: unknown) => {
-          if (ctx.signal.aborted) return last;
+        const before = lasts;
+        lasts = await printNext(redis, streams, lasts, printer).catch((err: unknown) => {
+          if (ctx.signal.aborted) return before;
           throw err;
         });
+        if (lasts === before) await new Promise((r) => setTimeout(r, FOLLOW_POLL_MS));
       }
       return EXIT.ok;
     } finally {
@@ -138,24 +144,41 @@ function parseOptions(ctx: CommandContext) {
   };
 }
 
-/** Prints the entries after `after` up to the end of the stream; resolves to the last id read. */
+/** An entry of one stream: its index among the streams, id and flat fields. */
+type Entry = readonly [stream: number, id: string, fields: string[]];
+
+/**
+ * Prints the entries after `after` in every stream up to their ends, each round's pages merged by
+ * id; resolves to the last id read in each stream.
+ */
 async function printRange(
   redis: Redis,
-  stream: string,
+  streams: readonly string[],
   after: string,
   printer: Printer,
-): Promise<string> {
-  let last = after;
+): Promise<string[]> {
+  const lasts = streams.map(() => after);
   for (;;) {
-    const start = last === '-' ? '-' : `(${last}`;
-    const entries = await redis.xrange(stream, start, '+', 'COUNT', PAGE);
-    for (const [id, fields] of entries) {
-      if (printer.full()) return last;
-      printer.print(id, fields);
-      last = id;
-    }
-    if (entries.length < PAGE) return last;
+    const pages = await Promise.all(
+      streams.map((s, i) => {
+        const last = lasts[i] ?? after;
+        return redis.xrange(s, last === '-' ? '-' : `(${last}`, '+', 'COUNT', PAGE);
+      }),
+    );
+    const entries = pages.flatMap((page, i) => page.map(([id, f]): Entry => [i, id, f]));
+    if (!printMerged(entries, lasts, printer)) return lasts;
+    if (pages.every((page) => page.length < PAGE)) return lasts;
   }
+}
+
+/** Prints `entries` in id order, moving each stream's last id; false once the limit is reached. */
+function printMerged(entries: Entry[], lasts: string[], printer: Printer): boolean {
+  for (const [i, id, fields] of entries.sort((a, b) => compareIds(a[1], b[1]))) {
+    if (printer.full()) return false;
+    printer.print(id, fields);
+    lasts[i] = id;
+  }
+  return true;
 }
 
 /** The id of the newest entry of `stream`, or `0-0` when it is empty. */
@@ -164,23 +187,26 @@ async function newestId(redis: Redis, stream: string): Promise<string> {
   return newest?.[0] ?? '0-0';
 }
 
-/** Waits up to {@link BLOCK_MS} for entries after `after`, prints them, resolves to the last id. */
+/**
+ * Reads what came after each stream's last id (one XREAD per stream: a cluster refuses one across
+ * slots), prints it merged; resolves to the new last ids, or `lasts` itself when nothing came.
+ */
 async function printNext(
   redis: Redis,
-  stream: string,
-  after: string,
+  streams: readonly string[],
+  lasts: readonly string[],
   printer: Printer,
-): Promise<string> {
-  const reply = await redis.xread('COUNT', PAGE, 'BLOCK', BLOCK_MS, 'STREAMS', stream, after);
-  let last = after;
-  for (const [, entries] of reply ?? []) {
-    for (const [id, fields] of entries) {
-      if (printer.full()) return last;
-      printer.print(id, fields);
-      last = id;
-    }
-  }
-  return last;
+): Promise<readonly string[]> {
+  const replies = await Promise.all(
+    streams.map((s, i) => redis.xread('COUNT', PAGE, 'STREAMS', s, lasts[i] ?? '0-0')),
+  );
+  const entries = replies.flatMap((reply, i) =>
+    (reply ?? []).flatMap(([, page]) => page.map(([id, f]): Entry => [i, id, f])),
+  );
+  if (entries.length === 0) return lasts;
+  const next = [...lasts];
+  printMerged(entries, next, printer);
+  return next;
 }
 
 /** Writes matching entries as NDJSON, counting them against the limit. */

@@ -3,9 +3,11 @@ import { startConsumer } from '../consumer/index.js';
 import { startPoller } from '../poller/index.js';
 import { untilAborted } from '../runtime/deadline.js';
 import type { Role } from '../runtime/role.js';
+import { startPerShard } from '../runtime/shards.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import { EXIT, type Command, type CommandContext } from './command.js';
 import { configOf, roleKit, startServing, type RoleKit } from './compose.js';
+import { verifyDeployment } from './deployment.js';
 
 /** `agent-dispatch worker`: the consumer role only; run as many as the load needs. */
 export const workerCommand = roleCommand(startConsumer, {
@@ -59,7 +61,9 @@ function roleCommand(
     async run(ctx) {
       const kit = roleKit(await configOf(this, ctx));
       warnIfClearTextKey(kit);
-      return runUntilSignal(ctx, kit, [start(kit)]);
+      await verifyDeployment(kit.config, kit.logger, ctx.signal);
+      if (ctx.signal.aborted) return EXIT.ok;
+      return runUntilSignal(ctx, kit, [startPerShard(spec.name, kit, start)]);
     },
   };
 }

@@ -9,6 +9,8 @@ import type { Command, CommandContext } from './command.js';
 import { startProgress } from './progress.js';
 import { runUntilSignal, warnIfClearTextKey } from './roles.js';
 import { configOf, roleKit, startServing } from './compose.js';
+import { verifyDeployment } from './deployment.js';
+import { startPerShard } from '../runtime/shards.js';
 
 /** Where `start` keeps its private Redis's data: git ignores `.data/`. */
 const EMBEDDED_DATA_DIR = '.data/redis';
@@ -144,7 +146,11 @@ async function runAll(
   const kit = roleKit({ ...config, metricsPort: undefined }, true);
   // The bundled simulator listens on loopback, so only a real API URL can warn here.
   warnIfClearTextKey(kit);
-  const roles = [startConsumer(kit), startPoller(kit)];
+  await verifyDeployment(config, kit.logger, ctx.signal);
+  const roles = [
+    startPerShard('worker', kit, startConsumer),
+    startPerShard('poller', kit, startPoller),
+  ];
   const http = await startServing(
     { ...kit, config },
     { name: 'start', dashboard: true, intake: true, roles },

@@ -21,6 +21,12 @@ export type LogFormat = (typeof LOG_FORMATS)[number];
 export interface Config {
   readonly redisUrl: string | undefined;
   readonly durability: DurabilitySetting;
+  /** `REDIS_CLUSTER`: `redisUrl` is the seed node of a Redis Cluster. */
+  readonly redisCluster: boolean;
+  /** `DISPATCH_SHARDS`: how many shards the keyspace is split into (see `shardLayout`). */
+  readonly shardCount: number;
+  /** `SHARDS`: the shards this process serves, ascending; every shard when unset. */
+  readonly servedShards: readonly number[];
   readonly agentApiUrl: string;
   /** From `AGENT_API_KEY`, or read from `agentApiKeyFile` when that is set. */
   readonly agentApiKey: string | undefined;
@@ -130,11 +136,15 @@ export function loadConfig(
       });
   }
   const agentApiKey = keyOf(parsed, problems);
-  if (problems.length > 0) throw new ConfigError(problems);
   const p = parsed as Parsed;
+  const servedShards = problems.length > 0 ? [] : shardsOf(p, problems);
+  if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze({
     redisUrl: p.REDIS_URL,
     durability: Object.freeze(p.REDIS_DURABILITY),
+    redisCluster: p.REDIS_CLUSTER,
+    shardCount: p.DISPATCH_SHARDS,
+    servedShards,
     agentApiUrl: p.AGENT_API_URL.replace(/\/+$/, ''),
     agentApiKey,
     agentApiKeyFile: p.AGENT_API_KEY_FILE,
@@ -212,6 +222,29 @@ function keyOf(
     });
     return undefined;
   }
+}
+
+/**
+ * The shards this process serves (`SHARDS`, every one by default), each below `DISPATCH_SHARDS`.
+ * On a cluster, WAITAOF would reach a node chosen by the client, not the one that took the write,
+ * so `REDIS_DURABILITY` must say `none` there (each node's own `appendfsync` is what keeps writes).
+ */
+function shardsOf(p: Parsed, problems: SettingProblem[]): readonly number[] {
+  if (p.REDIS_CLUSTER && p.REDIS_DURABILITY.mode !== 'none')
+    problems.push({
+      setting: 'REDIS_DURABILITY',
+      message:
+        'must be none with REDIS_CLUSTER=true (WAITAOF is not routed to the node of a shard yet; set appendfsync always on the nodes)',
+    });
+  const all = Array.from({ length: p.DISPATCH_SHARDS }, (_, i) => i);
+  if (p.SHARDS === undefined) return Object.freeze(all);
+  const outside = p.SHARDS.filter((i) => i >= p.DISPATCH_SHARDS);
+  if (outside.length > 0)
+    problems.push({
+      setting: 'SHARDS',
+      message: `shard ${outside.join(', ')} does not exist: DISPATCH_SHARDS=${p.DISPATCH_SHARDS} numbers them 0 to ${p.DISPATCH_SHARDS - 1}`,
+    });
+  return p.SHARDS;
 }
 
 function nonEmpty(value: string | undefined): string | undefined {

@@ -10,6 +10,7 @@ import {
   secret,
   token,
   keyName,
+  shardSelection,
   LOG_FORMATS,
   LOG_LEVELS,
   OTLP_PROTOCOLS,
@@ -44,6 +45,23 @@ export const SETTINGS = {
     default: 'fsync',
     description:
       '`fsync` (WAITAOF 1 0 where a crash must not undo a write), `replicas:N` (WAITAOF 1 N), `none`; a trailing `!` refuses to start without the guarantee',
+  },
+  REDIS_CLUSTER: {
+    schema: flag,
+    default: 'false',
+    description:
+      '`true`: REDIS_URL is the seed node of a Redis Cluster (or Valkey cluster); checked against the server at start',
+  },
+  DISPATCH_SHARDS: {
+    schema: integer(1, 256),
+    default: '1',
+    description:
+      'shards (hash tags) the keyspace is split into, a project in one; 1 keeps the single-prefix layout; change it only by the drain procedure (docs/operations.md)',
+  },
+  SHARDS: {
+    schema: shardSelection,
+    description:
+      'the shards a `worker` or `poller` process serves, such as `0-3` or `0,2,5`; default: every shard',
   },
   AGENT_API_URL: {
     schema: httpUrl,

@@ -92,6 +92,25 @@ export const keyName = z.string().regex(/^[\w{}.:-]{1,100}$/, {
   message: 'expected 1 to 100 letters, digits or the characters _ - . : { }',
 });
 
+/** `SHARDS`: shard numbers and ranges, `0-3` or `0,2,5-7`; sorted, without repeats. */
+export const shardSelection = z.string().transform((text, ctx): readonly number[] => {
+  const picked = new Set<number>();
+  for (const part of text.split(',')) {
+    const match = /^\s*(\d+)(?:\s*-\s*(\d+))?\s*$/.exec(part);
+    const from = Number(match?.[1]);
+    const to = match?.[2] === undefined ? from : Number(match[2]);
+    if (!match || to < from || to - from > 1024) {
+      ctx.addIssue({
+        code: 'custom',
+        message: `expected shards such as 0-3 or 0,2,5, got "${text}"`,
+      });
+      return z.NEVER;
+    }
+    for (let i = from; i <= to; i++) picked.add(i);
+  }
+  return Object.freeze([...picked].sort((a, b) => a - b));
+});
+
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export const LOG_FORMATS = ['json', 'pretty'] as const;
 

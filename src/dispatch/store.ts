@@ -162,6 +162,11 @@ export class DispatchStore {
     return tracking.openPage(this.#state, rank, count, enqueuedBy);
   }
 
+  /** How many dispatches are not finished yet: a change of shard count waits for 0. */
+  openCount(): Promise<number> {
+    return tracking.openCount(this.#state);
+  }
+
   /** Removes dispatches from the open index (their record is gone or already done). */
   dropOpen(ids: readonly string[]): Promise<void> {
     return tracking.dropOpen(this.#state, ids);

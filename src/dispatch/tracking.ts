@@ -207,3 +207,8 @@ export async function parkPolls(
 ): Promise<void> {
   await state.redis.set(state.keys.pollPark(projectId), Date.now() + delayMs, 'PX', delayMs);
 }
+
+/** How many dispatches are not finished yet (the open index's size). */
+export function openCount(state: StoreState): Promise<number> {
+  return state.redis.zcard(state.keys.open);
+}

@@ -4,6 +4,7 @@ import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Config } from '../config/index.js';
 import { createAdmin, type Admin, type Producer } from '../producer/index.js';
+import { duplicate } from '../redis/connections.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import { createApp } from './app.js';
@@ -52,7 +53,7 @@ const CLOSE_GRACE_MS = 5_000;
  */
 export async function startHttpServer(options: HttpServerOptions): Promise<HttpServer> {
   const { config, logger } = options;
-  const readinessRedis = options.redis.duplicate({
+  const readinessRedis = duplicate(options.redis, {
     connectionName: 'agent-dispatch:readyz',
     enableOfflineQueue: false,
     maxRetriesPerRequest: 0,

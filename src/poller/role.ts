@@ -5,6 +5,9 @@ import { roleOf, type Role, type RoleOptions } from '../runtime/role.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import { runTick, type TickResult } from './tick.js';
 
+/** How often a poller upserts the job scheduler again (see `startPoller`). */
+const RESCHEDULE_MS = 10_000;
+
 /** The id of the one job scheduler every poller process upserts. */
 export const POLL_SCHEDULER_ID = 'poll-tick';
 
@@ -39,13 +42,19 @@ export function startPoller(options: RoleOptions): Role {
   );
   worker.on('error', (err) => logger.error({ err }, LIFECYCLE.redisError));
   worker.on('failed', (_job, err) => logger.error({ err }, LIFECYCLE.pollError));
-  const scheduled = pollQueue
-    .upsertJobScheduler(
-      POLL_SCHEDULER_ID,
-      { every: config.pollIntervalMs },
-      { name: 'tick', opts: { removeOnComplete: 100, removeOnFail: 100 } },
-    )
-    .catch((err: unknown) => logger.error({ err }, LIFECYCLE.pollError));
+  const schedule = () =>
+    pollQueue
+      .upsertJobScheduler(
+        POLL_SCHEDULER_ID,
+        { every: config.pollIntervalMs },
+        { name: 'tick', opts: { removeOnComplete: 100, removeOnFail: 100 } },
+      )
+      .catch((err: unknown) => logger.error({ err }, LIFECYCLE.pollError));
+  const scheduled = schedule();
+  // A Redis (or a cluster master) that restarted without its data forgot the scheduler: upserting
+  // it again now and then (a no-op while it exists) restarts the ticks without a poller restart.
+  const reschedule = setInterval(() => void schedule(), RESCHEDULE_MS);
+  reschedule.unref();
   logger.info({ pollIntervalMs: config.pollIntervalMs }, LIFECYCLE.roleStarted);
   return roleOf({
     name: 'poller',
@@ -53,6 +62,6 @@ export function startPoller(options: RoleOptions): Role {
     logger,
     worker,
     starting: scheduled,
-    after: [() => pollQueue.close(), () => ctx.close()],
+    after: [async () => clearInterval(reschedule), () => pollQueue.close(), () => ctx.close()],
   });
 }

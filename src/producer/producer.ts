@@ -1,4 +1,3 @@
-import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import {
   checkFollowUp,
@@ -7,9 +6,7 @@ import {
   type FollowUp,
   type FollowUpInput,
 } from '../dispatch/followup.js';
-import type { DispatchJobData } from '../runtime/jobs.js';
 import { describeDispatch, type DispatchStatus } from '../dispatch/status.js';
-import { DispatchStore } from '../dispatch/store.js';
 import { connect } from '../redis/connections.js';
 import {
   assessDurability,
@@ -19,7 +16,8 @@ import {
   type DurabilityAssessment,
   type DurabilitySetting,
 } from '../redis/durability.js';
-import { keysFor, QUEUE_NAMES, queueOptions } from '../redis/keys.js';
+import { shardLayout } from '../redis/keys.js';
+import { checkProducerLayout, LayoutError } from '../redis/layout.js';
 import { within } from '../runtime/deadline.js';
 import {
   asRedisFailure,
@@ -29,7 +27,8 @@ import {
 } from './errors.js';
 import { startSendSpans } from '../telemetry/tracing.js';
 import { cancelFollowUp, type CancelResult } from './controls.js';
-import { addMissingJobs, buildTransaction, resultsOf } from './transaction.js';
+import { mergeShardResults, openShards, splitByShard, type ProducerShard } from './shards.js';
+import { addMissingJobs, buildTransaction, execute, resultsOf } from './transaction.js';
 
 /** `REDIS_DURABILITY`'s default. */
 const FSYNC: DurabilitySetting = { mode: 'fsync', replicas: 0, strict: false };
@@ -54,6 +53,10 @@ export interface ProducerOptions {
    * where the server cannot keep that promise.
    */
   durability?: DurabilitySetting;
+  /** `DISPATCH_SHARDS`: the fleet's, checked on the first call. @defaultValue 1 */
+  shards?: number;
+  /** `REDIS_CLUSTER`: `redisUrl` is the seed node of a Redis Cluster. @defaultValue false */
+  cluster?: boolean;
   /** How long `send` waits for the disk (WAITAOF) before it fails, retryable. @defaultValue 5000 */
   durabilityTimeoutMs?: number;
   /** `EVENTS_STREAM`, where `cancel`'s event goes. @defaultValue `agent-dispatch:events` */
@@ -73,9 +76,9 @@ export interface Producer {
    */
   send(followUp: FollowUpInput): Promise<SendResult>;
   /**
-   * Validates all (any invalid: nothing is enqueued), then enqueues all in one round trip,
-   * atomically; results in input order. A key conflict rejects only its own item: the others are
-   * enqueued, and the {@link IdempotencyConflictError} carries their results.
+   * Validates all (any invalid: nothing is enqueued), then enqueues all in one round trip per
+   * shard, atomically per shard; results in input order. A key conflict rejects only its own item:
+   * the others are enqueued, and the {@link IdempotencyConflictError} carries their results.
    */
   sendMany(followUps: readonly FollowUpInput[]): Promise<SendResult[]>;
   /** The state of a dispatch, or `null` when unknown or expired. */
@@ -99,18 +102,28 @@ export function createProducer(options: ProducerOptions): Producer {
   const prefix = options.prefix ?? 'agent-dispatch';
   const promptMaxBytes = options.promptMaxBytes ?? 65_536;
   const attempts = options.sendAttempts ?? 8;
-  const redis = options.connection ?? connect(options.redisUrl, 'producer', 'producer');
+  const shardCount = options.shards ?? 1;
+  const cluster = options.cluster ?? false;
+  const redis =
+    options.connection ??
+    connect({ redisUrl: options.redisUrl, redisCluster: cluster }, 'producer', 'producer');
   redis.on('error', () => {
     // Failures reach the caller as rejected sends; the fail-fast connection never queues them.
   });
-  const queue = new Queue<DispatchJobData>(QUEUE_NAMES.dispatch, {
-    connection: redis,
-    ...queueOptions(prefix),
+  // Queue errors reach the caller through the rejected promise of send/sendMany.
+  const layout = shardLayout(
+    prefix,
+    options.eventsStream ?? 'agent-dispatch:events',
+    shardCount,
+    cluster,
+  );
+  // Only `cancel` ends a dispatch here; everything else ends in the consumer and poller.
+  const shards = openShards(redis, layout, () => {}, {
+    eventsMaxLen: options.eventsMaxLen ?? 1_000_000,
+    retentionMs: options.dispatchRetentionMs ?? 7 * 86_400_000,
   });
-  queue.on('error', () => {
-    // Errors reach the caller through the rejected promise of send/sendMany.
-  });
-  let store: DispatchStore | undefined;
+  const queue = (shards[0] as ProducerShard).queue;
+  let checking: Promise<void> | undefined;
   const readyTimeoutMs = options.readyTimeoutMs ?? 5_000;
   const durabilitySetting = options.durability ?? FSYNC;
   const durabilityTimeoutMs = options.durabilityTimeoutMs ?? 5_000;
@@ -159,54 +172,74 @@ export function createProducer(options: ProducerOptions): Producer {
   }
 
   /**
-   * BullMQ's own duplicate of the connection, once ready, and the store on it: REGISTER joins
-   * BullMQ's MULTI there, and WAITAOF must go where the MULTI went.
+   * BullMQ's own duplicate of the connection, once ready and checked (see `checkProducerLayout`):
+   * REGISTER joins BullMQ's MULTI there, and WAITAOF must go where the MULTI went.
    */
-  async function connection(): Promise<{ client: Redis; store: DispatchStore }> {
+  async function connection(): Promise<Redis> {
     await ready();
     const client = (await queue.backend.client) as unknown as Redis;
-    // Only `cancel` ends a dispatch here; everything else ends in the consumer and poller.
-    store ??= new DispatchStore(client, keysFor(prefix), {
-      eventsStream: options.eventsStream ?? 'agent-dispatch:events',
-      eventsMaxLen: options.eventsMaxLen ?? 1_000_000,
-      retentionMs: options.dispatchRetentionMs ?? 7 * 86_400_000,
-    });
-    return { client, store };
+    checking ??= checkProducerLayout(client, { cluster, prefix, shardCount }).catch(
+      (err: unknown) => {
+        checking = undefined;
+        throw err instanceof LayoutError ? err : asRedisFailure(err, redis);
+      },
+    );
+    await checking;
+    return client;
+  }
+
+  /** One shard's transaction: REGISTER and the job add of each follow-up, then the disk. */
+  async function enqueueIn(
+    client: Redis,
+    assessment: DurabilityAssessment,
+    shard: ProducerShard,
+    followUps: readonly FollowUp[],
+    traceparents: readonly (string | undefined)[],
+  ): Promise<SendResult[]> {
+    const store = shard.store(client);
+    const transaction = await buildTransaction(
+      shard.queue,
+      client,
+      store,
+      followUps,
+      attempts,
+      traceparents,
+    );
+    const first = await execute(transaction, redis);
+    const replies = await addMissingJobs(shard.queue, client, transaction, first, attempts).catch(
+      (err: unknown) => {
+        throw asRedisFailure(err, redis);
+      },
+    );
+    await onDisk(client, assessment);
+    return resultsOf(followUps, transaction, replies, redis);
   }
 
   /** Enqueues valid follow-ups, each in its `send dispatch` span (the caller's context its parent). */
   async function enqueue(followUps: readonly FollowUp[]): Promise<SendResult[]> {
     const spans = startSendSpans(followUps.length);
-    let ids: readonly string[] | undefined;
     try {
-      const { client, store } = await connection();
+      const client = await connection();
       const assessment = await durability(client);
       if (durabilitySetting.mode === 'fsync' && durabilitySetting.strict && assessment.warning)
         throw new NotDurableError(`REDIS_DURABILITY is strict, and ${assessment.warning}`);
-      const transaction = await buildTransaction(
-        queue,
-        client,
-        store,
-        followUps,
-        attempts,
-        spans.traceparents,
+      const batches = splitByShard(followUps, shardCount);
+      const settled = await Promise.allSettled(
+        batches.map((b) =>
+          enqueueIn(
+            client,
+            assessment,
+            shards[b.shard] as ProducerShard,
+            b.followUps,
+            b.indexes.map((i) => spans.traceparents[i]),
+          ),
+        ),
       );
-      ids = transaction.ids;
-      const first = await transaction.multi.exec().catch((err: unknown) => {
-        throw asRedisFailure(err, redis);
-      });
-      if (!first) throw new RedisUnavailableError('Redis discarded the transaction; retry it');
-      const replies = await addMissingJobs(queue, client, transaction, first, attempts).catch(
-        (err: unknown) => {
-          throw asRedisFailure(err, redis);
-        },
-      );
-      await onDisk(client, assessment);
-      const results = resultsOf(followUps, transaction, replies, redis);
-      spans.end(ids);
+      const results = mergeShardResults(followUps.length, batches, settled);
+      spans.end(results.map((r) => r.dispatchId));
       return results;
     } catch (err) {
-      spans.end(ids, err);
+      spans.end(undefined, err);
       throw err;
     }
   }
@@ -245,21 +278,38 @@ export function createProducer(options: ProducerOptions): Producer {
           { field: 'dispatchId', message: 'must be a non-empty string' },
         ]);
       }
-      const { store } = await connection();
-      const record = await store.get(dispatchId).catch((err: unknown) => {
+      const client = await connection();
+      // The id does not name its shard: every shard is asked, in parallel.
+      const read = shards.map((s) => s.store(client).get(dispatchId));
+      const records = await Promise.all(read).catch((err: unknown) => {
         throw asRedisFailure(err, redis);
       });
+      const record = records.find((r) => r !== undefined);
       return record ? describeDispatch(record) : null;
     },
     async cancel(dispatchId) {
-      const { store } = await connection();
-      return cancelFollowUp({ store, queue }, dispatchId).catch((err: unknown) => {
-        throw asRedisFailure(err, redis);
-      });
+      const client = await connection();
+      // The id does not name its shard: the shard that holds the record is the one to end it in.
+      const found = await Promise.all(shards.map((s) => s.store(client).get(dispatchId))).catch(
+        (err: unknown) => {
+          throw asRedisFailure(err, redis);
+        },
+      );
+      const shard = shards[
+        Math.max(
+          0,
+          found.findIndex((r) => r !== undefined),
+        )
+      ] as ProducerShard;
+      return cancelFollowUp({ store: shard.store(client), queue: shard.queue }, dispatchId).catch(
+        (err: unknown) => {
+          throw asRedisFailure(err, redis);
+        },
+      );
     },
     close() {
       closing ??= (async () => {
-        await queue.close();
+        await Promise.all(shards.map((s) => s.queue.close()));
         if (!options.connection) redis.disconnect();
       })();
       return closing;

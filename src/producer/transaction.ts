@@ -11,6 +11,7 @@ import type { DispatchStore, Registration } from '../dispatch/store.js';
 import {
   asRedisFailure,
   IdempotencyConflictError,
+  RedisUnavailableError,
   type KeyConflict,
   type SendResult,
 } from './errors.js';
@@ -131,6 +132,18 @@ export async function addMissingJobs(
     merged[loads + 2 * i + 1] = again[reloads + n] ?? [new Error('no reply'), null];
   }
   return merged;
+}
+
+/** Runs the transaction; a failure or a discarded transaction is a retryable Redis failure. */
+export async function execute(
+  { multi }: Transaction,
+  redis: Redis,
+): Promise<[Error | null, unknown][]> {
+  const replies = await multi.exec().catch((err: unknown) => {
+    throw asRedisFailure(err, redis);
+  });
+  if (!replies) throw new RedisUnavailableError('Redis discarded the transaction; retry it');
+  return replies;
 }
 
 /** The sources of {@link BULLMQ_SCRIPTS} as BullMQ defined them on `client` (`name:version`). */

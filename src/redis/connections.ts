@@ -1,4 +1,4 @@
-import { Redis, type RedisOptions } from 'ioredis';
+import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 
 /**
  * Redis connections by role. Producers fail fast when Redis is down, so a caller learns at once
@@ -11,14 +11,80 @@ const ROLE_OPTIONS: Record<ConnectionRole, RedisOptions> = {
   worker: { maxRetriesPerRequest: null, enableReadyCheck: true },
 };
 
+/** Where to connect: `REDIS_URL`, and whether it is the seed node of a cluster (`REDIS_CLUSTER`). */
+export interface RedisTarget {
+  readonly redisUrl: string | undefined;
+  readonly redisCluster?: boolean;
+}
+
+/** Reconnects back off up to 2 s, so a Redis restart is noticed within seconds, not minutes. */
+const retryStrategy = (times: number) => Math.min(100 * 2 ** Math.min(times, 5), 2_000);
+
 /**
- * Opens a connection for `role`. `name` shows in `CLIENT LIST`. Reconnects back off up to 2 s, so a
- * Redis restart is noticed within seconds, not minutes.
+ * Opens a connection for `role`. `name` shows in `CLIENT LIST`. With `target.redisCluster` it is
+ * an ioredis `Cluster` seeded from the URL: it follows MOVED/ASK redirections and reconnects to
+ * each master by itself. The Cluster is typed as `Redis` on purpose: it answers every command the
+ * service sends (each script's keys share one slot, see keys.ts), BullMQ recognises it at run time,
+ * and every caller stays one type whatever the deployment.
  */
-export function connect(redisUrl: string, role: ConnectionRole, name: string): Redis {
-  return new Redis(redisUrl, {
+export function connect(target: RedisTarget | string, role: ConnectionRole, name: string): Redis {
+  const { redisUrl = '', redisCluster = false } =
+    typeof target === 'string' ? { redisUrl: target } : target;
+  const options: RedisOptions = {
     ...ROLE_OPTIONS[role],
     connectionName: `agent-dispatch:${name}`,
-    retryStrategy: (times) => Math.min(100 * 2 ** Math.min(times, 5), 2_000),
-  });
+    retryStrategy,
+  };
+  if (!redisCluster) return new Redis(redisUrl, options);
+  return new Cluster(
+    [seedOf(redisUrl)],
+    clusterOptions(redisUrl, role, options),
+  ) as unknown as Redis;
+}
+
+/** The seed node of a cluster URL: host and port only; credentials go to every node below. */
+function seedOf(redisUrl: string): { host: string; port: number } {
+  const url = new URL(redisUrl);
+  return { host: url.hostname.replace(/^\[|\]$/g, ''), port: Number(url.port || 6379) };
+}
+
+/**
+ * The options BullMQ documents for a cluster: the per-node options (credentials and TLS of the
+ * URL, the role's retry policy) in `redisOptions`; the role's offline queue and ready check on the
+ * Cluster itself, which also keeps retrying to reach the cluster at the same backoff.
+ */
+function clusterOptions(
+  redisUrl: string,
+  role: ConnectionRole,
+  node: RedisOptions,
+): ClusterOptions {
+  const url = new URL(redisUrl);
+  return {
+    redisOptions: {
+      ...node,
+      username: url.username ? decodeURIComponent(url.username) : undefined,
+      password: url.password ? decodeURIComponent(url.password) : undefined,
+      tls: url.protocol === 'rediss:' ? {} : undefined,
+    },
+    enableOfflineQueue: role !== 'producer',
+    enableReadyCheck: true,
+    clusterRetryStrategy: retryStrategy,
+    // A master restarting without a replica answers CLUSTERDOWN until it is back: keep retrying.
+    retryDelayOnClusterDown: 200,
+    scaleReads: 'master',
+  };
+}
+
+/**
+ * A new connection like `redis` with `options` on top: `Redis#duplicate(options)` for a single
+ * Redis; for a Cluster (whose `duplicate` takes startup nodes first) the options go to every node.
+ */
+export function duplicate(redis: Redis, options: RedisOptions): Redis {
+  if (!redis.isCluster) return redis.duplicate(options);
+  const cluster = redis as unknown as Cluster;
+  const { enableOfflineQueue, ...node } = options;
+  return cluster.duplicate(undefined, {
+    redisOptions: { ...cluster.options.redisOptions, ...node },
+    ...(enableOfflineQueue === undefined ? {} : { enableOfflineQueue }),
+  }) as unknown as Redis;
 }

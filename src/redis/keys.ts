@@ -1,3 +1,5 @@
+import { createHash } from 'node:crypto';
+import { shardTag } from './slot.js';
 /**
  * Every Redis key the service writes, built in one place behind the configurable prefix. BullMQ's
  * own keys sit under the same prefix (BullMQ's `prefix` option), so one value moves everything —
@@ -104,4 +106,52 @@ export function keysFor(prefix: string): Keys {
     authPause: k('authpause'),
     authPaused: k('authpause', 'parked'),
   });
+}
+
+/**
+ * One shard of the keyspace: its key prefix (the dispatch keys' and BullMQ's), its completion-event
+ * stream, and its number. Every key of a shard carries the same hash tag, so each script and MULTI
+ * of the shard stays in one Redis Cluster slot, and a cluster spreads the shards over its masters.
+ */
+export interface Shard {
+  readonly index: number;
+  readonly prefix: string;
+  readonly eventsStream: string;
+}
+
+/** The base name of a prefix or stream without `{` `}`: a nested hash tag would put all in one. */
+const bare = (name: string) => name.replace(/[{}]/g, '');
+
+/**
+ * The shards of a deployment. One shard on a single Redis keeps today's names exactly (`prefix`,
+ * `eventsStream`), so an existing deployment keeps working. Otherwise (more than one shard, or a
+ * cluster) shard `i` has prefix `{<tag>}` and stream `<eventsStream>:{<tag>}`, the braces of the
+ * settings left out; `<tag>` is `<prefix>:<i>`, suffixed `.<k>` when needed to put its slot in the
+ * `i`-th `count`th of the slot space (see slot.ts), so shards spread evenly over the masters.
+ */
+export function shardLayout(
+  prefix: string,
+  eventsStream: string,
+  count: number,
+  cluster: boolean,
+): Shard[] {
+  if (count === 1 && !cluster) return [{ index: 0, prefix, eventsStream }];
+  return Array.from({ length: count }, (_, index) => {
+    const tag = `{${shardTag(bare(prefix), index, count)}}`;
+    return { index, prefix: tag, eventsStream: `${bare(eventsStream)}:${tag}` };
+  });
+}
+
+/**
+ * The shard of a project: the first 4 bytes of SHA-256(projectId), modulo the shard count. Stable
+ * across processes, versions and languages, so every producer puts a project in the same shard.
+ */
+export function shardOf(projectId: string, count: number): number {
+  if (count === 1) return 0;
+  return createHash('sha256').update(projectId).digest().readUInt32BE(0) % count;
+}
+
+/** String: the shard count the keyspace was last started with (`DISPATCH_SHARDS`). */
+export function layoutKey(prefix: string): string {
+  return `${bare(prefix)}:shards`;
 }

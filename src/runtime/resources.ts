@@ -26,10 +26,10 @@ export interface RoleResources extends RoleContext {
 export function openRoleResources(name: string, options: RoleOptions): RoleResources {
   const { config, logger, metrics, api } = options;
   if (!config.redisUrl) throw new Error('REDIS_URL is required');
-  const redis = connect(config.redisUrl, 'worker', name);
+  const redis = connect(config, 'worker', name);
   redis.on('error', (err) => logger.warn({ err }, LIFECYCLE.redisError));
   // BullMQ closes only the connections it made itself, so this one is closed below.
-  const workerRedis = connect(config.redisUrl, 'worker', `${name}-queue`);
+  const workerRedis = connect(config, 'worker', `${name}-queue`);
   workerRedis.on('error', (err) => logger.debug({ err }, LIFECYCLE.redisError));
   const store = new DispatchStore(redis, keysFor(config.prefix), {
     eventsStream: config.eventsStream,

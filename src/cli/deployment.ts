@@ -1,0 +1,91 @@
+import { Redis } from 'ioredis';
+import type { Config } from '../config/index.js';
+import { DispatchStore } from '../dispatch/store.js';
+import { connect } from '../redis/connections.js';
+import { keysFor, shardLayout } from '../redis/keys.js';
+import {
+  checkClusterMode,
+  isClusterNode,
+  recordedShardCount,
+  recordShardCount,
+  shardCountMismatch,
+} from '../redis/layout.js';
+import type { Logger } from '../telemetry/logger.js';
+import { LIFECYCLE } from '../telemetry/names.js';
+
+/**
+ * Checks, before a role process starts, that the Redis agrees with the deployment's settings:
+ * `REDIS_CLUSTER` with the server's cluster mode, `DISPATCH_SHARDS` with the count its unfinished
+ * follow-ups were written with. Waits for Redis as the roles would (a fleet may start first), until
+ * `signal` aborts. Throws `LayoutError` (exit 2) on a mismatch; records the count otherwise.
+ */
+export async function verifyDeployment(
+  config: Config,
+  logger: Logger,
+  signal: AbortSignal,
+): Promise<void> {
+  const node = new Redis(config.redisUrl ?? '', {
+    maxRetriesPerRequest: null,
+    retryStrategy: (times) => Math.min(100 * 2 ** Math.min(times, 5), 2_000),
+  });
+  let warned = false;
+  node.on('error', (err: Error) => {
+    if (!warned) logger.warn({ err }, LIFECYCLE.redisError);
+    warned = true;
+  });
+  const stop = () => node.disconnect();
+  signal.addEventListener('abort', stop, { once: true });
+  try {
+    // Queued until Redis answers (no retry limit), as a role's first command would be.
+    const cluster = await isClusterNode(node).catch((err: unknown) => {
+      if (signal.aborted) return undefined;
+      throw err;
+    });
+    if (cluster === undefined) return;
+    checkClusterMode(config.redisCluster, cluster);
+  } finally {
+    signal.removeEventListener('abort', stop);
+    node.disconnect();
+  }
+  const redis = connect(config, 'worker', 'layout');
+  redis.on('error', () => {
+    // Reported above; the commands below reject if it lasts.
+  });
+  try {
+    await checkShardCount(redis, config);
+  } finally {
+    redis.disconnect();
+  }
+}
+
+/**
+ * Refuses a shard count other than the recorded one while the recorded layout still has
+ * unfinished follow-ups; otherwise records this one. A Redis with no record but open follow-ups
+ * under the single-prefix names was written before shards existed: its count is 1.
+ */
+async function checkShardCount(redis: Redis, config: Config): Promise<void> {
+  const { prefix, eventsStream, shardCount, redisCluster } = config;
+  let recorded = await recordedShardCount(redis, prefix);
+  if (recorded === undefined && !redisCluster && shardCount !== 1) {
+    if ((await openIn(redis, shardLayout(prefix, eventsStream, 1, false))) > 0) recorded = 1;
+  }
+  if (recorded !== undefined && recorded !== shardCount) {
+    const open = await openIn(redis, shardLayout(prefix, eventsStream, recorded, redisCluster));
+    if (open > 0) throw shardCountMismatch(shardCount, recorded, open);
+  }
+  if (recorded !== shardCount) await recordShardCount(redis, prefix, shardCount);
+}
+
+/** Unfinished follow-ups across the shards of a layout. */
+async function openIn(redis: Redis, shards: readonly { prefix: string }[]): Promise<number> {
+  const counts = await Promise.all(
+    shards.map((s) =>
+      new DispatchStore(redis, keysFor(s.prefix), {
+        eventsStream: '',
+        eventsMaxLen: 0,
+        retentionMs: 0,
+      }).openCount(),
+    ),
+  );
+  return counts.reduce((a, b) => a + b, 0);
+}

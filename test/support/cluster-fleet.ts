@@ -1,0 +1,135 @@
+import { randomBytes } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import { afterAll, beforeAll } from 'vitest';
+import { createProducer, type Producer } from '../../src/producer/index.js';
+import { connect } from '../../src/redis/connections.js';
+import { shardLayout, shardOf, type Shard } from '../../src/redis/keys.js';
+import type { Simulator } from '../../src/simulator/index.js';
+import type { CliProcess } from './cli.js';
+import { startLocalCluster, type ClusterPersistence, type LocalCluster } from './redis-cluster.js';
+import { stopAll } from './roles.js';
+import { FAST_SETTINGS } from './service.js';
+import { TEST_API_KEY } from './simulator.js';
+
+/**
+ * A fleet on a local Redis Cluster for a test file: the cluster (started before the first test,
+ * destroyed after the last, with any process still listed in `processes`), a cluster client, the
+ * settings of a role process, and readings of every shard's stream.
+ */
+export interface ClusterFleet {
+  readonly cluster: LocalCluster;
+  readonly redis: Redis;
+  readonly prefix: string;
+  readonly shardCount: number;
+  /** Processes to stop after the file; a test removes those it stopped itself. */
+  readonly processes: CliProcess[];
+  /** The environment of a role process (`settings` on top). */
+  env(settings?: Record<string, string>): Record<string, string>;
+  shards(): Shard[];
+  /** A producer of this fleet; the caller closes it. */
+  producer(): Producer;
+  /** `count` project ids spread evenly over the shards (see below). */
+  evenProjects(count: number, tag: string): string[];
+  /** The events of every shard whose `meta.prompt` is set, with that prompt. */
+  promptEvents(): Promise<{ dispatchId: string; prompt: string }[]>;
+}
+
+/** Starts a cluster of `masters` for the file's tests; returns a getter of its {@link ClusterFleet}. */
+export function useClusterFleet(
+  simulator: () => Simulator,
+  options: { masters: number; shards: number; persistence?: ClusterPersistence },
+): () => ClusterFleet {
+  let fleet: ClusterFleet | undefined;
+  beforeAll(async () => {
+    const cluster = await startLocalCluster(options.masters, options.persistence);
+    const redis = connect({ redisUrl: cluster.url, redisCluster: true }, 'worker', 'test');
+    fleet = fleetOn(cluster, redis, options.shards, simulator);
+  }, 60_000);
+  afterAll(async () => {
+    try {
+      await stopAll(fleet?.processes.splice(0) ?? []);
+    } finally {
+      fleet?.redis.disconnect();
+      await fleet?.cluster.destroy();
+    }
+  });
+  return () => {
+    if (!fleet) throw new Error('useClusterFleet(): the cluster starts in beforeAll');
+    return fleet;
+  };
+}
+
+function fleetOn(
+  cluster: LocalCluster,
+  redis: Redis,
+  shardCount: number,
+  simulator: () => Simulator,
+): ClusterFleet {
+  const prefix = `t-cluster-${randomBytes(4).toString('hex')}`;
+  const eventsStream = `${prefix}:events`;
+  const shards = () => shardLayout(prefix, eventsStream, shardCount, true);
+  return {
+    cluster,
+    redis,
+    prefix,
+    shardCount,
+    processes: [],
+    env: (settings = {}) => ({
+      ...FAST_SETTINGS,
+      REDIS_URL: cluster.url,
+      REDIS_CLUSTER: 'true',
+      REDIS_DURABILITY: 'none',
+      DISPATCH_SHARDS: String(shardCount),
+      DISPATCH_PREFIX: prefix,
+      EVENTS_STREAM: eventsStream,
+      AGENT_API_URL: simulator().url,
+      AGENT_API_KEY: TEST_API_KEY,
+      STALLED_TIMEOUT: '3s',
+      // A loaded 2-core machine (5 role processes, 3 nodes, other suites) can hold an answer past
+      // FAST_SETTINGS' 2 s: the send is then unknown, and a quick run may end it `ambiguous`.
+      SEND_TIMEOUT: '10s',
+      SEND_RATE_LIMIT: '20/2s',
+      LOG_LEVEL: 'warn',
+      ...settings,
+    }),
+    shards,
+    producer: () =>
+      createProducer({
+        redisUrl: cluster.url,
+        prefix,
+        shards: shardCount,
+        cluster: true,
+        durability: { mode: 'none' },
+      }),
+    evenProjects: (count, tag) => evenProjects(count, tag, shardCount),
+    async promptEvents() {
+      const pages = await Promise.all(shards().map((s) => redis.xrange(s.eventsStream, '-', '+')));
+      return pages.flat().flatMap(([, flat]) => {
+        const fields = new Map<string, string>();
+        for (let i = 0; i + 1 < flat.length; i += 2) fields.set(flat[i] ?? '', flat[i + 1] ?? '');
+        const event = JSON.parse(fields.get('event') ?? '{}') as { meta?: { prompt?: string } };
+        const prompt = event.meta?.prompt;
+        return prompt ? [{ dispatchId: fields.get('dispatchId') ?? '', prompt }] : [];
+      });
+    },
+  };
+}
+
+/**
+ * `count` project ids spread evenly over the shards (at most ceil(count / shards) each): which
+ * shard a name hashes to is luck, and 20 names can land 10/4/6 on three masters; the tests are
+ * about the layout spreading what it is given, so they are given an even set of projects.
+ */
+function evenProjects(count: number, tag: string, shards: number): string[] {
+  const cap = Math.ceil(count / shards);
+  const perShard = new Array<number>(shards).fill(0);
+  const picked: string[] = [];
+  for (let n = 0; picked.length < count; n++) {
+    const id = `${tag}${n}`;
+    const shard = shardOf(id, shards);
+    if ((perShard[shard] ?? 0) >= cap) continue;
+    perShard[shard] = (perShard[shard] ?? 0) + 1;
+    picked.push(id);
+  }
+  return picked;
+}
