@@ -13,6 +13,7 @@ import { DispatchStore } from '../dispatch/store.js';
 import { connect } from '../redis/connections.js';
 import {
   assessDurability,
+  connectionOf,
   NotDurableError,
   probeServer,
   waitForDisk,
@@ -131,9 +132,13 @@ export function createProducer(options: ProducerOptions): Producer {
    * Waits until the transaction is on disk (WAITAOF on the connection that wrote it). A timeout is
    * a retryable failure: the follow-ups may or may not be kept, so retry with the same key.
    */
-  async function onDisk(client: Redis, assessment: DurabilityAssessment): Promise<void> {
+  async function onDisk(
+    client: Redis,
+    assessment: DurabilityAssessment,
+    wroteOn: number,
+  ): Promise<void> {
     try {
-      await waitForDisk(client, assessment, durabilityTimeoutMs);
+      await waitForDisk(client, assessment, durabilityTimeoutMs, wroteOn);
     } catch (err) {
       throw err instanceof NotDurableError
         ? new RedisUnavailableError(`${err.message}; retry with the same key`, err)
@@ -163,11 +168,12 @@ export function createProducer(options: ProducerOptions): Producer {
     if (durabilitySetting.mode === 'fsync' && durabilitySetting.strict && assessment.warning)
       throw new NotDurableError(`REDIS_DURABILITY is strict, and ${assessment.warning}`);
     const transaction = await buildTransaction(queue, client, store, followUps, attempts);
+    const wroteOn = connectionOf(client);
     const replies = await transaction.multi.exec().catch((err: unknown) => {
       throw asRedisFailure(err, redis);
     });
     if (!replies) throw new RedisUnavailableError('Redis discarded the transaction; retry it');
-    await onDisk(client, assessment);
+    await onDisk(client, assessment, wroteOn);
     return resultsOf(followUps, transaction, replies, redis);
   }
 
