@@ -21,6 +21,9 @@ import { sendFollowUp, type SendContext } from './send.js';
  */
 const BLOCKED_RECHECK_MS = 30_000;
 
+/** How long a dispatch whose intent Redis did not confirm on disk waits before it tries again. */
+const NOT_DURABLE_RETRY_MS = 1_000;
+
 /**
  * Budget waits: a job is parked until `EARLY_WAKE_MS` before its reserved slot, and a slot at
  * most `NEAR_SLOT_MS` away is waited for in the worker (holding one of its in-flight places that
@@ -90,6 +93,11 @@ export function createProcessor(ctx: SendContext) {
           verdict.untilMs - (verdict.kind === 'over' ? EARLY_WAKE_MS : 0),
         );
       }
+      case 'not_durable':
+        // Nothing was sent: it is queued again, and tries again shortly, no attempt spent.
+        ctx.metrics.sends.inc({ outcome: 'not_durable' });
+        ctx.logger.warn({ ...ref, reason: verdict.reason }, LIFECYCLE.followupNotDurable);
+        return park(ctx, job, token, Date.now() + NOT_DURABLE_RETRY_MS);
       case 'missing':
         return poison(ctx, job, 'missing_record');
       case 'not-queued':

@@ -2,6 +2,7 @@ import type { ChainableCommander } from 'ioredis';
 import type { AgentJob } from '../agent-api/index.js';
 import type { Rate } from '../config/index.js';
 import { contentDigest, type FollowUp } from './followup.js';
+import { onDisk, wroteOn } from './on-disk.js';
 import { parseRecord, type DispatchRecord, type DispatchState } from './record.js';
 import { laneOf, type DispatchRef, type StoreState } from './store-state.js';
 
@@ -24,6 +25,11 @@ export type Verdict =
    * outcome.
    */
   | { kind: 'sending'; sendingAt: number; attemptToken: string }
+  /**
+   * It could go, but Redis did not confirm the intent on disk (`REDIS_DURABILITY`): it is queued
+   * again, its budget unit back, and must not be sent now. `reason` is the WAITAOF failure.
+   */
+  | { kind: 'not_durable'; reason: string }
   | { kind: 'not-queued'; state: DispatchState };
 
 /**
@@ -85,6 +91,7 @@ export async function acquire(
   attemptToken: string,
 ): Promise<Verdict> {
   const { keys } = state;
+  const connection = wroteOn(state);
   const reply = (await state.scripts.run(
     'acquire',
     [
@@ -107,8 +114,14 @@ export async function acquire(
   )) as [string, number, string, number?];
   const [kind, n, text, probe] = reply;
   switch (kind) {
-    case 'go':
-      return { kind, attempt: n, prompt: text, probe: probe === 1 };
+    case 'go': {
+      // The intent must be on disk before the prompt leaves: a crash that took it back would
+      // make the follow-up `queued` again, and it would be sent twice.
+      const notDurable = await onDisk(state, connection);
+      if (notDurable === undefined) return { kind, attempt: n, prompt: text, probe: probe === 1 };
+      await requeue(state, ref, n, attemptToken, true, 0);
+      return { kind: 'not_durable', reason: notDurable };
+    }
     case 'blocked':
     case 'missing':
       return { kind };

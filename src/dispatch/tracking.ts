@@ -1,5 +1,6 @@
 import type { DispatchState, DispatchRecord } from './record.js';
 import { eventFields, orphanEventFields, type Ending } from './event.js';
+import { onDisk, wroteOn } from './on-disk.js';
 import { laneOf, type StoreState } from './store-state.js';
 
 /**
@@ -31,6 +32,7 @@ export async function finish(
   const { keys, options } = state;
   const finishedAt = Date.now();
   const job = ending.job ?? record.job;
+  const connection = wroteOn(state);
   const reply = (await state.scripts.run(
     'finish',
     [
@@ -53,7 +55,13 @@ export async function finish(
       ...eventFields(record, ending, finishedAt),
     ],
   )) as [number, string, string];
-  return { finished: reply[0] === 1, nextDispatchId: reply[1] || undefined };
+  const nextDispatchId = reply[1] || undefined;
+  // The lane's release must be on disk before its next follow-up is woken. When it is not, the
+  // next one is not woken now: it looks at the lane by itself later, and its own ACQUIRE's wait
+  // covers this FINISH too (the AOF is one file, fsynced in order).
+  if (nextDispatchId !== undefined && (await onDisk(state, connection)) !== undefined)
+    return { finished: reply[0] === 1, nextDispatchId: undefined };
+  return { finished: reply[0] === 1, nextDispatchId };
 }
 
 export async function publishOrphan(

@@ -4,10 +4,17 @@ import { AgentApiClient } from '../agent-api/index.js';
 import { DispatchStore } from '../dispatch/store.js';
 import { watchKeyFile, type Config, type KeyFileWatcher } from '../config/index.js';
 import { connect } from '../redis/connections.js';
+import { assessOnce } from '../redis/durability.js';
 import { keysFor, QUEUE_NAMES } from '../redis/keys.js';
 import type { Logger } from '../telemetry/logger.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import type { RoleContext, RoleOptions } from './role.js';
+
+/**
+ * How long the store waits for WAITAOF before it gives up (the send is queued again, nothing
+ * is woken early). An fsync takes milliseconds; seconds mean a disk in trouble.
+ */
+export const DURABILITY_TIMEOUT_MS = 5_000;
 
 /** What a worker or poller process works with: its context, its connections; `close` releases all. */
 export interface RoleResources extends RoleContext {
@@ -25,16 +32,21 @@ export interface RoleResources extends RoleContext {
  */
 export function openRoleResources(name: string, options: RoleOptions): RoleResources {
   const { config, logger, metrics, api } = options;
-  if (!config.redisUrl) throw new Error('REDIS_URL is required');
-  const redis = connect(config.redisUrl, 'worker', name);
+  const redisUrl = config.redisUrl;
+  if (!redisUrl) throw new Error('REDIS_URL is required');
+  const redis = connect(redisUrl, 'worker', name);
   redis.on('error', (err) => logger.warn({ err }, LIFECYCLE.redisError));
   // BullMQ closes only the connections it made itself, so this one is closed below.
-  const workerRedis = connect(config.redisUrl, 'worker', `${name}-queue`);
+  const workerRedis = connect(redisUrl, 'worker', `${name}-queue`);
   workerRedis.on('error', (err) => logger.debug({ err }, LIFECYCLE.redisError));
   const store = new DispatchStore(redis, keysFor(config.prefix), {
     eventsStream: config.eventsStream,
     eventsMaxLen: config.eventsMaxLen,
     retentionMs: config.dispatchRetentionMs,
+    durability: {
+      assessment: () => assessOnce(redisUrl, config.durability, redis),
+      timeoutMs: DURABILITY_TIMEOUT_MS,
+    },
   });
   const client =
     api ??

@@ -35,6 +35,8 @@ export const LIFECYCLE = {
   followupUnknownStatus: 'followup:unknown-status',
   followupPoison: 'followup:poison',
   followupRepaired: 'followup:repaired',
+  /** Redis did not confirm a send's intent on disk: it is queued again, nothing was sent. */
+  followupNotDurable: 'followup:not-durable',
   projectParked: 'project:parked',
   concurrencyChanged: 'concurrency:changed',
   pollTick: 'poll:tick',
@@ -76,6 +78,8 @@ export const LIFECYCLE = {
   /** An ordered shutdown hit its deadline; what is left is abandoned. */
   shutdownDeadline: 'shutdown:deadline',
   configClearTextKey: 'config:clear-text-key',
+  /** The start-up check: Redis cannot keep what it acknowledged as REDIS_DURABILITY asks. */
+  redisNotDurable: 'redis:not-durable',
 } as const;
 
 /** Metric names, defined once. Every name starts with `agent_dispatch_`. */
