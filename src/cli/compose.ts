@@ -44,7 +44,10 @@ export function roleKit(config: Config, pretty = false): RoleKit {
   return { config, logger, metrics: createMetrics({ logger }) };
 }
 
-/** The producer of a process, with the config's prefix, prompt limit and send attempts. */
+/**
+ * The producer of a process, with the config's prefix, prompt limit, send attempts and
+ * `REDIS_DURABILITY`.
+ */
 export function producerFor(config: Config): Producer {
   return createProducer({
     redisUrl: config.redisUrl ?? '',

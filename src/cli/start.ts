@@ -5,9 +5,9 @@ import { startPoller } from '../poller/index.js';
 import { startEmbeddedRedis, type EmbeddedRedis } from '../redis/embedded.js';
 import { startSimulator, type Simulator } from '../simulator/index.js';
 import { createLogger, logFormatFor } from '../telemetry/logger.js';
-import type { Command, CommandContext } from './command.js';
+import { EXIT, type Command, type CommandContext } from './command.js';
 import { startProgress } from './progress.js';
-import { runUntilSignal, warnIfClearTextKey } from './roles.js';
+import { checkDurability, runUntilSignal, warnIfClearTextKey } from './roles.js';
 import { configOf, roleKit, startServing } from './compose.js';
 
 /** Where `start` keeps its private Redis's data: git ignores `.data/`. */
@@ -144,6 +144,8 @@ async function runAll(
   const kit = roleKit({ ...config, metricsPort: undefined }, true);
   // The bundled simulator listens on loopback, so only a real API URL can warn here.
   warnIfClearTextKey(kit);
+  const durability = await checkDurability(kit);
+  if (durability !== EXIT.ok) return durability;
   const roles = [startConsumer(kit), startPoller(kit)];
   const http = await startServing(
     { ...kit, config },
