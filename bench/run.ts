@@ -19,6 +19,7 @@ import { renderReport, type Scenario, type ScenarioResult } from './report.js';
 import { Schedule } from './schedule.js';
 import { budgetScenario } from './scenarios/budget.js';
 import { dispatchScenario } from './scenarios/dispatch.js';
+import { durabilityScenario } from './scenarios/durability.js';
 import { enqueueScenario } from './scenarios/enqueue.js';
 import { fairnessScenario } from './scenarios/fairness.js';
 import { memoryScenario } from './scenarios/memory.js';
@@ -33,6 +34,7 @@ const SCENARIOS: readonly Scenario[] = [
   pollerScenario,
   memoryScenario,
   redisWorkScenario,
+  durabilityScenario,
 ];
 
 const DEFAULT_OUT = fileURLToPath(new URL('../BENCHMARKS.md', import.meta.url));
