@@ -1,4 +1,5 @@
-import { statSync, truncateSync } from 'node:fs';
+import { mkdirSync, statSync, truncateSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import type { FollowUpInput } from '../../../src/dispatch/followup.js';
 import { createProducer, type Producer } from '../../../src/producer/index.js';
 import { keysFor } from '../../../src/redis/keys.js';
@@ -53,6 +54,11 @@ export interface Crash {
   readonly notOneEvent: number;
   /** Every follow-up of the drill ended and the namespace went idle. */
   readonly quiet: boolean;
+  /**
+   * Where the follow-ups without exactly one event are, counted by `<state>/<job state>`
+   * (`gone` when the record is missing): the evidence when the drill fails.
+   */
+  readonly stranded: Record<string, number>;
 }
 
 /** What the whole drill did. */
@@ -88,6 +94,8 @@ export async function runAofDrill(
     REDIS_URL: proxy.url,
     REDIS_DURABILITY: durability,
     REPAIR_GRACE: '2s',
+    // DURABILITY_DRILL_LOGS keeps the roles' logs: at debug, every step of every follow-up.
+    LOG_LEVEL: process.env['DURABILITY_DRILL_LOGS'] ? 'debug' : 'info',
     // Recording a send's answer is retried this long: longer than a restart takes.
     SEND_TIMEOUT: '5s',
   });
@@ -108,6 +116,7 @@ export async function runAofDrill(
     for (const [c, run] of runs.entries())
       crashes.push(await booksOf(c, run, probe, simulator, quiet));
     const exits = await terminate(processes);
+    keepLogs(processes);
     return {
       crashes,
       waitaofReplies: proxy.waitaofReplies(),
@@ -250,19 +259,63 @@ async function booksOf(
   const books = tally(c.accepted, events, deliveries, outcomeTypeOf);
   const perId = new Map<string, number>();
   for (const e of events) perId.set(e.dispatchId, (perId.get(e.dispatchId) ?? 0) + 1);
+  const odd = [...ids].filter((id) => perId.get(id) !== 1);
+  const stranded: Record<string, number> = {};
+  for (const id of odd) {
+    const where = await whereIs(probe, id, perId.get(id) ?? 0);
+    stranded[where] = (stranded[where] ?? 0) + 1;
+    if (process.env['DURABILITY_DRILL_LOGS']) console.log(`stranded ${id}: ${where}`);
+  }
   return {
     accepted: c.accepted.length,
     refused: c.refused,
     cutBytes: c.cutBytes,
     gone: c.gone,
     books,
-    notOneEvent: [...ids].filter((id) => perId.get(id) !== 1).length,
+    notOneEvent: odd.length,
     quiet,
+    stranded,
   };
+}
+
+/**
+ * Where one follow-up is: `<events> events, <record state>/<BullMQ job state>`, with `, head`
+ * when it heads its lane and `, not in lane` when its lane does not name it.
+ */
+async function whereIs(probe: Probe, dispatchId: string, events: number): Promise<string> {
+  const keys = keysFor(probe.prefix);
+  const [state, projectId, jobId] = await probe.redis.hmget(
+    keys.dispatch(dispatchId),
+    'state',
+    'projectId',
+    'jobId',
+  );
+  const job = await probe.jobState(dispatchId);
+  const due = await probe.redis.zscore(keys.tracked, dispatchId);
+  const tracked = due === null ? ', untracked' : `, due in ${Number(due) - Date.now()} ms`;
+  let lane = '';
+  if (projectId && jobId) {
+    const ids = await probe.redis.lrange(keys.lane(projectId, jobId), 0, -1);
+    lane = ids[0] === dispatchId ? ', head' : ids.includes(dispatchId) ? '' : ', not in lane';
+  }
+  return `${events} events, ${state ?? 'gone'}/${job}${lane}${tracked}`;
+}
+
+/**
+ * With `DURABILITY_DRILL_LOGS=<folder>`, writes each role process's output there (`worker-1.log`,
+ * ...), to read what the fleet did after the drill.
+ */
+function keepLogs(processes: readonly CliProcess[]): void {
+  const folder = process.env['DURABILITY_DRILL_LOGS'];
+  if (!folder) return;
+  mkdirSync(folder, { recursive: true });
+  for (const [i, p] of processes.entries())
+    writeFileSync(join(folder, `role-${i + 1}.log`), p.output.stdout + p.output.stderr);
 }
 
 /** One line of figures for a crash. */
 export function describeCrash(c: Crash, n: number): string {
   const b = c.books;
-  return `crash ${n + 1}: accepted ${c.accepted} (${c.refused} refused under the kill, retried), AOF cut by ${c.cutBytes} bytes; lost ${b.lost.length} (records gone ${c.gone}), sent twice ${b.duplicateDeliveries.length}, not exactly one event ${c.notOneEvent}, order violations ${b.orderViolations.length}, settled ${c.quiet}`;
+  const stranded = Object.entries(c.stranded).map(([where, count]) => `${count} × ${where}`);
+  return `crash ${n + 1}: accepted ${c.accepted} (${c.refused} refused under the kill, retried), AOF cut by ${c.cutBytes} bytes; lost ${b.lost.length} (records gone ${c.gone}), sent twice ${b.duplicateDeliveries.length}, not exactly one event ${c.notOneEvent}${stranded.length ? ` (${stranded.join('; ')})` : ''}, order violations ${b.orderViolations.length}, settled ${c.quiet}`;
 }

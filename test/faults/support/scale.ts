@@ -55,5 +55,13 @@ const FULL: Scale = {
   secrets: { followUps: 200 },
 };
 
+const BASE: Scale = process.env['FAULTS_SCALE'] === 'full' ? FULL : CI;
+
+/** `DURABILITY_CRASHES` overrides the crash count of the fsync drill, to dig into it quicker. */
+const crashes = Number(process.env['DURABILITY_CRASHES'] ?? NaN);
+
 /** The scale of this run, from `FAULTS_SCALE` (`ci` when unset). */
-export const SCALE: Scale = process.env['FAULTS_SCALE'] === 'full' ? FULL : CI;
+export const SCALE: Scale =
+  Number.isInteger(crashes) && crashes > 0
+    ? { ...BASE, durability: { ...BASE.durability, fsyncCrashes: crashes } }
+    : BASE;
