@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import type { Job } from 'bullmq';
 import { sleep } from '../runtime/deadline.js';
-import { sendInFlightMs } from '../runtime/in-flight.js';
+import { markSentRetryMs, sendInFlightMs } from '../runtime/in-flight.js';
 import { dispatchJobSchema, type DispatchJobData } from '../runtime/jobs.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import { park, poison } from './endings.js';
-import { retryOnConnectionError } from './redis-retry.js';
+import { retryFor, retryOnConnectionError } from './redis-retry.js';
 import { sendFollowUp, type SendContext } from './send.js';
 
 /**
@@ -111,13 +111,19 @@ export function createProcessor(ctx: SendContext) {
         // blindly; the poller, tracking it since the intent, settles it from the job's status.
         // Marked on behalf of the attempt that holds the intent, so its own late answer still
         // counts, and nothing changes if that attempt recorded its outcome meanwhile.
+        // Retried like a send's own answer: once this job completes, nothing else marks it.
         ctx.logger.warn({ ...ref }, LIFECYCLE.followupAmbiguous);
-        await ctx.store.markSent(
-          ref,
-          'unsettled',
-          undefined,
-          ctx.config.pollMinIntervalMs,
-          verdict.attemptToken,
+        await retryFor(
+          markSentRetryMs(ctx.config),
+          () =>
+            ctx.store.markSent(
+              ref,
+              'unsettled',
+              undefined,
+              ctx.config.pollMinIntervalMs,
+              verdict.attemptToken,
+            ),
+          (err, retryInMs) => ctx.logger.warn({ ...ref, err, retryInMs }, LIFECYCLE.redisError),
         );
         ctx.metrics.sends.inc({ outcome: 'ambiguous' });
         return 'unsettled after a crash';

@@ -2,6 +2,7 @@ import type { ChainableCommander } from 'ioredis';
 import type { AgentJob } from '../agent-api/index.js';
 import type { Rate } from '../config/index.js';
 import { contentDigest, type FollowUp } from './followup.js';
+import { NotDurableError } from '../redis/durability.js';
 import { onDisk, wroteOn } from './on-disk.js';
 import { parseRecord, type DispatchRecord, type DispatchState } from './record.js';
 import { laneOf, type DispatchRef, type StoreState } from './store-state.js';
@@ -145,6 +146,7 @@ export async function markSent(
   firstDelayMs: number,
   attemptToken: string,
 ): Promise<MarkResult> {
+  const connection = wroteOn(state);
   const reply = await state.scripts.run(
     'markSent',
     [state.keys.dispatch(ref.dispatchId), state.keys.tracked],
@@ -158,7 +160,13 @@ export async function markSent(
       attemptToken,
     ],
   );
-  return reply === 1 ? 'marked' : reply === 0 ? 'moved-on' : 'stale';
+  const result = reply === 1 ? 'marked' : reply === 0 ? 'moved-on' : 'stale';
+  // The answer must be on disk before the BullMQ job completes: a crash that took it back while
+  // the job's completion (resent by ioredis after the reconnect) survived would leave the
+  // dispatch `sending` with no job left to settle it. Run again, MARK_SENT finds its own state.
+  const notDurable = result === 'marked' ? await onDisk(state, connection) : undefined;
+  if (notDurable !== undefined) throw new NotDurableError(notDurable);
+  return result;
 }
 
 export async function requeue(

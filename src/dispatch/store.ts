@@ -73,7 +73,7 @@ export class DispatchStore {
     return sends.acquire(this.#state, ref, rate, toleranceMs, firstPollMs, attemptToken);
   }
 
-  /** Records attempt `attemptToken`'s send as `sent` or `unsettled` and tracks it. Idempotent. */
+  /** Records attempt `attemptToken`'s send as `sent`/`unsettled`, tracked, on disk. Idempotent. */
   markSent(
     ref: DispatchRef,
     state: 'sent' | 'unsettled',

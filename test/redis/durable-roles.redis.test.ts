@@ -71,6 +71,28 @@ describe('the store waits for the disk where a crash must not undo a write (Valk
     expect((await waitaofCalls(redis)) - before).toBe(2);
   });
 
+  it("a send's answer is on disk before MARK_SENT resolves; short of it, it throws and a rerun finds it marked", async () => {
+    const store = storeWith('marked', WAIT_LOCAL);
+    const [first] = await twoInOneLane('marked');
+    expect(await store.acquire(first, RATE, 20, 60_000, 'A')).toMatchObject({ kind: 'go' });
+    const before = await waitaofCalls(redis);
+    expect(await store.markSent(first, 'sent', undefined, 1_000, 'A')).toBe('marked');
+    expect((await waitaofCalls(redis)) - before).toBe(1);
+
+    const short = storeWith('marked-short', WAIT_LOCAL);
+    const [other] = await twoInOneLane('marked-short');
+    expect(await short.acquire(other, RATE, 20, 60_000, 'B')).toMatchObject({ kind: 'go' });
+    const shortOfReplicas = storeWith('marked-short', WAIT_REPLICA);
+    await expect(shortOfReplicas.markSent(other, 'sent', undefined, 1_000, 'B')).rejects.toThrow(
+      NotDurableError,
+    );
+    // The answer is written; retried (as the worker does), MARK_SENT finds its own state.
+    expect(await redis.hget(keysFor('marked-short').dispatch(other.dispatchId), 'state')).toBe(
+      'sent',
+    );
+    expect(await short.markSent(other, 'sent', undefined, 1_000, 'B')).toBe('marked');
+  });
+
   it('a WAITAOF sent again after a reconnect vouches for nothing written before it', async () => {
     const client = new Redis(valkey.url, { maxRetriesPerRequest: null });
     try {
