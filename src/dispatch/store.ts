@@ -16,7 +16,7 @@ export type { JobPresence, QueueKey } from './poll-state.js';
 export type { MarkResult, Verdict } from './sends.js';
 export { AUTH_PROBE_BACKOFF, parseSendPause, type SendPause } from './send-pause.js';
 export type { DispatchRef, StoreOptions } from './store-state.js';
-export type { OpenDispatch } from './tracking.js';
+export type { OpenDispatch, Orphan, OrphanResult } from './tracking.js';
 
 /**
  * The dispatch records, lanes, budgets, parks, the send pause, the tracked set, the open index and
@@ -117,11 +117,11 @@ export class DispatchStore {
   }
 
   /**
-   * Publishes the undeliverable event of a BullMQ job without a dispatch record (an unreadable
-   * payload, or a lost record), once per `bullJobId`. Resolves to whether this call published it.
+   * Publishes the undeliverable event of a job without a record (an unreadable payload, a lost
+   * record), once per job; not while the record exists, nor (`jobKey`) once the job is gone.
    */
-  publishOrphan(bullJobId: string, payload: unknown, reason: string): Promise<boolean> {
-    return tracking.publishOrphan(this.#state, bullJobId, payload, reason);
+  publishOrphan(o: tracking.Orphan, data: unknown, why: string): Promise<tracking.OrphanResult> {
+    return tracking.publishOrphan(this.#state, o, data, why);
   }
 
   /** Sets the next status read of a tracked dispatch `delayMs` ahead; stores `fields` on it. */

@@ -64,23 +64,36 @@ export async function finish(
   return { finished: reply[0] === 1, nextDispatchId };
 }
 
+/** The job an orphan event is for; with `jobKey`, only while that BullMQ job hash exists. */
+export interface Orphan {
+  readonly bullJobId: string;
+  readonly dispatchId: string;
+  readonly jobKey?: string;
+}
+
+/** What publishing an orphan event did: see publishOrphan-4.lua. */
+export type OrphanResult = 'published' | 'published-before' | 'record-exists' | 'job-gone';
+
 export async function publishOrphan(
   state: StoreState,
-  bullJobId: string,
+  orphan: Orphan,
   payload: unknown,
   reason: string,
-): Promise<boolean> {
+): Promise<OrphanResult> {
   const { keys, options } = state;
+  const marker = keys.orphan(orphan.bullJobId);
   const reply = await state.scripts.run(
     'publishOrphan',
-    [keys.orphan(bullJobId), options.eventsStream],
+    [marker, options.eventsStream, keys.dispatch(orphan.dispatchId), orphan.jobKey ?? marker],
     [
       options.retentionMs,
       options.eventsMaxLen,
-      ...orphanEventFields(bullJobId, payload, reason, Date.now()),
+      orphan.jobKey === undefined ? 0 : 1,
+      ...orphanEventFields(orphan.bullJobId, payload, reason, Date.now()),
     ],
   );
-  return reply === 1;
+  const results = { 1: 'published', 0: 'published-before', [-1]: 'record-exists' } as const;
+  return results[reply as 1 | 0 | -1] ?? 'job-gone';
 }
 
 export async function reschedule(

@@ -34,6 +34,11 @@ export const LIFECYCLE = {
   followupEndFailed: 'followup:end-failed',
   followupUnknownStatus: 'followup:unknown-status',
   followupPoison: 'followup:poison',
+  /**
+   * A worker held a job with no record that Redis no longer holds either (its enqueue was lost
+   * in a crash, the producer refused), or whose follow-up was registered again: no event.
+   */
+  followupVanished: 'followup:vanished',
   followupRepaired: 'followup:repaired',
   /** Redis did not confirm a send's intent on disk: it is queued again, nothing was sent. */
   followupNotDurable: 'followup:not-durable',

@@ -93,6 +93,31 @@ describe('the store waits for the disk where a crash must not undo a write (Valk
     expect(await short.markSent(other, 'sent', undefined, 1_000, 'B')).toBe('marked');
   });
 
+  it('an orphan event only for a job Redis still holds, and never while the record exists', async () => {
+    const store = storeWith('orphan', WAIT_LOCAL);
+    const keys = keysFor('orphan');
+    const events = () => redis.xlen('orphan:events');
+    const orphan = { bullJobId: 'k-1', dispatchId: 'k-1', jobKey: 'orphan:dispatch:k-1' };
+    // A job a worker took just before a crash took back its enqueue: nothing is published.
+    expect(await store.publishOrphan(orphan, { dispatchId: 'k-1' }, 'missing_record')).toBe(
+      'job-gone',
+    );
+    await redis.hset(keys.dispatch('k-1'), 'state', 'queued');
+    await redis.hset(orphan.jobKey, 'data', '{}');
+    expect(await store.publishOrphan(orphan, { dispatchId: 'k-1' }, 'missing_record')).toBe(
+      'record-exists',
+    );
+    expect(await events()).toBe(0);
+    await redis.del(keys.dispatch('k-1'));
+    expect(await store.publishOrphan(orphan, { dispatchId: 'k-1' }, 'missing_record')).toBe(
+      'published',
+    );
+    expect(await store.publishOrphan(orphan, { dispatchId: 'k-1' }, 'missing_record')).toBe(
+      'published-before',
+    );
+    expect(await events()).toBe(1);
+  });
+
   it('a WAITAOF sent again after a reconnect vouches for nothing written before it', async () => {
     const client = new Redis(valkey.url, { maxRetriesPerRequest: null });
     try {
