@@ -7,7 +7,9 @@ import { join } from 'node:path';
  * WAITAOF answered: every time it forwards a WAITAOF reply, it records the size of the AOF's open
  * incr file. Valkey answers WAITAOF only after the fsync, so that size holds at least everything
  * fsynced then: cutting the file back to it after a SIGKILL leaves what a machine crash (the page
- * cache lost) would have left at best, for the writes the service waited for.
+ * cache lost) would have left at best, for the writes the service waited for. Replies are matched
+ * to commands by position on each connection (RESP parsed both ways), so a reply that only looks
+ * like WAITAOF's never stands for it.
  *
  * The proxy also samples the size every 50 ms, for `REDIS_DURABILITY=none`, which never calls
  * WAITAOF: cut to the size of 1 s before a kill, it loses what `appendfsync everysec` may.
@@ -30,17 +32,13 @@ export interface AofProxy {
   close(): Promise<void>;
 }
 
-/** A WAITAOF reply: a two-integer array (`*2 :local :replicas`). */
-const WAITAOF_REPLY = /\*2\r\n:\d+\r\n:\d+\r\n/g;
-const WAITAOF_COMMAND = /WAITAOF/gi;
-
 /** Starts the proxy in front of the Valkey at `target` whose data folder is `dir`. */
 export async function startAofProxy(target: string, dir: string): Promise<AofProxy> {
   const { hostname, port } = new URL(target);
   const sockets = new Set<Socket>();
   let file = newestIncr(dir);
   let lastSize = 0;
-  let replies = 0;
+  let waitaofAnswers = 0;
   let samples: { at: number; size: number }[] = [];
   const sizeNow = () => {
     try {
@@ -63,22 +61,28 @@ export async function startAofProxy(target: string, dir: string): Promise<AofPro
         upstream.destroy();
       });
     }
-    let outstanding = 0;
-    const commands = matcher(WAITAOF_COMMAND);
-    const answers = matcher(WAITAOF_REPLY);
+    // Replies come in the order of the commands: the n-th reply answers the n-th command.
+    const waitaofs = new Set<number>();
+    let sent = 0;
+    let answered = 0;
+    const commands = respValues((name) => {
+      if (name?.toString('latin1').toUpperCase() === 'WAITAOF') waitaofs.add(sent);
+      sent++;
+    });
+    const replies = respValues(() => {
+      if (waitaofs.delete(answered)) {
+        waitaofAnswers++;
+        lastSize = sizeNow();
+      }
+      answered++;
+    });
     client.on('data', (chunk: Buffer) => {
-      outstanding += commands(chunk);
+      commands(chunk);
       upstream.write(chunk);
     });
     upstream.on('data', (chunk: Buffer) => {
-      // A reply of this connection that may answer its WAITAOF. A look-alike reply of another
-      // command only records a size later than needed: the cut then keeps more, never less.
-      const found = answers(chunk);
-      if (outstanding > 0 && found > 0) {
-        outstanding = Math.max(0, outstanding - found);
-        replies += found;
-        lastSize = sizeNow();
-      }
+      // Recorded before the reply is passed on: the client cannot act on it before the size is.
+      replies(chunk);
       client.write(chunk);
     });
     client.on('close', () => upstream.destroy());
@@ -90,13 +94,17 @@ export async function startAofProxy(target: string, dir: string): Promise<AofPro
   return {
     url: `redis://127.0.0.1:${address.port}`,
     lastWaitaofSize: () => lastSize,
-    waitaofReplies: () => replies,
+    waitaofReplies: () => waitaofAnswers,
     sizeAgo(ms) {
       const before = Date.now() - ms;
       const old = samples.filter((s) => s.at <= before);
       return old.at(-1)?.size ?? 0;
     },
-    incrFile: () => file,
+    incrFile() {
+      // An AOF rewrite starts a new incr file: the sizes taken of the old one would cut nothing.
+      if (newestIncr(dir) !== file) throw new Error(`the AOF was rewritten during the drill`);
+      return file;
+    },
     reset() {
       const found = newestIncr(dir);
       if (found !== file) lastSize = statSync(found).size;
@@ -113,22 +121,48 @@ export async function startAofProxy(target: string, dir: string): Promise<AofPro
 }
 
 /**
- * Counts the matches of `pattern` in a byte stream, chunk by chunk: a match split across two
- * chunks counts once, in the chunk where it ends.
+ * Reads a RESP2 byte stream (commands or replies), chunk by chunk, and calls `onValue` once per
+ * complete top-level value, with the first bulk string of an array (a command's name).
  */
-function matcher(pattern: RegExp): (chunk: Buffer) => number {
-  let tail = '';
+function respValues(onValue: (first: Buffer | undefined) => void): (chunk: Buffer) => void {
+  let pending: Buffer = Buffer.alloc(0);
   return (chunk) => {
-    const text = tail + chunk.toString('latin1');
-    let n = 0;
-    for (const m of text.matchAll(pattern)) if (m.index + m[0].length > tail.length) n++;
-    tail = text.slice(-TAIL);
-    return n;
+    pending = pending.length ? Buffer.concat([pending, chunk]) : chunk;
+    let at = 0;
+    for (;;) {
+      const value = respValue(pending, at);
+      if (!value) break;
+      onValue(value.first);
+      at = value.end;
+    }
+    pending = pending.subarray(at);
   };
 }
 
-/** Longer than any match: the WAITAOF reply with two 10-digit counts is 30 bytes. */
-const TAIL = 40;
+/** One complete RESP2 value at `at`: where it ends and its first bulk string; or undefined. */
+function respValue(buf: Buffer, at: number): { end: number; first?: Buffer } | undefined {
+  const lineEnd = buf.indexOf('\r\n', at);
+  if (lineEnd < 0) return undefined;
+  const type = String.fromCharCode(buf[at] ?? 0);
+  const n = Number(buf.toString('latin1', at + 1, lineEnd));
+  const next = lineEnd + 2;
+  if (type === '$') {
+    if (n < 0) return { end: next };
+    return next + n + 2 <= buf.length
+      ? { end: next + n + 2, first: buf.subarray(next, next + n) }
+      : undefined;
+  }
+  if (type !== '*' || n < 0) return { end: next };
+  let end = next;
+  let first: Buffer | undefined;
+  for (let i = 0; i < n; i++) {
+    const item = respValue(buf, end);
+    if (!item) return undefined;
+    if (i === 0) first = item.first;
+    end = item.end;
+  }
+  return { end, first };
+}
 
 /** The open incr file of a multi-part AOF: the highest-numbered `appendonlydir/*.incr.aof`. */
 function newestIncr(dir: string): string {
