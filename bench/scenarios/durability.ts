@@ -11,7 +11,7 @@ import { ms, num, percentile } from '../stats.js';
 
 /**
  * The cost of `REDIS_DURABILITY`, side by side in one run: on Valkey, `fsync` (WAITAOF after the
- * producer's MULTI, after ACQUIRE, after a FINISH that frees a lane) against `none`; on Redis 7.0
+ * producer's MULTI, after ACQUIRE and MARK_SENT, after a FINISH that frees a lane) against `none`; on Redis 7.0
  * (no WAITAOF), `appendfsync always` against `everysec`. Each side gets a server of its own (a
  * private `valkey-server` or `redis-server`), an in-process simulator and one worker process.
  */
@@ -174,7 +174,7 @@ export const durabilityScenario: Scenario = {
         },
       ],
       limitedBy: [
-        'fsync waits for one fsync per producer batch, per ACQUIRE and per lane-freeing FINISH; Valkey groups the fsyncs of concurrent waiters, so a busy worker pays far less than one fsync per send.',
+        'fsync waits for one fsync per producer batch, per ACQUIRE, per MARK_SENT and per lane-freeing FINISH; Valkey groups the fsyncs of concurrent waiters, so a busy worker pays far less than one fsync per wait.',
       ],
       notes: ['One run per side (not a median of three): a single `--only durability` run.'],
     };
