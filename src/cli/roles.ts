@@ -109,7 +109,7 @@ export async function checkDurability(kit: RoleKit): Promise<number> {
   if (assessment.warning === undefined) return EXIT.ok;
   logger.error(
     { setting: 'REDIS_DURABILITY', mode: assessment.mode },
-    `REDIS_DURABILITY is strict, and ${assessment.warning}`,
+    `${LIFECYCLE.redisNotDurable}: REDIS_DURABILITY is strict, and ${assessment.warning}`,
   );
   logger.flush();
   return EXIT.usage;
