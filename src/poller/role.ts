@@ -32,13 +32,19 @@ export function startPoller(options: RoleOptions): Role {
   });
   worker.on('error', (err) => logger.error({ err }, LIFECYCLE.redisError));
   worker.on('failed', (_job, err) => logger.error({ err }, LIFECYCLE.pollError));
-  const scheduled = pollQueue
-    .upsertJobScheduler(
-      POLL_SCHEDULER_ID,
-      { every: config.pollIntervalMs },
-      { name: 'tick', opts: { removeOnComplete: 100, removeOnFail: 100 } },
-    )
-    .catch((err: unknown) => logger.error({ err }, LIFECYCLE.pollError));
+  const upsertScheduler = () =>
+    pollQueue
+      .upsertJobScheduler(
+        POLL_SCHEDULER_ID,
+        { every: config.pollIntervalMs },
+        { name: 'tick', opts: { removeOnComplete: 100, removeOnFail: 100 } },
+      )
+      .catch((err: unknown) => logger.error({ err }, LIFECYCLE.pollError));
+  const scheduled = upsertScheduler();
+  // BullMQ adds a scheduler's next tick when a worker takes the current one. A Redis crash can
+  // take that write back while the current tick's completion, resent by ioredis, survives: no
+  // tick is pending any more, and none would ever run again. So every reconnect upserts again.
+  ctx.redis.on('ready', () => void upsertScheduler());
   logger.info({ pollIntervalMs: config.pollIntervalMs }, LIFECYCLE.roleStarted);
   return roleOf({
     name: 'poller',
