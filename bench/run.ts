@@ -20,6 +20,7 @@ import { Schedule } from './schedule.js';
 import { budgetScenario } from './scenarios/budget.js';
 import { clusterScenario } from './scenarios/cluster.js';
 import { dispatchScenario } from './scenarios/dispatch.js';
+import { durabilityScenario } from './scenarios/durability.js';
 import { enqueueScenario } from './scenarios/enqueue.js';
 import { fairnessScenario } from './scenarios/fairness.js';
 import { memoryScenario } from './scenarios/memory.js';
@@ -39,6 +40,7 @@ const SCENARIOS: readonly Scenario[] = [
   redisWorkScenario,
   tracingScenario,
   clusterScenario,
+  durabilityScenario,
 ];
 
 const DEFAULT_OUT = fileURLToPath(new URL('../BENCHMARKS.md', import.meta.url));

@@ -51,7 +51,10 @@ export function roleKit(config: Config, pretty = false): RoleKit {
   return { config, logger, metrics: createMetrics({ logger }) };
 }
 
-/** The producer of a process, with the config's prefix, limits, attempts and events stream. */
+/**
+ * The producer of a process, with the config's prefix, prompt limit, send attempts, events stream,
+ * shards and `REDIS_DURABILITY`.
+ */
 export function producerFor(config: Config): Producer {
   return createProducer({
     redisUrl: config.redisUrl ?? '',

@@ -1,6 +1,8 @@
 import { clearTextApiHost } from '../config/index.js';
 import { startConsumer } from '../consumer/index.js';
 import { startPoller } from '../poller/index.js';
+import { connect } from '../redis/connections.js';
+import { assessOnce, type DurabilityAssessment } from '../redis/durability.js';
 import { untilAborted } from '../runtime/deadline.js';
 import type { Role } from '../runtime/role.js';
 import { startPerShard } from '../runtime/shards.js';
@@ -63,6 +65,8 @@ function roleCommand(
       warnIfClearTextKey(kit);
       await verifyDeployment(kit.config, kit.logger, ctx.signal);
       if (ctx.signal.aborted) return EXIT.ok;
+      const durability = await checkDurability(kit);
+      if (durability !== EXIT.ok) return durability;
       return runUntilSignal(ctx, kit, [startPerShard(spec.name, kit, start)]);
     },
   };
@@ -76,6 +80,51 @@ export function warnIfClearTextKey(kit: RoleKit): void {
   const host = clearTextApiHost(kit.config.agentApiUrl);
   if (host === undefined) return;
   kit.logger.warn({ setting: 'AGENT_API_URL', host }, LIFECYCLE.configClearTextKey);
+}
+
+/**
+ * The start-up check of a process that writes dispatches (`REDIS_DURABILITY`): probes the server
+ * once (INFO, CONFIG GET appendonly/appendfsync), logs one warning when it cannot keep what it
+ * acknowledged (naming `appendfsync` or `appendonly` and what can be lost), and resolves to exit
+ * code 2 when the setting is strict (`fsync!`, `replicas:N!`) and the server cannot meet it.
+ *
+ * Only a strict setting waits for the answer (and so for Redis): otherwise the roles start at once
+ * and the warning follows when Redis answers, as a role started before its Redis would.
+ */
+export async function checkDurability(kit: RoleKit): Promise<number> {
+  const { config, logger } = kit;
+  const setting = config.durability;
+  if (setting.mode === 'none' || !config.redisUrl) return EXIT.ok;
+  const redis = connect(config.redisUrl, 'worker', 'durability-check');
+  redis.on('error', () => {
+    // The roles report Redis outages.
+  });
+  const checked = assessOnce(config.redisUrl, setting, redis)
+    .then((assessment) => {
+      warnNotDurable(kit, assessment);
+      return assessment;
+    })
+    .finally(() => redis.disconnect());
+  if (!setting.strict) {
+    checked.catch(() => {});
+    return EXIT.ok;
+  }
+  const assessment = await checked;
+  if (assessment.warning === undefined) return EXIT.ok;
+  logger.error(
+    { setting: 'REDIS_DURABILITY', mode: assessment.mode },
+    `${LIFECYCLE.redisNotDurable}: REDIS_DURABILITY is strict, and ${assessment.warning}`,
+  );
+  logger.flush();
+  return EXIT.usage;
+}
+
+function warnNotDurable(kit: RoleKit, assessment: DurabilityAssessment): void {
+  if (assessment.warning === undefined) return;
+  kit.logger.warn(
+    { setting: 'REDIS_DURABILITY', mode: assessment.mode },
+    `${LIFECYCLE.redisNotDurable}: ${assessment.warning}`,
+  );
 }
 
 /**

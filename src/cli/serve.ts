@@ -2,6 +2,7 @@ import { untilAborted } from '../runtime/deadline.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import { EXIT, type Command } from './command.js';
 import { configOf, roleKit, startServing } from './compose.js';
+import { checkDurability } from './roles.js';
 
 /** `agent-dispatch serve`: the HTTP server only (dashboard, metrics, health, intake). */
 export const serveCommand: Command = {
@@ -25,6 +26,8 @@ export const serveCommand: Command = {
     const base = roleKit(await configOf(this, ctx));
     const kit = { ...base, logger: base.logger.child({ role: 'serve' }) };
     const { config, logger } = kit;
+    const durability = await checkDurability(kit);
+    if (durability !== EXIT.ok) return durability;
     const serving = await startServing(kit, {
       name: 'serve',
       dashboard: true,

@@ -5,9 +5,9 @@ import { startPoller } from '../poller/index.js';
 import { startEmbeddedRedis, type EmbeddedRedis } from '../redis/embedded.js';
 import { startSimulator, type Simulator } from '../simulator/index.js';
 import { createLogger, logFormatFor } from '../telemetry/logger.js';
-import type { Command, CommandContext } from './command.js';
+import { EXIT, type Command, type CommandContext } from './command.js';
 import { startProgress } from './progress.js';
-import { runUntilSignal, warnIfClearTextKey } from './roles.js';
+import { checkDurability, runUntilSignal, warnIfClearTextKey } from './roles.js';
 import { configOf, roleKit, startServing } from './compose.js';
 import { verifyDeployment } from './deployment.js';
 import { startPerShard } from '../runtime/shards.js';
@@ -147,6 +147,8 @@ async function runAll(
   // The bundled simulator listens on loopback, so only a real API URL can warn here.
   warnIfClearTextKey(kit);
   await verifyDeployment(config, kit.logger, ctx.signal);
+  const durability = await checkDurability(kit);
+  if (durability !== EXIT.ok) return durability;
   const roles = [
     startPerShard('worker', kit, startConsumer),
     startPerShard('poller', kit, startPoller),

@@ -2,11 +2,11 @@ import { randomUUID } from 'node:crypto';
 import type { Job } from 'bullmq';
 import { budgetRate } from '../dispatch/budget.js';
 import { sleep } from '../runtime/deadline.js';
-import { sendInFlightMs } from '../runtime/in-flight.js';
+import { markSentRetryMs, sendInFlightMs } from '../runtime/in-flight.js';
 import { dispatchJobSchema, type DispatchJobData } from '../runtime/jobs.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import { endUndeliverable, park, parkPaused, poison } from './endings.js';
-import { retryOnConnectionError } from './redis-retry.js';
+import { retryFor, retryOnConnectionError } from './redis-retry.js';
 import { sendFollowUp, type SendContext } from './send.js';
 
 /**
@@ -21,6 +21,9 @@ import { sendFollowUp, type SendContext } from './send.js';
  * @defaultValue 30 s
  */
 const BLOCKED_RECHECK_MS = 30_000;
+
+/** How long a dispatch whose intent Redis did not confirm on disk waits before it tries again. */
+const NOT_DURABLE_RETRY_MS = 1_000;
 
 /**
  * How long a follow-up of a paused project sleeps before it looks again by itself. The resume
@@ -102,8 +105,13 @@ export function createProcessor(ctx: SendContext) {
         );
       }
       case 'invalid':
-        // Its prompt cannot be sent (see acquire-6.lua): it ends unsent, no budget unit spent.
+        // Its prompt cannot be sent (see acquire-7.lua): it ends unsent, no budget unit spent.
         return endUndeliverable(ctx, ref, 'invalid_payload', 'queued');
+      case 'not_durable':
+        // Nothing was sent: it is queued again, and tries again shortly, no attempt spent.
+        ctx.metrics.sends.inc({ outcome: 'not_durable' });
+        ctx.logger.warn({ ...ref, reason: verdict.reason }, LIFECYCLE.followupNotDurable);
+        return park(ctx, job, token, Date.now() + NOT_DURABLE_RETRY_MS);
       case 'missing':
         return poison(ctx, job, 'missing_record');
       case 'not-queued':
@@ -117,13 +125,19 @@ export function createProcessor(ctx: SendContext) {
         // blindly; the poller, tracking it since the intent, settles it from the job's status.
         // Marked on behalf of the attempt that holds the intent, so its own late answer still
         // counts, and nothing changes if that attempt recorded its outcome meanwhile.
+        // Retried like a send's own answer: once this job completes, nothing else marks it.
         ctx.logger.warn({ ...ref }, LIFECYCLE.followupAmbiguous);
-        await ctx.store.markSent(
-          ref,
-          'unsettled',
-          undefined,
-          ctx.config.pollMinIntervalMs,
-          verdict.attemptToken,
+        await retryFor(
+          markSentRetryMs(ctx.config),
+          () =>
+            ctx.store.markSent(
+              ref,
+              'unsettled',
+              undefined,
+              ctx.config.pollMinIntervalMs,
+              verdict.attemptToken,
+            ),
+          (err, retryInMs) => ctx.logger.warn({ ...ref, err, retryInMs }, LIFECYCLE.redisError),
         );
         ctx.metrics.sends.inc({ outcome: 'ambiguous' });
         return 'unsettled after a crash';

@@ -73,16 +73,32 @@ export async function endUndeliverable(
  * did). Its dispatch, when there is one, ends undeliverable; the job completes, so it cannot loop.
  */
 export async function poison(ctx: RoleContext, job: Job, reason: string): Promise<string> {
-  ctx.logger.error({ bullJobId: job.id, reason }, LIFECYCLE.followupPoison);
   // An empty id names nothing: fall back to the job's own id, so the orphan event still goes out.
   const claimed: unknown = job.data?.dispatchId;
   const dispatchId = typeof claimed === 'string' && claimed !== '' ? claimed : job.id;
-  if (!dispatchId) return `poison: ${reason}`;
-  const record = await ctx.store.get(dispatchId);
-  if (!record) {
-    await ctx.store.publishOrphan(job.id ?? dispatchId, job.data, reason);
+  const bullJobId = job.id ?? dispatchId;
+  if (!dispatchId || !bullJobId) {
+    ctx.logger.error({ bullJobId, reason }, LIFECYCLE.followupPoison);
     return `poison: ${reason}`;
   }
+  const record = await ctx.store.get(dispatchId);
+  if (!record) {
+    // Only for a job Redis still holds: one whose enqueue a Redis crash took back (this worker
+    // took it just before) was never accepted, and its producer's retry registers it anew.
+    const jobKey = ctx.queue.toKey(bullJobId);
+    const published = await ctx.store.publishOrphan(
+      { bullJobId, dispatchId, jobKey },
+      job.data,
+      reason,
+    );
+    if (published === 'job-gone' || published === 'record-exists') {
+      ctx.logger.warn({ bullJobId, reason, published }, LIFECYCLE.followupVanished);
+      return `${reason}: ${published}`;
+    }
+    ctx.logger.error({ bullJobId, reason }, LIFECYCLE.followupPoison);
+    return `poison: ${reason}`;
+  }
+  ctx.logger.error({ bullJobId, reason }, LIFECYCLE.followupPoison);
   if (record.state !== 'queued' && record.state !== 'sending')
     return `poison: ${reason}, ${record.state}`;
   return endUndeliverable(ctx, record, reason, record.state);

@@ -25,7 +25,7 @@ const FILES = {
   due: 'due-1',
   isNext: 'isNext-2',
   carry: 'carry-1',
-  publishOrphan: 'publishOrphan-2',
+  publishOrphan: 'publishOrphan-4',
   pauseSends: 'pauseSends-1',
   claimProbe: 'claimProbe-1',
   renewLock: 'renewLock-1',

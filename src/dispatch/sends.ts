@@ -2,6 +2,8 @@ import type { ChainableCommander } from 'ioredis';
 import type { AgentJob } from '../agent-api/index.js';
 import type { Rate } from '../config/index.js';
 import { contentDigest, type FollowUp } from './followup.js';
+import { NotDurableError } from '../redis/durability.js';
+import { onDisk, wroteOn } from './on-disk.js';
 import {
   FIELDS_BUT_PROMPT,
   parseRecord,
@@ -33,6 +35,11 @@ export type Verdict =
    * outcome.
    */
   | { kind: 'sending'; sendingAt: number; attemptToken: string }
+  /**
+   * It could go, but Redis did not confirm the intent on disk (`REDIS_DURABILITY`): it is queued
+   * again, its budget unit back, and must not be sent now. `reason` is the WAITAOF failure.
+   */
+  | { kind: 'not_durable'; reason: string }
   | { kind: 'not-queued'; state: DispatchState };
 
 /**
@@ -103,6 +110,7 @@ export async function acquire(
   attemptToken: string,
 ): Promise<Verdict> {
   const { keys } = state;
+  const connection = wroteOn(state);
   const reply = (await state.scripts.run(
     'acquire',
     [
@@ -127,8 +135,14 @@ export async function acquire(
   )) as [string, number, string, number?];
   const [kind, n, text, probe] = reply;
   switch (kind) {
-    case 'go':
-      return { kind, attempt: n, prompt: text, probe: probe === 1 };
+    case 'go': {
+      // The intent must be on disk before the prompt leaves: a crash that took it back would
+      // make the follow-up `queued` again, and it would be sent twice.
+      const notDurable = await onDisk(state, connection);
+      if (notDurable === undefined) return { kind, attempt: n, prompt: text, probe: probe === 1 };
+      await requeue(state, ref, n, attemptToken, true, 0);
+      return { kind: 'not_durable', reason: notDurable };
+    }
     case 'blocked':
     case 'missing':
     case 'paused':
@@ -155,6 +169,7 @@ export async function markSent(
   firstDelayMs: number,
   attemptToken: string,
 ): Promise<MarkResult> {
+  const connection = wroteOn(state);
   const reply = await state.scripts.run(
     'markSent',
     [state.keys.dispatch(ref.dispatchId), state.keys.tracked],
@@ -168,7 +183,13 @@ export async function markSent(
       attemptToken,
     ],
   );
-  return reply === 1 ? 'marked' : reply === 0 ? 'moved-on' : 'stale';
+  const result = reply === 1 ? 'marked' : reply === 0 ? 'moved-on' : 'stale';
+  // The answer must be on disk before the BullMQ job completes: a crash that took it back while
+  // the job's completion (resent by ioredis after the reconnect) survived would leave the
+  // dispatch `sending` with no job left to settle it. Run again, MARK_SENT finds its own state.
+  const notDurable = result === 'marked' ? await onDisk(state, connection) : undefined;
+  if (notDurable !== undefined) throw new NotDurableError(notDurable);
+  return result;
 }
 
 export async function requeue(

@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import type { DurabilityAssessment } from '../redis/durability.js';
 import type { Keys } from '../redis/keys.js';
 import type { Scripts } from './lua.js';
 
@@ -9,6 +10,15 @@ export interface StoreOptions {
   readonly retentionMs: number;
   /** Largest prompt ACQUIRE lets go, in UTF-8 bytes (`PROMPT_MAX_BYTES`); unset: any but empty. */
   readonly promptMaxBytes?: number;
+  /**
+   * Where a crash must not undo a write (the intent to send, a lane's release), the store waits
+   * for the disk as this assessment says (WAITAOF on its connection), at most `timeoutMs`.
+   * Without it, nothing is waited for.
+   */
+  readonly durability?: {
+    readonly assessment: () => Promise<Pick<DurabilityAssessment, 'mode' | 'replicas'>>;
+    readonly timeoutMs: number;
+  };
 }
 
 /** What the store's modules share: its connection, keys, settings and scripts. Never exported. */

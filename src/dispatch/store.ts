@@ -18,7 +18,7 @@ export type { JobPresence, QueueKey } from './poll-state.js';
 export type { MarkResult, Registration, Verdict } from './sends.js';
 export { AUTH_PROBE_BACKOFF, parseSendPause, type SendPause } from './send-pause.js';
 export type { DispatchRef, StoreOptions } from './store-state.js';
-export type { Finished, OpenDispatch } from './tracking.js';
+export type { Finished, OpenDispatch, Orphan, OrphanResult } from './tracking.js';
 export type { ProjectState } from './project-controls.js';
 export type { EventView, OperatorViews, TrackedView } from './operator-views.js';
 
@@ -83,7 +83,7 @@ export class DispatchStore {
     return sends.acquire(this.#state, ref, rate, toleranceMs, firstPollMs, attemptToken);
   }
 
-  /** Records attempt `attemptToken`'s send as `sent` or `unsettled` and tracks it. Idempotent. */
+  /** Records attempt `attemptToken`'s send as `sent`/`unsettled`, tracked, on disk. Idempotent. */
   markSent(
     ref: DispatchRef,
     state: 'sent' | 'unsettled',
@@ -118,9 +118,12 @@ export class DispatchStore {
     return tracking.finish(this.#state, record, ending, expected);
   }
 
-  /** Publishes, once, the undeliverable event of BullMQ job `bullJobId`, which has no record. */
-  publishOrphan(bullJobId: string, payload: unknown, reason: string): Promise<boolean> {
-    return tracking.publishOrphan(this.#state, bullJobId, payload, reason);
+  /**
+   * Publishes the undeliverable event of a job without a record (an unreadable payload, a lost
+   * record), once per job; not while the record exists, nor (`jobKey`) once the job is gone.
+   */
+  publishOrphan(o: tracking.Orphan, data: unknown, why: string): Promise<tracking.OrphanResult> {
+    return tracking.publishOrphan(this.#state, o, data, why);
   }
 
   /** Sets the next status read of a tracked dispatch `delayMs` ahead; stores `fields` on it. */

@@ -1,5 +1,6 @@
 import type { DispatchState, DispatchRecord } from './record.js';
 import { eventFields, orphanEventFields, type Ending } from './event.js';
+import { onDisk, wroteOn } from './on-disk.js';
 import { laneOf, type StoreState } from './store-state.js';
 
 /**
@@ -51,6 +52,7 @@ export async function finish(
   const { keys, options } = state;
   const finishedAt = Date.now();
   const job = ending.job ?? record.job;
+  const connection = wroteOn(state);
   const reply = (await state.scripts.run(
     'finish',
     [
@@ -74,30 +76,47 @@ export async function finish(
       ...eventFields(record, ending, finishedAt),
     ],
   )) as [number, string, string, string?];
-  return {
-    finished: reply[0] === 1,
-    nextDispatchId: reply[1] || undefined,
-    found: (reply[3] || undefined) as DispatchState | undefined,
-  };
+  const finished = reply[0] === 1;
+  const found = (reply[3] || undefined) as DispatchState | undefined;
+  const nextDispatchId = reply[1] || undefined;
+  // The lane's release must be on disk before its next follow-up is woken. When it is not, the
+  // next one is not woken now: it looks at the lane by itself later, and its own ACQUIRE's wait
+  // covers this FINISH too (the AOF is one file, fsynced in order).
+  if (nextDispatchId !== undefined && (await onDisk(state, connection)) !== undefined)
+    return { finished, nextDispatchId: undefined, found };
+  return { finished, nextDispatchId, found };
 }
+
+/** The job an orphan event is for; with `jobKey`, only while that BullMQ job hash exists. */
+export interface Orphan {
+  readonly bullJobId: string;
+  readonly dispatchId: string;
+  readonly jobKey?: string;
+}
+
+/** What publishing an orphan event did: see publishOrphan-4.lua. */
+export type OrphanResult = 'published' | 'published-before' | 'record-exists' | 'job-gone';
 
 export async function publishOrphan(
   state: StoreState,
-  bullJobId: string,
+  orphan: Orphan,
   payload: unknown,
   reason: string,
-): Promise<boolean> {
+): Promise<OrphanResult> {
   const { keys, options } = state;
+  const marker = keys.orphan(orphan.bullJobId);
   const reply = await state.scripts.run(
     'publishOrphan',
-    [keys.orphan(bullJobId), options.eventsStream],
+    [marker, options.eventsStream, keys.dispatch(orphan.dispatchId), orphan.jobKey ?? marker],
     [
       options.retentionMs,
       options.eventsMaxLen,
-      ...orphanEventFields(bullJobId, payload, reason, Date.now()),
+      orphan.jobKey === undefined ? 0 : 1,
+      ...orphanEventFields(orphan.bullJobId, payload, reason, Date.now()),
     ],
   );
-  return reply === 1;
+  const results = { 1: 'published', 0: 'published-before', [-1]: 'record-exists' } as const;
+  return results[reply as 1 | 0 | -1] ?? 'job-gone';
 }
 
 export async function reschedule(

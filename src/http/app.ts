@@ -3,6 +3,7 @@ import express, { type Express, type RequestHandler } from 'express';
 import type { Redis } from 'ioredis';
 import type { Config } from '../config/index.js';
 import type { Admin, Producer } from '../producer/index.js';
+import { assessOnce } from '../redis/durability.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import { controlsRouter } from './controls.js';
@@ -45,6 +46,11 @@ export function createApp(options: AppOptions): Express {
       redis: options.readinessRedis,
       roles: options.roles,
       authPauseKey: options.authPauseKey,
+      durability: async () => {
+        if (!config.redisUrl) return 'unknown';
+        const redis = options.readinessRedis;
+        return (await assessOnce(config.redisUrl, config.durability, redis)).mode;
+      },
     }),
   );
   app.get('/metrics', async (_req, res) => {

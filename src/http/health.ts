@@ -1,6 +1,7 @@
 import { Router } from 'express';
 import type { Redis } from 'ioredis';
 import { parseSendPause } from '../dispatch/store.js';
+import type { DurabilityMode } from '../redis/durability.js';
 import { within } from '../runtime/deadline.js';
 
 /** How long `/readyz` waits for Redis to answer PING. A scrape-style probe must answer quickly. */
@@ -16,6 +17,11 @@ export interface ReadinessSource {
    * agent API: their `/readyz` then has an `auth` check.
    */
   readonly authPauseKey?: string | undefined;
+  /**
+   * How acknowledged writes are kept (`REDIS_DURABILITY` on this server): shown as the
+   * `durability` field, never a failing check (an at-risk server still works).
+   */
+  readonly durability?: (() => Promise<DurabilityMode | 'unknown'>) | undefined;
 }
 
 /**
@@ -24,6 +30,8 @@ export interface ReadinessSource {
  * (readiness: send me traffic), else 503 naming each failed check. In a process that sends, the
  * `auth` check is `paused ...` while the agent API rejects the key or redirects: such a process
  * cannot do its work (nothing is lost; it resumes by itself), so it is not ready, though alive.
+ * `durability` says how acknowledged writes are kept: `waitaof`, `appendfsync-always`, `none`,
+ * `at-risk` (see the start-up warning), or `unknown` while the server cannot be asked.
  */
 export function healthRouter(source: ReadinessSource): Router {
   const router = Router();
@@ -37,10 +45,13 @@ export function healthRouter(source: ReadinessSource): Router {
     if (source.authPauseKey && checks['redis'] === 'ok')
       checks['auth'] = await authCheck(source.redis, source.authPauseKey);
     const ready = Object.values(checks).every((value) => value === 'ok');
+    const durability = source.durability
+      ? await source.durability().catch(() => 'unknown' as const)
+      : undefined;
     res
       .status(ready ? 200 : 503)
       .set('cache-control', 'no-store')
-      .json({ status: ready ? 'ready' : 'unready', checks });
+      .json({ status: ready ? 'ready' : 'unready', checks, ...(durability && { durability }) });
   });
   return router;
 }

@@ -103,7 +103,9 @@ async function repairOne(ctx: RepairContext, d: OpenDispatch, ended: boolean): P
  * a record) carrying the only fact left, its id.
  */
 async function orphaned(ctx: RepairContext, d: OpenDispatch): Promise<void> {
-  if (await ctx.store.publishOrphan(d.dispatchId, { dispatchId: d.dispatchId }, 'missing_record')) {
+  const orphan = { bullJobId: d.dispatchId, dispatchId: d.dispatchId };
+  const payload = { dispatchId: d.dispatchId };
+  if ((await ctx.store.publishOrphan(orphan, payload, 'missing_record')) === 'published') {
     ctx.metrics.repairs.inc({ outcome: 'orphaned' });
     ctx.logger.warn(
       { dispatchId: d.dispatchId, cause: 'record_missing' },

@@ -55,6 +55,10 @@ export function startPoller(options: RoleOptions): Role {
   // it again now and then (a no-op while it exists) restarts the ticks without a poller restart.
   const reschedule = setInterval(() => void schedule(), RESCHEDULE_MS);
   reschedule.unref();
+  // BullMQ adds a scheduler's next tick when a worker takes the current one. A Redis crash can
+  // take that write back while the current tick's completion, resent by ioredis, survives: no
+  // tick is pending any more, and none would ever run again. So every reconnect upserts again.
+  ctx.redis.on('ready', () => void schedule());
   logger.info({ pollIntervalMs: config.pollIntervalMs }, LIFECYCLE.roleStarted);
   return roleOf({
     name: 'poller',

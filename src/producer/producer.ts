@@ -10,6 +10,7 @@ import { describeDispatch, type DispatchStatus } from '../dispatch/status.js';
 import { connect } from '../redis/connections.js';
 import {
   assessDurability,
+  connectionOf,
   NotDurableError,
   probeServer,
   waitForDisk,
@@ -161,9 +162,13 @@ export function createProducer(options: ProducerOptions): Producer {
    * Waits until the transaction is on disk (WAITAOF on the connection that wrote it). A timeout is
    * a retryable failure: the follow-ups may or may not be kept, so retry with the same key.
    */
-  async function onDisk(client: Redis, assessment: DurabilityAssessment): Promise<void> {
+  async function onDisk(
+    client: Redis,
+    assessment: DurabilityAssessment,
+    wroteOn: number,
+  ): Promise<void> {
     try {
-      await waitForDisk(client, assessment, durabilityTimeoutMs);
+      await waitForDisk(client, assessment, durabilityTimeoutMs, wroteOn);
     } catch (err) {
       throw err instanceof NotDurableError
         ? new RedisUnavailableError(`${err.message}; retry with the same key`, err)
@@ -205,13 +210,14 @@ export function createProducer(options: ProducerOptions): Producer {
       attempts,
       traceparents,
     );
+    const wroteOn = connectionOf(client);
     const first = await execute(transaction, redis);
     const replies = await addMissingJobs(shard.queue, client, transaction, first, attempts).catch(
       (err: unknown) => {
         throw asRedisFailure(err, redis);
       },
     );
-    await onDisk(client, assessment);
+    await onDisk(client, assessment, wroteOn);
     return resultsOf(followUps, transaction, replies, redis);
   }
 

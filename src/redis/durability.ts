@@ -145,12 +145,14 @@ export class NotDurableError extends Error {
 /**
  * Waits until every earlier write of `redis` is fsynced (WAITAOF 1 N), at most `timeoutMs`.
  * Does nothing unless the assessment is `waitaof`. Throws {@link NotDurableError} when WAITAOF
- * timed out or reported fewer copies than asked: the caller must not go on as if it were kept.
+ * timed out or reported fewer copies than asked, or when `redis` reconnected since `wroteOn` (see
+ * {@link connectionOf}): the caller must not go on as if it were kept.
  */
 export async function waitForDisk(
   redis: Redis,
   assessment: Pick<DurabilityAssessment, 'mode' | 'replicas'>,
   timeoutMs: number,
+  wroteOn: number = connectionOf(redis),
 ): Promise<void> {
   if (assessment.mode !== 'waitaof') return;
   const reply = (await redis.call('WAITAOF', 1, assessment.replicas, timeoutMs)) as [
@@ -163,6 +165,53 @@ export async function waitForDisk(
       `Redis did not confirm the write on disk: WAITAOF answered ${local} local and ${replicas} replica fsync(s) within ${timeoutMs} ms`,
     );
   }
+  // WAITAOF speaks for the writes of its own connection only. One sent again after a reconnect
+  // (ioredis resends what was in flight) runs on a new connection and vouches for nothing earlier.
+  if (connectionOf(redis) !== wroteOn) {
+    throw new NotDurableError(
+      'Redis did not confirm the write on disk: the connection was re-established after the write, so WAITAOF cannot vouch for it',
+    );
+  }
+}
+
+const connections = new WeakMap<Redis, { n: number }>();
+
+/**
+ * Which connection of `redis` is current: a number that changes on every (re)connect. Take it
+ * before a write and hand it to {@link waitForDisk}, which refuses to vouch for a write made on an
+ * earlier connection.
+ */
+export function connectionOf(redis: Redis): number {
+  let counter = connections.get(redis);
+  if (!counter) {
+    const created = { n: 0 };
+    redis.on('connect', () => created.n++);
+    connections.set(redis, created);
+    counter = created;
+  }
+  return counter.n;
+}
+
+const assessments = new Map<string, Promise<DurabilityAssessment>>();
+
+/**
+ * The assessment of the server at `redisUrl` with `setting`, probed once per process through
+ * `redis` (a connection to that server): the start-up check and every store of the process share
+ * it. A probe that failed is tried again by the next call.
+ */
+export function assessOnce(
+  redisUrl: string,
+  setting: DurabilitySetting,
+  redis: Redis,
+): Promise<DurabilityAssessment> {
+  const key = `${redisUrl} ${JSON.stringify(setting)}`;
+  let assessing = assessments.get(key);
+  if (!assessing) {
+    assessing = probeServer(redis).then((facts) => assessDurability(setting, facts));
+    assessments.set(key, assessing);
+    assessing.catch(() => assessments.delete(key));
+  }
+  return assessing;
 }
 
 function oneOf<T extends string>(value: string, allowed: readonly T[]): T | 'unknown' {

@@ -4,10 +4,17 @@ import { AgentApiClient } from '../agent-api/index.js';
 import { DispatchStore } from '../dispatch/store.js';
 import { watchKeyFile, type Config, type KeyFileWatcher } from '../config/index.js';
 import { connect } from '../redis/connections.js';
+import { assessOnce } from '../redis/durability.js';
 import { keysFor, QUEUE_NAMES, queueOptions } from '../redis/keys.js';
 import type { Logger } from '../telemetry/logger.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import type { RoleContext, RoleOptions } from './role.js';
+
+/**
+ * How long the store waits for WAITAOF before it gives up (the send is queued again, nothing
+ * is woken early). An fsync takes milliseconds; seconds mean a disk in trouble.
+ */
+export const DURABILITY_TIMEOUT_MS = 5_000;
 
 /** What a worker or poller process works with: its context, its connections; `close` releases all. */
 export interface RoleResources extends RoleContext {
@@ -36,6 +43,10 @@ export function openRoleResources(name: string, options: RoleOptions): RoleResou
     eventsMaxLen: config.eventsMaxLen,
     retentionMs: config.dispatchRetentionMs,
     promptMaxBytes: config.promptMaxBytes,
+    durability: {
+      assessment: () => assessOnce(config.redisUrl ?? '', config.durability, redis),
+      timeoutMs: DURABILITY_TIMEOUT_MS,
+    },
   });
   const client =
     api ??

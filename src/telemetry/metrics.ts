@@ -9,8 +9,9 @@ export type { RedisSource } from './redis-gauges.js';
 export interface Metrics {
   readonly registry: Registry;
   /**
-   * Send outcomes: sent, rate_limited, rejected, transient, ambiguous, budget_wait, blocked, and
-   * auth_paused (held, or refused, while the agent API rejects the key).
+   * Send outcomes: sent, rate_limited, rejected, transient, ambiguous, budget_wait, blocked,
+   * auth_paused (held, or refused, while the agent API rejects the key), and not_durable (held:
+   * Redis did not confirm the intent on disk).
    */
   readonly sends: Counter<'outcome'>;
   /** Agent API request latency by operation (send, get) and outcome (ok or an error code). */

@@ -34,7 +34,14 @@ export const LIFECYCLE = {
   followupEndFailed: 'followup:end-failed',
   followupUnknownStatus: 'followup:unknown-status',
   followupPoison: 'followup:poison',
+  /**
+   * A worker held a job with no record that Redis no longer holds either (its enqueue was lost
+   * in a crash, the producer refused), or whose follow-up was registered again: no event.
+   */
+  followupVanished: 'followup:vanished',
   followupRepaired: 'followup:repaired',
+  /** Redis did not confirm a send's intent on disk: it is queued again, nothing was sent. */
+  followupNotDurable: 'followup:not-durable',
   projectParked: 'project:parked',
   concurrencyChanged: 'concurrency:changed',
   pollTick: 'poll:tick',
@@ -78,6 +85,8 @@ export const LIFECYCLE = {
   configClearTextKey: 'config:clear-text-key',
   /** The OpenTelemetry SDK exports this process's spans (OTEL_TRACES_EXPORTER). */
   tracingStarted: 'tracing:started',
+  /** The start-up check: Redis cannot keep what it acknowledged as REDIS_DURABILITY asks. */
+  redisNotDurable: 'redis:not-durable',
 } as const;
 
 /** Metric names, defined once. Every name starts with `agent_dispatch_`. */

@@ -5,6 +5,7 @@ import type { CliProcess } from '../../support/cli.js';
 import { fleetEnv, grid } from '../../support/fleet.js';
 import type { Namespace } from '../../support/namespace.js';
 import { startRoles, terminate, uncleanExits } from '../../support/roles.js';
+import { describeCrash, type AofDrillResult } from './aof-drill.js';
 import { crashDrill } from './drill.js';
 import { describeCounts, recordFigures, stopwatch } from './figures.js';
 import { headline, tally, tallyNotes, type Tally } from './ledger.js';
@@ -81,4 +82,20 @@ export function expectCleanBooks(books: Tally, duplicateDeliveries = 0): void {
   expect(books.outcomesWithoutDelivery).toEqual([]);
   expect(books.wrongOutcomes).toEqual([]);
   expect(books.orderViolations).toEqual([]);
+}
+
+/**
+ * What `REDIS_DURABILITY=fsync` promises through Redis crashes that lose what was not on disk:
+ * nothing accepted lost, no prompt sent twice, exactly one event per follow-up, all settled.
+ */
+export function expectDurableDrill(result: AofDrillResult): void {
+  expect(result.waitaofReplies).toBeGreaterThan(0);
+  for (const [n, c] of result.crashes.entries()) {
+    const what = describeCrash(c, n);
+    expect(c.gone, what).toBe(0);
+    expect(c.notOneEvent, what).toBe(0);
+    expectCleanBooks(c.books);
+    expect(c.quiet, what).toBe(true);
+  }
+  expect(result.unclean).toEqual([]);
 }

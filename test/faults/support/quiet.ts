@@ -7,6 +7,10 @@ import { eventually } from '../../support/namespace.js';
 /** Reads a namespace's state for assertions: its stream, its tracked set, its dispatch queue. */
 export interface Probe {
   readonly redis: Redis;
+  /** The namespace's key prefix. */
+  readonly prefix: string;
+  /** The state of one dispatch job (`missing` when there is none). */
+  jobState(jobId: string): Promise<string>;
   events(): Promise<StreamEvent[]>;
   /** Jobs still waiting, active or delayed in the dispatch queue. */
   pendingJobs(): Promise<number>;
@@ -42,6 +46,11 @@ export function openProbe(redisUrl: string, prefix: string, stream: string): Pro
   const keys = keysFor(prefix);
   const probe: Probe = {
     redis,
+    prefix,
+    async jobState(jobId) {
+      const job = await queues.dispatch.getJob(jobId);
+      return job ? await job.getState() : 'missing';
+    },
     events: () => readEvents(redis, stream),
     async pendingJobs() {
       const counts = await queues.dispatch.getJobCounts('wait', 'active', 'delayed', 'prioritized');

@@ -15,6 +15,12 @@ export interface Scale {
   };
   /** Category 3: Redis restarts, alternating SIGTERM and SIGKILL. */
   readonly redis: { readonly restarts: number; readonly sendIntervalMs: number };
+  /** Category 3, `REDIS_DURABILITY`: Valkey crashes with the AOF cut, per mode. */
+  readonly durability: {
+    readonly fsyncCrashes: number;
+    readonly noneCrashes: number;
+    readonly batch: number;
+  };
   /** Category 4: follow-ups per AMBIGUOUS_RESEND setting, `rounds` to each agent job. */
   readonly api: { readonly followUps: number; readonly projects: number; readonly rounds: number };
   /** Category 5: generated inputs per entry point. */
@@ -33,6 +39,7 @@ const CI: Scale = {
   name: 'ci',
   crash: { followUps: 300, projects: 20, jobsPerProject: 3, kills: 6 },
   redis: { restarts: 4, sendIntervalMs: 25 },
+  durability: { fsyncCrashes: 20, noneCrashes: 3, batch: 4 },
   api: { followUps: 200, projects: 20, rounds: 2 },
   fuzz: { sends: 4_000, batches: 250, cliFiles: 2, cliLinesPerFile: 1_000, intakeRequests: 250 },
   secrets: { followUps: 60 },
@@ -42,10 +49,19 @@ const FULL: Scale = {
   name: 'full',
   crash: { followUps: 1_000, projects: 20, jobsPerProject: 5, kills: 20 },
   redis: { restarts: 8, sendIntervalMs: 15 },
+  durability: { fsyncCrashes: 20, noneCrashes: 5, batch: 8 },
   api: { followUps: 1_000, projects: 20, rounds: 5 },
   fuzz: { sends: 10_000, batches: 600, cliFiles: 3, cliLinesPerFile: 3_000, intakeRequests: 800 },
   secrets: { followUps: 200 },
 };
 
+const BASE: Scale = process.env['FAULTS_SCALE'] === 'full' ? FULL : CI;
+
+/** `DURABILITY_CRASHES` overrides the crash count of the fsync drill, to dig into it quicker. */
+const crashes = Number(process.env['DURABILITY_CRASHES'] ?? NaN);
+
 /** The scale of this run, from `FAULTS_SCALE` (`ci` when unset). */
-export const SCALE: Scale = process.env['FAULTS_SCALE'] === 'full' ? FULL : CI;
+export const SCALE: Scale =
+  Number.isInteger(crashes) && crashes > 0
+    ? { ...BASE, durability: { ...BASE.durability, fsyncCrashes: crashes } }
+    : BASE;

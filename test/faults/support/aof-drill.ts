@@ -1,0 +1,321 @@
+import { mkdirSync, statSync, truncateSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { FollowUpInput } from '../../../src/dispatch/followup.js';
+import { createProducer, type Producer } from '../../../src/producer/index.js';
+import { keysFor } from '../../../src/redis/keys.js';
+import type { Simulator } from '../../../src/simulator/index.js';
+import type { CliProcess } from '../../support/cli.js';
+import { fleetEnv } from '../../support/fleet.js';
+import { eventually, type Namespace } from '../../support/namespace.js';
+import { startPrivateRedis, type PrivateRedis } from '../../support/redis-server.js';
+import { startRoles, terminate, uncleanExits } from '../../support/roles.js';
+import { startAofProxy, type AofProxy } from './aof-proxy.js';
+import { randomMoment } from './drill.js';
+import { tally, type Accepted, type Tally } from './ledger.js';
+import { openProbe, waitForRole, type Probe } from './quiet.js';
+import { DRILL_SETTINGS, outcomeTypeOf } from './traffic.js';
+
+/**
+ * The crash drill of `REDIS_DURABILITY`: a fleet (2 workers, 1 poller, as processes) and a
+ * producer work through a proxy against a private Valkey (`appendfsync everysec`). Each crash,
+ * under load, SIGKILLs Valkey and cuts its AOF back to what was surely fsynced: with `fsync`, to
+ * the size the file had when the last WAITAOF answered; with `none`, to its size 1 s before the
+ * kill (what everysec may lose). Valkey restarts on the cut file, the producer retries what it was
+ * refused (same key), and the fleet finishes. The books of each crash: accepted follow-ups without
+ * an event, prompts sent twice, events per follow-up, order.
+ */
+
+/** Sizes of one drill. */
+export interface AofDrillOptions {
+  readonly mode: 'fsync' | 'none';
+  readonly crashes: number;
+  /** Follow-ups per `sendMany` batch, and the pause between batches. */
+  readonly batch: number;
+  readonly batchIntervalMs: number;
+  /** How long the load runs before the kill, at random in this range. */
+  readonly loadMs: readonly [number, number];
+  /** How long each crash waits for its follow-ups to end before the next one. */
+  readonly settleMs: number;
+  /** Longest wait, after the last crash, for every follow-up to end. */
+  readonly finalSettleMs: number;
+}
+
+/** What one crash did, and its books. */
+export interface Crash {
+  readonly accepted: number;
+  /** Sends the producer was refused (Valkey went down under them), retried after the restart. */
+  readonly refused: number;
+  /** Bytes of the AOF cut off. */
+  readonly cutBytes: number;
+  /** Accepted follow-ups whose record did not survive (only `none` may have any). */
+  readonly gone: number;
+  readonly books: Tally;
+  /** Follow-ups with other than exactly one event. */
+  readonly notOneEvent: number;
+  /** Every follow-up of the drill ended and the namespace went idle. */
+  readonly quiet: boolean;
+  /**
+   * Where the follow-ups without exactly one event are, counted by `<state>/<job state>`
+   * (`gone` when the record is missing): the evidence when the drill fails.
+   */
+  readonly stranded: Record<string, number>;
+}
+
+/** What the whole drill did. */
+export interface AofDrillResult {
+  readonly crashes: Crash[];
+  /** WAITAOF replies seen by the proxy. */
+  readonly waitaofReplies: number;
+  /** Role processes that did not exit 0 on SIGTERM at the end. */
+  readonly unclean: string[];
+}
+
+const PROJECTS = 5;
+const JOBS = 20;
+
+/** Runs the drill in `ns` (its prefix and stream) against a Valkey of its own. */
+export async function runAofDrill(
+  ns: Namespace,
+  simulator: Simulator,
+  o: AofDrillOptions,
+): Promise<AofDrillResult> {
+  const server = await startPrivateRedis('valkey-server');
+  const proxy = await startAofProxy(server.url, server.dir);
+  const durability = o.mode === 'fsync' ? 'fsync' : 'none';
+  const producer = createProducer({
+    redisUrl: proxy.url,
+    prefix: ns.prefix,
+    durability:
+      o.mode === 'fsync' ? { mode: 'fsync', replicas: 0, strict: false } : { mode: 'none' },
+  });
+  const probe = openProbe(server.url, ns.prefix, ns.eventsStream);
+  const env = fleetEnv(ns, simulator, {
+    ...DRILL_SETTINGS,
+    REDIS_URL: proxy.url,
+    REDIS_DURABILITY: durability,
+    REPAIR_GRACE: '2s',
+    // DURABILITY_DRILL_LOGS keeps the roles' logs: at debug, every step of every follow-up.
+    LOG_LEVEL: process.env['DURABILITY_DRILL_LOGS'] ? 'debug' : 'info',
+    // Recording a send's answer is retried this long: longer than a restart takes.
+    SEND_TIMEOUT: '5s',
+  });
+  const processes: CliProcess[] = [
+    ...startRoles('worker', 2, env),
+    ...startRoles('poller', 1, env),
+  ];
+  const crashes: Crash[] = [];
+  try {
+    await waitForRole(probe, 'dispatch', 2);
+    await waitForRole(probe, 'poll', 1);
+    const runs: CrashRun[] = [];
+    for (let c = 0; c < o.crashes; c++)
+      runs.push(await crash(c, { server, proxy, producer, probe, simulator, ns }, o));
+    const all = runs.flatMap((r) => r.accepted);
+    const gone = runs.reduce((sum, r) => sum + r.gone, 0);
+    const quiet = await settled(probe, ns, all, gone, o.finalSettleMs);
+    for (const [c, run] of runs.entries())
+      crashes.push(await booksOf(c, run, probe, simulator, quiet));
+    const exits = await terminate(processes);
+    keepLogs(processes);
+    return {
+      crashes,
+      waitaofReplies: proxy.waitaofReplies(),
+      unclean: uncleanExits(processes, exits),
+    };
+  } finally {
+    await Promise.all(processes.map((p) => p.stop('SIGKILL')));
+    await producer.close();
+    await probe.close();
+    await proxy.close();
+    await server.destroy();
+  }
+}
+
+interface Rig {
+  readonly server: PrivateRedis;
+  readonly proxy: AofProxy;
+  readonly producer: Producer;
+  readonly probe: Probe;
+  readonly simulator: Simulator;
+  readonly ns: Namespace;
+}
+
+/** One crash: load, SIGKILL, cut, restart, retry the refused, settle, books. */
+/** What one crash left, before the books. */
+interface CrashRun {
+  readonly accepted: Accepted[];
+  readonly refused: number;
+  readonly cutBytes: number;
+  readonly gone: number;
+}
+
+async function crash(n: number, rig: Rig, o: AofDrillOptions): Promise<CrashRun> {
+  const { server, proxy, producer, probe, simulator, ns } = rig;
+  const accepted: Accepted[] = [];
+  const refused: FollowUpInput[] = [];
+  let stopped = false;
+  let i = 0;
+  // Agent jobs of this crash only: a lane another crash left waiting does not hold this one up.
+  for (let p = 0; p < PROJECTS; p++)
+    for (let j = 0; j < JOBS; j++) simulator.seedJob(`d${p}`, `c${n}j${j}`);
+  const load = (async () => {
+    while (!stopped) {
+      const batch = Array.from({ length: o.batch }, (): FollowUpInput => {
+        i++;
+        return {
+          projectId: `d${i % PROJECTS}`,
+          jobId: `c${n}j${Math.floor(i / PROJECTS) % JOBS}`,
+          prompt: `crash ${n} #${i}`,
+          key: `c${n}-${i}`,
+        };
+      });
+      try {
+        const results = await producer.sendMany(batch);
+        accepted.push(...results.map((r, k) => ({ dispatchId: r.dispatchId, input: batch[k]! })));
+      } catch {
+        refused.push(...batch);
+      }
+      await new Promise((r) => setTimeout(r, o.batchIntervalMs));
+    }
+  })();
+  await randomMoment(o.loadMs[0], o.loadMs[1]);
+  await server.stop('SIGKILL');
+  // What survives the crash: with fsync, what the last WAITAOF vouched for (read after the kill:
+  // no reply can pass after it); with none, what everysec may have fsynced (the file 1 s before).
+  const keep = o.mode === 'fsync' ? proxy.lastWaitaofSize() : proxy.sizeAgo(1_000);
+  stopped = true;
+  const file = proxy.incrFile();
+  const { size } = statSync(file);
+  truncateSync(file, Math.min(keep, size));
+  await server.restart();
+  proxy.reset();
+  // A send in flight at the kill ends now: accepted (its write made durable after the restart,
+  // or kept) or refused.
+  await load;
+  // Refused sends may have been stored before the kill: the same key enqueues them at most once.
+  for (let k = 0; k < refused.length; k += o.batch) {
+    const batch = refused.slice(k, k + o.batch);
+    const results = await eventually(() => producer.sendMany(batch).catch(() => undefined), {
+      timeoutMs: 30_000,
+      what: 'the producer after the restart',
+    });
+    accepted.push(...results.map((r, j) => ({ dispatchId: r.dispatchId, input: batch[j]! })));
+  }
+  const keys = keysFor(ns.prefix);
+  const exists = await Promise.all(
+    accepted.map((a) => probe.redis.exists(keys.dispatch(a.dispatchId))),
+  );
+  const gone = exists.filter((e) => e === 0).length;
+  // Most of it ends within seconds; what a cut left waiting (a lost wake-up, a send whose answer
+  // was not recorded) ends by itself later, and the drill's final settling waits for it.
+  await settled(probe, ns, accepted, gone, o.settleMs);
+  return {
+    accepted,
+    refused: refused.length,
+    cutBytes: size - Math.min(keep, size),
+    gone,
+  };
+}
+
+/** Waits at most `timeoutMs` until every surviving follow-up of `accepted` has an event. */
+async function settled(
+  probe: Probe,
+  ns: Namespace,
+  accepted: readonly Accepted[],
+  gone: number,
+  timeoutMs: number,
+): Promise<boolean> {
+  const keys = keysFor(ns.prefix);
+  const ids = new Set(accepted.map((a) => a.dispatchId));
+  return eventually(
+    async () => {
+      const events = (await probe.events()).filter((e) => ids.has(e.dispatchId));
+      const [tracked, pending] = await Promise.all([
+        probe.redis.zcard(keys.tracked),
+        probe.pendingJobs(),
+      ]);
+      return new Set(events.map((e) => e.dispatchId)).size >= ids.size - gone &&
+        tracked === 0 &&
+        pending === 0
+        ? true
+        : undefined;
+    },
+    { timeoutMs, intervalMs: 250, what: 'the drill to settle' },
+  ).catch(() => false);
+}
+
+/** The books of one crash, read once the whole drill settled. */
+async function booksOf(
+  n: number,
+  c: CrashRun,
+  probe: Probe,
+  simulator: Simulator,
+  quiet: boolean,
+): Promise<Crash> {
+  const ids = new Set(c.accepted.map((a) => a.dispatchId));
+  const events = (await probe.events()).filter((e) => ids.has(e.dispatchId));
+  const prefix = `crash ${n} #`;
+  const deliveries = simulator.deliveries.filter((d) => d.prompt.startsWith(prefix));
+  const books = tally(c.accepted, events, deliveries, outcomeTypeOf);
+  const perId = new Map<string, number>();
+  for (const e of events) perId.set(e.dispatchId, (perId.get(e.dispatchId) ?? 0) + 1);
+  const odd = [...ids].filter((id) => perId.get(id) !== 1);
+  const stranded: Record<string, number> = {};
+  for (const id of odd) {
+    const where = await whereIs(probe, id, perId.get(id) ?? 0);
+    stranded[where] = (stranded[where] ?? 0) + 1;
+    if (process.env['DURABILITY_DRILL_LOGS']) console.log(`stranded ${id}: ${where}`);
+  }
+  return {
+    accepted: c.accepted.length,
+    refused: c.refused,
+    cutBytes: c.cutBytes,
+    gone: c.gone,
+    books,
+    notOneEvent: odd.length,
+    quiet,
+    stranded,
+  };
+}
+
+/**
+ * Where one follow-up is: `<events> events, <record state>/<BullMQ job state>`, with `, head`
+ * when it heads its lane and `, not in lane` when its lane does not name it.
+ */
+async function whereIs(probe: Probe, dispatchId: string, events: number): Promise<string> {
+  const keys = keysFor(probe.prefix);
+  const [state, projectId, jobId] = await probe.redis.hmget(
+    keys.dispatch(dispatchId),
+    'state',
+    'projectId',
+    'jobId',
+  );
+  const job = await probe.jobState(dispatchId);
+  const due = await probe.redis.zscore(keys.tracked, dispatchId);
+  const tracked = due === null ? ', untracked' : `, due in ${Number(due) - Date.now()} ms`;
+  let lane = '';
+  if (projectId && jobId) {
+    const ids = await probe.redis.lrange(keys.lane(projectId, jobId), 0, -1);
+    lane = ids[0] === dispatchId ? ', head' : ids.includes(dispatchId) ? '' : ', not in lane';
+  }
+  return `${events} events, ${state ?? 'gone'}/${job}${lane}${tracked}`;
+}
+
+/**
+ * With `DURABILITY_DRILL_LOGS=<folder>`, writes each role process's output there (`worker-1.log`,
+ * ...), to read what the fleet did after the drill.
+ */
+function keepLogs(processes: readonly CliProcess[]): void {
+  const folder = process.env['DURABILITY_DRILL_LOGS'];
+  if (!folder) return;
+  mkdirSync(folder, { recursive: true });
+  for (const [i, p] of processes.entries())
+    writeFileSync(join(folder, `role-${i + 1}.log`), p.output.stdout + p.output.stderr);
+}
+
+/** One line of figures for a crash. */
+export function describeCrash(c: Crash, n: number): string {
+  const b = c.books;
+  const stranded = Object.entries(c.stranded).map(([where, count]) => `${count} × ${where}`);
+  return `crash ${n + 1}: accepted ${c.accepted} (${c.refused} refused under the kill, retried), AOF cut by ${c.cutBytes} bytes; lost ${b.lost.length} (records gone ${c.gone}), sent twice ${b.duplicateDeliveries.length}, not exactly one event ${c.notOneEvent}${stranded.length ? ` (${stranded.join('; ')})` : ''}, order violations ${b.orderViolations.length}, settled ${c.quiet}`;
+}
