@@ -1,5 +1,4 @@
-import { createAdmin, type Admin } from '../producer/index.js';
-import type { Config } from '../config/index.js';
+import { adminFor, type Admin } from '../producer/index.js';
 import { EXIT, UsageError, type Command, type CommandContext } from './command.js';
 import { configOf } from './compose.js';
 
@@ -8,18 +7,6 @@ import { configOf } from './compose.js';
  * as the library's `createAdmin` and the HTTP routes. Each prints its answer as one JSON object;
  * a refusal (a follow-up past `queued`, an unknown id) exits 1, bad input exits 2 naming the field.
  */
-
-/** The controls of a command's config. */
-function adminFor(config: Config): Admin {
-  return createAdmin({
-    redisUrl: config.redisUrl ?? '',
-    prefix: config.prefix,
-    eventsStream: config.eventsStream,
-    eventsMaxLen: config.eventsMaxLen,
-    dispatchRetentionMs: config.dispatchRetentionMs,
-    sendRateLimit: config.sendRateLimit,
-  });
-}
 
 /** Runs `call` with the controls, prints its answer, closes. Errors go to the CLI's report. */
 async function withAdmin(

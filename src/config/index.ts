@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { DurabilitySetting } from '../redis/durability.js';
 import { KeyFileError, readKeyFile } from './key-file.js';
 import { SETTINGS, type LOG_FORMATS, type SettingName } from './settings.js';
+import { nonEmpty } from './values.js';
 import type { Rate } from './units.js';
 
 export { SETTINGS, type SettingName } from './settings.js';
@@ -245,8 +246,4 @@ function shardsOf(p: Parsed, problems: SettingProblem[]): readonly number[] {
       message: `shard ${outside.join(', ')} does not exist: DISPATCH_SHARDS=${p.DISPATCH_SHARDS} numbers them 0 to ${p.DISPATCH_SHARDS - 1}`,
     });
   return p.SHARDS;
-}
-
-function nonEmpty(value: string | undefined): string | undefined {
-  return value === undefined || value.trim() === '' ? undefined : value;
 }

@@ -7,6 +7,11 @@ import { formatDuration, parseDurationMs, parseRate, type Rate } from './units.j
  * key name), each naming what it expected. The settings table (`settings.ts`) picks one per setting.
  */
 
+/** A set value: `undefined` for an unset or blank one (`FOO=` in a compose file). */
+export function nonEmpty(value: string | undefined): string | undefined {
+  return value === undefined || value.trim() === '' ? undefined : value;
+}
+
 export const duration = (min: number) =>
   z.string().transform((text, ctx) => {
     const ms = parseDurationMs(text);

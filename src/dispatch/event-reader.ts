@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
 import { connect } from '../redis/connections.js';
 import { shardLayout } from '../redis/keys.js';
-import type { EventType } from './event.js';
+import { readEventEntry, type EventType } from './event.js';
 
 /**
  * The library's reader of completion events (contract, section 4): one consumer group on every
@@ -155,25 +155,6 @@ export function compareIds(a: string, b: string): number {
 }
 
 function toEvent(shard: number, stream: string, id: string, flat: string[]): CompletionEvent {
-  const fields: Record<string, string> = {};
-  for (let i = 0; i + 1 < flat.length; i += 2) fields[flat[i] as string] = flat[i + 1] as string;
-  let event: unknown = fields['event'];
-  try {
-    event = JSON.parse(fields['event'] ?? '');
-  } catch {
-    // Kept as written.
-  }
-  return {
-    id,
-    shard,
-    stream,
-    type: (fields['type'] ?? '') as EventType,
-    dispatchId: fields['dispatchId'] ?? '',
-    projectId: fields['projectId'] ?? '',
-    jobId: fields['jobId'] ?? '',
-    status: fields['status'] ?? '',
-    prLink: fields['prLink'] ?? '',
-    event,
-    fields,
-  };
+  const { type, ...rest } = readEventEntry(flat);
+  return { id, shard, stream, type: type as EventType, ...rest };
 }

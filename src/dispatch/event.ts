@@ -164,3 +164,29 @@ export function orphanEventFields(
 function iso(ms: number | null): string | null {
   return ms === null ? null : new Date(ms).toISOString();
 }
+
+/**
+ * One stream entry (its flat field/value list) as readers show it: the contract's fields (`''`
+ * where missing), all fields, and `event` parsed from its JSON (as written when it is not JSON).
+ */
+export function readEventEntry(flat: readonly string[]) {
+  const fields: Record<string, string> = {};
+  for (let i = 0; i + 1 < flat.length; i += 2) fields[flat[i] as string] = flat[i + 1] as string;
+  let event: unknown = fields['event'];
+  try {
+    event = JSON.parse(fields['event'] ?? '');
+  } catch {
+    // Kept as written.
+  }
+  const field = (name: string) => fields[name] ?? '';
+  return {
+    type: field('type'),
+    dispatchId: field('dispatchId'),
+    projectId: field('projectId'),
+    jobId: field('jobId'),
+    status: field('status'),
+    prLink: field('prLink'),
+    event,
+    fields,
+  };
+}

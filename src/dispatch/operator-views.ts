@@ -1,3 +1,4 @@
+import { readEventEntry } from './event.js';
 import type { StoreState } from './store-state.js';
 
 /**
@@ -90,23 +91,17 @@ async function trackedPage(
 async function lastEvents(state: StoreState, count: number): Promise<EventView[]> {
   const entries = await state.redis.xrevrange(state.options.eventsStream, '+', '-', 'COUNT', count);
   return entries.map(([id, flat]) => {
-    const f: Record<string, string> = {};
-    for (let i = 0; i + 1 < flat.length; i += 2) f[flat[i] as string] = flat[i + 1] as string;
-    let reason: string | null = null;
-    try {
-      const event = JSON.parse(f['event'] ?? '{}') as { reason?: unknown };
-      reason = typeof event.reason === 'string' ? event.reason : null;
-    } catch {
-      // An entry not of ours: shown without a reason.
-    }
+    const { type, dispatchId, projectId, jobId, status, event } = readEventEntry(flat);
+    // An entry not of ours is shown without a reason.
+    const reason = (event as { reason?: unknown } | null | undefined)?.reason;
     return {
       id,
-      type: f['type'] ?? '',
-      dispatchId: f['dispatchId'] ?? '',
-      projectId: f['projectId'] ?? '',
-      jobId: f['jobId'] ?? '',
-      status: f['status'] ?? '',
-      reason,
+      type,
+      dispatchId,
+      projectId,
+      jobId,
+      status,
+      reason: typeof reason === 'string' ? reason : null,
     };
   });
 }

@@ -198,7 +198,7 @@ export async function requeue(
   attempt: number,
   attemptToken: string,
   refund: boolean,
-  parkMs: number,
+  parkMs = 0,
 ): Promise<number | Exclude<MarkResult, 'marked'>> {
   const { keys } = state;
   const reply = (await state.scripts.run(

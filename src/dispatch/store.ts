@@ -1,6 +1,4 @@
 import type { ChainableCommander, Redis } from 'ioredis';
-import type { AgentJob } from '../agent-api/index.js';
-import type { Rate } from '../config/index.js';
 import type { Keys } from '../redis/keys.js';
 import type { Ending } from './event.js';
 import type { Registration } from './sends.js';
@@ -21,6 +19,11 @@ export type { DispatchRef, StoreOptions } from './store-state.js';
 export type { Finished, OpenDispatch, Orphan, OrphanResult } from './tracking.js';
 export type { ProjectState } from './project-controls.js';
 export type { EventView, OperatorViews, TrackedView } from './operator-views.js';
+
+/** A function of the store's modules as the facade offers it: the state is the facade's own. */
+type WithoutState<F> = F extends (state: StoreState, ...args: infer A) => infer R
+  ? (...args: A) => R
+  : never;
 
 /**
  * The dispatch records, lanes, budgets, parks, the send pause, the tracked set, the open index and
@@ -73,40 +76,19 @@ export class DispatchStore {
    * it, records the intent to send and tracks the dispatch (first read in `firstPollMs`). See
    * acquire-7.lua for `toleranceMs`, and why a retry with the same `attemptToken` spends nothing.
    */
-  acquire(
-    ref: DispatchRef,
-    rate: Rate,
-    toleranceMs: number,
-    firstPollMs: number,
-    attemptToken: string,
-  ): Promise<sends.Verdict> {
-    return sends.acquire(this.#state, ref, rate, toleranceMs, firstPollMs, attemptToken);
-  }
+  readonly acquire: WithoutState<typeof sends.acquire> = (...args) =>
+    sends.acquire(this.#state, ...args);
 
   /** Records attempt `attemptToken`'s send as `sent`/`unsettled`, tracked, on disk. Idempotent. */
-  markSent(
-    ref: DispatchRef,
-    state: 'sent' | 'unsettled',
-    job: AgentJob | undefined,
-    firstDelayMs: number,
-    attemptToken: string,
-  ): Promise<sends.MarkResult> {
-    return sends.markSent(this.#state, ref, state, job, firstDelayMs, attemptToken);
-  }
+  readonly markSent: WithoutState<typeof sends.markSent> = (...args) =>
+    sends.markSent(this.#state, ...args);
 
   /**
    * Returns a dispatch to `queued`, for attempt `attemptToken` only (`refund`: the request never
    * left; `parkMs`: park the project). Resolves to the park deadline (0: none), or why not.
    */
-  requeue(
-    ref: DispatchRef,
-    attempt: number,
-    attemptToken: string,
-    refund: boolean,
-    parkMs = 0,
-  ): Promise<number | Exclude<sends.MarkResult, 'marked'>> {
-    return sends.requeue(this.#state, ref, attempt, attemptToken, refund, parkMs);
-  }
+  readonly requeue: WithoutState<typeof sends.requeue> = (...args) =>
+    sends.requeue(this.#state, ...args);
 
   /** Whether a dispatch is queued at the head of its lane, so it may be sent now. */
   isNext(ref: DispatchRef): Promise<boolean> {

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Config } from '../config/index.js';
-import { createAdmin, type Admin, type Producer } from '../producer/index.js';
+import { adminFor, type Admin, type Producer } from '../producer/index.js';
 import { duplicate } from '../redis/connections.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Metrics } from '../telemetry/metrics.js';
@@ -61,7 +61,7 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
   });
   // /readyz reports Redis outages; the same error in the log every reconnect would only be noise.
   readinessRedis.on('error', (err: Error) => logger.debug({ err }, LIFECYCLE.redisError));
-  const admin = options.admin ?? adminOf(config, options.redis);
+  const admin = options.admin ?? adminFor(config, options.redis);
   const app = createApp({ ...options, readinessRedis, producer: options.producer, admin });
   const server = createServer(app);
   try {
@@ -87,19 +87,6 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
       return closing;
     },
   };
-}
-
-/** The controls of the server's process, on its connection (closed with the server). */
-function adminOf(config: Config, redis: Redis): Admin {
-  return createAdmin({
-    redisUrl: config.redisUrl ?? '',
-    connection: redis,
-    prefix: config.prefix,
-    eventsStream: config.eventsStream,
-    eventsMaxLen: config.eventsMaxLen,
-    dispatchRetentionMs: config.dispatchRetentionMs,
-    sendRateLimit: config.sendRateLimit,
-  });
 }
 
 function listen(server: Server, port: number, host: string): Promise<void> {

@@ -1,10 +1,10 @@
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { parseRate, type Rate } from '../config/index.js';
+import { parseRate, type Config, type Rate } from '../config/index.js';
 import { budgetRate } from '../dispatch/budget.js';
 import { DispatchStore } from '../dispatch/store.js';
 import { connect } from '../redis/connections.js';
-import { keysFor, QUEUE_NAMES } from '../redis/keys.js';
+import { keysFor, QUEUE_NAMES, queueOptions, shardLayout, shardOf } from '../redis/keys.js';
 import { within } from '../runtime/deadline.js';
 import { wakeDispatch } from '../runtime/jobs.js';
 import {
@@ -35,6 +35,10 @@ export interface AdminOptions {
   connection?: Redis;
   /** How long a call waits for Redis to be reachable before it fails. @defaultValue 5000 */
   readyTimeoutMs?: number;
+  /** `DISPATCH_SHARDS`: a project's controls live in its shard. @defaultValue 1 */
+  shards?: number;
+  /** `REDIS_CLUSTER`: `redisUrl` is the seed node of a Redis Cluster. @defaultValue false */
+  cluster?: boolean;
 }
 
 /** The answer of a pause or resume; `changed` is false when the project already was so. */
@@ -87,17 +91,32 @@ const DEFAULT_RATE: Rate = { max: 100, windowMs: 3_600_000 };
 export function createAdmin(options: AdminOptions): Admin {
   const prefix = options.prefix ?? 'agent-dispatch';
   const defaultRate = rateOf(options.sendRateLimit);
-  const redis = options.connection ?? connect(options.redisUrl, 'producer', 'admin');
+  const cluster = options.cluster ?? false;
+  const redis =
+    options.connection ??
+    connect({ redisUrl: options.redisUrl, redisCluster: cluster }, 'producer', 'admin');
   redis.on('error', () => {
     // Failures reach the caller as rejected calls.
   });
-  const queue = new Queue(QUEUE_NAMES.dispatch, { connection: redis, prefix });
-  queue.on('error', () => {});
-  const store = new DispatchStore(redis, keysFor(prefix), {
-    eventsStream: options.eventsStream ?? 'agent-dispatch:events',
-    eventsMaxLen: options.eventsMaxLen ?? 1_000_000,
-    retentionMs: options.dispatchRetentionMs ?? 7 * 86_400_000,
+  const eventsStream = options.eventsStream ?? 'agent-dispatch:events';
+  const shardCount = options.shards ?? 1;
+  // Per shard its dispatch queue and store: a project's controls, budget and lanes are in its own.
+  const shards = shardLayout(prefix, eventsStream, shardCount, cluster).map((shard) => {
+    const queue = new Queue(QUEUE_NAMES.dispatch, {
+      connection: redis,
+      ...queueOptions(shard.prefix),
+    });
+    queue.on('error', () => {});
+    const store = new DispatchStore(redis, keysFor(shard.prefix), {
+      eventsStream: shard.eventsStream,
+      eventsMaxLen: options.eventsMaxLen ?? 1_000_000,
+      retentionMs: options.dispatchRetentionMs ?? 7 * 86_400_000,
+    });
+    return { queue, store };
   });
+  const first = shards[0] as (typeof shards)[number];
+  const { queue } = first;
+  const shardFor = (projectId: string) => shards[shardOf(projectId, shardCount)] ?? first;
   const readyTimeoutMs = options.readyTimeoutMs ?? 5_000;
   let closing: Promise<void> | undefined;
 
@@ -119,6 +138,7 @@ export function createAdmin(options: AdminOptions): Admin {
     const parsed = limit === undefined ? undefined : checkLimit(limit);
     const { previous } = await run(async () => {
       const rate = parsed && { text: parsed.text, rate: budgetRate(parsed.rate) };
+      const { store, queue } = shardFor(projectId);
       const changed = await store.projects.setLimit(projectId, rate);
       // Follow-ups asleep until a slot of the old limit reserve one of the new limit now.
       await wakeAll(queue, changed.reservedBy);
@@ -129,6 +149,7 @@ export function createAdmin(options: AdminOptions): Admin {
 
   async function showProject(projectIdInput: string): Promise<ProjectView> {
     const projectId = checkId('projectId', projectIdInput);
+    const { store } = shardFor(projectId);
     const state = await run(() => store.projects.show(projectId, budgetRate(defaultRate)));
     return projectView(state, defaultRate);
   }
@@ -136,12 +157,13 @@ export function createAdmin(options: AdminOptions): Admin {
   return {
     async pauseProject(projectIdInput) {
       const projectId = checkId('projectId', projectIdInput);
-      const { changed } = await run(() => store.projects.pause(projectId));
+      const { changed } = await run(() => shardFor(projectId).store.projects.pause(projectId));
       return { projectId, paused: true, changed, woken: 0 };
     },
     async resumeProject(projectIdInput) {
       const projectId = checkId('projectId', projectIdInput);
       return run(async () => {
+        const { store, queue } = shardFor(projectId);
         const { changed, parked } = await store.projects.resume(projectId);
         await wakeAll(queue, parked);
         return { projectId, paused: false, changed, woken: parked.length };
@@ -151,17 +173,52 @@ export function createAdmin(options: AdminOptions): Admin {
     clearProjectLimit: (projectId) => setLimit(projectId, undefined),
     showProject,
     project: showProject,
-    controlledProjects: () => run(() => store.projects.controlled()),
-    overview: (overviewOptions) => run(() => readOverview(store, defaultRate, overviewOptions)),
-    cancel: (dispatchId) => run(() => cancelFollowUp({ store, queue }, dispatchId)),
+    controlledProjects: () =>
+      run(async () => {
+        const each = await Promise.all(shards.map((s) => s.store.projects.controlled()));
+        return each.flat().sort();
+      }),
+    // Shard 0's, as the dashboard's queues (README, known issues).
+    overview: (overviewOptions) =>
+      run(() => readOverview(first.store, defaultRate, overviewOptions)),
+    cancel: (dispatchIdInput) => {
+      const dispatchId = checkId('dispatchId', dispatchIdInput);
+      return run(async () => {
+        // The id does not name its shard: the one that holds the record ends it.
+        const found = await Promise.all(shards.map((s) => s.store.get(dispatchId)));
+        const shard =
+          shards[
+            Math.max(
+              0,
+              found.findIndex((r) => r !== undefined),
+            )
+          ] ?? first;
+        return cancelFollowUp(shard, dispatchId);
+      });
+    },
     close() {
       closing ??= (async () => {
-        await queue.close().catch(() => {});
+        await Promise.all(shards.map((s) => s.queue.close().catch(() => {})));
         if (!options.connection) redis.disconnect();
       })();
       return closing;
     },
   };
+}
+
+/** The controls of a process, from its config (`connection`: one of its own, left open). */
+export function adminFor(config: Config, connection?: Redis): Admin {
+  return createAdmin({
+    redisUrl: config.redisUrl ?? '',
+    ...(connection ? { connection } : {}),
+    prefix: config.prefix,
+    eventsStream: config.eventsStream,
+    eventsMaxLen: config.eventsMaxLen,
+    dispatchRetentionMs: config.dispatchRetentionMs,
+    shards: config.shardCount,
+    cluster: config.redisCluster,
+    sendRateLimit: config.sendRateLimit,
+  });
 }
 
 /** Wakes parked BullMQ jobs, 50 at a time. */

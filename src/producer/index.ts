@@ -6,7 +6,7 @@ export {
 } from './producer.js';
 export type { Producer, ProducerOptions, SendResult } from './producer.js';
 export type { KeyConflict } from './errors.js';
-export { createAdmin } from './admin.js';
+export { adminFor, createAdmin } from './admin.js';
 export type { Admin, AdminOptions, LimitResult, PauseResult } from './admin.js';
 export {
   InvalidControlError,

@@ -4,19 +4,10 @@ import {
   InvalidFollowUpError,
   type FieldProblem,
   type FollowUp,
-  type FollowUpInput,
 } from '../dispatch/followup.js';
-import { describeDispatch, type DispatchStatus } from '../dispatch/status.js';
+import { describeDispatch } from '../dispatch/status.js';
 import { connect } from '../redis/connections.js';
-import {
-  assessDurability,
-  connectionOf,
-  NotDurableError,
-  probeServer,
-  waitForDisk,
-  type DurabilityAssessment,
-  type DurabilitySetting,
-} from '../redis/durability.js';
+import { connectionOf, type DurabilityAssessment } from '../redis/durability.js';
 import { shardLayout } from '../redis/keys.js';
 import { checkProducerLayout, LayoutError } from '../redis/layout.js';
 import { within } from '../runtime/deadline.js';
@@ -27,71 +18,14 @@ import {
   type SendResult,
 } from './errors.js';
 import { startSendSpans } from '../telemetry/tracing.js';
-import { cancelFollowUp, type CancelResult } from './controls.js';
+import { cancelFollowUp, checkId } from './controls.js';
 import { mergeShardResults, openShards, splitByShard, type ProducerShard } from './shards.js';
 import { addMissingJobs, buildTransaction, execute, resultsOf } from './transaction.js';
 
-/** `REDIS_DURABILITY`'s default. */
-const FSYNC: DurabilitySetting = { mode: 'fsync', replicas: 0, strict: false };
+import type { Producer, ProducerOptions } from './api.js';
+import { diskGuard } from './disk.js';
 
-/** Options of {@link createProducer}. Every default matches the service's settings. */
-export interface ProducerOptions {
-  redisUrl: string;
-  /** @defaultValue `agent-dispatch` */
-  prefix?: string;
-  /** @defaultValue 65536 */
-  promptMaxBytes?: number;
-  /** Send attempts for transient failures, stored on each job. @defaultValue 8 */
-  sendAttempts?: number;
-  /** An existing connection to use instead of `redisUrl` (not closed by `close`). */
-  connection?: Redis;
-  /** How long a call waits for Redis to be reachable before it fails. @defaultValue 5000 */
-  readyTimeoutMs?: number;
-  /**
-   * `REDIS_DURABILITY`: with `fsync` (the default) on a server that has WAITAOF, `send` answers
-   * only once the follow-up is fsynced to the AOF (and to `replicas`), so a Redis crash cannot take
-   * back an accepted follow-up. `strict` makes every call reject with {@link NotDurableError}
-   * where the server cannot keep that promise.
-   */
-  durability?: DurabilitySetting;
-  /** `DISPATCH_SHARDS`: the fleet's, checked on the first call. @defaultValue 1 */
-  shards?: number;
-  /** `REDIS_CLUSTER`: `redisUrl` is the seed node of a Redis Cluster. @defaultValue false */
-  cluster?: boolean;
-  /** How long `send` waits for the disk (WAITAOF) before it fails, retryable. @defaultValue 5000 */
-  durabilityTimeoutMs?: number;
-  /** `EVENTS_STREAM`, where `cancel`'s event goes. @defaultValue `agent-dispatch:events` */
-  eventsStream?: string;
-  /** `EVENTS_MAXLEN`. @defaultValue 1000000 */
-  eventsMaxLen?: number;
-  /** `DISPATCH_RETENTION` of a cancelled follow-up's record, in ms. @defaultValue 7 days */
-  dispatchRetentionMs?: number;
-}
-
-/** The producer library (contract, section 4). */
-export interface Producer {
-  /**
-   * Validates and enqueues one follow-up; throws {@link InvalidFollowUpError} naming the field,
-   * {@link IdempotencyConflictError} when its key was used for a different follow-up, and
-   * {@link RedisUnavailableError} when Redis is unreachable.
-   */
-  send(followUp: FollowUpInput): Promise<SendResult>;
-  /**
-   * Validates all (any invalid: nothing is enqueued), then enqueues all in one round trip per
-   * shard, atomically per shard; results in input order. A key conflict rejects only its own item:
-   * the others are enqueued, and the {@link IdempotencyConflictError} carries their results.
-   */
-  sendMany(followUps: readonly FollowUpInput[]): Promise<SendResult[]>;
-  /** The state of a dispatch, or `null` when unknown or expired. */
-  status(dispatchId: string): Promise<DispatchStatus | null>;
-  /**
-   * Ends a follow-up not sent yet with one `followup.cancelled` event, and hands its lane on.
-   * Throws {@link NotCancellableError} (being sent, sent, finished) or {@link UnknownDispatchError},
-   * having changed nothing.
-   */
-  cancel(dispatchId: string): Promise<CancelResult>;
-  close(): Promise<void>;
-}
+export type { Producer, ProducerOptions } from './api.js';
 
 export { IdempotencyConflictError, InvalidFollowUpError, RedisUnavailableError, type SendResult };
 
@@ -126,9 +60,7 @@ export function createProducer(options: ProducerOptions): Producer {
   const queue = (shards[0] as ProducerShard).queue;
   let checking: Promise<void> | undefined;
   const readyTimeoutMs = options.readyTimeoutMs ?? 5_000;
-  const durabilitySetting = options.durability ?? FSYNC;
-  const durabilityTimeoutMs = options.durabilityTimeoutMs ?? 5_000;
-  let assessing: Promise<DurabilityAssessment> | undefined;
+  const disk = diskGuard(options.durability, options.durabilityTimeoutMs ?? 5_000, redis);
   let closing: Promise<void> | undefined;
 
   /**
@@ -143,36 +75,6 @@ export function createProducer(options: ProducerOptions): Producer {
       });
     } catch (err) {
       throw asRedisFailure(err, redis);
-    }
-  }
-
-  /** What this server keeps, read once per producer (INFO and CONFIG GET, one round trip each). */
-  function durability(client: Redis): Promise<DurabilityAssessment> {
-    assessing ??= probeServer(client).then(
-      (facts) => assessDurability(durabilitySetting, facts),
-      (err: unknown) => {
-        assessing = undefined;
-        throw asRedisFailure(err, redis);
-      },
-    );
-    return assessing;
-  }
-
-  /**
-   * Waits until the transaction is on disk (WAITAOF on the connection that wrote it). A timeout is
-   * a retryable failure: the follow-ups may or may not be kept, so retry with the same key.
-   */
-  async function onDisk(
-    client: Redis,
-    assessment: DurabilityAssessment,
-    wroteOn: number,
-  ): Promise<void> {
-    try {
-      await waitForDisk(client, assessment, durabilityTimeoutMs, wroteOn);
-    } catch (err) {
-      throw err instanceof NotDurableError
-        ? new RedisUnavailableError(`${err.message}; retry with the same key`, err)
-        : asRedisFailure(err, redis);
     }
   }
 
@@ -217,8 +119,23 @@ export function createProducer(options: ProducerOptions): Producer {
         throw asRedisFailure(err, redis);
       },
     );
-    await onDisk(client, assessment, wroteOn);
+    await disk.onDisk(client, assessment, wroteOn);
     return resultsOf(followUps, transaction, replies, redis);
+  }
+
+  /**
+   * The record of `dispatchId` and the shard that holds it (the first shard when none does): the
+   * id does not name its shard, so every shard is asked, in parallel.
+   */
+  async function recordOf(dispatchId: string) {
+    const client = await connection();
+    const records = await Promise.all(shards.map((s) => s.store(client).get(dispatchId))).catch(
+      (err: unknown) => {
+        throw asRedisFailure(err, redis);
+      },
+    );
+    const found = records.findIndex((r) => r !== undefined);
+    return { client, record: records[found], shard: shards[Math.max(0, found)] as ProducerShard };
   }
 
   /** Enqueues valid follow-ups, each in its `send dispatch` span (the caller's context its parent). */
@@ -226,9 +143,7 @@ export function createProducer(options: ProducerOptions): Producer {
     const spans = startSendSpans(followUps.length);
     try {
       const client = await connection();
-      const assessment = await durability(client);
-      if (durabilitySetting.mode === 'fsync' && durabilitySetting.strict && assessment.warning)
-        throw new NotDurableError(`REDIS_DURABILITY is strict, and ${assessment.warning}`);
+      const assessment = await disk.assess(client);
       const batches = splitByShard(followUps, shardCount);
       const settled = await Promise.allSettled(
         batches.map((b) =>
@@ -284,29 +199,12 @@ export function createProducer(options: ProducerOptions): Producer {
           { field: 'dispatchId', message: 'must be a non-empty string' },
         ]);
       }
-      const client = await connection();
-      // The id does not name its shard: every shard is asked, in parallel.
-      const read = shards.map((s) => s.store(client).get(dispatchId));
-      const records = await Promise.all(read).catch((err: unknown) => {
-        throw asRedisFailure(err, redis);
-      });
-      const record = records.find((r) => r !== undefined);
+      const { record } = await recordOf(dispatchId);
       return record ? describeDispatch(record) : null;
     },
-    async cancel(dispatchId) {
-      const client = await connection();
-      // The id does not name its shard: the shard that holds the record is the one to end it in.
-      const found = await Promise.all(shards.map((s) => s.store(client).get(dispatchId))).catch(
-        (err: unknown) => {
-          throw asRedisFailure(err, redis);
-        },
-      );
-      const shard = shards[
-        Math.max(
-          0,
-          found.findIndex((r) => r !== undefined),
-        )
-      ] as ProducerShard;
+    async cancel(dispatchIdInput) {
+      const dispatchId = checkId('dispatchId', dispatchIdInput);
+      const { client, shard } = await recordOf(dispatchId);
       return cancelFollowUp({ store: shard.store(client), queue: shard.queue }, dispatchId).catch(
         (err: unknown) => {
           throw asRedisFailure(err, redis);

@@ -1,0 +1,67 @@
+import type { Redis } from 'ioredis';
+import type { FollowUpInput } from '../dispatch/followup.js';
+import type { DispatchStatus } from '../dispatch/status.js';
+import type { DurabilitySetting } from '../redis/durability.js';
+import type { CancelResult } from './controls.js';
+import type { SendResult } from './errors.js';
+
+/* The producer library's public shape (contract, section 4); `producer.ts` builds it. */
+
+/** Options of {@link createProducer}. Every default matches the service's settings. */
+export interface ProducerOptions {
+  redisUrl: string;
+  /** @defaultValue `agent-dispatch` */
+  prefix?: string;
+  /** @defaultValue 65536 */
+  promptMaxBytes?: number;
+  /** Send attempts for transient failures, stored on each job. @defaultValue 8 */
+  sendAttempts?: number;
+  /** An existing connection to use instead of `redisUrl` (not closed by `close`). */
+  connection?: Redis;
+  /** How long a call waits for Redis to be reachable before it fails. @defaultValue 5000 */
+  readyTimeoutMs?: number;
+  /**
+   * `REDIS_DURABILITY`: with `fsync` (the default) on a server that has WAITAOF, `send` answers
+   * only once the follow-up is fsynced to the AOF (and to `replicas`), so a Redis crash cannot take
+   * back an accepted follow-up. `strict` makes every call reject with {@link NotDurableError}
+   * where the server cannot keep that promise.
+   */
+  durability?: DurabilitySetting;
+  /** `DISPATCH_SHARDS`: the fleet's, checked on the first call. @defaultValue 1 */
+  shards?: number;
+  /** `REDIS_CLUSTER`: `redisUrl` is the seed node of a Redis Cluster. @defaultValue false */
+  cluster?: boolean;
+  /** How long `send` waits for the disk (WAITAOF) before it fails, retryable. @defaultValue 5000 */
+  durabilityTimeoutMs?: number;
+  /** `EVENTS_STREAM`, where `cancel`'s event goes. @defaultValue `agent-dispatch:events` */
+  eventsStream?: string;
+  /** `EVENTS_MAXLEN`. @defaultValue 1000000 */
+  eventsMaxLen?: number;
+  /** `DISPATCH_RETENTION` of a cancelled follow-up's record, in ms. @defaultValue 7 days */
+  dispatchRetentionMs?: number;
+}
+
+/** The producer library (contract, section 4). */
+export interface Producer {
+  /**
+   * Validates and enqueues one follow-up; throws {@link InvalidFollowUpError} naming the field,
+   * {@link IdempotencyConflictError} when its key was used for a different follow-up, and
+   * {@link RedisUnavailableError} when Redis is unreachable.
+   */
+  send(followUp: FollowUpInput): Promise<SendResult>;
+  /**
+   * Validates all (any invalid: nothing is enqueued), then enqueues all in one round trip per
+   * shard, atomically per shard; results in input order. A key conflict rejects only its own item:
+   * the others are enqueued, and the {@link IdempotencyConflictError} carries their results.
+   */
+  sendMany(followUps: readonly FollowUpInput[]): Promise<SendResult[]>;
+  /** The state of a dispatch, or `null` when unknown or expired. */
+  status(dispatchId: string): Promise<DispatchStatus | null>;
+  /**
+   * Ends a follow-up not sent yet with one `followup.cancelled` event, and hands its lane on.
+   * Throws {@link NotCancellableError} (being sent, sent, finished) or {@link UnknownDispatchError},
+   * having changed nothing.
+   */
+  cancel(dispatchId: string): Promise<CancelResult>;
+  close(): Promise<void>;
+}
