@@ -1,10 +1,10 @@
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
-import { freePort, waitForRedis } from './redis-server.js';
+import { freePort, serverProcess } from './redis-server.js';
 
 /**
  * A real local Redis Cluster of masters only (no replica): one `redis-server --cluster-enabled yes`
@@ -98,63 +98,36 @@ async function startNode(
   mkdirSync(dir, { recursive: true });
   const port = await freePort();
   const url = `redis://127.0.0.1:${port}`;
-  let child: ChildProcess | undefined;
-  const launch = async () => {
-    const proc = spawn(
-      'redis-server',
-      [
-        '--port',
-        String(port),
-        '--bind',
-        '127.0.0.1',
-        '--dir',
-        dir,
-        '--cluster-enabled',
-        'yes',
-        // A node that never met another one would announce no address in CLUSTER SLOTS.
-        '--cluster-announce-ip',
-        '127.0.0.1',
-        '--cluster-config-file',
-        'nodes.conf',
-        '--cluster-node-timeout',
-        '2000',
-        '--save',
-        '',
-        '--appendonly',
-        persistence.appendonly ?? 'no',
-        '--appendfsync',
-        persistence.appendfsync ?? 'everysec',
-        '--maxmemory-policy',
-        'noeviction',
-      ],
-      { stdio: 'ignore' },
-    );
-    await new Promise<void>((resolve, reject) => {
-      proc.once('error', (err: NodeJS.ErrnoException) =>
-        reject(
-          err.code === 'ENOENT'
-            ? new Error('redis-server is not installed: apt-get install -y redis-server')
-            : err,
-        ),
-      );
-      proc.once('spawn', () => resolve());
-    });
-    child = proc;
-    await waitForRedis(url);
-  };
-  const stop = async (signal: NodeJS.Signals = 'SIGTERM') => {
-    const proc = child;
-    child = undefined;
-    if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
-    const exited = new Promise((r) => proc.once('exit', r));
-    proc.kill(signal);
-    await exited;
-  };
+  const { launch, stop, pid } = serverProcess('redis-server', url, [
+    '--port',
+    String(port),
+    '--bind',
+    '127.0.0.1',
+    '--dir',
+    dir,
+    '--cluster-enabled',
+    'yes',
+    // A node that never met another one would announce no address in CLUSTER SLOTS.
+    '--cluster-announce-ip',
+    '127.0.0.1',
+    '--cluster-config-file',
+    'nodes.conf',
+    '--cluster-node-timeout',
+    '2000',
+    '--save',
+    '',
+    '--appendonly',
+    persistence.appendonly ?? 'no',
+    '--appendfsync',
+    persistence.appendfsync ?? 'everysec',
+    '--maxmemory-policy',
+    'noeviction',
+  ]);
   await launch();
   return {
     port,
     url,
-    pid: () => child?.pid,
+    pid,
     stop,
     restart: launch,
     kill: () => stop('SIGKILL'),

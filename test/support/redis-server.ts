@@ -73,50 +73,23 @@ export async function startPrivateRedis(
 ): Promise<PrivateRedis> {
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'agent-dispatch-redis-'));
-  let child: ChildProcess | undefined;
   const url = `redis://127.0.0.1:${port}`;
-  const launch = async () => {
-    const proc = spawn(
-      binary,
-      [
-        '--port',
-        String(port),
-        '--bind',
-        '127.0.0.1',
-        '--dir',
-        dir,
-        '--appendonly',
-        persistence.appendonly ?? 'yes',
-        '--appendfsync',
-        persistence.appendfsync ?? 'everysec',
-        '--save',
-        '',
-        '--maxmemory-policy',
-        'noeviction',
-      ],
-      { stdio: 'ignore' },
-    );
-    await new Promise<void>((resolve, reject) => {
-      proc.once('error', (err: NodeJS.ErrnoException) =>
-        reject(
-          err.code === 'ENOENT'
-            ? new Error(`${binary} is not installed: ${PACKAGES[binary] ?? `install ${binary}`}`)
-            : err,
-        ),
-      );
-      proc.once('spawn', () => resolve());
-    });
-    child = proc;
-    await waitForRedis(url);
-  };
-  const stop = async (signal: NodeJS.Signals = 'SIGTERM') => {
-    const proc = child;
-    child = undefined;
-    if (!proc || proc.exitCode !== null) return;
-    const exited = new Promise((r) => proc.once('exit', r));
-    proc.kill(signal);
-    await exited;
-  };
+  const { launch, stop } = serverProcess(binary, url, [
+    '--port',
+    String(port),
+    '--bind',
+    '127.0.0.1',
+    '--dir',
+    dir,
+    '--appendonly',
+    persistence.appendonly ?? 'yes',
+    '--appendfsync',
+    persistence.appendfsync ?? 'everysec',
+    '--save',
+    '',
+    '--maxmemory-policy',
+    'noeviction',
+  ]);
   await launch();
   return {
     url,
@@ -128,5 +101,46 @@ export async function startPrivateRedis(
       await stop();
       rmSync(dir, { recursive: true, force: true });
     },
+  };
+}
+
+/** A test's server process: `launch` (again after `stop`) and `stop` (no-op once it has exited). */
+export interface ServerProcess {
+  launch(): Promise<void>;
+  stop(signal?: NodeJS.Signals): Promise<void>;
+  pid(): number | undefined;
+}
+
+/**
+ * `binary` with `args`, answering at `url` once launched. Launching rejects naming the package to
+ * install when the binary is missing.
+ */
+export function serverProcess(binary: string, url: string, args: readonly string[]): ServerProcess {
+  let child: ChildProcess | undefined;
+  return {
+    async launch() {
+      const proc = spawn(binary, args, { stdio: 'ignore' });
+      await new Promise<void>((resolve, reject) => {
+        proc.once('error', (err: NodeJS.ErrnoException) =>
+          reject(
+            err.code === 'ENOENT'
+              ? new Error(`${binary} is not installed: ${PACKAGES[binary] ?? `install ${binary}`}`)
+              : err,
+          ),
+        );
+        proc.once('spawn', () => resolve());
+      });
+      child = proc;
+      await waitForRedis(url);
+    },
+    async stop(signal: NodeJS.Signals = 'SIGTERM') {
+      const proc = child;
+      child = undefined;
+      if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
+      const exited = new Promise((r) => proc.once('exit', r));
+      proc.kill(signal);
+      await exited;
+    },
+    pid: () => child?.pid,
   };
 }

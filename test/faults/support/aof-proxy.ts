@@ -1,6 +1,6 @@
 import { readdirSync, statSync } from 'node:fs';
-import { createServer, Socket, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
+import { startTcpProxy } from './tcp-proxy.js';
 
 /**
  * A TCP proxy in front of a Valkey that remembers how much of the AOF was surely written when each
@@ -34,8 +34,6 @@ export interface AofProxy {
 
 /** Starts the proxy in front of the Valkey at `target` whose data folder is `dir`. */
 export async function startAofProxy(target: string, dir: string): Promise<AofProxy> {
-  const { hostname, port } = new URL(target);
-  const sockets = new Set<Socket>();
   let file = newestIncr(dir);
   let lastSize = 0;
   let waitaofAnswers = 0;
@@ -51,16 +49,7 @@ export async function startAofProxy(target: string, dir: string): Promise<AofPro
     samples.push({ at: Date.now(), size: sizeNow() });
     if (samples.length > 200) samples = samples.slice(-100);
   }, 50);
-  const server = createServer((client) => {
-    const upstream = new Socket();
-    for (const s of [client, upstream]) {
-      sockets.add(s);
-      s.on('close', () => sockets.delete(s));
-      s.on('error', () => {
-        client.destroy();
-        upstream.destroy();
-      });
-    }
+  const proxy = await startTcpProxy(target, (client, upstream) => {
     // Replies come in the order of the commands: the n-th reply answers the n-th command.
     const waitaofs = new Set<number>();
     let sent = 0;
@@ -87,12 +76,9 @@ export async function startAofProxy(target: string, dir: string): Promise<AofPro
     });
     client.on('close', () => upstream.destroy());
     upstream.on('close', () => client.destroy());
-    upstream.connect(Number(port), hostname);
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address() as AddressInfo;
   return {
-    url: `redis://127.0.0.1:${address.port}`,
+    url: proxy.url,
     lastWaitaofSize: () => lastSize,
     waitaofReplies: () => waitaofAnswers,
     sizeAgo(ms) {
@@ -111,12 +97,10 @@ export async function startAofProxy(target: string, dir: string): Promise<AofPro
       file = found;
       samples = [];
     },
-    close: () =>
-      new Promise<void>((resolve) => {
-        clearInterval(sampler);
-        for (const s of sockets) s.destroy();
-        server.close(() => resolve());
-      }),
+    close: () => {
+      clearInterval(sampler);
+      return proxy.close();
+    },
   };
 }
 

@@ -1,4 +1,4 @@
-import { createServer, Socket, type AddressInfo } from 'node:net';
+import { startTcpProxy } from './tcp-proxy.js';
 
 /**
  * A TCP proxy in front of Redis that loses one reply: the first time a client sends a command
@@ -18,19 +18,8 @@ export async function startReplyDroppingProxy(
   target: string,
   markers: readonly string[],
 ): Promise<ReplyDroppingProxy> {
-  const { hostname, port } = new URL(target);
-  const sockets = new Set<Socket>();
   let dropped = false;
-  const server = createServer((client) => {
-    const upstream = new Socket();
-    for (const s of [client, upstream]) {
-      sockets.add(s);
-      s.on('close', () => sockets.delete(s));
-      s.on('error', () => {
-        client.destroy();
-        upstream.destroy();
-      });
-    }
+  const proxy = await startTcpProxy(target, (client, upstream) => {
     let armed = false;
     client.on('data', (chunk: Buffer) => {
       if (!dropped && markers.some((marker) => chunk.includes(marker))) armed = true;
@@ -45,17 +34,6 @@ export async function startReplyDroppingProxy(
       }
       client.write(chunk);
     });
-    upstream.connect(Number(port), hostname);
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address() as AddressInfo;
-  return {
-    url: `redis://127.0.0.1:${address.port}`,
-    dropped: () => dropped,
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const s of sockets) s.destroy();
-        server.close(() => resolve());
-      }),
-  };
+  return { url: proxy.url, dropped: () => dropped, close: proxy.close };
 }
