@@ -16,7 +16,7 @@ import {
   type ProjectView,
 } from './controls.js';
 import { asRedisFailure, RedisUnavailableError } from './errors.js';
-import { readOverview, type Overview, type OverviewOptions } from './overview.js';
+import { mergeOverviews, readOverview, type Overview, type OverviewOptions } from './overview.js';
 
 /** Options of {@link createAdmin}; every default matches the service's settings. */
 export interface AdminOptions {
@@ -178,9 +178,13 @@ export function createAdmin(options: AdminOptions): Admin {
         const each = await Promise.all(shards.map((s) => s.store.projects.controlled()));
         return each.flat().sort();
       }),
-    // Shard 0's, as the dashboard's queues (README, known issues).
     overview: (overviewOptions) =>
-      run(() => readOverview(first.store, defaultRate, overviewOptions)),
+      run(async () => {
+        const parts = await Promise.all(
+          shards.map((s) => readOverview(s.store, defaultRate, overviewOptions)),
+        );
+        return mergeOverviews(parts, overviewOptions);
+      }),
     cancel: (dispatchIdInput) => {
       const dispatchId = checkId('dispatchId', dispatchIdInput);
       return run(async () => {

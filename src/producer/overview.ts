@@ -1,5 +1,6 @@
 import type { Rate } from '../config/index.js';
 import { budgetRate } from '../dispatch/budget.js';
+import { compareIds } from '../dispatch/event-reader.js';
 import type { DispatchStore, EventView, TrackedView } from '../dispatch/store.js';
 import { projectView, type ProjectView } from './controls.js';
 
@@ -95,5 +96,34 @@ export async function readOverview(
     tracked: trackedPage.tracked,
     trackedTotal: trackedPage.total,
     events,
+  };
+}
+
+/**
+ * One {@link Overview} of several shards' (each read by {@link readOverview} from its own store):
+ * every shard's projects, the oldest queued, the tracked due soonest, the newest events.
+ */
+export function mergeOverviews(
+  parts: readonly Overview[],
+  options: OverviewOptions = {},
+): Overview {
+  const [first] = parts;
+  if (parts.length === 1 && first) return first;
+  const all = <T>(pick: (o: Overview) => readonly T[]) => parts.flatMap(pick);
+  return {
+    at: Math.max(...parts.map((o) => o.at)),
+    sendPause: parts.find((o) => o.sendPause)?.sendPause ?? null,
+    projects: all((o) => o.projects).slice(0, MAX_PROJECTS),
+    countsExact: parts.every((o) => o.countsExact),
+    queued: all((o) => o.queued)
+      .sort((a, b) => a.enqueuedAt - b.enqueuedAt)
+      .slice(0, options.queued ?? 20),
+    tracked: all((o) => o.tracked)
+      .sort((a, b) => a.nextReadAt - b.nextReadAt)
+      .slice(0, options.tracked ?? 50),
+    trackedTotal: parts.reduce((sum, o) => sum + o.trackedTotal, 0),
+    events: all((o) => o.events)
+      .sort((a, b) => compareIds(b.id, a.id))
+      .slice(0, options.events ?? 20),
   };
 }

@@ -76,4 +76,11 @@ describe('the operator controls with DISPATCH_SHARDS=4', () => {
     expect(entries.map(([, f]) => f[f.indexOf('dispatchId') + 1])).toEqual([dispatchId]);
     await expect(producer.cancel(dispatchId)).rejects.toMatchObject({ code: 'not_cancellable' });
   });
+
+  it('shows every shard on the follow-ups page: both paused projects and the cancelled event', async () => {
+    const overview = await admin.overview();
+    const shown = new Map(overview.projects.map((p) => [p.projectId, p.paused]));
+    for (const [, projectId] of projects()) expect(shown.get(projectId)).toBe(true);
+    expect(overview.events.map((e) => e.type)).toEqual(['followup.cancelled']);
+  });
 });
