@@ -3,7 +3,7 @@ import type { Redis } from 'ioredis';
 import { RedisUnavailableError } from '../producer/index.js';
 import { connect } from '../redis/connections.js';
 import { within } from '../runtime/deadline.js';
-import { EVENT_TYPES } from '../dispatch/event.js';
+import { EVENT_TYPES, readEventEntry } from '../dispatch/event.js';
 import { compareIds } from '../dispatch/event-reader.js';
 import { shardsOf } from '../runtime/shards.js';
 import { EXIT, UsageError, type Command, type CommandContext } from './command.js';
@@ -223,21 +223,12 @@ class Printer {
   }
 
   print(id: string, flat: string[]): void {
-    const fields: Record<string, unknown> = { id };
-    for (let i = 0; i + 1 < flat.length; i += 2) fields[flat[i] as string] = flat[i + 1];
+    const { type, projectId, event, fields } = readEventEntry(flat);
     const { types, projects } = this.filter;
-    if (types.size > 0 && !types.has(String(fields['type']))) return;
-    if (projects.size > 0 && !projects.has(String(fields['projectId']))) return;
-    if (typeof fields['event'] === 'string') fields['event'] = parseOrKeep(fields['event']);
-    this.out.write(`${JSON.stringify(fields)}\n`);
+    if (types.size > 0 && !types.has(type)) return;
+    if (projects.size > 0 && !projects.has(projectId)) return;
+    const line = { id, ...fields, ...(fields['event'] === undefined ? {} : { event }) };
+    this.out.write(`${JSON.stringify(line)}\n`);
     this.#printed++;
-  }
-}
-
-function parseOrKeep(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return text;
   }
 }

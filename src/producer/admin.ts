@@ -1,10 +1,9 @@
-import { Queue } from 'bullmq';
+import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { parseRate, type Config, type Rate } from '../config/index.js';
 import { budgetRate } from '../dispatch/budget.js';
-import { DispatchStore } from '../dispatch/store.js';
 import { connect } from '../redis/connections.js';
-import { keysFor, QUEUE_NAMES, queueOptions, shardLayout, shardOf } from '../redis/keys.js';
+import { shardLayout, shardOf } from '../redis/keys.js';
 import { within } from '../runtime/deadline.js';
 import { wakeDispatch } from '../runtime/jobs.js';
 import {
@@ -16,6 +15,7 @@ import {
   type ProjectView,
 } from './controls.js';
 import { asRedisFailure, RedisUnavailableError } from './errors.js';
+import { openShards } from './shards.js';
 import { mergeOverviews, readOverview, type Overview, type OverviewOptions } from './overview.js';
 
 /** Options of {@link createAdmin}; every default matches the service's settings. */
@@ -99,24 +99,15 @@ export function createAdmin(options: AdminOptions): Admin {
     // Failures reach the caller as rejected calls.
   });
   const eventsStream = options.eventsStream ?? 'agent-dispatch:events';
-  const shardCount = options.shards ?? 1;
   // Per shard its dispatch queue and store: a project's controls, budget and lanes are in its own.
-  const shards = shardLayout(prefix, eventsStream, shardCount, cluster).map((shard) => {
-    const queue = new Queue(QUEUE_NAMES.dispatch, {
-      connection: redis,
-      ...queueOptions(shard.prefix),
-    });
-    queue.on('error', () => {});
-    const store = new DispatchStore(redis, keysFor(shard.prefix), {
-      eventsStream: shard.eventsStream,
-      eventsMaxLen: options.eventsMaxLen ?? 1_000_000,
-      retentionMs: options.dispatchRetentionMs ?? 7 * 86_400_000,
-    });
-    return { queue, store };
-  });
+  const layout = shardLayout(prefix, eventsStream, options.shards ?? 1, cluster);
+  const shards = openShards(redis, layout, () => {}, {
+    eventsMaxLen: options.eventsMaxLen ?? 1_000_000,
+    retentionMs: options.dispatchRetentionMs ?? 7 * 86_400_000,
+  }).map((s) => ({ queue: s.queue, store: s.store(redis) }));
   const first = shards[0] as (typeof shards)[number];
   const { queue } = first;
-  const shardFor = (projectId: string) => shards[shardOf(projectId, shardCount)] ?? first;
+  const shardFor = (projectId: string) => shards[shardOf(projectId, shards.length)] ?? first;
   const readyTimeoutMs = options.readyTimeoutMs ?? 5_000;
   let closing: Promise<void> | undefined;
 
