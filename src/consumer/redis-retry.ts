@@ -2,8 +2,9 @@ import { sleep } from '../runtime/deadline.js';
 
 /**
  * Retries of the worker's own Redis commands. Only commands that are safe to run twice are
- * retried: ACQUIRE with its attempt token (a second run answers `go` again, spending nothing) and
- * MARK_SENT (a second run finds its own state). BullMQ's commands are BullMQ's business.
+ * retried: ACQUIRE with its attempt token (a second run answers `go` again, spending nothing),
+ * MARK_SENT and REQUEUE (a second run finds its own state). BullMQ's commands are BullMQ's
+ * business.
  */
 
 /** ACQUIRE is retried this many times after a connection error, `ACQUIRE_BACKOFF_MS` doubling. */

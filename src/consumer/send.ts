@@ -126,7 +126,7 @@ async function onFailure(
     case 'auth_paused': {
       ctx.metrics.sends.inc({ outcome: 'auth_paused' });
       // The API did not take it: queued again, its budget unit back, no attempt spent.
-      await ctx.store.requeue(ref, attempt.n, attempt.token, true);
+      await requeue(ctx, ref, attempt, true, 0, log);
       // It left with a key the file no longer holds: try the new one at once, pause nothing.
       if (ctx.refreshKey()) return park(ctx, job, token, Date.now());
       const probeAt = await pauseSends(ctx.store, failure.httpStatus, log);
@@ -139,7 +139,7 @@ async function onFailure(
       const streak = (ctx.rateLimitStreak.get(ref.projectId) ?? 0) + 1;
       ctx.rateLimitStreak.set(ref.projectId, streak);
       const parkMs = rateLimitParkMs(failure.retryAfterMs, ctx.config.sendRateLimit, streak - 1);
-      const requeued = await ctx.store.requeue(ref, attempt.n, attempt.token, false, parkMs);
+      const requeued = await requeue(ctx, ref, attempt, false, parkMs, log);
       const until = typeof requeued === 'number' && requeued > 0 ? requeued : Date.now() + parkMs;
       log.warn({ parkMs, retryAfterMs: failure.retryAfterMs }, LIFECYCLE.projectParked);
       ctx.metrics.parkProject(ref.projectId, until);
@@ -149,7 +149,7 @@ async function onFailure(
     }
     case 'transient':
       ctx.metrics.sends.inc({ outcome: 'transient' });
-      await ctx.store.requeue(ref, attempt.n, attempt.token, failure.refund);
+      await requeue(ctx, ref, attempt, failure.refund, 0, log);
       if (job.attemptsMade + 1 >= (job.opts.attempts ?? 1)) {
         log.warn({ err, attempt: attempt.n }, LIFECYCLE.followupSendFailed);
         return endUndeliverable(ctx, ref, `send_failed:${failure.reason}`, 'queued');
@@ -171,6 +171,25 @@ async function onFailure(
       await recordOutcome(ctx, ref, attempt, 'sent', undefined, log);
       return failure.kind;
   }
+}
+
+/**
+ * Puts a refused send back to `queued` (see `store.requeue`), retried like a send's answer: a
+ * re-queue the disk did not keep runs again once Redis is back, before the job moves on.
+ */
+function requeue(
+  ctx: SendContext,
+  ref: DispatchRef,
+  attempt: Attempt,
+  refund: boolean,
+  parkMs: number,
+  log: Logger,
+) {
+  return retryFor(
+    markSentRetryMs(ctx.config),
+    () => ctx.store.requeue(ref, attempt.n, attempt.token, refund, parkMs),
+    (err, retryInMs) => log.warn({ err, retryInMs }, LIFECYCLE.redisError),
+  );
 }
 
 /**

@@ -140,7 +140,10 @@ export async function acquire(
       // make the follow-up `queued` again, and it would be sent twice.
       const notDurable = await onDisk(state, connection);
       if (notDurable === undefined) return { kind, attempt: n, prompt: text, probe: probe === 1 };
-      await requeue(state, ref, n, attemptToken, true, 0);
+      // Its own wait may fail too: the next run of the job then finds the intent in doubt.
+      await requeue(state, ref, n, attemptToken, true, 0).catch((err: unknown) => {
+        if (!(err instanceof NotDurableError)) throw err;
+      });
       return { kind: 'not_durable', reason: notDurable };
     }
     case 'blocked':
@@ -201,6 +204,7 @@ export async function requeue(
   parkMs = 0,
 ): Promise<number | Exclude<MarkResult, 'marked'>> {
   const { keys } = state;
+  const connection = wroteOn(state);
   const reply = (await state.scripts.run(
     'requeue',
     [
@@ -212,7 +216,14 @@ export async function requeue(
     [ref.dispatchId, attempt, refund ? '1' : '0', Math.max(0, Math.round(parkMs)), attemptToken],
   )) as number;
   if (reply === -1) return 'moved-on';
-  return reply === -2 ? 'stale' : reply;
+  if (reply === -2) return 'stale';
+  // On disk before the BullMQ job moves on: a crash that took the re-queue back would leave the
+  // dispatch `sending` under this attempt's token, and the job's next run would find it in
+  // doubt and end a prompt that never left `undeliverable: ambiguous`. Run again after a
+  // reconnect, the re-queue applies again (or finds its own state: `moved-on`).
+  const notDurable = await onDisk(state, connection);
+  if (notDurable !== undefined) throw new NotDurableError(notDurable);
+  return reply;
 }
 
 export async function isNext(state: StoreState, ref: DispatchRef): Promise<boolean> {

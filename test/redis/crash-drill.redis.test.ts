@@ -19,10 +19,11 @@ describe('a Valkey crash with the AOF cut back to what was fsynced', () => {
   afterEach(() => ns.cleanup());
   const sizes = { batch: 4, batchIntervalMs: 20, loadMs: [800, 1_500] as const };
 
-  it('REDIS_DURABILITY=fsync: 3 crashes, nothing accepted lost, no prompt sent twice, one event each', async () => {
+  it('REDIS_DURABILITY=fsync, a quarter of API requests 5xx: 3 crashes, nothing accepted lost, no prompt sent twice, one event each, none left in doubt', async () => {
     const result = await runAofDrill(ns, simulator(), {
       ...sizes,
       mode: 'fsync',
+      apiErrorRate: 0.25,
       crashes: 3,
       settleMs: 10_000,
       finalSettleMs: 30_000,

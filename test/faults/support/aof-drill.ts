@@ -38,6 +38,11 @@ export interface AofDrillOptions {
   readonly settleMs: number;
   /** Longest wait, after the last crash, for every follow-up to end. */
   readonly finalSettleMs: number;
+  /**
+   * The share of API requests answered 5xx (default 0): each refused send is re-queued, so the
+   * crashes also cut re-queues.
+   */
+  readonly apiErrorRate?: number;
 }
 
 /** What one crash did, and its books. */
@@ -79,6 +84,7 @@ export async function runAofDrill(
   simulator: Simulator,
   o: AofDrillOptions,
 ): Promise<AofDrillResult> {
+  simulator.setFaults({ serverErrorRate: o.apiErrorRate ?? 0 });
   const server = await startPrivateRedis('valkey-server');
   const proxy = await startAofProxy(server.url, server.dir);
   const durability = o.mode === 'fsync' ? 'fsync' : 'none';
@@ -123,6 +129,7 @@ export async function runAofDrill(
       unclean: uncleanExits(processes, exits),
     };
   } finally {
+    simulator.setFaults({ serverErrorRate: 0 });
     await Promise.all(processes.map((p) => p.stop('SIGKILL')));
     await producer.close();
     await probe.close();
@@ -317,5 +324,5 @@ function keepLogs(processes: readonly CliProcess[]): void {
 export function describeCrash(c: Crash, n: number): string {
   const b = c.books;
   const stranded = Object.entries(c.stranded).map(([where, count]) => `${count} × ${where}`);
-  return `crash ${n + 1}: accepted ${c.accepted} (${c.refused} refused under the kill, retried), AOF cut by ${c.cutBytes} bytes; lost ${b.lost.length} (records gone ${c.gone}), sent twice ${b.duplicateDeliveries.length}, not exactly one event ${c.notOneEvent}${stranded.length ? ` (${stranded.join('; ')})` : ''}, order violations ${b.orderViolations.length}, settled ${c.quiet}`;
+  return `crash ${n + 1}: accepted ${c.accepted} (${c.refused} refused under the kill, retried), AOF cut by ${c.cutBytes} bytes; lost ${b.lost.length} (records gone ${c.gone}), sent twice ${b.duplicateDeliveries.length}, not exactly one event ${c.notOneEvent}${stranded.length ? ` (${stranded.join('; ')})` : ''}, order violations ${b.orderViolations.length}, settled ${c.quiet}; endings ${JSON.stringify(b.endings)}`;
 }
