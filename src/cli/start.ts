@@ -157,7 +157,7 @@ async function runAll(
     { ...kit, config },
     { name: 'start', dashboard: true, intake: true, roles },
   );
-  const { server, producer, redis, keys } = http;
+  const { server, producer, redis } = http;
   const token = config.dashboardToken ?? '';
   say(
     `dashboard: ${server.url}/dashboard${made.DASHBOARD_TOKEN ? `?token=${token}` : ' (DASHBOARD_TOKEN)'}`,
@@ -173,10 +173,16 @@ async function runAll(
       `enqueued ${results.filter((r) => !r.deduplicated).length} demo follow-ups (${results.length} in the demo set)`,
     );
   }
-  const [dispatchQueue] = http.queues;
-  const stopProgress = dispatchQueue
-    ? startProgress({ queue: dispatchQueue, redis, keys, metrics: kit.metrics }, ctx.stderr)
-    : () => {};
+  // The progress line follows the first shard (start runs one unless DISPATCH_SHARDS says more).
+  const [first] = http.shards;
+  const dispatchQueue = first?.queues[0];
+  const stopProgress =
+    first && dispatchQueue
+      ? startProgress(
+          { queue: dispatchQueue, redis, keys: first.keys, metrics: kit.metrics },
+          ctx.stderr,
+        )
+      : () => {};
   // Closed in reverse: the HTTP server first (no new intake), then the poller, then the worker.
   return runUntilSignal(ctx, kit, [
     ...roles,
