@@ -7,8 +7,9 @@ import {
 } from '../dispatch/followup.js';
 import { describeDispatch } from '../dispatch/status.js';
 import { connect } from '../redis/connections.js';
-import { connectionOf, type DurabilityAssessment } from '../redis/durability.js';
-import { shardLayout } from '../redis/keys.js';
+import type { DurabilityAssessment } from '../redis/durability.js';
+import { markWrite } from '../redis/write-mark.js';
+import { keysFor, shardLayout } from '../redis/keys.js';
 import { checkProducerLayout, LayoutError } from '../redis/layout.js';
 import { within } from '../runtime/deadline.js';
 import {
@@ -112,14 +113,14 @@ export function createProducer(options: ProducerOptions): Producer {
       attempts,
       traceparents,
     );
-    const wroteOn = connectionOf(client);
+    const mark = await markWrite(client, keysFor(shard.shard.prefix).open);
     const first = await execute(transaction, redis);
     const replies = await addMissingJobs(shard.queue, client, transaction, first, attempts).catch(
       (err: unknown) => {
         throw asRedisFailure(err, redis);
       },
     );
-    await disk.onDisk(client, assessment, wroteOn);
+    await disk.onDisk(assessment, mark);
     return resultsOf(followUps, transaction, replies, redis);
   }
 
