@@ -20,7 +20,13 @@ import {
 } from './errors.js';
 import { startSendSpans } from '../telemetry/tracing.js';
 import { cancelFollowUp, checkId } from './controls.js';
-import { mergeShardResults, openShards, splitByShard, type ProducerShard } from './shards.js';
+import {
+  keysTakenElsewhere,
+  mergeShardResults,
+  openShards,
+  splitByShard,
+  type ProducerShard,
+} from './shards.js';
 import { addMissingJobs, buildTransaction, execute, resultsOf } from './transaction.js';
 
 import type { Producer, ProducerOptions } from './api.js';
@@ -145,7 +151,10 @@ export function createProducer(options: ProducerOptions): Producer {
     try {
       const client = await connection();
       const assessment = await disk.assess(client);
-      const batches = splitByShard(followUps, shardCount);
+      const taken = await keysTakenElsewhere(client, shards, followUps).catch((err: unknown) => {
+        throw asRedisFailure(err, redis);
+      });
+      const batches = splitByShard(followUps, shardCount, new Set(taken.map((c) => c.index ?? -1)));
       const settled = await Promise.allSettled(
         batches.map((b) =>
           enqueueIn(
@@ -157,7 +166,7 @@ export function createProducer(options: ProducerOptions): Producer {
           ),
         ),
       );
-      const results = mergeShardResults(followUps.length, batches, settled);
+      const results = mergeShardResults(followUps.length, batches, settled, taken);
       spans.end(results.map((r) => r.dispatchId));
       return results;
     } catch (err) {
