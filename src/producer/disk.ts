@@ -25,7 +25,7 @@ export interface DiskGuard {
    * cluster, the shard's master's). A timeout is a retryable failure: the follow-ups may or may
    * not be kept, so retry with the same key.
    */
-  onDisk(assessment: DurabilityAssessment, mark: WriteMark): Promise<void>;
+  onDisk(assessment: DurabilityAssessment, mark: WriteMark | undefined): Promise<void>;
 }
 
 /** The producer's {@link DiskGuard} for `REDIS_DURABILITY` `setting` (default `fsync`). */
@@ -50,6 +50,8 @@ export function diskGuard(
       return assessment;
     },
     async onDisk(assessment, mark) {
+      // Marked before the write whenever the assessment waits (see the producer).
+      if (!mark) return;
       try {
         await waitForDisk(mark, assessment, timeoutMs);
       } catch (err) {

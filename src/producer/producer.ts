@@ -119,7 +119,10 @@ export function createProducer(options: ProducerOptions): Producer {
       attempts,
       traceparents,
     );
-    const mark = await markWrite(client, keysFor(shard.shard.prefix).open);
+    const mark =
+      assessment.mode === 'waitaof'
+        ? await markWrite(client, keysFor(shard.shard.prefix).open)
+        : undefined;
     const first = await execute(transaction, redis);
     const replies = await addMissingJobs(shard.queue, client, transaction, first, attempts).catch(
       (err: unknown) => {
