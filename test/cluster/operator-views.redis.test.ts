@@ -19,7 +19,12 @@ describe('the dashboard, the gauges and /readyz on a cluster with DISPATCH_SHARD
   const url = (path: string) => `${serving.server.url}${path}`;
 
   beforeAll(async () => {
-    const env = fleet().env({ DASHBOARD_TOKEN: TOKEN, HTTP_PORT: '0', SHARDS: '0-2' });
+    const env = fleet().env({
+      DASHBOARD_TOKEN: TOKEN,
+      DASHBOARD_ALLOW_RETRIES: 'true',
+      HTTP_PORT: '0',
+      SHARDS: '0-2',
+    });
     const config = loadConfig(env, {}, { required: [] });
     const worker = { name: 'worker', running: () => true, close: () => Promise.resolve() };
     serving = await startServing(roleKit(config), {
@@ -64,6 +69,16 @@ describe('the dashboard, the gauges and /readyz on a cluster with DISPATCH_SHARD
       expect(queue?.counts['waiting']).toBe(s + 1);
       expect(queue?.description).toBe(`keys under ${fleet().shards()[s]?.prefix}`);
     }
+  });
+
+  it("lets a retry through to a shard's queue by its board name only", async () => {
+    const retry = (name: string) =>
+      fetch(url(`/dashboard/api/queues/${encodeURIComponent(name)}/retry/failed`), {
+        method: 'PUT',
+        headers: { ...auth, 'sec-fetch-site': 'same-origin' },
+      });
+    expect((await retry('shard 2: dispatch')).status).toBe(200);
+    expect((await retry('dispatch')).status).toBe(403);
   });
 
   it("reads every shard's queues into the gauges, one series per shard", async () => {
