@@ -1,5 +1,7 @@
+import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { createProducer } from '../../src/producer/index.js';
+import { assessDurability, probeServer } from '../../src/redis/durability.js';
 import { shardOf } from '../../src/redis/keys.js';
 import { keySlot } from '../../src/redis/slot.js';
 import { useClusterFleet } from '../support/cluster-fleet.js';
@@ -7,6 +9,7 @@ import { duplicates } from '../support/events.js';
 import { grid, roundsOf } from '../support/fleet.js';
 import { eventually } from '../support/namespace.js';
 import { callsPerNode, nodeOfSlot, resetCommandStats } from '../support/redis-cluster.js';
+import { freePort } from '../support/redis-server.js';
 import { startRoles, stopAll, waitForWorkers } from '../support/roles.js';
 import { useSimulator } from '../support/simulator.js';
 
@@ -36,10 +39,22 @@ describe('REDIS_DURABILITY=fsync on a Valkey cluster of 3 masters, DISPATCH_SHAR
       .filter((p) => nodeOfShard[shardOf(p, SHARDS)] !== 2);
     expect(projects.length).toBeGreaterThan(0);
 
-    const roles = [...startRoles('worker', 2, env), ...startRoles('poller', 1, env)];
+    const metricsPort = await freePort();
+    const roles = [
+      ...startRoles('worker', 1, { ...env, METRICS_PORT: String(metricsPort) }),
+      ...startRoles('worker', 1, env),
+      ...startRoles('poller', 1, env),
+    ];
     processes.push(...roles);
     for (const shard of fleet().shards())
       await waitForWorkers({ redis, prefix: shard.prefix }, 2, { processes });
+    // The worker's start-up probe asked every master: each keeps the promise by WAITAOF.
+    const ready = await fetch(`http://127.0.0.1:${metricsPort}/readyz`);
+    expect(await ready.json()).toMatchObject({
+      status: 'ready',
+      durability: 'waitaof',
+      checks: { 'auth:shard 0': 'ok', 'auth:shard 5': 'ok' },
+    });
     await resetCommandStats(cluster);
 
     const inputs = grid(simulator(), projects.length, JOBS, ROUNDS).map((input) => ({
@@ -92,4 +107,27 @@ describe('REDIS_DURABILITY=fsync on a Valkey cluster of 3 masters, DISPATCH_SHAR
     const logs = roles.map((r) => r.output.stdout + r.output.stderr).join('\n');
     expect(logs).not.toMatch(/CROSSSLOT|not-durable|redis:not-durable/);
   }, 180_000);
+
+  it('goes by the weakest master at start: one master without AOF puts the fleet at risk', async () => {
+    const { cluster, redis } = fleet();
+    const fsync = { mode: 'fsync', replicas: 0, strict: false } as const;
+    const facts = await probeServer(redis);
+    expect(facts).toMatchObject({ waitaof: true, appendonly: 'yes', appendfsync: 'always' });
+    expect(assessDurability(fsync, facts).mode).toBe('waitaof');
+    const node = new Redis(cluster.nodes[1]?.url ?? '');
+    try {
+      await node.config('SET', 'appendonly', 'no');
+      await node.config('SET', 'appendfsync', 'everysec');
+      const weakened = await probeServer(redis);
+      expect(weakened).toMatchObject({ appendonly: 'no', appendfsync: 'everysec' });
+      expect(assessDurability(fsync, weakened)).toMatchObject({
+        mode: 'at-risk',
+        warning: expect.stringContaining('appendonly no'),
+      });
+    } finally {
+      await node.config('SET', 'appendfsync', 'always');
+      await node.config('SET', 'appendonly', 'yes');
+      node.disconnect();
+    }
+  });
 });
