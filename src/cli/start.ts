@@ -3,6 +3,7 @@ import { ConfigError, loadConfig, type Config, type SettingName } from '../confi
 import { startConsumer } from '../consumer/index.js';
 import { startPoller } from '../poller/index.js';
 import { startEmbeddedRedis, type EmbeddedRedis } from '../redis/embedded.js';
+import { QUEUE_NAMES } from '../redis/keys.js';
 import { startSimulator, type Simulator } from '../simulator/index.js';
 import { createLogger, logFormatFor } from '../telemetry/logger.js';
 import { EXIT, type Command, type CommandContext } from './command.js';
@@ -173,16 +174,12 @@ async function runAll(
       `enqueued ${results.filter((r) => !r.deduplicated).length} demo follow-ups (${results.length} in the demo set)`,
     );
   }
-  // The progress line follows the first shard (start runs one unless DISPATCH_SHARDS says more).
-  const [first] = http.shards;
-  const dispatchQueue = first?.queues[0];
-  const stopProgress =
-    first && dispatchQueue
-      ? startProgress(
-          { queue: dispatchQueue, redis, keys: first.keys, metrics: kit.metrics },
-          ctx.stderr,
-        )
-      : () => {};
+  // The progress line counts every shard's dispatch queue and tracked follow-ups.
+  const queued = http.shards.flatMap(({ queues, keys }) => {
+    const queue = queues.find((q) => q.name === QUEUE_NAMES.dispatch);
+    return queue ? [{ queue, keys }] : [];
+  });
+  const stopProgress = startProgress({ shards: queued, redis, metrics: kit.metrics }, ctx.stderr);
   // Closed in reverse: the HTTP server first (no new intake), then the poller, then the worker.
   return runUntilSignal(ctx, kit, [
     ...roles,
