@@ -1,12 +1,12 @@
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { loadConfig, type Config, type SettingName } from '../config/index.js';
-import { startHttpServer, type HttpServer } from '../http/index.js';
+import { startHttpServer, type HttpServer, type SendPauseCheck } from '../http/index.js';
 import { createProducer, type Producer } from '../producer/index.js';
 import { connect } from '../redis/connections.js';
-import { keysFor, QUEUE_NAMES, queueOptions, type Keys } from '../redis/keys.js';
+import { keysFor, QUEUE_NAMES, queueOptions, type ShardView } from '../redis/keys.js';
 import { closeInOrder, type Role } from '../runtime/role.js';
-import { shardsOf } from '../runtime/shards.js';
+import { servedShards, shardsOf } from '../runtime/shards.js';
 import { createLogger, logFormatFor, type Logger } from '../telemetry/logger.js';
 import { createMetrics, type Metrics } from '../telemetry/metrics.js';
 import { LIFECYCLE } from '../telemetry/names.js';
@@ -78,7 +78,7 @@ export interface ServingOptions {
   readonly dashboard: boolean;
   /** Serves the intake (`POST /v1/followups`) with its own producer. */
   readonly intake: boolean;
-  /** The process sends: `/readyz` reports the fleet-wide send pause and these roles. */
+  /** The process sends: `/readyz` reports these roles and the send pause of its shards. */
   readonly roles?: readonly Role[];
 }
 
@@ -86,36 +86,47 @@ export interface ServingOptions {
 export interface Serving extends Role {
   readonly server: HttpServer;
   readonly redis: Redis;
-  readonly queues: readonly Queue[];
+  /** Every shard of the deployment, with its queues when the dashboard is on. */
+  readonly shards: readonly ShardView[];
   readonly producer: Producer | undefined;
-  readonly keys: Keys;
 }
 
-/** Starts the HTTP server of a process with its own Redis connection, queues and producer. */
+/**
+ * Starts the HTTP server of a process with its own Redis connection (a cluster's, on a cluster),
+ * every shard's queues and its producer. The dashboard and the gauges show every shard; `/readyz`
+ * reports the send pause of each shard the process serves (`SHARDS`).
+ */
 export async function startServing(kit: RoleKit, options: ServingOptions): Promise<Serving> {
   const { config, logger, metrics } = kit;
   const redis = connect(config, 'worker', options.name);
-  // The dashboard, the gauges and /readyz's pause read the first shard (README, known issues).
-  const [first] = shardsOf(config);
-  const prefix = first?.prefix ?? config.prefix;
   const logRedisError = redisErrorLog(logger, redis);
   redis.on('error', (err: Error) => logRedisError(err, {}));
-  const queues = options.dashboard
-    ? Object.values(QUEUE_NAMES).map((name) => {
-        const queue = new Queue(name, { connection: redis, ...queueOptions(prefix) });
-        queue.on('error', (err: Error) => logRedisError(err, { queue: name }));
-        return queue;
-      })
-    : [];
+  const shards = shardsOf(config).map((shard): ShardView => {
+    const queues = options.dashboard
+      ? Object.values(QUEUE_NAMES).map((name) => {
+          const queue = new Queue(name, { connection: redis, ...queueOptions(shard.prefix) });
+          queue.on('error', (err: Error) =>
+            logRedisError(err, { queue: name, shard: shard.index }),
+          );
+          return queue;
+        })
+      : [];
+    return {
+      index: shard.index,
+      name: `shard ${shard.index}`,
+      keys: keysFor(shard.prefix),
+      queues,
+    };
+  });
+  const queues = shards.flatMap((shard) => shard.queues);
   const producer = options.intake ? producerFor(config) : undefined;
-  const keys = keysFor(prefix);
-  metrics.watchRedis({ queues, redis, keys, logger });
+  metrics.watchRedis({ shards, redis, logger });
   const roles = options.roles;
   const close = async () => {
     await closeInOrder(logger, config.shutdownTimeoutMs, [
       ['http', () => server?.close() ?? Promise.resolve()],
       ['producer', () => producer?.close() ?? Promise.resolve()],
-      ...queues.map((queue) => [`queue:${queue.name}`, () => queue.close()] as const),
+      ...queues.map((queue) => [`queue:${queue.qualifiedName}`, () => queue.close()] as const),
     ]);
     redis.disconnect();
   };
@@ -126,16 +137,31 @@ export async function startServing(kit: RoleKit, options: ServingOptions): Promi
       logger,
       metrics,
       redis,
-      queues,
+      shards,
       producer,
       roles: () => (roles ?? []).map((r) => ({ name: r.name, running: r.running() })),
-      authPauseKey: roles ? keys.authPause : undefined,
+      sendPauses: roles ? sendPausesOf(config, shards) : undefined,
     });
   } catch (err) {
     await close();
     throw err;
   }
-  return { name: 'http', running: () => true, close, server, redis, queues, producer, keys };
+  return { name: 'http', running: () => true, close, server, redis, shards, producer };
+}
+
+/**
+ * The send pause of each shard the process serves, as `/readyz` checks it: `auth` with one shard
+ * (the name it always had), `auth:shard 3` for each served shard otherwise.
+ */
+function sendPausesOf(config: Config, shards: readonly ShardView[]): SendPauseCheck[] {
+  const served = new Set(servedShards(config).map((shard) => shard.index));
+  const many = config.shardCount > 1;
+  return shards
+    .filter((shard) => served.has(shard.index))
+    .map((shard) => ({
+      check: many ? `auth:${shard.name}` : 'auth',
+      key: shard.keys.authPause,
+    }));
 }
 
 /**

@@ -7,11 +7,10 @@ import type { Metrics } from '../telemetry/metrics.js';
 /** How often `start` looks at the queues; a line is printed only when something moved. */
 const PROGRESS_EVERY_MS = 2_000;
 
-/** What the progress line counts. */
+/** What the progress line counts: every shard's dispatch queue and tracked set. */
 export interface ProgressSource {
-  readonly queue: Queue;
+  readonly shards: readonly { readonly queue: Queue; readonly keys: Keys }[];
   readonly redis: Redis;
-  readonly keys: Keys;
   readonly metrics: Metrics;
 }
 
@@ -39,12 +38,18 @@ export function startProgress(source: ProgressSource, out: Writable): () => void
   return () => clearInterval(timer);
 }
 
-async function describe({ queue, redis, keys, metrics }: ProgressSource): Promise<string> {
-  const [counts, tracked, events] = await Promise.all([
-    queue.getJobCounts('wait', 'prioritized', 'delayed', 'active'),
-    redis.zcard(keys.tracked),
+async function describe({ shards, redis, metrics }: ProgressSource): Promise<string> {
+  const [perShard, trackedPerShard, events] = await Promise.all([
+    Promise.all(
+      shards.map((s) => s.queue.getJobCounts('wait', 'prioritized', 'delayed', 'active')),
+    ),
+    Promise.all(shards.map((s) => redis.zcard(s.keys.tracked))),
     metrics.eventsPublished.get(),
   ]);
+  const counts: Record<string, number> = {};
+  for (const shard of perShard)
+    for (const [state, n] of Object.entries(shard)) counts[state] = (counts[state] ?? 0) + n;
+  const tracked = trackedPerShard.reduce((a, b) => a + b, 0);
   const byType = new Map(events.values.map((v) => [String(v.labels['type']), v.value]));
   const ended = (type: string) => byType.get(`followup.${type}`) ?? 0;
   return [

@@ -3,6 +3,7 @@ import { ConfigError, loadConfig, type Config, type SettingName } from '../confi
 import { startConsumer } from '../consumer/index.js';
 import { startPoller } from '../poller/index.js';
 import { startEmbeddedRedis, type EmbeddedRedis } from '../redis/embedded.js';
+import { QUEUE_NAMES } from '../redis/keys.js';
 import { startSimulator, type Simulator } from '../simulator/index.js';
 import { createLogger, logFormatFor } from '../telemetry/logger.js';
 import { EXIT, type Command, type CommandContext } from './command.js';
@@ -157,7 +158,7 @@ async function runAll(
     { ...kit, config },
     { name: 'start', dashboard: true, intake: true, roles },
   );
-  const { server, producer, redis, keys } = http;
+  const { server, producer, redis } = http;
   const token = config.dashboardToken ?? '';
   say(
     `dashboard: ${server.url}/dashboard${made.DASHBOARD_TOKEN ? `?token=${token}` : ' (DASHBOARD_TOKEN)'}`,
@@ -173,10 +174,12 @@ async function runAll(
       `enqueued ${results.filter((r) => !r.deduplicated).length} demo follow-ups (${results.length} in the demo set)`,
     );
   }
-  const [dispatchQueue] = http.queues;
-  const stopProgress = dispatchQueue
-    ? startProgress({ queue: dispatchQueue, redis, keys, metrics: kit.metrics }, ctx.stderr)
-    : () => {};
+  // The progress line counts every shard's dispatch queue and tracked follow-ups.
+  const queued = http.shards.flatMap(({ queues, keys }) => {
+    const queue = queues.find((q) => q.name === QUEUE_NAMES.dispatch);
+    return queue ? [{ queue, keys }] : [];
+  });
+  const stopProgress = startProgress({ shards: queued, redis, metrics: kit.metrics }, ctx.stderr);
   // Closed in reverse: the HTTP server first (no new intake), then the poller, then the worker.
   return runUntilSignal(ctx, kit, [
     ...roles,

@@ -225,18 +225,8 @@ function keyOf(
   }
 }
 
-/**
- * The shards this process serves (`SHARDS`, every one by default), each below `DISPATCH_SHARDS`.
- * On a cluster, WAITAOF would reach a node chosen by the client, not the one that took the write,
- * so `REDIS_DURABILITY` must say `none` there (each node's own `appendfsync` is what keeps writes).
- */
+/** The shards this process serves (`SHARDS`, every one by default), each below `DISPATCH_SHARDS`. */
 function shardsOf(p: Parsed, problems: SettingProblem[]): readonly number[] {
-  if (p.REDIS_CLUSTER && p.REDIS_DURABILITY.mode !== 'none')
-    problems.push({
-      setting: 'REDIS_DURABILITY',
-      message:
-        'must be none with REDIS_CLUSTER=true (WAITAOF is not routed to the node of a shard yet; set appendfsync always on the nodes)',
-    });
   const all = Array.from({ length: p.DISPATCH_SHARDS }, (_, i) => i);
   if (p.SHARDS === undefined) return Object.freeze(all);
   const outside = p.SHARDS.filter((i) => i >= p.DISPATCH_SHARDS);

@@ -110,7 +110,7 @@ export async function acquire(
   attemptToken: string,
 ): Promise<Verdict> {
   const { keys } = state;
-  const connection = wroteOn(state);
+  const connection = await wroteOn(state);
   const reply = (await state.scripts.run(
     'acquire',
     [
@@ -172,7 +172,7 @@ export async function markSent(
   firstDelayMs: number,
   attemptToken: string,
 ): Promise<MarkResult> {
-  const connection = wroteOn(state);
+  const connection = await wroteOn(state);
   const reply = await state.scripts.run(
     'markSent',
     [state.keys.dispatch(ref.dispatchId), state.keys.tracked],

@@ -52,7 +52,7 @@ export async function finish(
   const { keys, options } = state;
   const finishedAt = Date.now();
   const job = ending.job ?? record.job;
-  const connection = wroteOn(state);
+  const connection = await wroteOn(state);
   const reply = (await state.scripts.run(
     'finish',
     [

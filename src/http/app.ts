@@ -1,15 +1,15 @@
-import type { Queue } from 'bullmq';
 import express, { type Express, type RequestHandler } from 'express';
 import type { Redis } from 'ioredis';
 import type { Config } from '../config/index.js';
 import type { Admin, Producer } from '../producer/index.js';
 import { assessOnce } from '../redis/durability.js';
+import type { ShardView } from '../redis/keys.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import { controlsRouter } from './controls.js';
 import { dashboardRouter } from './dashboard.js';
 import { errorHandler, notFound } from './errors.js';
-import { healthRouter } from './health.js';
+import { healthRouter, type SendPauseCheck } from './health.js';
 import { intakeBodyLimitBytes, intakeRouter } from './intake.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 
@@ -20,13 +20,14 @@ export interface AppOptions {
   readonly metrics: Metrics;
   /** A fail-fast connection for `/readyz`. */
   readonly readinessRedis: Redis;
-  readonly queues: readonly Queue[];
+  /** Every shard, with the queues the dashboard shows. */
+  readonly shards: readonly ShardView[];
   readonly producer: Producer | undefined;
   /** The operator controls: the HTTP routes and the dashboard's buttons. */
   readonly admin: Admin;
   readonly roles: () => readonly { name: string; running: boolean }[];
-  /** See `ReadinessSource.authPauseKey`. */
-  readonly authPauseKey?: string | undefined;
+  /** See `ReadinessSource.sendPauses`. */
+  readonly sendPauses?: readonly SendPauseCheck[] | undefined;
 }
 
 /** The express app: health, metrics, intake, dashboard, then JSON 404 and error answers. */
@@ -45,7 +46,7 @@ export function createApp(options: AppOptions): Express {
     healthRouter({
       redis: options.readinessRedis,
       roles: options.roles,
-      authPauseKey: options.authPauseKey,
+      sendPauses: options.sendPauses,
       durability: async () => {
         if (!config.redisUrl) return 'unknown';
         const redis = options.readinessRedis;
@@ -64,7 +65,7 @@ export function createApp(options: AppOptions): Express {
   app.use(
     dashboardRouter({
       token: config.dashboardToken,
-      queues: options.queues,
+      shards: options.shards,
       allowRetries: config.dashboardAllowRetries,
       admin: options.admin,
       allowControls: config.dashboardAllowControls,

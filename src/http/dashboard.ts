@@ -5,6 +5,7 @@ import type { Queue } from 'bullmq';
 import { Router, type RequestHandler } from 'express';
 import { presentsDashboardToken, secretsEqual, sessionCookie } from './auth.js';
 import type { Admin } from '../producer/index.js';
+import type { ShardView } from '../redis/keys.js';
 import type { Logger } from '../telemetry/logger.js';
 import { sendError } from './errors.js';
 import { followupsRouter } from './followups.js';
@@ -15,7 +16,8 @@ export const DASHBOARD_PATH = '/dashboard';
 /** What the dashboard needs. Without a token it is off and says how to turn it on. */
 export interface DashboardOptions {
   readonly token: string | undefined;
-  readonly queues: readonly Queue[];
+  /** Every shard, with its queues: each queue is listed as {@link boardQueues} names it. */
+  readonly shards: readonly ShardView[];
   /**
    * Lets the dashboard retry failed jobs and promote delayed ones; otherwise it is read-only. No
    * other change is ever allowed: see {@link allowedWrite}.
@@ -47,11 +49,13 @@ export function dashboardRouter(options: DashboardOptions): Router {
   }
   const serverAdapter = new ExpressAdapter().setBasePath(DASHBOARD_PATH);
   createBullBoard({
-    queues: options.queues.map(
-      (queue) =>
+    queues: boardQueues(options.shards).map(
+      ({ prefix, queue, description }) =>
         new BullMQAdapter(queue, {
           readOnlyMode: !options.allowRetries,
           allowRetries: options.allowRetries,
+          prefix,
+          description,
         }),
     ),
     serverAdapter,
@@ -71,6 +75,29 @@ export function dashboardRouter(options: DashboardOptions): Router {
     serverAdapter.getRouter() as RequestHandler,
   );
   return router;
+}
+
+/** A queue as bull-board lists it: `name` is `prefix` + the queue's own name. */
+interface BoardQueue {
+  readonly name: string;
+  readonly prefix: string;
+  readonly description: string;
+  readonly queue: Queue;
+}
+
+/**
+ * The queues bull-board lists. With one shard each keeps its own name (`dispatch`, `poll`); with
+ * several each shard's are named after it (`shard 3: dispatch`), described by their Redis prefix
+ * (the shard's hash tag), since every shard's queues have the same BullMQ names.
+ */
+function boardQueues(shards: readonly ShardView[]): BoardQueue[] {
+  return shards.flatMap((shard) =>
+    shard.queues.map((queue) => {
+      const prefix = shards.length > 1 ? `${shard.name}: ` : '';
+      const description = shards.length > 1 ? `keys under ${shard.keys.prefix}` : '';
+      return { name: `${prefix}${queue.name}`, prefix, description, queue };
+    }),
+  );
 }
 
 /**
@@ -128,7 +155,7 @@ function guardWrites(options: DashboardOptions): RequestHandler {
     if (!options.allowRetries) {
       return sendError(res, 405, 'the dashboard is read-only (DASHBOARD_ALLOW_RETRIES)');
     }
-    allowedWrite(req.method, req.path, options.queues).then(
+    allowedWrite(req.method, req.path, boardQueues(options.shards)).then(
       (allowed) =>
         allowed
           ? next()
@@ -146,11 +173,11 @@ const ONE_JOB = /^\/api\/queues\/([^/]+)\/([^/]+)\/(retry|promote)$/;
 async function allowedWrite(
   method: string,
   path: string,
-  queues: readonly Queue[],
+  queues: readonly BoardQueue[],
 ): Promise<boolean> {
   if (method !== 'PUT') return false;
   const queueNamed = (encoded: string | undefined) =>
-    queues.find((q) => q.name === decodeSegment(encoded));
+    queues.find((q) => q.name === decodeSegment(encoded))?.queue;
   const all = RETRY_ALL_FAILED.exec(path) ?? PROMOTE_ALL_DELAYED.exec(path);
   if (all) return queueNamed(all[1]) !== undefined;
   const one = ONE_JOB.exec(path);

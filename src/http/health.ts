@@ -7,16 +7,24 @@ import { within } from '../runtime/deadline.js';
 /** How long `/readyz` waits for Redis to answer PING. A scrape-style probe must answer quickly. */
 export const READY_PING_TIMEOUT_MS = 1_000;
 
+/** One shard's send pause as a `/readyz` check: the check's name and the shard's pause key. */
+export interface SendPauseCheck {
+  /** `auth` with one shard, `auth:shard 3` with several. */
+  readonly check: string;
+  /** `Keys.authPause` of the shard. */
+  readonly key: string;
+}
+
 /** What `/readyz` checks: Redis, and the roles of the process. */
 export interface ReadinessSource {
   /** A connection that fails fast (no offline queue), so PING never waits for a reconnect. */
   readonly redis: Redis;
   readonly roles: () => readonly { name: string; running: boolean }[];
   /**
-   * The key of the fleet-wide send pause (`Keys.authPause`), in processes that send or read the
-   * agent API: their `/readyz` then has an `auth` check.
+   * The send pause of each shard the process serves, in processes that send or read the agent
+   * API: their `/readyz` then has one check per shard (`auth`, or `auth:shard 3`...).
    */
-  readonly authPauseKey?: string | undefined;
+  readonly sendPauses?: readonly SendPauseCheck[] | undefined;
   /**
    * How acknowledged writes are kept (`REDIS_DURABILITY` on this server): shown as the
    * `durability` field, never a failing check (an at-risk server still works).
@@ -28,7 +36,8 @@ export interface ReadinessSource {
  * `/healthz` answers while the process runs (liveness: restart me only when this fails);
  * `/readyz` answers 200 only when Redis answers PING within a second and every role runs
  * (readiness: send me traffic), else 503 naming each failed check. In a process that sends, the
- * `auth` check is `paused ...` while the agent API rejects the key or redirects: such a process
+ * `auth` check of a shard it serves is `paused ...` while the agent API rejects the key or
+ * redirects (each shard pauses and probes on its own): such a process
  * cannot do its work (nothing is lost; it resumes by itself), so it is not ready, though alive.
  * `durability` says how acknowledged writes are kept: `waitaof`, `appendfsync-always`, `none`,
  * `at-risk` (see the start-up warning), or `unknown` while the server cannot be asked.
@@ -42,8 +51,11 @@ export function healthRouter(source: ReadinessSource): Router {
     const checks: Record<string, string> = { redis: await pingRedis(source.redis) };
     for (const role of source.roles())
       checks[`role:${role.name}`] = role.running ? 'ok' : 'not running';
-    if (source.authPauseKey && checks['redis'] === 'ok')
-      checks['auth'] = await authCheck(source.redis, source.authPauseKey);
+    if (checks['redis'] === 'ok') {
+      const pauses = source.sendPauses ?? [];
+      const answers = await Promise.all(pauses.map(({ key }) => authCheck(source.redis, key)));
+      pauses.forEach(({ check }, i) => (checks[check] = answers[i] ?? 'unknown'));
+    }
     const ready = Object.values(checks).every((value) => value === 'ok');
     const durability = source.durability
       ? await source.durability().catch(() => 'unknown' as const)

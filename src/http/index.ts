@@ -4,4 +4,5 @@
  */
 export { startHttpServer, type HttpServer, type HttpServerOptions } from './server.js';
 export { DASHBOARD_PATH } from './dashboard.js';
+export type { SendPauseCheck } from './health.js';
 export { MAX_BATCH, intakeBodyLimitBytes } from './intake.js';

@@ -1,14 +1,14 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Config } from '../config/index.js';
 import { adminFor, type Admin, type Producer } from '../producer/index.js';
 import { duplicate } from '../redis/connections.js';
+import type { ShardView } from '../redis/keys.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import { createApp } from './app.js';
-import { READY_PING_TIMEOUT_MS } from './health.js';
+import { READY_PING_TIMEOUT_MS, type SendPauseCheck } from './health.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 
 /** What {@link startHttpServer} serves. */
@@ -18,8 +18,8 @@ export interface HttpServerOptions {
   metrics: Metrics;
   /** Redis of the process; `/readyz` PINGs through a fail-fast duplicate of it. */
   redis: Redis;
-  /** Queues shown on the dashboard. */
-  queues: Queue[];
+  /** Every shard of the deployment, with the queues the dashboard shows. */
+  shards: readonly ShardView[];
   /** The intake; when absent, or `config.intakeToken` is unset, `/v1/followups` answers 404. */
   producer?: Producer;
   /** The operator controls; by default built on `redis` from the config. */
@@ -27,10 +27,10 @@ export interface HttpServerOptions {
   /** The roles of this process, for `/readyz`. */
   roles: () => readonly { name: string; running: boolean }[];
   /**
-   * In a process that sends: the key of the fleet-wide send pause, so `/readyz` reports it
-   * (`auth` check). Left out by `serve`, whose intake keeps taking follow-ups meanwhile.
+   * In a process that sends: the send pause of each shard it serves, so `/readyz` reports them
+   * (`auth` checks). Left out by `serve`, whose intake keeps taking follow-ups meanwhile.
    */
-  authPauseKey?: string;
+  sendPauses?: readonly SendPauseCheck[] | undefined;
   /** Interface to listen on. @defaultValue `0.0.0.0` */
   host?: string;
 }

@@ -7,6 +7,7 @@ import {
   type DurabilityAssessment,
   type DurabilitySetting,
 } from '../redis/durability.js';
+import type { WriteMark } from '../redis/write-mark.js';
 import { asRedisFailure, RedisUnavailableError } from './errors.js';
 
 /** `REDIS_DURABILITY`'s default. */
@@ -20,10 +21,11 @@ export interface DiskGuard {
    */
   assess(client: Redis): Promise<DurabilityAssessment>;
   /**
-   * Waits until what connection `wroteOn` wrote is on disk (WAITAOF on it). A timeout is a
-   * retryable failure: the follow-ups may or may not be kept, so retry with the same key.
+   * Waits until the write marked `mark` is on disk (WAITAOF on the connection that took it: on a
+   * cluster, the shard's master's). A timeout is a retryable failure: the follow-ups may or may
+   * not be kept, so retry with the same key.
    */
-  onDisk(client: Redis, assessment: DurabilityAssessment, wroteOn: number): Promise<void>;
+  onDisk(assessment: DurabilityAssessment, mark: WriteMark | undefined): Promise<void>;
 }
 
 /** The producer's {@link DiskGuard} for `REDIS_DURABILITY` `setting` (default `fsync`). */
@@ -47,9 +49,11 @@ export function diskGuard(
         throw new NotDurableError(`REDIS_DURABILITY is strict, and ${assessment.warning}`);
       return assessment;
     },
-    async onDisk(client, assessment, wroteOn) {
+    async onDisk(assessment, mark) {
+      // Marked before the write whenever the assessment waits (see the producer).
+      if (!mark) return;
       try {
-        await waitForDisk(client, assessment, timeoutMs, wroteOn);
+        await waitForDisk(mark, assessment, timeoutMs);
       } catch (err) {
         throw err instanceof NotDurableError
           ? new RedisUnavailableError(`${err.message}; retry with the same key`, err)

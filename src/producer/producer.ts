@@ -7,8 +7,9 @@ import {
 } from '../dispatch/followup.js';
 import { describeDispatch } from '../dispatch/status.js';
 import { connect } from '../redis/connections.js';
-import { connectionOf, type DurabilityAssessment } from '../redis/durability.js';
-import { shardLayout } from '../redis/keys.js';
+import type { DurabilityAssessment } from '../redis/durability.js';
+import { markWrite } from '../redis/write-mark.js';
+import { keysFor, shardLayout } from '../redis/keys.js';
 import { checkProducerLayout, LayoutError } from '../redis/layout.js';
 import { within } from '../runtime/deadline.js';
 import {
@@ -19,7 +20,13 @@ import {
 } from './errors.js';
 import { startSendSpans } from '../telemetry/tracing.js';
 import { cancelFollowUp, checkId } from './controls.js';
-import { mergeShardResults, openShards, splitByShard, type ProducerShard } from './shards.js';
+import {
+  keysTakenElsewhere,
+  mergeShardResults,
+  openShards,
+  splitByShard,
+  type ProducerShard,
+} from './shards.js';
 import { addMissingJobs, buildTransaction, execute, resultsOf } from './transaction.js';
 
 import type { Producer, ProducerOptions } from './api.js';
@@ -112,14 +119,17 @@ export function createProducer(options: ProducerOptions): Producer {
       attempts,
       traceparents,
     );
-    const wroteOn = connectionOf(client);
+    const mark =
+      assessment.mode === 'waitaof'
+        ? await markWrite(client, keysFor(shard.shard.prefix).open)
+        : undefined;
     const first = await execute(transaction, redis);
     const replies = await addMissingJobs(shard.queue, client, transaction, first, attempts).catch(
       (err: unknown) => {
         throw asRedisFailure(err, redis);
       },
     );
-    await disk.onDisk(client, assessment, wroteOn);
+    await disk.onDisk(assessment, mark);
     return resultsOf(followUps, transaction, replies, redis);
   }
 
@@ -144,7 +154,10 @@ export function createProducer(options: ProducerOptions): Producer {
     try {
       const client = await connection();
       const assessment = await disk.assess(client);
-      const batches = splitByShard(followUps, shardCount);
+      const taken = await keysTakenElsewhere(client, shards, followUps).catch((err: unknown) => {
+        throw asRedisFailure(err, redis);
+      });
+      const batches = splitByShard(followUps, shardCount, new Set(taken.map((c) => c.index ?? -1)));
       const settled = await Promise.allSettled(
         batches.map((b) =>
           enqueueIn(
@@ -156,7 +169,7 @@ export function createProducer(options: ProducerOptions): Producer {
           ),
         ),
       );
-      const results = mergeShardResults(followUps.length, batches, settled);
+      const results = mergeShardResults(followUps.length, batches, settled, taken);
       spans.end(results.map((r) => r.dispatchId));
       return results;
     } catch (err) {

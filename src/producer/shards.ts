@@ -3,7 +3,7 @@ import type { Redis } from 'ioredis';
 import type { FollowUp } from '../dispatch/followup.js';
 import { DispatchStore } from '../dispatch/store.js';
 import { keysFor, QUEUE_NAMES, queueOptions, shardOf, type Shard } from '../redis/keys.js';
-import type { DispatchJobData } from '../runtime/jobs.js';
+import { newDispatchId, type DispatchJobData } from '../runtime/jobs.js';
 import { IdempotencyConflictError, type KeyConflict, type SendResult } from './errors.js';
 
 /**
@@ -59,10 +59,18 @@ export interface ShardBatch {
   readonly followUps: FollowUp[];
 }
 
-/** Splits a batch by the shard of each follow-up's project, keeping input order within each. */
-export function splitByShard(followUps: readonly FollowUp[], count: number): ShardBatch[] {
+/**
+ * Splits a batch by the shard of each follow-up's project, keeping input order within each, and
+ * leaving out the positions in `refused`.
+ */
+export function splitByShard(
+  followUps: readonly FollowUp[],
+  count: number,
+  refused: ReadonlySet<number> = new Set(),
+): ShardBatch[] {
   const batches = new Map<number, ShardBatch>();
   for (const [index, followUp] of followUps.entries()) {
+    if (refused.has(index)) continue;
     const shard = shardOf(followUp.projectId, count);
     let batch = batches.get(shard);
     if (!batch) batches.set(shard, (batch = { shard, indexes: [], followUps: [] }));
@@ -73,17 +81,55 @@ export function splitByShard(followUps: readonly FollowUp[], count: number): Sha
 }
 
 /**
- * Puts the answers of each shard's transaction back in input order. A key conflict in any shard
- * becomes one {@link IdempotencyConflictError} for the batch, with batch indexes, after every
- * shard committed; any other failure is rethrown (the first one).
+ * The follow-ups of a batch whose idempotency key is taken in another shard than their project's:
+ * a key derives its dispatch id (`newDispatchId`), and REGISTER, which refuses a key used for
+ * other content, sees its own shard only. A key taken in another shard was sent for another
+ * project, so other content: a conflict, as it is on one shard. Read before the MULTIs (every
+ * shard's records of the keyed ids, one pipelined read per shard, in parallel), and within the
+ * batch the first shard a key appears in holds it. What this cannot see: another producer
+ * registering the same key for a project of another shard between this read and the MULTI.
+ * Nothing is read with one shard or without keys.
+ */
+export async function keysTakenElsewhere(
+  client: Redis,
+  shards: readonly ProducerShard[],
+  followUps: readonly FollowUp[],
+): Promise<KeyConflict[]> {
+  const keyed = followUps.flatMap(({ key, projectId }, index) =>
+    key === undefined || shards.length === 1
+      ? []
+      : [{ index, key, dispatchId: newDispatchId(key), shard: shardOf(projectId, shards.length) }],
+  );
+  if (keyed.length === 0) return [];
+  const ids = [...new Set(keyed.map((k) => k.dispatchId))];
+  const found = await Promise.all(shards.map((s) => s.store(client).getMany(ids)));
+  const holder = new Map<string, number>();
+  for (const [shard, records] of found.entries())
+    for (const [i, record] of records.entries())
+      if (record && !holder.has(ids[i] ?? '')) holder.set(ids[i] ?? '', shard);
+  const conflicts: KeyConflict[] = [];
+  for (const { index, key, dispatchId, shard } of keyed) {
+    const home = holder.get(dispatchId);
+    if (home === undefined) holder.set(dispatchId, shard);
+    else if (home !== shard) conflicts.push({ index, key, dispatchId });
+  }
+  return conflicts;
+}
+
+/**
+ * Puts the answers of each shard's transaction back in input order. A key conflict in any shard,
+ * or one `refused` before the transactions (see {@link keysTakenElsewhere}), becomes one
+ * {@link IdempotencyConflictError} for the batch, with batch indexes, after every shard
+ * committed; any other failure is rethrown (the first one).
  */
 export function mergeShardResults(
   total: number,
   batches: readonly ShardBatch[],
   settled: readonly PromiseSettledResult<SendResult[]>[],
+  refused: readonly KeyConflict[] = [],
 ): SendResult[] {
   const results: (SendResult | null)[] = new Array<SendResult | null>(total).fill(null);
-  const conflicts: KeyConflict[] = [];
+  const conflicts: KeyConflict[] = [...refused];
   for (const [i, outcome] of settled.entries()) {
     const batch = batches[i];
     if (!batch) continue;
@@ -97,6 +143,7 @@ export function mergeShardResults(
       outcome.value.forEach((r, j) => (results[batch.indexes[j] ?? 0] = r));
     }
   }
+  conflicts.sort((a, b) => (a.index ?? 0) - (b.index ?? 0));
   if (conflicts.length > 0) throw new IdempotencyConflictError(conflicts, results);
   return results as SendResult[];
 }

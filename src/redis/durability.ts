@@ -1,4 +1,5 @@
-import type { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
+import { connectionOf, nodeConnection, type WriteMark } from './write-mark.js';
 
 /**
  * What survives a Redis crash (contract, promise 7). Redis acknowledges a write once it is in
@@ -33,8 +34,29 @@ export interface ServerFacts {
   readonly connectedReplicas: number;
 }
 
-/** Reads the facts that decide durability: the server and its version, AOF and fsync settings. */
+/**
+ * Reads the facts that decide durability: the server and its version, AOF and fsync settings. On
+ * a cluster every master is asked (each shard's writes wait on its own master), and the weakest
+ * answer of each fact counts.
+ */
 export async function probeServer(redis: Redis): Promise<ServerFacts> {
+  if (!redis.isCluster) return probeNode(redis);
+  await redis.ping();
+  const masters = (redis as unknown as Cluster).nodes('master');
+  if (masters.length === 0) throw new Error('the cluster has no master to ask');
+  const all = await Promise.all(masters.map(probeNode));
+  const weakest = <T extends string>(pick: (f: ServerFacts) => T, order: readonly T[]) =>
+    order.find((value) => all.some((f) => pick(f) === value)) ?? (order.at(-1) as T);
+  return {
+    server: [...new Set(all.map((f) => f.server))].join(', '),
+    waitaof: all.every((f) => f.waitaof),
+    appendonly: weakest((f) => f.appendonly, ['no', 'unknown', 'yes'] as const),
+    appendfsync: weakest((f) => f.appendfsync, ['no', 'everysec', 'unknown', 'always'] as const),
+    connectedReplicas: Math.min(...all.map((f) => f.connectedReplicas)),
+  };
+}
+
+async function probeNode(redis: Redis): Promise<ServerFacts> {
   const info = await redis.info();
   const field = (name: string) => new RegExp(`^${name}:(.*?)\\s*$`, 'm').exec(info)?.[1];
   const valkey = field('valkey_version');
@@ -143,22 +165,26 @@ export class NotDurableError extends Error {
 }
 
 /**
- * Waits until every earlier write of `redis` is fsynced (WAITAOF 1 N), at most `timeoutMs`.
- * Does nothing unless the assessment is `waitaof`. Throws {@link NotDurableError} when WAITAOF
- * timed out or reported fewer copies than asked, or when `redis` reconnected since `wroteOn` (see
- * {@link connectionOf}): the caller must not go on as if it were kept.
+ * Waits until the write marked by `mark` (and every earlier write of its connection) is fsynced:
+ * WAITAOF 1 N on the connection that took it (on a cluster, the master of the write's slot), at
+ * most `timeoutMs`. Does nothing unless the assessment is `waitaof`. Throws
+ * {@link NotDurableError} when WAITAOF timed out or reported fewer copies than asked, or when the
+ * master was unknown, its connection was re-established, or the slot moved since the mark: the
+ * caller must not go on as if it were kept.
  */
 export async function waitForDisk(
-  redis: Redis,
+  mark: WriteMark,
   assessment: Pick<DurabilityAssessment, 'mode' | 'replicas'>,
   timeoutMs: number,
-  wroteOn: number = connectionOf(redis),
 ): Promise<void> {
   if (assessment.mode !== 'waitaof') return;
-  const reply = (await redis.call('WAITAOF', 1, assessment.replicas, timeoutMs)) as [
-    number,
-    number,
-  ];
+  const { node } = mark;
+  if (!node) {
+    throw new NotDurableError(
+      'Redis did not confirm the write on disk: no master of its slot was known when it was sent',
+    );
+  }
+  const reply = (await node.call('WAITAOF', 1, assessment.replicas, timeoutMs)) as [number, number];
   const [local, replicas] = reply;
   if (local < 1 || replicas < assessment.replicas) {
     throw new NotDurableError(
@@ -166,30 +192,13 @@ export async function waitForDisk(
     );
   }
   // WAITAOF speaks for the writes of its own connection only. One sent again after a reconnect
-  // (ioredis resends what was in flight) runs on a new connection and vouches for nothing earlier.
-  if (connectionOf(redis) !== wroteOn) {
+  // (ioredis resends what was in flight) runs on a new connection and vouches for nothing earlier;
+  // a write redirected to another master (the slot moved) is not on this one's disk.
+  if (connectionOf(node) !== mark.connection || nodeConnection(mark.redis, mark.key) !== node) {
     throw new NotDurableError(
-      'Redis did not confirm the write on disk: the connection was re-established after the write, so WAITAOF cannot vouch for it',
+      'Redis did not confirm the write on disk: the connection was re-established (or the slot moved) after the write, so WAITAOF cannot vouch for it',
     );
   }
-}
-
-const connections = new WeakMap<Redis, { n: number }>();
-
-/**
- * Which connection of `redis` is current: a number that changes on every (re)connect. Take it
- * before a write and hand it to {@link waitForDisk}, which refuses to vouch for a write made on an
- * earlier connection.
- */
-export function connectionOf(redis: Redis): number {
-  let counter = connections.get(redis);
-  if (!counter) {
-    const created = { n: 0 };
-    redis.on('connect', () => created.n++);
-    connections.set(redis, created);
-    counter = created;
-  }
-  return counter.n;
 }
 
 const assessments = new Map<string, Promise<DurabilityAssessment>>();

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import type { Queue } from 'bullmq';
 import { shardTag } from './slot.js';
 /**
  * Every Redis key the service writes, built in one place behind the configurable prefix. BullMQ's
@@ -117,6 +118,18 @@ export interface Shard {
   readonly index: number;
   readonly prefix: string;
   readonly eventsStream: string;
+}
+
+/**
+ * One shard as the operator views read it (the dashboard, the queue gauges, `/readyz`): its
+ * number, a name for people (`shard 3`), its keys and its BullMQ queues (none where nothing shows
+ * them).
+ */
+export interface ShardView {
+  readonly index: number;
+  readonly name: string;
+  readonly keys: Keys;
+  readonly queues: readonly Queue[];
 }
 
 /** The base name of a prefix or stream without `{` `}`: a nested hash tag would put all in one. */

@@ -45,12 +45,13 @@ export interface Metrics {
    */
   readonly repairs: Counter<'outcome'>;
   /**
-   * Adds collectors that read Redis at scrape time: `agent_dispatch_queue_jobs{queue,state}`
-   * (`queue.getJobCounts`), `agent_dispatch_tracked_followups` (ZCARD of `keys.tracked`),
-   * `agent_dispatch_poll_lag_seconds` (how overdue the oldest due status read is),
-   * `agent_dispatch_redis_up` (1 when Redis answered the scrape's PING in time, else 0) and
-   * `agent_dispatch_api_auth_paused` (1 while every send of the fleet is paused because the agent
-   * API rejects the key or redirects, else 0).
+   * Adds collectors that read Redis at scrape time, each with a `shard` label (`0` with one
+   * shard): `agent_dispatch_queue_jobs{queue,state,shard}` (`queue.getJobCounts`),
+   * `agent_dispatch_tracked_followups` (ZCARD of `keys.tracked`),
+   * `agent_dispatch_poll_lag_seconds` (how overdue the oldest due status read is) and
+   * `agent_dispatch_api_auth_paused` (1 while every send of the shard is paused because the agent
+   * API rejects the key or redirects, else 0); and `agent_dispatch_redis_up` (1 when Redis
+   * answered the scrape's PING in time, else 0), without a shard.
    * Failures at scrape are logged, never thrown. A later call replaces the source of an earlier one.
    */
   watchRedis(source: RedisSource): void;

@@ -1,14 +1,14 @@
-import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { Gauge, type Registry } from 'prom-client';
-import type { Keys } from '../redis/keys.js';
+import type { Keys, ShardView } from '../redis/keys.js';
 import { within } from '../runtime/deadline.js';
 import type { Logger } from './logger.js';
 import { LIFECYCLE, METRIC_NAMES } from './names.js';
 
 /**
  * The gauges read from Redis at scrape time: the queues' job counts, the tracked follow-ups, the
- * fleet's send pause, whether Redis answers, and the poll lag.
+ * send pause and the poll lag, each per shard (label `shard`, `0` with one shard), and whether
+ * Redis answers.
  */
 
 /**
@@ -19,9 +19,10 @@ const SCRAPE_REDIS_TIMEOUT_MS = 2_000;
 
 /** What `Metrics.watchRedis` reads at scrape time. */
 export interface RedisSource {
-  queues: readonly Queue[];
+  /** Every shard of the deployment: each gauge has one series per shard. */
+  shards: readonly ShardView[];
+  /** One connection for every shard (a cluster's on a cluster). */
   redis: Redis;
-  keys: Keys;
   /** Where scrape failures are logged; defaults to the logger given to `createMetrics`. */
   logger?: Logger;
 }
@@ -39,67 +40,87 @@ export function registerRedisGauges(
   new Gauge({
     name: METRIC_NAMES.queueJobs,
     help: 'Jobs in each BullMQ queue by state, read at scrape time.',
-    labelNames: ['queue', 'state'],
+    labelNames: ['queue', 'state', 'shard'],
     registers: [registry],
     async collect() {
       this.reset();
       const src = current();
       if (!src) return;
+      const queues = src.shards.flatMap((view) =>
+        view.queues.map((queue) => ({ queue, shard: String(view.index) })),
+      );
       await Promise.all(
-        src.queues.map(async (queue) => {
+        queues.map(async ({ queue, shard }) => {
           const counts = await withTimeout(queue.getJobCounts()).catch((err: unknown) => {
-            failed(src, err, { queue: queue.name });
+            failed(src, err, { queue: queue.name, shard });
             return undefined;
           });
           for (const [state, count] of Object.entries(counts ?? {}))
-            this.set({ queue: queue.name, state }, count);
+            this.set({ queue: queue.name, state, shard }, count);
         }),
       );
     },
   });
-  const gauge = (name: string, help: string, read: (src: RedisSource) => Promise<number>) =>
+  const perShard = (
+    name: string,
+    help: string,
+    read: (redis: Redis, keys: Keys) => Promise<number>,
+  ) =>
     new Gauge({
       name,
       help,
+      labelNames: ['shard'],
       registers: [registry],
       async collect() {
+        this.reset();
         const src = current();
         if (!src) return;
-        try {
-          this.set(await withTimeout(read(src)));
-        } catch (err) {
-          // A stale or zero figure would read as a healthy one: NaN shows as a gap on a graph.
-          this.set(Number.NaN);
-          failed(src, err);
-        }
+        await Promise.all(
+          src.shards.map(async (view) => {
+            const shard = String(view.index);
+            try {
+              this.set({ shard }, await withTimeout(read(src.redis, view.keys)));
+            } catch (err) {
+              // A stale or zero figure would read as a healthy one: NaN shows as a gap on a graph.
+              this.set({ shard }, Number.NaN);
+              failed(src, err, { shard });
+            }
+          }),
+        );
       },
     });
-  gauge(
+  perShard(
     METRIC_NAMES.trackedFollowups,
-    'Sent follow-ups whose agent job is being tracked, read at scrape time.',
-    (src) => src.redis.zcard(src.keys.tracked),
+    'Sent follow-ups whose agent job is being tracked, per shard, read at scrape time.',
+    (redis, keys) => redis.zcard(keys.tracked),
   );
-  gauge(
+  perShard(
     METRIC_NAMES.authPaused,
-    'Whether every send of the fleet is paused because the agent API rejects the key (401/403) or redirects (3xx), read at scrape time.',
-    (src) => src.redis.exists(src.keys.authPause),
+    'Whether every send of the shard is paused because the agent API rejects the key (401/403) or redirects (3xx), read at scrape time.',
+    (redis, keys) => redis.exists(keys.authPause),
   );
-  gauge(
-    METRIC_NAMES.redisUp,
-    'Whether Redis answered a PING within 2 s at scrape time (1) or not (0).',
-    (src) =>
-      withTimeout(src.redis.ping()).then(
-        () => 1,
-        () => 0,
-      ),
-  );
-  gauge(
+  new Gauge({
+    name: METRIC_NAMES.redisUp,
+    help: 'Whether Redis answered a PING within 2 s at scrape time (1) or not (0).',
+    registers: [registry],
+    async collect() {
+      const src = current();
+      if (!src) return;
+      this.set(
+        await withTimeout(src.redis.ping()).then(
+          () => 1,
+          () => 0,
+        ),
+      );
+    },
+  });
+  perShard(
     METRIC_NAMES.pollLag,
-    'How long the oldest due status read has been waiting, in seconds (0 when none is due).',
-    async (src) => {
+    'How long the oldest due status read of the shard has been waiting, in seconds (0 when none is due).',
+    async (redis, keys) => {
       const [oldest, time] = await Promise.all([
-        src.redis.zrange(src.keys.tracked, 0, 0, 'WITHSCORES'),
-        src.redis.time(),
+        redis.zrange(keys.tracked, 0, 0, 'WITHSCORES'),
+        redis.time(),
       ]);
       const nowMs = Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000);
       const dueMs = oldest[1] === undefined ? nowMs : Number(oldest[1]);

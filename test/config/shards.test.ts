@@ -32,10 +32,9 @@ describe('shard settings', () => {
     expect(problemsOf({ DISPATCH_SHARDS: '0' })[0]).toMatch(/^DISPATCH_SHARDS: expected a whole/);
   });
 
-  it('refuse REDIS_CLUSTER with a durability that WAITAOF would not keep there', () => {
-    expect(problemsOf({ REDIS_CLUSTER: 'true' })).toEqual([
-      expect.stringMatching(/^REDIS_DURABILITY: must be none with REDIS_CLUSTER=true/),
-    ]);
+  it('take REDIS_CLUSTER with any durability: WAITAOF goes to the master of each shard', () => {
+    expect(problemsOf({ REDIS_CLUSTER: 'true' })).toEqual([]);
+    expect(problemsOf({ REDIS_CLUSTER: 'true', REDIS_DURABILITY: 'fsync!' })).toEqual([]);
     expect(problemsOf({ REDIS_CLUSTER: 'true', REDIS_DURABILITY: 'none' })).toEqual([]);
   });
 });

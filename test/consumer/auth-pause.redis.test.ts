@@ -167,6 +167,6 @@ describe('a fleet whose agent-API key is rejected mid-run', () => {
 /** The value of `agent_dispatch_api_auth_paused` on a process's metrics endpoint. */
 async function metricValue(base: string): Promise<number | undefined> {
   const text = await (await fetch(`${base}/metrics`)).text();
-  const match = /^agent_dispatch_api_auth_paused (\d+)$/m.exec(text);
+  const match = /^agent_dispatch_api_auth_paused\{shard="0"\} (\d+)$/m.exec(text);
   return match ? Number(match[1]) : undefined;
 }

@@ -55,13 +55,14 @@ export async function startTestServer(
     : options.withProducer
       ? createProducer({ redisUrl, prefix: config.prefix, promptMaxBytes: config.promptMaxBytes })
       : undefined;
-  metrics.watchRedis({ queues, redis, keys: keysFor(config.prefix) });
+  const shards = [{ index: 0, name: 'shard 0', keys: keysFor(config.prefix), queues }];
+  metrics.watchRedis({ shards, redis });
   const server = await startHttpServer({
     config: { ...config, httpPort: 0 },
     logger,
     metrics,
     redis,
-    queues,
+    shards,
     producer,
     roles: options.roles ?? (() => []),
     host: '127.0.0.1',

@@ -8,6 +8,7 @@ import {
   waitForDisk,
   type ServerFacts,
 } from '../../src/redis/durability.js';
+import { markWrite } from '../../src/redis/write-mark.js';
 import { createProducer, RedisUnavailableError } from '../../src/producer/index.js';
 import { NotDurableError as ExportedNotDurable } from '../../src/index.js';
 import {
@@ -111,15 +112,16 @@ describe('durability on real servers', () => {
     expect(facts.server).toMatch(/^valkey 8\./);
     const assessed = assessDurability(FSYNC, facts);
     expect(assessed).toMatchObject({ mode: 'waitaof', replicas: 0 });
+    const mark = await markWrite(valkey, 'k');
     await valkey.set('k', 'v');
-    await expect(waitForDisk(valkey, assessed, 1_000)).resolves.toBeUndefined();
+    await expect(waitForDisk(mark, assessed, 1_000)).resolves.toBeUndefined();
     const oneReplica = { mode: 'waitaof', replicas: 1 } as const;
     const started = Date.now();
-    await expect(waitForDisk(valkey, oneReplica, 200)).rejects.toBeInstanceOf(NotDurableError);
+    await expect(waitForDisk(mark, oneReplica, 200)).rejects.toBeInstanceOf(NotDurableError);
     expect(Date.now() - started).toBeGreaterThanOrEqual(150);
     // Nothing is asked of a server where the service does not wait.
     await expect(
-      waitForDisk(valkey, { mode: 'appendfsync-always', replicas: 0 }, 1),
+      waitForDisk(mark, { mode: 'appendfsync-always', replicas: 0 }, 1),
     ).resolves.toBeUndefined();
   });
 

@@ -4,11 +4,11 @@ import { DispatchStore, type DispatchRef } from '../../src/dispatch/store.js';
 import { createProducer } from '../../src/producer/index.js';
 import { keysFor } from '../../src/redis/keys.js';
 import {
-  connectionOf,
   NotDurableError,
   waitForDisk,
   type DurabilityAssessment,
 } from '../../src/redis/durability.js';
+import { markWrite } from '../../src/redis/write-mark.js';
 import { logLines, runCli, runCliToEnd } from '../support/cli.js';
 import { eventually } from '../support/namespace.js';
 import { freePort, startPrivateRedis, type PrivateRedis } from '../support/redis-server.js';
@@ -122,13 +122,13 @@ describe('the store waits for the disk where a crash must not undo a write (Valk
     const client = new Redis(valkey.url, { maxRetriesPerRequest: null });
     try {
       await client.ping();
-      const wroteOn = connectionOf(client);
+      const mark = await markWrite(client, 'reconnect');
       await client.set('reconnect', '1');
-      await expect(waitForDisk(client, WAIT_LOCAL, 1_000, wroteOn)).resolves.toBeUndefined();
+      await expect(waitForDisk(mark, WAIT_LOCAL, 1_000)).resolves.toBeUndefined();
       const reconnected = new Promise((resolve) => client.once('ready', resolve));
       client.disconnect(true);
       await reconnected;
-      const error = await waitForDisk(client, WAIT_LOCAL, 1_000, wroteOn).catch((e: unknown) => e);
+      const error = await waitForDisk(mark, WAIT_LOCAL, 1_000).catch((e: unknown) => e);
       expect(error).toBeInstanceOf(NotDurableError);
       expect(String(error)).toMatch(/connection was re-established/);
     } finally {

@@ -8,7 +8,8 @@ import { freePort, serverProcess } from './redis-server.js';
 
 /**
  * A real local Redis Cluster of masters only (no replica): one `redis-server --cluster-enabled yes`
- * process per master on a free loopback port, joined with `redis-cli --cluster create`. Shared by
+ * process per master on a free loopback port, joined with `redis-cli --cluster create`; or the
+ * same with `valkey-server` and `valkey-cli` (Valkey 8 has WAITAOF, Redis 7.0 has not). Shared by
  * the cluster tests and the bench; it imports nothing from Vitest.
  */
 
@@ -35,8 +36,10 @@ export interface LocalCluster {
   destroy(): Promise<void>;
 }
 
-/** How the nodes keep their writes. */
+/** Which server the nodes run, and how they keep their writes. */
 export interface ClusterPersistence {
+  /** @defaultValue `redis` (redis-server and redis-cli; `valkey`: valkey-server and valkey-cli) */
+  readonly server?: 'redis' | 'valkey';
   /** @defaultValue `no`: a restarted master comes back empty */
   readonly appendonly?: 'yes' | 'no';
   /** @defaultValue `everysec` */
@@ -54,8 +57,16 @@ export async function startLocalCluster(
     for (let i = 0; i < masters; i++)
       nodes.push(await startNode(join(root, String(i)), persistence));
     const addresses = nodes.map((n) => `127.0.0.1:${n.port}`);
+    const server = persistence.server ?? 'redis';
     if (masters >= 3) {
-      await cli(['--cluster', 'create', ...addresses, '--cluster-replicas', '0', '--cluster-yes']);
+      await cli(server, [
+        '--cluster',
+        'create',
+        ...addresses,
+        '--cluster-replicas',
+        '0',
+        '--cluster-yes',
+      ]);
     } else {
       // redis-cli --cluster create wants 3 masters; fewer are joined by hand (bench: 1 and 2).
       await joinByHand(nodes.map((n) => n.port));
@@ -78,14 +89,16 @@ export async function startLocalCluster(
   }
 }
 
-async function cli(args: string[]): Promise<string> {
+async function cli(server: 'redis' | 'valkey', args: string[]): Promise<string> {
   try {
-    const { stdout } = await run('redis-cli', args, { timeout: 30_000 });
+    const { stdout } = await run(`${server}-cli`, args, { timeout: 30_000 });
     return stdout;
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT')
       throw new Error(
-        'redis-cli is not installed: apt-get install -y redis-tools (or redis-server)',
+        server === 'redis'
+          ? 'redis-cli is not installed: apt-get install -y redis-tools (or redis-server)'
+          : 'valkey-cli is not installed: apt-get install -y -t bookworm-backports valkey-server',
       );
     throw err;
   }
@@ -98,7 +111,8 @@ async function startNode(
   mkdirSync(dir, { recursive: true });
   const port = await freePort();
   const url = `redis://127.0.0.1:${port}`;
-  const { launch, stop, pid } = serverProcess('redis-server', url, [
+  const binary = persistence.server === 'valkey' ? 'valkey-server' : 'redis-server';
+  const { launch, stop, pid } = serverProcess(binary, url, [
     '--port',
     String(port),
     '--bind',
@@ -198,6 +212,17 @@ export async function commandsPerNode(cluster: LocalCluster): Promise<number[]> 
         .split('\n')
         .filter((line) => line.startsWith('cmdstat_') && !NOT_LOAD.test(line))
         .reduce((sum, line) => sum + Number(/calls=(\d+)/.exec(line)?.[1] ?? 0), 0);
+    }),
+  );
+}
+
+/** Calls of one command (`waitaof`) each node processed since {@link resetCommandStats}, in node order. */
+export async function callsPerNode(cluster: LocalCluster, command: string): Promise<number[]> {
+  const line = new RegExp(`^cmdstat_${command}:calls=(\\d+)`, 'm');
+  return Promise.all(
+    cluster.nodes.map(async (n) => {
+      const info = String(await onNode(n, (c) => c.call('INFO', 'commandstats')));
+      return Number(line.exec(info)?.[1] ?? 0);
     }),
   );
 }

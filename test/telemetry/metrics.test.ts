@@ -93,7 +93,8 @@ describe('watchRedis', () => {
     const queue = new Queue('dispatch', { connection: redis, prefix: 't-dead' });
     queue.on('error', () => {});
     try {
-      metrics.watchRedis({ queues: [queue], redis, keys: keysFor('t-dead') });
+      const keys = keysFor('t-dead');
+      metrics.watchRedis({ shards: [{ index: 0, name: 'shard 0', keys, queues: [queue] }], redis });
       const families = parseExposition(await metrics.registry.metrics());
       expect(families.get(METRIC_NAMES.queueJobs)?.samples).toEqual([]);
       expect(families.get(METRIC_NAMES.trackedFollowups)?.samples[0]?.value).toBeNaN();
