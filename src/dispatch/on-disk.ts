@@ -3,9 +3,9 @@ import { markWrite, type WriteMark } from '../redis/write-mark.js';
 import type { StoreState } from './store-state.js';
 
 /**
- * The store's wait for the disk (`REDIS_DURABILITY`), used after ACQUIRE's `go`, after MARK_SENT
- * and after a FINISH that hands the lane on. Take {@link wroteOn} before the write, {@link onDisk}
- * after it.
+ * The store's wait for the disk (`REDIS_DURABILITY`), used after ACQUIRE's `go`, after MARK_SENT,
+ * after REQUEUE and after a FINISH that hands the lane on. Take {@link wroteOn} before the write,
+ * {@link onDisk} after it.
  */
 
 /**

@@ -204,7 +204,7 @@ export async function requeue(
   parkMs = 0,
 ): Promise<number | Exclude<MarkResult, 'marked'>> {
   const { keys } = state;
-  const connection = wroteOn(state);
+  const connection = await wroteOn(state);
   const reply = (await state.scripts.run(
     'requeue',
     [
