@@ -94,7 +94,8 @@ export async function recordOutcome(
   try {
     result = await retryFor(
       markSentRetryMs(ctx.config),
-      () => ctx.store.markSent(ref, state, agentJob, ctx.config.pollMinIntervalMs, attempt.token),
+      () =>
+        ctx.store.sends.markSent(ref, state, agentJob, ctx.config.pollMinIntervalMs, attempt.token),
       (err, retryInMs) => log.warn({ err, state, retryInMs }, LIFECYCLE.redisError),
     );
   } catch (err) {
@@ -126,11 +127,11 @@ async function onFailure(
     case 'auth_paused': {
       ctx.metrics.sends.inc({ outcome: 'auth_paused' });
       // The API did not take it: queued again, its budget unit back, no attempt spent.
-      await ctx.store.requeue(ref, attempt.n, attempt.token, true);
+      await ctx.store.sends.requeue(ref, attempt.n, attempt.token, true);
       // It left with a key the file no longer holds: try the new one at once, pause nothing.
       if (ctx.refreshKey()) return park(ctx, job, token, Date.now());
       const probeAt = await pauseSends(ctx.store, failure.httpStatus, log);
-      if (job.id) await ctx.store.noteAuthParked(job.id);
+      if (job.id) await ctx.store.pause.noteParked(job.id);
       return park(ctx, job, token, probeAt);
     }
     case 'rate_limited': {
@@ -139,7 +140,7 @@ async function onFailure(
       const streak = (ctx.rateLimitStreak.get(ref.projectId) ?? 0) + 1;
       ctx.rateLimitStreak.set(ref.projectId, streak);
       const parkMs = rateLimitParkMs(failure.retryAfterMs, ctx.config.sendRateLimit, streak - 1);
-      const requeued = await ctx.store.requeue(ref, attempt.n, attempt.token, false, parkMs);
+      const requeued = await ctx.store.sends.requeue(ref, attempt.n, attempt.token, false, parkMs);
       const until = typeof requeued === 'number' && requeued > 0 ? requeued : Date.now() + parkMs;
       log.warn({ parkMs, retryAfterMs: failure.retryAfterMs }, LIFECYCLE.projectParked);
       ctx.metrics.parkProject(ref.projectId, until);
@@ -149,7 +150,7 @@ async function onFailure(
     }
     case 'transient':
       ctx.metrics.sends.inc({ outcome: 'transient' });
-      await ctx.store.requeue(ref, attempt.n, attempt.token, failure.refund);
+      await ctx.store.sends.requeue(ref, attempt.n, attempt.token, failure.refund);
       if (job.attemptsMade + 1 >= (job.opts.attempts ?? 1)) {
         log.warn({ err, attempt: attempt.n }, LIFECYCLE.followupSendFailed);
         return endUndeliverable(ctx, ref, `send_failed:${failure.reason}`, 'queued');

@@ -129,11 +129,11 @@ export function createProducer(options: ProducerOptions): Producer {
    */
   async function recordOf(dispatchId: string) {
     const client = await connection();
-    const records = await Promise.all(shards.map((s) => s.store(client).get(dispatchId))).catch(
-      (err: unknown) => {
-        throw asRedisFailure(err, redis);
-      },
-    );
+    const records = await Promise.all(
+      shards.map((s) => s.store(client).sends.get(dispatchId)),
+    ).catch((err: unknown) => {
+      throw asRedisFailure(err, redis);
+    });
     const found = records.findIndex((r) => r !== undefined);
     return { client, record: records[found], shard: shards[Math.max(0, found)] as ProducerShard };
   }
