@@ -7,7 +7,6 @@ import {
 } from '../dispatch/followup.js';
 import { describeDispatch } from '../dispatch/status.js';
 import { connect } from '../redis/connections.js';
-import { connectionOf, type DurabilityAssessment } from '../redis/durability.js';
 import { shardLayout } from '../redis/keys.js';
 import { checkProducerLayout, LayoutError } from '../redis/layout.js';
 import { within } from '../runtime/deadline.js';
@@ -19,11 +18,9 @@ import {
 } from './errors.js';
 import { startSendSpans } from '../telemetry/tracing.js';
 import { cancelFollowUp, checkId } from './controls.js';
-import { mergeShardResults, openShards, splitByShard, type ProducerShard } from './shards.js';
-import { addMissingJobs, buildTransaction, execute, resultsOf } from './transaction.js';
+import { diskGuard, enqueueByShard, openShards, type ProducerShard } from './shards.js';
 
 import type { Producer, ProducerOptions } from './api.js';
-import { diskGuard } from './disk.js';
 
 export type { Producer, ProducerOptions } from './api.js';
 
@@ -95,34 +92,6 @@ export function createProducer(options: ProducerOptions): Producer {
     return client;
   }
 
-  /** One shard's transaction: REGISTER and the job add of each follow-up, then the disk. */
-  async function enqueueIn(
-    client: Redis,
-    assessment: DurabilityAssessment,
-    shard: ProducerShard,
-    followUps: readonly FollowUp[],
-    traceparents: readonly (string | undefined)[],
-  ): Promise<SendResult[]> {
-    const store = shard.store(client);
-    const transaction = await buildTransaction(
-      shard.queue,
-      client,
-      store,
-      followUps,
-      attempts,
-      traceparents,
-    );
-    const wroteOn = connectionOf(client);
-    const first = await execute(transaction, redis);
-    const replies = await addMissingJobs(shard.queue, client, transaction, first, attempts).catch(
-      (err: unknown) => {
-        throw asRedisFailure(err, redis);
-      },
-    );
-    await disk.onDisk(client, assessment, wroteOn);
-    return resultsOf(followUps, transaction, replies, redis);
-  }
-
   /**
    * The record of `dispatchId` and the shard that holds it (the first shard when none does): the
    * id does not name its shard, so every shard is asked, in parallel.
@@ -143,20 +112,13 @@ export function createProducer(options: ProducerOptions): Producer {
     const spans = startSendSpans(followUps.length);
     try {
       const client = await connection();
-      const assessment = await disk.assess(client);
-      const batches = splitByShard(followUps, shardCount);
-      const settled = await Promise.allSettled(
-        batches.map((b) =>
-          enqueueIn(
-            client,
-            assessment,
-            shards[b.shard] as ProducerShard,
-            b.followUps,
-            b.indexes.map((i) => spans.traceparents[i]),
-          ),
-        ),
+      const results = await enqueueByShard(
+        { redis, attempts, disk },
+        client,
+        shards,
+        followUps,
+        spans.traceparents,
       );
-      const results = mergeShardResults(followUps.length, batches, settled);
       spans.end(results.map((r) => r.dispatchId));
       return results;
     } catch (err) {
