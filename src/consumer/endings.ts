@@ -103,10 +103,3 @@ export async function poison(ctx: RoleContext, job: Job, reason: string): Promis
     return `poison: ${reason}, ${record.state}`;
   return endUndeliverable(ctx, record, reason, record.state);
 }
-
-/** The `code` of an error, for the latency metric's outcome label; `error` when it has none. */
-export function errorCode(err: unknown): string {
-  return typeof err === 'object' && err !== null && 'code' in err && typeof err.code === 'string'
-    ? err.code
-    : 'error';
-}

@@ -7,7 +7,7 @@ import type { RoleContext } from '../runtime/role.js';
 import type { Logger } from '../telemetry/logger.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import type { ConcurrencyController } from './concurrency.js';
-import { endUndeliverable, errorCode, park } from './endings.js';
+import { endUndeliverable, park } from './endings.js';
 import { retryFor } from './redis-retry.js';
 import { classifySendFailure, type SendFailure } from './send-failure.js';
 
@@ -187,4 +187,11 @@ export function rateLimitParkMs(
   if (retryAfterMs !== undefined && retryAfterMs >= 0) return Math.max(retryAfterMs, 100);
   const slotMs = rate.windowMs / rate.max;
   return Math.min(rate.windowMs, Math.max(1_000, slotMs * 2 ** Math.min(consecutive, 20)));
+}
+
+/** The `code` of an error, for the latency metric's outcome label; `error` when it has none. */
+function errorCode(err: unknown): string {
+  return typeof err === 'object' && err !== null && 'code' in err && typeof err.code === 'string'
+    ? err.code
+    : 'error';
 }
