@@ -9,6 +9,13 @@ import { sweepLostJobs } from './repair.js';
 
 export type { TickContext } from './read.js';
 
+/** What one tick did, for logs and tests. */
+export interface TickResult {
+  readonly ran: boolean;
+  readonly reads: number;
+  readonly finished: number;
+}
+
 /**
  * Bounds of one tick. A tick reads at most `BATCH_SIZE` due dispatches per batch, and starts no
  * new batch after half its lock's time: what is left is due at the next tick, which the lock
@@ -33,13 +40,6 @@ const lockMsOf = (pollIntervalMs: number) => Math.min(30_000, Math.max(2_000, po
 const TICK_MARGIN = 0.1;
 /** Shortest wait between two looks at the due set within a tick. */
 const MIN_WAIT_MS = 10;
-
-/** What one tick did, for logs and tests. */
-export interface TickResult {
-  readonly ran: boolean;
-  readonly reads: number;
-  readonly finished: number;
-}
 
 /**
  * Runs one poll tick, unless another poller's tick holds the lock. The tick reads what is due,

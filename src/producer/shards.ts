@@ -13,13 +13,8 @@ import {
 } from '../redis/durability.js';
 import { keysFor, QUEUE_NAMES, queueOptions, shardOf, type Shard } from '../redis/keys.js';
 import type { DispatchJobData } from '../runtime/jobs.js';
-import {
-  asRedisFailure,
-  IdempotencyConflictError,
-  RedisUnavailableError,
-  type KeyConflict,
-  type SendResult,
-} from './errors.js';
+import { asRedisFailure, IdempotencyConflictError, RedisUnavailableError } from './errors.js';
+import type { KeyConflict, SendResult } from './errors.js';
 import { addMissingJobs, buildTransaction, execute, resultsOf } from './transaction.js';
 
 /**
