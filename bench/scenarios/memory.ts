@@ -9,14 +9,8 @@ import { launchRoles, roleEnv } from '../fleet.js';
 import { infoNumber, memoryOf } from '../probes.js';
 import type { Scenario, ScenarioResult } from '../report.js';
 import { bytes, num } from '../stats.js';
-import {
-  baselineQueue,
-  benchSimulator,
-  enqueueBaseline,
-  enqueueOurs,
-  followUps,
-  waitUntil,
-} from '../workload.js';
+import { baselineQueue, benchSimulator, followUps, waitUntil } from '../workload.js';
+import { enqueueBaseline, enqueueOurs } from '../workload.js';
 
 /**
  * Scenario 6: memory. Redis `used_memory` per 10,000 queued follow-ups (ours beside bare BullMQ

@@ -7,14 +7,8 @@ import { launchRoles, roleEnv, startBaseline } from '../fleet.js';
 import { startProbe, totalCalls, type ProbeResult } from '../probes.js';
 import type { Scenario, ScenarioResult } from '../report.js';
 import { num } from '../stats.js';
-import {
-  baselineQueue,
-  benchSimulator,
-  enqueueBaseline,
-  enqueueOurs,
-  followUps,
-  waitUntil,
-} from '../workload.js';
+import { baselineQueue, benchSimulator, followUps, waitUntil } from '../workload.js';
+import { enqueueBaseline, enqueueOurs } from '../workload.js';
 
 /**
  * Scenario 7: Redis work per follow-up, from INFO commandstats (which counts the commands that

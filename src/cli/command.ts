@@ -47,3 +47,11 @@ export class UsageError extends Error {
     this.name = 'UsageError';
   }
 }
+
+/** The one DISPATCH_ID of `command`'s positionals; anything else is a {@link UsageError}. */
+export function oneDispatchId(command: string, ctx: CommandContext): string {
+  const [dispatchId, ...extra] = ctx.positionals;
+  if (!dispatchId || extra.length > 0)
+    throw new UsageError(`${command} takes exactly one DISPATCH_ID`);
+  return dispatchId;
+}

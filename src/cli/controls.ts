@@ -1,5 +1,5 @@
 import { adminFor, type Admin } from '../producer/index.js';
-import { EXIT, UsageError, type Command, type CommandContext } from './command.js';
+import { EXIT, oneDispatchId, UsageError, type Command, type CommandContext } from './command.js';
 import { configOf } from './compose.js';
 
 /**
@@ -38,9 +38,7 @@ export const cancelCommand: Command = {
   options: {},
   requires: ['REDIS_URL'],
   async run(ctx) {
-    const [dispatchId, ...extra] = ctx.positionals;
-    if (!dispatchId || extra.length > 0)
-      throw new UsageError('cancel takes exactly one DISPATCH_ID');
+    const dispatchId = oneDispatchId(this.name, ctx);
     return withAdmin(this, ctx, (admin) => admin.cancel(dispatchId));
   },
 };

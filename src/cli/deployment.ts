@@ -84,7 +84,7 @@ async function openIn(redis: Redis, shards: readonly { prefix: string }[]): Prom
         eventsStream: '',
         eventsMaxLen: 0,
         retentionMs: 0,
-      }).openCount(),
+      }).open.count(),
     ),
   );
   return counts.reduce((a, b) => a + b, 0);

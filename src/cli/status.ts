@@ -1,5 +1,5 @@
 import { createProducer } from '../producer/index.js';
-import { EXIT, UsageError, type Command } from './command.js';
+import { EXIT, oneDispatchId, type Command } from './command.js';
 import { configOf } from './compose.js';
 
 /** `agent-dispatch status DISPATCH_ID`: one follow-up's state as one JSON object. */
@@ -13,9 +13,7 @@ export const statusCommand: Command = {
   options: {},
   requires: ['REDIS_URL'],
   async run(ctx) {
-    const [dispatchId, ...extra] = ctx.positionals;
-    if (!dispatchId || extra.length > 0)
-      throw new UsageError('status takes exactly one DISPATCH_ID');
+    const dispatchId = oneDispatchId(this.name, ctx);
     const config = await configOf(this, ctx);
     const producer = createProducer({ redisUrl: config.redisUrl ?? '', prefix: config.prefix });
     try {

@@ -60,7 +60,7 @@ export function createProcessor(ctx: SendContext) {
     // other run's (a rerun of a job thought stalled) `sending`.
     const attemptToken = randomUUID();
     const verdict = await retryOnConnectionError(() =>
-      ctx.store.acquire(ref, rate, toleranceMs, ctx.config.pollMinIntervalMs, attemptToken),
+      ctx.store.sends.acquire(ref, rate, toleranceMs, ctx.config.pollMinIntervalMs, attemptToken),
     );
     switch (verdict.kind) {
       case 'go':
@@ -76,7 +76,7 @@ export function createProcessor(ctx: SendContext) {
       case 'auth_paused':
         // The key was rejected: this follow-up waits, untouched, for the fleet's next probe.
         ctx.metrics.sends.inc({ outcome: 'auth_paused' });
-        if (job.id) await ctx.store.noteAuthParked(job.id);
+        if (job.id) await ctx.store.pause.noteParked(job.id);
         return park(ctx, job, token, verdict.untilMs);
       case 'paused':
         // The operator paused the project: nothing spent; the resume wakes it.
@@ -130,7 +130,7 @@ export function createProcessor(ctx: SendContext) {
         await retryFor(
           markSentRetryMs(ctx.config),
           () =>
-            ctx.store.markSent(
+            ctx.store.sends.markSent(
               ref,
               'unsettled',
               undefined,

@@ -21,7 +21,7 @@ export async function park(
   untilMs: number,
   ref?: DispatchRef,
 ): Promise<never> {
-  return parkUnless(ctx, job, token, untilMs, ref && (() => ctx.store.isNext(ref)));
+  return parkUnless(ctx, job, token, untilMs, ref && (() => ctx.store.sends.isNext(ref)));
 }
 
 /**
@@ -62,7 +62,7 @@ export async function endUndeliverable(
   reason: string,
   expected: 'sending' | 'queued',
 ): Promise<string> {
-  const record = await ctx.store.get(ref.dispatchId);
+  const record = await ctx.store.sends.get(ref.dispatchId);
   if (!record) return 'gone';
   await endDispatch(ctx, record, { type: EVENT_TYPES.undeliverable, reason }, expected);
   return `undeliverable: ${reason}`;
@@ -81,12 +81,12 @@ export async function poison(ctx: RoleContext, job: Job, reason: string): Promis
     ctx.logger.error({ bullJobId, reason }, LIFECYCLE.followupPoison);
     return `poison: ${reason}`;
   }
-  const record = await ctx.store.get(dispatchId);
+  const record = await ctx.store.sends.get(dispatchId);
   if (!record) {
     // Only for a job Redis still holds: one whose enqueue a Redis crash took back (this worker
     // took it just before) was never accepted, and its producer's retry registers it anew.
     const jobKey = ctx.queue.toKey(bullJobId);
-    const published = await ctx.store.publishOrphan(
+    const published = await ctx.store.tracking.publishOrphan(
       { bullJobId, dispatchId, jobKey },
       job.data,
       reason,
@@ -102,11 +102,4 @@ export async function poison(ctx: RoleContext, job: Job, reason: string): Promis
   if (record.state !== 'queued' && record.state !== 'sending')
     return `poison: ${reason}, ${record.state}`;
   return endUndeliverable(ctx, record, reason, record.state);
-}
-
-/** The `code` of an error, for the latency metric's outcome label; `error` when it has none. */
-export function errorCode(err: unknown): string {
-  return typeof err === 'object' && err !== null && 'code' in err && typeof err.code === 'string'
-    ? err.code
-    : 'error';
 }

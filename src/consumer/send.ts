@@ -7,7 +7,7 @@ import type { RoleContext } from '../runtime/role.js';
 import type { Logger } from '../telemetry/logger.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import type { ConcurrencyController } from './concurrency.js';
-import { endUndeliverable, errorCode, park } from './endings.js';
+import { endUndeliverable, park } from './endings.js';
 import { retryFor } from './redis-retry.js';
 import { classifySendFailure, type SendFailure } from './send-failure.js';
 
@@ -94,7 +94,8 @@ export async function recordOutcome(
   try {
     result = await retryFor(
       markSentRetryMs(ctx.config),
-      () => ctx.store.markSent(ref, state, agentJob, ctx.config.pollMinIntervalMs, attempt.token),
+      () =>
+        ctx.store.sends.markSent(ref, state, agentJob, ctx.config.pollMinIntervalMs, attempt.token),
       (err, retryInMs) => log.warn({ err, state, retryInMs }, LIFECYCLE.redisError),
     );
   } catch (err) {
@@ -130,7 +131,7 @@ async function onFailure(
       // It left with a key the file no longer holds: try the new one at once, pause nothing.
       if (ctx.refreshKey()) return park(ctx, job, token, Date.now());
       const probeAt = await pauseSends(ctx.store, failure.httpStatus, log);
-      if (job.id) await ctx.store.noteAuthParked(job.id);
+      if (job.id) await ctx.store.pause.noteParked(job.id);
       return park(ctx, job, token, probeAt);
     }
     case 'rate_limited': {
@@ -187,7 +188,7 @@ function requeue(
 ) {
   return retryFor(
     markSentRetryMs(ctx.config),
-    () => ctx.store.requeue(ref, attempt.n, attempt.token, refund, parkMs),
+    () => ctx.store.sends.requeue(ref, attempt.n, attempt.token, refund, parkMs),
     (err, retryInMs) => log.warn({ err, retryInMs }, LIFECYCLE.redisError),
   );
 }
@@ -205,4 +206,11 @@ export function rateLimitParkMs(
   if (retryAfterMs !== undefined && retryAfterMs >= 0) return Math.max(retryAfterMs, 100);
   const slotMs = rate.windowMs / rate.max;
   return Math.min(rate.windowMs, Math.max(1_000, slotMs * 2 ** Math.min(consecutive, 20)));
+}
+
+/** The `code` of an error, for the latency metric's outcome label; `error` when it has none. */
+function errorCode(err: unknown): string {
+  return typeof err === 'object' && err !== null && 'code' in err && typeof err.code === 'string'
+    ? err.code
+    : 'error';
 }

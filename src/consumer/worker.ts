@@ -91,7 +91,7 @@ async function onFailed(ctx: RoleContext, job: Job<DispatchJobData>, err: Error)
   const { store, logger } = ctx;
   try {
     if ((await job.getState()) !== 'failed') return;
-    const record = await store.get(job.data.dispatchId);
+    const record = await store.sends.get(job.data.dispatchId);
     if (!record) return;
     if (record.state === 'sending') {
       // Its last attempt recorded an intent and no outcome: the prompt may have gone out. Marked
@@ -100,7 +100,7 @@ async function onFailed(ctx: RoleContext, job: Job<DispatchJobData>, err: Error)
         { dispatchId: record.dispatchId, projectId: record.projectId, jobId: record.jobId },
         LIFECYCLE.followupAmbiguous,
       );
-      await store.markSent(record, 'unsettled', undefined, 1_000, record.attemptToken ?? '');
+      await store.sends.markSent(record, 'unsettled', undefined, 1_000, record.attemptToken ?? '');
       return;
     }
     if (record.state !== 'queued') return;

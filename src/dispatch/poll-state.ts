@@ -2,8 +2,8 @@ import { redisNow, type StoreState } from './store-state.js';
 
 /**
  * The poller's own state in the store: the lock that keeps poll ticks from overlapping across
- * pollers, where the repair sweep's pass stands, and whether the BullMQ jobs of open dispatches
- * still exist. Reached through {@link DispatchStore}.
+ * pollers, where the repair sweep's pass stands, whether the BullMQ jobs of open dispatches still
+ * exist, and the status-read parks of projects. Reached as `DispatchStore.poll`.
  */
 
 /** Where a dispatch's BullMQ job is: waiting/delayed/active, ended, or gone. */
@@ -12,69 +12,91 @@ export type JobPresence = 'live' | 'ended' | 'missing';
 /** BullMQ's key of the dispatch queue for a name (`Queue.toKey`). */
 export type QueueKey = (name: string) => string;
 
-export async function takePollLock(
-  state: StoreState,
-  token: string,
-  lockMs: number,
-): Promise<boolean> {
-  return (await state.redis.set(state.keys.pollLock, token, 'PX', lockMs, 'NX')) === 'OK';
-}
+/** The poller's state of one store: `DispatchStore.poll`. */
+export class PollState {
+  readonly #state: StoreState;
 
-export async function renewPollLock(
-  state: StoreState,
-  token: string,
-  lockMs: number,
-): Promise<boolean> {
-  return (await state.scripts.run('renewLock', [state.keys.pollLock], [token, lockMs])) === 1;
-}
-
-export async function releasePollLock(state: StoreState, token: string): Promise<boolean> {
-  return (await state.scripts.run('releaseLock', [state.keys.pollLock], [token])) === 1;
-}
-
-export async function startRepairPass(
-  state: StoreState,
-  graceMs: number,
-): Promise<{ rank: number; nowMs: number } | undefined> {
-  const { redis, keys } = state;
-  const cursor = await redis.get(keys.repairCursor);
-  if (cursor === null && (await redis.set(keys.repairGate, '1', 'PX', graceMs, 'NX')) !== 'OK')
-    return undefined;
-  return { rank: Number(cursor ?? 0), nowMs: await redisNow(state) };
-}
-
-export async function moveRepairCursor(
-  state: StoreState,
-  rank: number | undefined,
-  graceMs: number,
-): Promise<void> {
-  const { redis, keys } = state;
-  if (rank === undefined) await redis.del(keys.repairCursor);
-  else await redis.set(keys.repairCursor, rank, 'PX', 10 * graceMs);
-}
-
-export async function jobPresence(
-  state: StoreState,
-  queueKey: QueueKey,
-  bullJobIds: readonly string[],
-  endedBy: number,
-): Promise<JobPresence[]> {
-  if (bullJobIds.length === 0) return [];
-  const pipeline = state.redis.pipeline();
-  for (const bullJobId of bullJobIds) {
-    pipeline.exists(queueKey(bullJobId));
-    pipeline.zscore(queueKey('completed'), bullJobId);
-    pipeline.zscore(queueKey('failed'), bullJobId);
+  constructor(state: StoreState) {
+    this.#state = state;
   }
-  const replies = (await pipeline.exec()) ?? [];
-  return bullJobIds.map((_, i) => {
-    const [exists, completed, failed] = [0, 1, 2].map((k) => {
-      const [err, value] = replies[3 * i + k] ?? [new Error('no reply'), null];
-      if (err) throw err;
-      return value;
+
+  /** Takes the poll tick's lock for `lockMs` as `token`, unless another tick holds it. */
+  async takeLock(token: string, lockMs: number): Promise<boolean> {
+    const state = this.#state;
+    return (await state.redis.set(state.keys.pollLock, token, 'PX', lockMs, 'NX')) === 'OK';
+  }
+
+  /** Extends the poll tick's lock, if `token` still holds it. */
+  async renewLock(token: string, lockMs: number): Promise<boolean> {
+    const state = this.#state;
+    return (await state.scripts.run('renewLock', [state.keys.pollLock], [token, lockMs])) === 1;
+  }
+
+  /** Releases the poll tick's lock, if `token` still holds it. */
+  async releaseLock(token: string): Promise<boolean> {
+    const state = this.#state;
+    return (await state.scripts.run('releaseLock', [state.keys.pollLock], [token])) === 1;
+  }
+
+  /** The rank where the repair sweep goes on (a new pass: 0; not due: none), Redis's clock. */
+  async startRepairPass(graceMs: number): Promise<{ rank: number; nowMs: number } | undefined> {
+    const state = this.#state;
+    const { redis, keys } = state;
+    const cursor = await redis.get(keys.repairCursor);
+    if (cursor === null && (await redis.set(keys.repairGate, '1', 'PX', graceMs, 'NX')) !== 'OK')
+      return undefined;
+    return { rank: Number(cursor ?? 0), nowMs: await redisNow(state) };
+  }
+
+  /** Records where the running repair pass goes on next (`undefined`: the pass is over). */
+  async moveRepairCursor(rank: number | undefined, graceMs: number): Promise<void> {
+    const state = this.#state;
+    const { redis, keys } = state;
+    if (rank === undefined) await redis.del(keys.repairCursor);
+    else await redis.set(keys.repairCursor, rank, 'PX', 10 * graceMs);
+  }
+
+  /**
+   * Whether each BullMQ job exists and has not ended (in the completed or failed set since before
+   * `endedBy`), in one pipeline. `queueKey` is the dispatch queue's `toKey`.
+   */
+  async jobPresence(
+    queueKey: QueueKey,
+    bullJobIds: readonly string[],
+    endedBy: number,
+  ): Promise<JobPresence[]> {
+    const state = this.#state;
+    if (bullJobIds.length === 0) return [];
+    const pipeline = state.redis.pipeline();
+    for (const bullJobId of bullJobIds) {
+      pipeline.exists(queueKey(bullJobId));
+      pipeline.zscore(queueKey('completed'), bullJobId);
+      pipeline.zscore(queueKey('failed'), bullJobId);
+    }
+    const replies = (await pipeline.exec()) ?? [];
+    return bullJobIds.map((_, i) => {
+      const [exists, completed, failed] = [0, 1, 2].map((k) => {
+        const [err, value] = replies[3 * i + k] ?? [new Error('no reply'), null];
+        if (err) throw err;
+        return value;
+      });
+      if (exists !== 1) return 'missing';
+      const endedAt = Number(completed ?? failed ?? Infinity);
+      return endedAt <= endedBy ? 'ended' : 'live';
     });
-    if (exists !== 1) return 'missing';
-    const endedAt = Number(completed ?? failed ?? Infinity);
-    return endedAt <= endedBy ? 'ended' : 'live';
-  });
+  }
+
+  /** Until when each project's status reads are backed off (0: not), in one MGET. */
+  async pollParks(projectIds: readonly string[]): Promise<Map<string, number>> {
+    const state = this.#state;
+    if (projectIds.length === 0) return new Map();
+    const values = await state.redis.mget(...projectIds.map((p) => state.keys.pollPark(p)));
+    return new Map(projectIds.map((p, i) => [p, Number(values[i] ?? 0)]));
+  }
+
+  /** Backs off a project's status reads for `delayMs` (a GET answered 429 or 5xx). */
+  async parkPolls(projectId: string, delayMs: number): Promise<void> {
+    const state = this.#state;
+    await state.redis.set(state.keys.pollPark(projectId), Date.now() + delayMs, 'PX', delayMs);
+  }
 }

@@ -3,7 +3,7 @@ import type { StoreState } from './store-state.js';
 /**
  * The store's fleet-wide pause of every send (see `Keys.authPause`): set when the agent API
  * rejects the key or redirects, probed with a backoff, ended by an answer. Reached through
- * {@link DispatchStore}; `auth-pause.ts` logs it.
+ * `DispatchStore.pause`; `auth-pause.ts` logs it.
  */
 
 /**
@@ -13,58 +13,13 @@ import type { StoreState } from './store-state.js';
  */
 export const AUTH_PROBE_BACKOFF = { firstBackoffMs: 1_000, maxBackoffMs: 25_000 } as const;
 
-/** The fleet-wide pause of every send, as `DispatchStore.sendPause` reads it. */
+/** The fleet-wide pause of every send, as `SendPauses.current` reads it. */
 export interface SendPause {
   readonly sinceMs: number;
   /** The status that started it: 401 or 403 (the key), 3xx (`AGENT_API_URL`). */
   readonly httpStatus: number;
   /** When the next probe may go. */
   readonly probeAt: number;
-}
-
-export async function pauseSends(
-  state: StoreState,
-  httpStatus: number,
-  backoff: { firstBackoffMs: number; maxBackoffMs: number },
-): Promise<{ started: boolean; probeAt: number }> {
-  const reply = (await state.scripts.run(
-    'pauseSends',
-    [state.keys.authPause],
-    [httpStatus, Math.round(backoff.firstBackoffMs), Math.round(backoff.maxBackoffMs)],
-  )) as [number, number];
-  return { started: reply[0] === 1, probeAt: reply[1] };
-}
-
-/** Ends the pause; resolves to whether it was paused, and the jobs it had parked (taken once). */
-export async function resumeSends(
-  state: StoreState,
-): Promise<{ resumed: boolean; parked: string[] }> {
-  const { authPause, authPaused } = state.keys;
-  const replies = await state.redis
-    .multi()
-    .del(authPause)
-    .smembers(authPaused)
-    .del(authPaused)
-    .exec();
-  const [ended, members] = (replies ?? []).map(([err, value]) => {
-    if (err) throw err;
-    return value;
-  });
-  return { resumed: ended === 1, parked: (members as string[] | undefined) ?? [] };
-}
-
-/** Notes a BullMQ job parked by the pause, so the end of the pause wakes it at once. */
-export async function noteParked(state: StoreState, bullJobId: string): Promise<void> {
-  await state.redis.sadd(state.keys.authPaused, bullJobId);
-}
-
-export async function claimProbe(state: StoreState): Promise<'none' | 'wait' | 'probe'> {
-  const reply = await state.scripts.run('claimProbe', [state.keys.authPause], []);
-  return reply === 1 ? 'probe' : reply === 0 ? 'wait' : 'none';
-}
-
-export async function sendPause(state: StoreState): Promise<SendPause | undefined> {
-  return parseSendPause(await state.redis.hgetall(state.keys.authPause));
 }
 
 /** Reads the pause hash (see `Keys.authPause`); `undefined` when absent or unreadable. */
@@ -76,4 +31,66 @@ export function parseSendPause(hash: Record<string, string>): SendPause | undefi
     httpStatus: Number(hash['httpStatus'] ?? 0),
     probeAt,
   };
+}
+
+/** The fleet's send pause in one store: `DispatchStore.pause`. */
+export class SendPauses {
+  readonly #state: StoreState;
+
+  constructor(state: StoreState) {
+    this.#state = state;
+  }
+
+  /**
+   * Pauses every send of the fleet after `httpStatus` (401/403: the key; 3xx: `AGENT_API_URL`);
+   * `started`: this call started it (and logs it); `probeAt`: when the next probe may go.
+   */
+  async start(
+    httpStatus: number,
+    backoff: { firstBackoffMs: number; maxBackoffMs: number } = AUTH_PROBE_BACKOFF,
+  ): Promise<{ started: boolean; probeAt: number }> {
+    const state = this.#state;
+    const reply = (await state.scripts.run(
+      'pauseSends',
+      [state.keys.authPause],
+      [httpStatus, Math.round(backoff.firstBackoffMs), Math.round(backoff.maxBackoffMs)],
+    )) as [number, number];
+    return { started: reply[0] === 1, probeAt: reply[1] };
+  }
+
+  /** Ends the pause of every send: whether it was paused, and the jobs it parked, to wake. */
+  async end(): Promise<{ resumed: boolean; parked: string[] }> {
+    const state = this.#state;
+    const { authPause, authPaused } = state.keys;
+    const replies = await state.redis
+      .multi()
+      .del(authPause)
+      .smembers(authPaused)
+      .del(authPaused)
+      .exec();
+    const [ended, members] = (replies ?? []).map(([err, value]) => {
+      if (err) throw err;
+      return value;
+    });
+    return { resumed: ended === 1, parked: (members as string[] | undefined) ?? [] };
+  }
+
+  /** Notes a BullMQ job parked until the pause's next probe: the pause's end wakes it. */
+  async noteParked(bullJobId: string): Promise<void> {
+    const state = this.#state;
+    await state.redis.sadd(state.keys.authPaused, bullJobId);
+  }
+
+  /** For a status read while sends are paused: `none`, `wait`, or `probe` (this caller probes). */
+  async claimProbe(): Promise<'none' | 'wait' | 'probe'> {
+    const state = this.#state;
+    const reply = await state.scripts.run('claimProbe', [state.keys.authPause], []);
+    return reply === 1 ? 'probe' : reply === 0 ? 'wait' : 'none';
+  }
+
+  /** The pause of every send, or `undefined` when sends are not paused. */
+  async current(): Promise<SendPause | undefined> {
+    const state = this.#state;
+    return parseSendPause(await state.redis.hgetall(state.keys.authPause));
+  }
 }

@@ -3,6 +3,7 @@ import type { AgentJob } from '../agent-api/index.js';
 import type { Rate } from '../config/index.js';
 import { contentDigest, type FollowUp } from './followup.js';
 import { NotDurableError } from '../redis/durability.js';
+import { LUA } from './lua.js';
 import { onDisk, wroteOn } from './on-disk.js';
 import {
   FIELDS_BUT_PROMPT,
@@ -10,227 +11,221 @@ import {
   type DispatchRecord,
   type DispatchState,
 } from './record.js';
-import { laneOf, type DispatchRef, type StoreState } from './store-state.js';
+import {
+  laneOf,
+  type DispatchRef,
+  type MarkResult,
+  type StoreState,
+  type Verdict,
+} from './store-state.js';
 
 /**
  * The store's records and lanes, and the steps of a send: register, acquire (lane, park, budget,
- * pause), record its outcome, or queue it again. Reached through {@link DispatchStore}.
+ * pause), record its outcome, or queue it again. Reached as `DispatchStore.sends`.
  */
-
-/** The answer of `DispatchStore.acquire`. */
-export type Verdict =
-  /** Send now. `probe`: sends are paused and this one tries whether the key works again. */
-  | { kind: 'go'; attempt: number; prompt: string; probe: boolean }
-  | { kind: 'blocked' }
-  /** Its prompt cannot be sent (empty, or over `promptMaxBytes`): nothing was spent. */
-  | { kind: 'invalid'; promptBytes: number }
-  /** The key was rejected: every send waits; the next probe may go at `untilMs`. */
-  | { kind: 'auth_paused'; untilMs: number }
-  /** An operator paused the project: nothing was spent; it waits for the resume. */
-  | { kind: 'paused' }
-  | { kind: 'parked' | 'over'; untilMs: number }
-  | { kind: 'missing' }
-  /**
-   * Another attempt (`attemptToken`) recorded its intent at `sendingAt` and has not recorded an
-   * outcome.
-   */
-  | { kind: 'sending'; sendingAt: number; attemptToken: string }
-  /**
-   * It could go, but Redis did not confirm the intent on disk (`REDIS_DURABILITY`): it is queued
-   * again, its budget unit back, and must not be sent now. `reason` is the WAITAOF failure.
-   */
-  | { kind: 'not_durable'; reason: string }
-  | { kind: 'not-queued'; state: DispatchState };
-
-/**
- * What recording an attempt's outcome did: `marked` (or it already was), `moved-on` (the record is
- * in another state), `stale` (another attempt holds the intent now).
- */
-export type MarkResult = 'marked' | 'moved-on' | 'stale';
 
 /** A follow-up to register, with the trace context of the producer's span when traced. */
 export type Registration = FollowUp & { readonly traceparent?: string | undefined };
 
-export function registerInto(
-  state: StoreState,
-  multi: ChainableCommander,
-  dispatchId: string,
-  followUp: Registration,
-): void {
-  state.scripts.queue(
-    multi,
-    'register',
-    [state.keys.dispatch(dispatchId), laneOf(state, followUp), state.keys.open],
-    [
-      dispatchId,
-      followUp.projectId,
-      followUp.jobId,
-      followUp.prompt,
-      followUp.key ?? '',
-      followUp.meta ? JSON.stringify(followUp.meta) : '',
-      contentDigest(followUp),
-      followUp.traceparent ?? '',
-    ],
-  );
-}
+/** The records, lanes and send steps of one store: `DispatchStore.sends`. */
+export class Sends {
+  readonly #state: StoreState;
 
-export async function get(
-  state: StoreState,
-  dispatchId: string,
-): Promise<DispatchRecord | undefined> {
-  return parseRecord(dispatchId, await state.redis.hgetall(state.keys.dispatch(dispatchId)));
-}
-
-export async function getMany(
-  state: StoreState,
-  ids: readonly string[],
-): Promise<(DispatchRecord | undefined)[]> {
-  if (ids.length === 0) return [];
-  const pipeline = state.redis.pipeline();
-  for (const id of ids) pipeline.hmget(state.keys.dispatch(id), ...FIELDS_BUT_PROMPT);
-  const replies = (await pipeline.exec()) ?? [];
-  return ids.map((id, i) => {
-    const [err, values] = replies[i] ?? [null, []];
-    if (err) throw err;
-    const hash: Record<string, string> = {};
-    for (const [f, field] of FIELDS_BUT_PROMPT.entries()) {
-      const value = (values as (string | null)[])[f];
-      if (value !== null && value !== undefined) hash[field] = value;
-    }
-    return parseRecord(id, hash, false);
-  });
-}
-
-export async function acquire(
-  state: StoreState,
-  ref: DispatchRef,
-  rate: Rate,
-  toleranceMs: number,
-  firstPollMs: number,
-  attemptToken: string,
-): Promise<Verdict> {
-  const { keys } = state;
-  const connection = await wroteOn(state);
-  const reply = (await state.scripts.run(
-    'acquire',
-    [
-      keys.dispatch(ref.dispatchId),
-      laneOf(state, ref),
-      keys.budget(ref.projectId),
-      keys.park(ref.projectId),
-      keys.tracked,
-      keys.authPause,
-      keys.projectControls(ref.projectId),
-    ],
-    [
-      ref.dispatchId,
-      rate.max,
-      rate.windowMs,
-      toleranceMs,
-      Math.max(1, Math.round(firstPollMs)),
-      attemptToken,
-      keys.dispatch(''),
-      state.options.promptMaxBytes ?? 0,
-    ],
-  )) as [string, number, string, number?];
-  const [kind, n, text, probe] = reply;
-  switch (kind) {
-    case 'go': {
-      // The intent must be on disk before the prompt leaves: a crash that took it back would
-      // make the follow-up `queued` again, and it would be sent twice.
-      const notDurable = await onDisk(state, connection);
-      if (notDurable === undefined) return { kind, attempt: n, prompt: text, probe: probe === 1 };
-      // Its own wait may fail too: the next run of the job then finds the intent in doubt.
-      await requeue(state, ref, n, attemptToken, true, 0).catch((err: unknown) => {
-        if (!(err instanceof NotDurableError)) throw err;
-      });
-      return { kind: 'not_durable', reason: notDurable };
-    }
-    case 'blocked':
-    case 'missing':
-    case 'paused':
-      return { kind };
-    case 'invalid':
-      return { kind, promptBytes: n };
-    case 'auth_paused':
-      return { kind, untilMs: n };
-    case 'parked':
-    case 'over':
-      return { kind, untilMs: n };
-    case 'sending':
-      return { kind, sendingAt: n, attemptToken: text };
-    default:
-      return { kind: 'not-queued', state: kind as DispatchState };
+  constructor(state: StoreState) {
+    this.#state = state;
   }
-}
 
-export async function markSent(
-  state: StoreState,
-  ref: DispatchRef,
-  newState: 'sent' | 'unsettled',
-  job: AgentJob | undefined,
-  firstDelayMs: number,
-  attemptToken: string,
-): Promise<MarkResult> {
-  const connection = await wroteOn(state);
-  const reply = await state.scripts.run(
-    'markSent',
-    [state.keys.dispatch(ref.dispatchId), state.keys.tracked],
-    [
-      ref.dispatchId,
-      newState,
-      job ? JSON.stringify(job) : '',
-      job?.status ?? '',
-      job?.status === 'active' ? '1' : '0',
-      Math.max(1, Math.round(firstDelayMs)),
-      attemptToken,
-    ],
-  );
-  const result = reply === 1 ? 'marked' : reply === 0 ? 'moved-on' : 'stale';
-  // The answer must be on disk before the BullMQ job completes: a crash that took it back while
-  // the job's completion (resent by ioredis after the reconnect) survived would leave the
-  // dispatch `sending` with no job left to settle it. Run again, MARK_SENT finds its own state.
-  const notDurable = result === 'marked' ? await onDisk(state, connection) : undefined;
-  if (notDurable !== undefined) throw new NotDurableError(notDurable);
-  return result;
-}
+  /**
+   * Queues SCRIPT LOAD of REGISTER at the start of `multi`, so that it is there when it runs
+   * (NOSCRIPT inside MULTI fails one command and commits the rest). Returns the replies it adds.
+   */
+  loadScriptsInto(multi: ChainableCommander): number {
+    multi.script('LOAD', LUA.register.source);
+    return 1;
+  }
 
-export async function requeue(
-  state: StoreState,
-  ref: DispatchRef,
-  attempt: number,
-  attemptToken: string,
-  refund: boolean,
-  parkMs = 0,
-): Promise<number | Exclude<MarkResult, 'marked'>> {
-  const { keys } = state;
-  const connection = await wroteOn(state);
-  const reply = (await state.scripts.run(
-    'requeue',
-    [
-      keys.dispatch(ref.dispatchId),
-      keys.budget(ref.projectId),
-      keys.park(ref.projectId),
-      keys.tracked,
-    ],
-    [ref.dispatchId, attempt, refund ? '1' : '0', Math.max(0, Math.round(parkMs)), attemptToken],
-  )) as number;
-  if (reply === -1) return 'moved-on';
-  if (reply === -2) return 'stale';
-  // On disk before the BullMQ job moves on: a crash that took the re-queue back would leave the
-  // dispatch `sending` under this attempt's token, and the job's next run would find it in
-  // doubt and end a prompt that never left `undeliverable: ambiguous`. Run again after a
-  // reconnect, the re-queue applies again (or finds its own state: `moved-on`).
-  const notDurable = await onDisk(state, connection);
-  if (notDurable !== undefined) throw new NotDurableError(notDurable);
-  return reply;
-}
+  /** Queues REGISTER on `multi`, a MULTI of this store's connection (see register-3.lua). */
+  registerInto(multi: ChainableCommander, dispatchId: string, followUp: Registration): void {
+    const state = this.#state;
+    state.scripts.queue(
+      multi,
+      'register',
+      [state.keys.dispatch(dispatchId), laneOf(state, followUp), state.keys.open],
+      [
+        dispatchId,
+        followUp.projectId,
+        followUp.jobId,
+        followUp.prompt,
+        followUp.key ?? '',
+        followUp.meta ? JSON.stringify(followUp.meta) : '',
+        contentDigest(followUp),
+        followUp.traceparent ?? '',
+      ],
+    );
+  }
 
-export async function isNext(state: StoreState, ref: DispatchRef): Promise<boolean> {
-  const reply = await state.scripts.run(
-    'isNext',
-    [state.keys.dispatch(ref.dispatchId), laneOf(state, ref)],
-    [ref.dispatchId],
-  );
-  return reply === 1;
+  /** Reads one dispatch record. */
+  async get(dispatchId: string): Promise<DispatchRecord | undefined> {
+    const state = this.#state;
+    return parseRecord(dispatchId, await state.redis.hgetall(state.keys.dispatch(dispatchId)));
+  }
+
+  /** Reads several records in one round trip, all but their prompts; missing: `undefined`. */
+  async getMany(ids: readonly string[]): Promise<(DispatchRecord | undefined)[]> {
+    const state = this.#state;
+    if (ids.length === 0) return [];
+    const pipeline = state.redis.pipeline();
+    for (const id of ids) pipeline.hmget(state.keys.dispatch(id), ...FIELDS_BUT_PROMPT);
+    const replies = (await pipeline.exec()) ?? [];
+    return ids.map((id, i) => {
+      const [err, values] = replies[i] ?? [null, []];
+      if (err) throw err;
+      const hash: Record<string, string> = {};
+      for (const [f, field] of FIELDS_BUT_PROMPT.entries()) {
+        const value = (values as (string | null)[])[f];
+        if (value !== null && value !== undefined) hash[field] = value;
+      }
+      return parseRecord(id, hash, false);
+    });
+  }
+
+  /**
+   * Checks lane, pauses, park and budget (the project's own limit replaces `rate`); when all allow
+   * it, records the intent to send and tracks the dispatch (first read in `firstPollMs`). See
+   * acquire-7.lua for `toleranceMs`, and why a retry with the same `attemptToken` spends nothing.
+   */
+  async acquire(
+    ref: DispatchRef,
+    rate: Rate,
+    toleranceMs: number,
+    firstPollMs: number,
+    attemptToken: string,
+  ): Promise<Verdict> {
+    const state = this.#state;
+    const { keys } = state;
+    const connection = await wroteOn(state);
+    const reply = (await state.scripts.run(
+      'acquire',
+      [
+        keys.dispatch(ref.dispatchId),
+        laneOf(state, ref),
+        keys.budget(ref.projectId),
+        keys.park(ref.projectId),
+        keys.tracked,
+        keys.authPause,
+        keys.projectControls(ref.projectId),
+      ],
+      [
+        ref.dispatchId,
+        rate.max,
+        rate.windowMs,
+        toleranceMs,
+        Math.max(1, Math.round(firstPollMs)),
+        attemptToken,
+        keys.dispatch(''),
+        state.options.promptMaxBytes ?? 0,
+      ],
+    )) as [string, number, string, number?];
+    const [kind, n, text, probe] = reply;
+    switch (kind) {
+      case 'go': {
+        // The intent must be on disk before the prompt leaves: a crash that took it back would
+        // make the follow-up `queued` again, and it would be sent twice.
+        const notDurable = await onDisk(state, connection);
+        if (notDurable === undefined) return { kind, attempt: n, prompt: text, probe: probe === 1 };
+        // Its own wait may fail too: the next run of the job then finds the intent in doubt.
+        await this.requeue(ref, n, attemptToken, true, 0).catch((err: unknown) => {
+          if (!(err instanceof NotDurableError)) throw err;
+        });
+        return { kind: 'not_durable', reason: notDurable };
+      }
+      case 'blocked':
+      case 'missing':
+      case 'paused':
+        return { kind };
+      case 'invalid':
+        return { kind, promptBytes: n };
+      case 'auth_paused':
+        return { kind, untilMs: n };
+      case 'parked':
+      case 'over':
+        return { kind, untilMs: n };
+      case 'sending':
+        return { kind, sendingAt: n, attemptToken: text };
+      default:
+        return { kind: 'not-queued', state: kind as DispatchState };
+    }
+  }
+
+  /** Records attempt `attemptToken`'s send as `sent`/`unsettled`, tracked, on disk. Idempotent. */
+  async markSent(
+    ref: DispatchRef,
+    newState: 'sent' | 'unsettled',
+    job: AgentJob | undefined,
+    firstDelayMs: number,
+    attemptToken: string,
+  ): Promise<MarkResult> {
+    const state = this.#state;
+    const connection = await wroteOn(state);
+    const reply = await state.scripts.run(
+      'markSent',
+      [state.keys.dispatch(ref.dispatchId), state.keys.tracked],
+      [
+        ref.dispatchId,
+        newState,
+        job ? JSON.stringify(job) : '',
+        job?.status ?? '',
+        job?.status === 'active' ? '1' : '0',
+        Math.max(1, Math.round(firstDelayMs)),
+        attemptToken,
+      ],
+    );
+    const result = reply === 1 ? 'marked' : reply === 0 ? 'moved-on' : 'stale';
+    // The answer must be on disk before the BullMQ job completes: a crash that took it back while
+    // the job's completion (resent by ioredis after the reconnect) survived would leave the
+    // dispatch `sending` with no job left to settle it. Run again, MARK_SENT finds its own state.
+    const notDurable = result === 'marked' ? await onDisk(state, connection) : undefined;
+    if (notDurable !== undefined) throw new NotDurableError(notDurable);
+    return result;
+  }
+
+  /**
+   * Returns a dispatch to `queued`, for attempt `attemptToken` only (`refund`: the request never
+   * left; `parkMs`: park the project), on disk. Resolves to the park deadline (0: none), or why
+   * not. Idempotent.
+   */
+  async requeue(
+    ref: DispatchRef,
+    attempt: number,
+    attemptToken: string,
+    refund: boolean,
+    parkMs = 0,
+  ): Promise<number | Exclude<MarkResult, 'marked'>> {
+    const state = this.#state;
+    const connection = await wroteOn(state);
+    const { dispatch, budget, park, tracked } = state.keys;
+    const reply = (await state.scripts.run(
+      'requeue',
+      [dispatch(ref.dispatchId), budget(ref.projectId), park(ref.projectId), tracked],
+      [ref.dispatchId, attempt, refund ? '1' : '0', Math.max(0, Math.round(parkMs)), attemptToken],
+    )) as number;
+    if (reply === -1) return 'moved-on';
+    if (reply === -2) return 'stale';
+    // On disk before the job moves on: a crash that took it back would leave the dispatch
+    // `sending` under this token, and the job's next run would end it `ambiguous`, unsent.
+    const notDurable = await onDisk(state, connection);
+    if (notDurable !== undefined) throw new NotDurableError(notDurable);
+    return reply;
+  }
+
+  /** Whether a dispatch is queued at the head of its lane, so it may be sent now. */
+  async isNext(ref: DispatchRef): Promise<boolean> {
+    const state = this.#state;
+    const reply = await state.scripts.run(
+      'isNext',
+      [state.keys.dispatch(ref.dispatchId), laneOf(state, ref)],
+      [ref.dispatchId],
+    );
+    return reply === 1;
+  }
 }

@@ -2,6 +2,7 @@ import type { Redis } from 'ioredis';
 import type { DurabilityAssessment } from '../redis/durability.js';
 import type { Keys } from '../redis/keys.js';
 import type { Scripts } from './lua.js';
+import type { DispatchState } from './record.js';
 
 /** Settings the store needs. */
 export interface StoreOptions {
@@ -35,6 +36,34 @@ export interface DispatchRef {
   readonly projectId: string;
   readonly jobId: string;
 }
+
+/** The answer of `Sends.acquire`. */
+export type Verdict =
+  /** Send now. `probe`: sends are paused and this one tries whether the key works again. */
+  | { kind: 'go'; attempt: number; prompt: string; probe: boolean }
+  | { kind: 'blocked' }
+  /** Its prompt cannot be sent (empty, or over `promptMaxBytes`): nothing was spent. */
+  | { kind: 'invalid'; promptBytes: number }
+  /** The key was rejected: every send waits; the next probe may go at `untilMs`. */
+  | { kind: 'auth_paused'; untilMs: number }
+  /** An operator paused the project: nothing was spent; it waits for the resume. */
+  | { kind: 'paused' }
+  | { kind: 'parked' | 'over'; untilMs: number }
+  | { kind: 'missing' }
+  /** Another attempt (`attemptToken`) recorded its intent at `sendingAt`, and no outcome yet. */
+  | { kind: 'sending'; sendingAt: number; attemptToken: string }
+  /**
+   * It could go, but Redis did not confirm the intent on disk (`REDIS_DURABILITY`): it is queued
+   * again, its budget unit back, and must not be sent now. `reason` is the WAITAOF failure.
+   */
+  | { kind: 'not_durable'; reason: string }
+  | { kind: 'not-queued'; state: DispatchState };
+
+/**
+ * What recording an attempt's outcome did: `marked` (or it already was), `moved-on` (the record is
+ * in another state), `stale` (another attempt holds the intent now).
+ */
+export type MarkResult = 'marked' | 'moved-on' | 'stale';
 
 /** The lane key of a dispatch. */
 export function laneOf(state: StoreState, ref: Omit<DispatchRef, 'dispatchId'>): string {

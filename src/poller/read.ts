@@ -82,15 +82,15 @@ async function act(
         // Tolerated and logged once per change; the dispatch stays tracked.
         log.warn({ status: seen.job.status }, LIFECYCLE.followupUnknownStatus);
       }
-      await ctx.store.reschedule(record.dispatchId, action.delayMs, action.fields);
+      await ctx.store.tracking.reschedule(record.dispatchId, action.delayMs, action.fields);
       return false;
     case 'backoff': {
-      await ctx.store.parkPolls(record.projectId, action.delayMs);
+      await ctx.store.poll.parkPolls(record.projectId, action.delayMs);
       log.warn(
         { err: seen.kind === 'error' ? seen.error : undefined, delayMs: action.delayMs },
         LIFECYCLE.pollError,
       );
-      await ctx.store.reschedule(record.dispatchId, action.delayMs);
+      await ctx.store.tracking.reschedule(record.dispatchId, action.delayMs);
       return false;
     }
     case 'resend':
@@ -116,16 +116,20 @@ async function act(
 async function resend(ctx: TickContext, record: DispatchRecord, log: Logger): Promise<boolean> {
   if (
     record.state === 'unsettled' &&
-    typeof (await ctx.store.requeue(record, record.attempts, record.attemptToken ?? '', false)) !==
-      'number'
+    typeof (await ctx.store.sends.requeue(
+      record,
+      record.attempts,
+      record.attemptToken ?? '',
+      false,
+    )) !== 'number'
   ) {
     return false;
   }
   const jobId = `${record.dispatchId}-r${record.attempts}`;
   // Named on the record first, so the repair sweep checks this job, not the first one.
-  await ctx.store.carry(record.dispatchId, '', jobId);
+  await ctx.store.tracking.carry(record.dispatchId, '', jobId);
   await addDispatchJob(ctx.queue, record, jobId, ctx.config.sendAttempts);
-  await ctx.store.reschedule(record.dispatchId, ctx.config.pollMaxIntervalMs);
+  await ctx.store.tracking.reschedule(record.dispatchId, ctx.config.pollMaxIntervalMs);
   log.warn({ attempts: record.attempts }, LIFECYCLE.followupRetry);
   return false;
 }

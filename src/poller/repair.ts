@@ -42,17 +42,17 @@ export interface RepairResult {
 /** Sweeps one page of the open index, if a pass is due or running. */
 export async function sweepLostJobs(ctx: RepairContext): Promise<RepairResult> {
   const graceMs = ctx.config.repairGraceMs;
-  const pass = await ctx.store.startRepairPass(graceMs);
+  const pass = await ctx.store.poll.startRepairPass(graceMs);
   if (!pass) return { checked: 0, repaired: 0 };
   const { rank, nowMs } = pass;
-  const { dispatches, more } = await ctx.store.openPage(rank, SWEEP_PAGE, nowMs - graceMs);
+  const { dispatches, more } = await ctx.store.open.page(rank, SWEEP_PAGE, nowMs - graceMs);
 
   const gone = dispatches.filter((d) => d.state === undefined || d.state === 'done');
   for (const d of gone) if (d.state === undefined) await orphaned(ctx, d);
-  await ctx.store.dropOpen(gone.map((d) => d.dispatchId));
+  await ctx.store.open.drop(gone.map((d) => d.dispatchId));
 
   const queued = dispatches.filter((d) => d.state === 'queued' && !d.resendPending);
-  const presence = await ctx.store.jobPresence(
+  const presence = await ctx.store.poll.jobPresence(
     (name) => ctx.queue.toKey(name),
     queued.map((d) => d.bullJobId),
     nowMs - graceMs,
@@ -64,7 +64,10 @@ export async function sweepLostJobs(ctx: RepairContext): Promise<RepairResult> {
     if (await repairOne(ctx, d, seen === 'ended')) repaired++;
   }
   // Dropped entries shifted the ranks after them down; what a shift skips, the next pass sees.
-  await ctx.store.moveRepairCursor(more ? rank + SWEEP_PAGE - gone.length : undefined, graceMs);
+  await ctx.store.poll.moveRepairCursor(
+    more ? rank + SWEEP_PAGE - gone.length : undefined,
+    graceMs,
+  );
   return { checked: dispatches.length, repaired };
 }
 
@@ -78,7 +81,7 @@ async function repairOne(ctx: RepairContext, d: OpenDispatch, ended: boolean): P
   let bullJobId = d.bullJobId;
   if (ended) {
     bullJobId = `${d.dispatchId}-f${d.repairs + 1}`;
-    if (!(await ctx.store.carry(d.dispatchId, d.bullJobId, bullJobId))) return false;
+    if (!(await ctx.store.tracking.carry(d.dispatchId, d.bullJobId, bullJobId))) return false;
   }
   await addDispatchJob(ctx.queue, d, bullJobId, ctx.config.sendAttempts);
   ctx.metrics.repairs.inc({ outcome: ended ? 'replaced' : 'readded' });
@@ -105,7 +108,7 @@ async function repairOne(ctx: RepairContext, d: OpenDispatch, ended: boolean): P
 async function orphaned(ctx: RepairContext, d: OpenDispatch): Promise<void> {
   const orphan = { bullJobId: d.dispatchId, dispatchId: d.dispatchId };
   const payload = { dispatchId: d.dispatchId };
-  if ((await ctx.store.publishOrphan(orphan, payload, 'missing_record')) === 'published') {
+  if ((await ctx.store.tracking.publishOrphan(orphan, payload, 'missing_record')) === 'published') {
     ctx.metrics.repairs.inc({ outcome: 'orphaned' });
     ctx.logger.warn(
       { dispatchId: d.dispatchId, cause: 'record_missing' },

@@ -9,6 +9,13 @@ import { sweepLostJobs } from './repair.js';
 
 export type { TickContext } from './read.js';
 
+/** What one tick did, for logs and tests. */
+export interface TickResult {
+  readonly ran: boolean;
+  readonly reads: number;
+  readonly finished: number;
+}
+
 /**
  * Bounds of one tick. A tick reads at most `BATCH_SIZE` due dispatches per batch, and starts no
  * new batch after half its lock's time: what is left is due at the next tick, which the lock
@@ -34,13 +41,6 @@ const TICK_MARGIN = 0.1;
 /** Shortest wait between two looks at the due set within a tick. */
 const MIN_WAIT_MS = 10;
 
-/** What one tick did, for logs and tests. */
-export interface TickResult {
-  readonly ran: boolean;
-  readonly reads: number;
-  readonly finished: number;
-}
-
 /**
  * Runs one poll tick, unless another poller's tick holds the lock. The tick reads what is due,
  * then keeps reading what falls due until shortly before the next tick (`POLL_INTERVAL`), sleeping
@@ -56,7 +56,7 @@ export async function runTick(
 ): Promise<TickResult> {
   const token = randomUUID();
   const lockMs = lockMsOf(ctx.config.pollIntervalMs);
-  if (!(await ctx.store.takePollLock(token, lockMs))) {
+  if (!(await ctx.store.poll.takeLock(token, lockMs))) {
     ctx.metrics.pollTicks.inc({ outcome: 'skipped' });
     return { ran: false, reads: 0, finished: 0 };
   }
@@ -68,13 +68,16 @@ export async function runTick(
   let finished = 0;
   try {
     for (;;) {
-      const { nowMs, ids, nextDueMs } = await ctx.store.due(BATCH_SIZE, leaseMsOf(ctx.config));
+      const { nowMs, ids, nextDueMs } = await ctx.store.tracking.due(
+        BATCH_SIZE,
+        leaseMsOf(ctx.config),
+      );
       if (ids.length > 0) {
         const result = await pollBatch(ctx, ids, nowMs);
         reads += result.reads;
         finished += result.finished;
         if (Date.now() - started > lockMs / 2) break;
-        await ctx.store.renewPollLock(token, lockMs);
+        await ctx.store.poll.renewLock(token, lockMs);
         if (ids.length === BATCH_SIZE) continue;
       }
       if (stopping()) break;
@@ -91,7 +94,7 @@ export async function runTick(
     ctx.metrics.pollTicks.inc({ outcome: 'error' });
     throw err;
   } finally {
-    await ctx.store.releasePollLock(token).catch(() => {});
+    await ctx.store.poll.releaseLock(token).catch(() => {});
   }
   ctx.logger.debug({ reads, finished, ms: Date.now() - started }, LIFECYCLE.pollTick);
   return { ran: true, reads, finished };
@@ -103,13 +106,13 @@ async function pollBatch(
   ids: readonly string[],
   nowMs: number,
 ): Promise<TickResult> {
-  const records = await ctx.store.getMany(ids);
-  const parkedUntil = await ctx.store.pollParks([
+  const records = await ctx.store.sends.getMany(ids);
+  const parkedUntil = await ctx.store.poll.pollParks([
     ...new Set(records.flatMap((r) => (r ? [r.projectId] : []))),
   ]);
   // While the key is rejected, read only as the fleet's probe (with the key file's current key);
   // a read answered with anything but a rejection ends the pause.
-  const claim = await ctx.store.claimProbe();
+  const claim = await ctx.store.pause.claimProbe();
   const pause = { on: claim !== 'none' };
   if (claim === 'probe') ctx.refreshKey();
   const pausedReadDelayMs = Math.min(ctx.config.pollMaxIntervalMs, AUTH_PROBE_BACKOFF.maxBackoffMs);
@@ -124,17 +127,17 @@ async function pollBatch(
       const record = records[i];
       if (!record) {
         // Tracked but no record: it expired or was never ours. Stop tracking it.
-        await ctx.store.untrack(ids[i] as string);
+        await ctx.store.tracking.untrack(ids[i] as string);
         continue;
       }
       const parked = parkedUntil.get(record.projectId);
       if (parked && parked > nowMs) {
-        await ctx.store.reschedule(record.dispatchId, parked - nowMs);
+        await ctx.store.tracking.reschedule(record.dispatchId, parked - nowMs);
         continue;
       }
       if (pause.on && probing) {
         // One read per batch tries the key while it is rejected; the others wait, unread.
-        await ctx.store.reschedule(record.dispatchId, pausedReadDelayMs);
+        await ctx.store.tracking.reschedule(record.dispatchId, pausedReadDelayMs);
         continue;
       }
       probing = pause.on;

@@ -180,7 +180,7 @@ export function createAdmin(options: AdminOptions): Admin {
       const dispatchId = checkId('dispatchId', dispatchIdInput);
       return run(async () => {
         // The id does not name its shard: the one that holds the record ends it.
-        const found = await Promise.all(shards.map((s) => s.store.get(dispatchId)));
+        const found = await Promise.all(shards.map((s) => s.store.sends.get(dispatchId)));
         const shard =
           shards[
             Math.max(

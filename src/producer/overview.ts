@@ -54,11 +54,11 @@ export async function readOverview(
   options: OverviewOptions = {},
 ): Promise<Overview> {
   const [open, controlled, trackedPage, events, sendPause] = await Promise.all([
-    store.openPage(0, OPEN_SCAN, Number.MAX_SAFE_INTEGER),
+    store.open.page(0, OPEN_SCAN, Number.MAX_SAFE_INTEGER),
     store.projects.controlled(),
     store.views.trackedPage(options.tracked ?? 50),
     store.views.lastEvents(options.events ?? 20),
-    store.sendPause(),
+    store.pause.current(),
   ]);
   const counts = new Map<string, { queued: number; sending: number; tracked: number }>();
   const queued: QueuedView[] = [];

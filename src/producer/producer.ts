@@ -7,9 +7,7 @@ import {
 } from '../dispatch/followup.js';
 import { describeDispatch } from '../dispatch/status.js';
 import { connect } from '../redis/connections.js';
-import type { DurabilityAssessment } from '../redis/durability.js';
-import { markWrite } from '../redis/write-mark.js';
-import { keysFor, shardLayout } from '../redis/keys.js';
+import { shardLayout } from '../redis/keys.js';
 import { checkProducerLayout, LayoutError } from '../redis/layout.js';
 import { within } from '../runtime/deadline.js';
 import {
@@ -20,17 +18,10 @@ import {
 } from './errors.js';
 import { startSendSpans } from '../telemetry/tracing.js';
 import { cancelFollowUp, checkId } from './controls.js';
-import {
-  keysTakenElsewhere,
-  mergeShardResults,
-  openShards,
-  splitByShard,
-  type ProducerShard,
-} from './shards.js';
-import { addMissingJobs, buildTransaction, execute, resultsOf } from './transaction.js';
+import { diskGuard } from './disk.js';
+import { enqueueByShard, openShards, type ProducerShard } from './shards.js';
 
 import type { Producer, ProducerOptions } from './api.js';
-import { diskGuard } from './disk.js';
 
 export type { Producer, ProducerOptions } from './api.js';
 
@@ -102,48 +93,17 @@ export function createProducer(options: ProducerOptions): Producer {
     return client;
   }
 
-  /** One shard's transaction: REGISTER and the job add of each follow-up, then the disk. */
-  async function enqueueIn(
-    client: Redis,
-    assessment: DurabilityAssessment,
-    shard: ProducerShard,
-    followUps: readonly FollowUp[],
-    traceparents: readonly (string | undefined)[],
-  ): Promise<SendResult[]> {
-    const store = shard.store(client);
-    const transaction = await buildTransaction(
-      shard.queue,
-      client,
-      store,
-      followUps,
-      attempts,
-      traceparents,
-    );
-    const mark =
-      assessment.mode === 'waitaof'
-        ? await markWrite(client, keysFor(shard.shard.prefix).open)
-        : undefined;
-    const first = await execute(transaction, redis);
-    const replies = await addMissingJobs(shard.queue, client, transaction, first, attempts).catch(
-      (err: unknown) => {
-        throw asRedisFailure(err, redis);
-      },
-    );
-    await disk.onDisk(assessment, mark);
-    return resultsOf(followUps, transaction, replies, redis);
-  }
-
   /**
    * The record of `dispatchId` and the shard that holds it (the first shard when none does): the
    * id does not name its shard, so every shard is asked, in parallel.
    */
   async function recordOf(dispatchId: string) {
     const client = await connection();
-    const records = await Promise.all(shards.map((s) => s.store(client).get(dispatchId))).catch(
-      (err: unknown) => {
-        throw asRedisFailure(err, redis);
-      },
-    );
+    const records = await Promise.all(
+      shards.map((s) => s.store(client).sends.get(dispatchId)),
+    ).catch((err: unknown) => {
+      throw asRedisFailure(err, redis);
+    });
     const found = records.findIndex((r) => r !== undefined);
     return { client, record: records[found], shard: shards[Math.max(0, found)] as ProducerShard };
   }
@@ -153,23 +113,13 @@ export function createProducer(options: ProducerOptions): Producer {
     const spans = startSendSpans(followUps.length);
     try {
       const client = await connection();
-      const assessment = await disk.assess(client);
-      const taken = await keysTakenElsewhere(client, shards, followUps).catch((err: unknown) => {
-        throw asRedisFailure(err, redis);
-      });
-      const batches = splitByShard(followUps, shardCount, new Set(taken.map((c) => c.index ?? -1)));
-      const settled = await Promise.allSettled(
-        batches.map((b) =>
-          enqueueIn(
-            client,
-            assessment,
-            shards[b.shard] as ProducerShard,
-            b.followUps,
-            b.indexes.map((i) => spans.traceparents[i]),
-          ),
-        ),
+      const results = await enqueueByShard(
+        { redis, attempts, disk },
+        client,
+        shards,
+        followUps,
+        spans.traceparents,
       );
-      const results = mergeShardResults(followUps.length, batches, settled, taken);
       spans.end(results.map((r) => r.dispatchId));
       return results;
     } catch (err) {

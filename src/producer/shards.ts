@@ -2,14 +2,21 @@ import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { FollowUp } from '../dispatch/followup.js';
 import { DispatchStore } from '../dispatch/store.js';
+import type { DurabilityAssessment } from '../redis/durability.js';
+import { markWrite } from '../redis/write-mark.js';
 import { keysFor, QUEUE_NAMES, queueOptions, shardOf, type Shard } from '../redis/keys.js';
 import { newDispatchId, type DispatchJobData } from '../runtime/jobs.js';
-import { IdempotencyConflictError, type KeyConflict, type SendResult } from './errors.js';
+import type { DiskGuard } from './disk.js';
+import { asRedisFailure, IdempotencyConflictError } from './errors.js';
+import type { KeyConflict, SendResult } from './errors.js';
+import { addMissingJobs, buildTransaction, execute, resultsOf } from './transaction.js';
 
 /**
- * The producer's shards: per shard its BullMQ dispatch queue and its store, on the producer's one
- * connection (a cluster sends each shard's MULTI to the master of the shard's slot). A batch is
- * split by the shard of each project, one transaction per shard.
+ * The producer's shards and how a batch is enqueued across them: per shard its BullMQ dispatch
+ * queue and its store, on the producer's one connection (a cluster sends each shard's MULTI to the
+ * master of the shard's slot). A batch is split by the shard of each project, one transaction per
+ * shard (`transaction.ts`), each followed by its wait for the disk; the answers are merged back in
+ * input order.
  */
 
 /** One shard as the producer writes it. */
@@ -102,7 +109,7 @@ export async function keysTakenElsewhere(
   );
   if (keyed.length === 0) return [];
   const ids = [...new Set(keyed.map((k) => k.dispatchId))];
-  const found = await Promise.all(shards.map((s) => s.store(client).getMany(ids)));
+  const found = await Promise.all(shards.map((s) => s.store(client).sends.getMany(ids)));
   const holder = new Map<string, number>();
   for (const [shard, records] of found.entries())
     for (const [i, record] of records.entries())
@@ -146,4 +153,75 @@ export function mergeShardResults(
   conflicts.sort((a, b) => (a.index ?? 0) - (b.index ?? 0));
   if (conflicts.length > 0) throw new IdempotencyConflictError(conflicts, results);
   return results as SendResult[];
+}
+
+/** What enqueueing needs besides the batch: the producer's connection, its attempts, the disk. */
+export interface EnqueueContext {
+  /** The producer's connection, whose state tells a Redis failure's kind. */
+  readonly redis: Redis;
+  readonly attempts: number;
+  readonly disk: DiskGuard;
+}
+
+/**
+ * Enqueues a batch on `client` (BullMQ's connection, ready): one transaction per shard, in
+ * parallel, each waited on disk; answers in input order (see {@link mergeShardResults}).
+ */
+export async function enqueueByShard(
+  ctx: EnqueueContext,
+  client: Redis,
+  shards: readonly ProducerShard[],
+  followUps: readonly FollowUp[],
+  traceparents: readonly (string | undefined)[],
+): Promise<SendResult[]> {
+  const assessment = await ctx.disk.assess(client);
+  const taken = await keysTakenElsewhere(client, shards, followUps).catch((err: unknown) => {
+    throw asRedisFailure(err, ctx.redis);
+  });
+  const batches = splitByShard(followUps, shards.length, new Set(taken.map((c) => c.index ?? -1)));
+  const settled = await Promise.allSettled(
+    batches.map((b) =>
+      enqueueIn(
+        ctx,
+        client,
+        assessment,
+        shards[b.shard] as ProducerShard,
+        b.followUps,
+        b.indexes.map((i) => traceparents[i]),
+      ),
+    ),
+  );
+  return mergeShardResults(followUps.length, batches, settled, taken);
+}
+
+/** One shard's transaction: REGISTER and the job add of each follow-up, then the disk. */
+async function enqueueIn(
+  { redis, attempts, disk }: EnqueueContext,
+  client: Redis,
+  assessment: DurabilityAssessment,
+  shard: ProducerShard,
+  followUps: readonly FollowUp[],
+  traceparents: readonly (string | undefined)[],
+): Promise<SendResult[]> {
+  const store = shard.store(client);
+  const transaction = await buildTransaction(
+    shard.queue,
+    client,
+    store,
+    followUps,
+    attempts,
+    traceparents,
+  );
+  const mark =
+    assessment.mode === 'waitaof'
+      ? await markWrite(client, keysFor(shard.shard.prefix).open)
+      : undefined;
+  const first = await execute(transaction, redis);
+  const replies = await addMissingJobs(shard.queue, client, transaction, first, attempts).catch(
+    (err: unknown) => {
+      throw asRedisFailure(err, redis);
+    },
+  );
+  await disk.onDisk(assessment, mark);
+  return resultsOf(followUps, transaction, replies, redis);
 }

@@ -55,13 +55,13 @@ export async function buildTransaction(
   traceparents: readonly (string | undefined)[],
 ): Promise<Transaction> {
   const multi = client.multi();
-  const loads = store.loadScriptsInto(multi);
+  const loads = store.sends.loadScriptsInto(multi);
   const ids = followUps.map((f) => newDispatchId(f.key));
   const registrations: Registration[] = [];
   for (const [i, followUp] of followUps.entries()) {
     const dispatchId = ids[i] as string;
     const registration: Registration = { ...followUp, traceparent: traceparents[i] };
-    store.registerInto(multi, dispatchId, registration);
+    store.sends.registerInto(multi, dispatchId, registration);
     await addJobInto(queue, multi, dispatchId, registration, attempts);
     registrations.push(registration);
   }

@@ -27,7 +27,7 @@ export async function pauseSends(
   httpStatus: number,
   logger: Logger,
 ): Promise<number> {
-  const { started, probeAt } = await store.pauseSends(httpStatus);
+  const { started, probeAt } = await store.pause.start(httpStatus);
   if (started) {
     logger.error(
       {
@@ -50,7 +50,7 @@ export async function resumeSends(
   queue: Queue,
   logger: Logger,
 ): Promise<void> {
-  const { resumed, parked } = await store.resumeSends();
+  const { resumed, parked } = await store.pause.end();
   if (resumed) logger.info({ woken: parked.length }, LIFECYCLE.sendsResumed);
   for (let i = 0; i < parked.length; i += WAKE_BATCH) {
     await Promise.all(parked.slice(i, i + WAKE_BATCH).map((id) => wakeDispatch(queue, id)));

@@ -30,7 +30,7 @@ export async function cancelDispatch(
   ctx: CancelContext,
   dispatchId: string,
 ): Promise<CancelOutcome> {
-  const record = await ctx.store.get(dispatchId);
+  const record = await ctx.store.sends.get(dispatchId);
   if (!record) return { outcome: 'unknown' };
   if (record.state !== 'queued') return { outcome: 'refused', state: record.state };
   // Queued again to resend an unsettled send (AMBIGUOUS_RESEND): its first send may have reached

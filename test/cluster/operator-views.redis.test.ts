@@ -108,7 +108,7 @@ describe('the dashboard, the gauges and /readyz on a cluster with DISPATCH_SHARD
         eventsMaxLen: 100,
         retentionMs: 60_000,
       });
-      await store.pauseSends(401);
+      await store.pause.start(401);
     }
     const res = await fetch(url('/readyz'));
     expect(res.status).toBe(503);

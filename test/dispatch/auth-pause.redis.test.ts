@@ -19,7 +19,8 @@ describe('the fleet-wide pause after a rejected key (ACQUIRE, REQUEUE, AUTH_PAUS
   }
   // One attempt token per dispatch: each ACQUIRE here stands for one worker's run.
   const tokenOf = (ref: DispatchRef) => `token-${ref.dispatchId}`;
-  const acquire = (ref: DispatchRef) => fixture().store.acquire(ref, RATE, 50, 1_000, tokenOf(ref));
+  const acquire = (ref: DispatchRef) =>
+    fixture().store.sends.acquire(ref, RATE, 50, 1_000, tokenOf(ref));
   const acquireAll = (refs: readonly DispatchRef[]) => Promise.all(refs.map(acquire));
   const untilOf = (v: Verdict) => (v.kind === 'auth_paused' ? v.untilMs : undefined);
   const sleepUntil = (ms: number) =>
@@ -27,21 +28,21 @@ describe('the fleet-wide pause after a rejected key (ACQUIRE, REQUEUE, AUTH_PAUS
 
   it('holds every send, lets one probe through per backoff, refunds it, and resumes', async () => {
     const refs = await heads(6);
-    const started = await fixture().store.pauseSends(401, {
+    const started = await fixture().store.pause.start(401, {
       firstBackoffMs: 200,
       maxBackoffMs: 400,
     });
     expect(started.started).toBe(true);
     // The pause is fleet-wide and starts once: the next rejection finds it already on.
-    expect((await fixture().store.pauseSends(403)).started).toBe(false);
-    expect(await fixture().store.sendPause()).toMatchObject({ httpStatus: 401 });
+    expect((await fixture().store.pause.start(403)).started).toBe(false);
+    expect(await fixture().store.pause.current()).toMatchObject({ httpStatus: 401 });
 
     const held = await acquireAll(refs);
     expect(held.map((v) => v.kind)).toEqual(Array(6).fill('auth_paused'));
     expect(new Set(held.map(untilOf))).toEqual(new Set([started.probeAt]));
     // Held sends spent nothing: no attempt, no budget, nothing tracked.
     for (const ref of refs)
-      expect(await fixture().store.get(ref.dispatchId)).toMatchObject({
+      expect(await fixture().store.sends.get(ref.dispatchId)).toMatchObject({
         state: 'queued',
         attempts: 0,
       });
@@ -64,9 +65,9 @@ describe('the fleet-wide pause after a rejected key (ACQUIRE, REQUEUE, AUTH_PAUS
       // The probe was rejected again: back to queued, its budget unit given back.
       const probe = refs[verdicts.findIndex((v) => v.kind === 'go')] as DispatchRef;
       const attempt = goes[0]?.kind === 'go' ? goes[0].attempt : 0;
-      expect(await fixture().store.requeue(probe, attempt, tokenOf(probe), true)).toBe(0);
+      expect(await fixture().store.sends.requeue(probe, attempt, tokenOf(probe), true)).toBe(0);
       expect(await fixture().ns.redis.zcard(keysFor(fixture().ns.prefix).budget('p'))).toBe(0);
-      expect((await fixture().store.pauseSends(401)).started).toBe(false);
+      expect((await fixture().store.pause.start(401)).started).toBe(false);
     }
     // Backoff doubles (200 → 400) and is capped (400), measured from each probe.
     expect(gaps[0]).toBeGreaterThanOrEqual(400);
@@ -75,15 +76,15 @@ describe('the fleet-wide pause after a rejected key (ACQUIRE, REQUEUE, AUTH_PAUS
     expect(gaps[1]).toBeLessThan(450);
 
     // The jobs the pause parked are handed back once, for the caller to wake at the end.
-    await fixture().store.noteAuthParked('job-a');
-    await fixture().store.noteAuthParked('job-b');
-    const ended = await fixture().store.resumeSends();
+    await fixture().store.pause.noteParked('job-a');
+    await fixture().store.pause.noteParked('job-b');
+    const ended = await fixture().store.pause.end();
     expect({ ...ended, parked: [...ended.parked].sort() }).toEqual({
       resumed: true,
       parked: ['job-a', 'job-b'],
     });
-    expect(await fixture().store.resumeSends()).toEqual({ resumed: false, parked: [] });
-    expect(await fixture().store.sendPause()).toBeUndefined();
+    expect(await fixture().store.pause.end()).toEqual({ resumed: false, parked: [] });
+    expect(await fixture().store.pause.current()).toBeUndefined();
     const after = await acquireAll(refs);
     expect(after.map((v) => v.kind)).toEqual(Array(6).fill('go'));
     expect(after.every((v) => v.kind === 'go' && !v.probe)).toBe(true);
@@ -91,24 +92,24 @@ describe('the fleet-wide pause after a rejected key (ACQUIRE, REQUEUE, AUTH_PAUS
 
   it('shares the one probe per backoff between status reads and sends', async () => {
     const [ref] = await heads(1);
-    expect(await fixture().store.claimProbe()).toBe('none');
-    const { probeAt } = await fixture().store.pauseSends(401, {
+    expect(await fixture().store.pause.claimProbe()).toBe('none');
+    const { probeAt } = await fixture().store.pause.start(401, {
       firstBackoffMs: 200,
       maxBackoffMs: 400,
     });
-    expect(await fixture().store.claimProbe()).toBe('wait');
+    expect(await fixture().store.pause.claimProbe()).toBe('wait');
     await sleepUntil(probeAt + 5);
-    expect(await Promise.all([fixture().store.claimProbe(), fixture().store.claimProbe()])).toEqual(
-      ['probe', 'wait'],
-    );
+    expect(
+      await Promise.all([fixture().store.pause.claimProbe(), fixture().store.pause.claimProbe()]),
+    ).toEqual(['probe', 'wait']);
     // The read took this probe: a send must wait for the next one.
     expect((await acquire(ref as DispatchRef)).kind).toBe('auth_paused');
-    await fixture().store.resumeSends();
-    expect(await fixture().store.claimProbe()).toBe('none');
+    await fixture().store.pause.end();
+    expect(await fixture().store.pause.claimProbe()).toBe('none');
   });
 
   it('never stores the key or any server text in the flag', async () => {
-    await fixture().store.pauseSends(302);
+    await fixture().store.pause.start(302);
     const flag = await fixture().ns.redis.hgetall(keysFor(fixture().ns.prefix).authPause);
     expect(Object.keys(flag).sort()).toEqual([
       'backoffMs',

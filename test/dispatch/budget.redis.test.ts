@@ -32,7 +32,7 @@ describe('the per-project budget (ACQUIRE)', () => {
       while (Date.now() < endAt && next < refs.length) {
         const ref = refs[next++] as DispatchRef;
         for (;;) {
-          const verdict = await fixture().store.acquire(
+          const verdict = await fixture().store.sends.acquire(
             ref,
             RATE,
             TOLERANCE_MS,
@@ -78,17 +78,17 @@ describe('the per-project budget (ACQUIRE)', () => {
   it('keeps a project parked after a 429 and lets other projects through', async () => {
     const [hot] = await heads(1, 'hot');
     const [cool] = await heads(1, 'cool');
-    const go = await fixture().store.acquire(hot as DispatchRef, RATE, 20, 60_000, 'A');
+    const go = await fixture().store.sends.acquire(hot as DispatchRef, RATE, 20, 60_000, 'A');
     expect(go.kind).toBe('go');
-    const until = await fixture().store.requeue(hot as DispatchRef, 1, 'A', false, 5_000);
+    const until = await fixture().store.sends.requeue(hot as DispatchRef, 1, 'A', false, 5_000);
     expect(until).toBeGreaterThan(Date.now() + 4_000);
-    expect(await fixture().store.acquire(hot as DispatchRef, RATE, 20, 60_000, 'B')).toEqual({
+    expect(await fixture().store.sends.acquire(hot as DispatchRef, RATE, 20, 60_000, 'B')).toEqual({
       kind: 'parked',
       untilMs: until,
     });
-    expect((await fixture().store.acquire(cool as DispatchRef, RATE, 20, 60_000, 'C')).kind).toBe(
-      'go',
-    );
+    expect(
+      (await fixture().store.sends.acquire(cool as DispatchRef, RATE, 20, 60_000, 'C')).kind,
+    ).toBe('go');
   });
 
   it('sends only the head of a lane', async () => {
@@ -98,21 +98,22 @@ describe('the per-project budget (ACQUIRE)', () => {
     ]);
     const ref = (id: string) => ({ dispatchId: id, projectId: 'p', jobId: 'same' });
     expect(
-      await fixture().store.acquire(ref(second?.dispatchId as string), RATE, 20, 60_000, 'A'),
+      await fixture().store.sends.acquire(ref(second?.dispatchId as string), RATE, 20, 60_000, 'A'),
     ).toEqual({
       kind: 'blocked',
     });
     expect(
-      (await fixture().store.acquire(ref(first?.dispatchId as string), RATE, 20, 60_000, 'B')).kind,
+      (await fixture().store.sends.acquire(ref(first?.dispatchId as string), RATE, 20, 60_000, 'B'))
+        .kind,
     ).toBe('go');
     expect(
-      await fixture().store.acquire(ref(first?.dispatchId as string), RATE, 20, 60_000, 'C'),
+      await fixture().store.sends.acquire(ref(first?.dispatchId as string), RATE, 20, 60_000, 'C'),
     ).toEqual({
       kind: 'sending',
       sendingAt: expect.any(Number) as number,
       attemptToken: 'B',
     });
-    expect(await fixture().store.isNext(ref(second?.dispatchId as string))).toBe(false);
+    expect(await fixture().store.sends.isNext(ref(second?.dispatchId as string))).toBe(false);
   });
 
   it('refuses a prompt it cannot send before spending a budget unit on it', async () => {
@@ -133,15 +134,15 @@ describe('the per-project budget (ACQUIRE)', () => {
       projectId: 'p',
       jobId,
     });
-    expect(await store.acquire(ref(big?.dispatchId, 'big'), RATE, 20, 60_000, 'A')).toEqual({
+    expect(await store.sends.acquire(ref(big?.dispatchId, 'big'), RATE, 20, 60_000, 'A')).toEqual({
       kind: 'invalid',
       promptBytes: 12,
     });
     expect(await ns.redis.zcard(keys.budget('p'))).toBe(0);
     expect(await ns.redis.hget(keys.dispatch(big?.dispatchId as string), 'state')).toBe('queued');
-    expect((await store.acquire(ref(fine?.dispatchId, 'fine'), RATE, 20, 60_000, 'B')).kind).toBe(
-      'go',
-    );
+    expect(
+      (await store.sends.acquire(ref(fine?.dispatchId, 'fine'), RATE, 20, 60_000, 'B')).kind,
+    ).toBe('go');
     expect(await ns.redis.zcard(keys.budget('p'))).toBe(1);
   });
 });

@@ -35,7 +35,7 @@ describe('operator controls in the store (cancel, pause, limit, show)', () => {
   }
 
   const acquire = (ref: DispatchRef, token = randomUUID()) =>
-    fixture().store.acquire(ref, DEFAULT, DEFAULT.toleranceMs, 60_000, token);
+    fixture().store.sends.acquire(ref, DEFAULT, DEFAULT.toleranceMs, 60_000, token);
 
   it('cancels a queued follow-up with one followup.cancelled event and hands its lane on', async () => {
     const [first, second] = (await enqueue(2)) as [DispatchRef, DispatchRef];
@@ -84,7 +84,7 @@ describe('operator controls in the store (cancel, pause, limit, show)', () => {
     );
     const err = await withAdmin((admin) => admin.cancel(ref.dispatchId)).catch((e: unknown) => e);
     expect(err).toMatchObject({ code: 'not_cancellable', state: 'unsettled' });
-    expect((await fixture().store.get(ref.dispatchId))?.state).toBe('queued');
+    expect((await fixture().store.sends.get(ref.dispatchId))?.state).toBe('queued');
     expect(await readEvents(fixture().ns.redis, fixture().ns.eventsStream)).toEqual([]);
   });
 
@@ -95,11 +95,11 @@ describe('operator controls in the store (cancel, pause, limit, show)', () => {
     const lanes = await Promise.all(
       ['a', 'b'].map(async (jobId) => (await enqueue(1, 'p', jobId))[0] as DispatchRef),
     );
-    expect((await fixture().store.acquire(refs[0] as DispatchRef, one, 50, 60_000, 't')).kind).toBe(
-      'go',
-    );
+    expect(
+      (await fixture().store.sends.acquire(refs[0] as DispatchRef, one, 50, 60_000, 't')).kind,
+    ).toBe('go');
     const waiting = lanes[0] as DispatchRef;
-    expect((await fixture().store.acquire(waiting, one, 50, 60_000, 't2')).kind).toBe('over');
+    expect((await fixture().store.sends.acquire(waiting, one, 50, 60_000, 't2')).kind).toBe('over');
     expect(await fixture().ns.redis.zscore(budget, `r:${waiting.dispatchId}`)).not.toBeNull();
     await withAdmin((admin) => admin.cancel(waiting.dispatchId));
     expect(await fixture().ns.redis.zscore(budget, `r:${waiting.dispatchId}`)).toBeNull();
@@ -149,7 +149,7 @@ describe('operator controls in the store (cancel, pause, limit, show)', () => {
     expect((await withAdmin((admin) => admin.pauseProject('A'))).changed).toBe(false);
     expect(await acquire(a)).toEqual({ kind: 'paused' });
     expect(await fixture().ns.redis.zcard(keys.budget('A'))).toBe(0);
-    expect((await fixture().store.get(a.dispatchId))?.attempts).toBe(0);
+    expect((await fixture().store.sends.get(a.dispatchId))?.attempts).toBe(0);
     expect((await acquire(b)).kind).toBe('go');
     await fixture().store.projects.noteParked('A', a.dispatchId);
     const resumed = await withAdmin((admin) => admin.resumeProject('A'));

@@ -15,7 +15,7 @@ describe('a lane (ACQUIRE)', () => {
     return results.map(({ dispatchId }) => ({ dispatchId, projectId: 'p', jobId: 'j' }));
   }
   const acquire = (ref: DispatchRef) =>
-    fixture().store.acquire(ref, RATE, 50, 60_000, `token-${ref.dispatchId}`);
+    fixture().store.sends.acquire(ref, RATE, 50, 60_000, `token-${ref.dispatchId}`);
 
   it('lets only its head go; the next waits', async () => {
     const [first, second] = await lane(['one', 'two']);

@@ -11,8 +11,8 @@ describe("the poller's read of records (getMany)", () => {
       { projectId: 'p', jobId: 'k', prompt: 'short' },
     ]);
     const ids = [first?.dispatchId as string, second?.dispatchId as string, 'no-such-dispatch'];
-    const read = await store.getMany(ids);
-    const whole = await Promise.all(ids.map((id) => store.get(id)));
+    const read = await store.sends.getMany(ids);
+    const whole = await Promise.all(ids.map((id) => store.sends.get(id)));
     expect(whole[0]?.prompt).toHaveLength(60_000);
     expect(read[0]).toEqual({ ...whole[0], prompt: undefined });
     expect(read[1]).toEqual({ ...whole[1], prompt: undefined });

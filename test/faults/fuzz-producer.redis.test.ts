@@ -76,9 +76,9 @@ describe('5. bad input: the producer library', () => {
       eventsMaxLen: 100,
       retentionMs: 60_000,
     });
-    const record = await store.get(dispatchId);
+    const record = await store.sends.get(dispatchId);
     if (!record) throw new Error('the record is missing');
-    await store.finish(record, { type: EVENT_TYPES.undeliverable, reason: 'bad_request' });
+    await store.tracking.finish(record, { type: EVENT_TYPES.undeliverable, reason: 'bad_request' });
     const [event] = await readEvents(ns.redis, stream);
     expect(JSON.stringify(event?.event['meta'])).toBe(JSON.stringify(meta));
   });

@@ -144,9 +144,9 @@ describe('createProducer', () => {
       eventsMaxLen: 1000,
       retentionMs: 60_000,
     });
-    const record = await store.get(dispatchId);
+    const record = await store.sends.get(dispatchId);
     if (!record) throw new Error('no record');
-    const { finished } = await store.finish(record, {
+    const { finished } = await store.tracking.finish(record, {
       type: EVENT_TYPES.undeliverable,
       reason: 'bad_request',
     });

@@ -63,10 +63,10 @@ describe('the store waits for the disk where a crash must not undo a write (Valk
     const store = storeWith('ok', WAIT_LOCAL);
     const [first, second] = await twoInOneLane('ok');
     const before = await waitaofCalls(redis);
-    expect(await store.acquire(first, RATE, 20, 60_000, 'A')).toMatchObject({ kind: 'go' });
+    expect(await store.sends.acquire(first, RATE, 20, 60_000, 'A')).toMatchObject({ kind: 'go' });
     expect((await waitaofCalls(redis)) - before).toBe(1);
-    const record = await store.get(first.dispatchId);
-    const ended = await store.finish(record!, { type: 'followup.completed' });
+    const record = await store.sends.get(first.dispatchId);
+    const ended = await store.tracking.finish(record!, { type: 'followup.completed' });
     expect(ended).toEqual({ finished: true, nextDispatchId: second.dispatchId });
     expect((await waitaofCalls(redis)) - before).toBe(2);
   });
@@ -74,23 +74,23 @@ describe('the store waits for the disk where a crash must not undo a write (Valk
   it("a send's answer is on disk before MARK_SENT resolves; short of it, it throws and a rerun finds it marked", async () => {
     const store = storeWith('marked', WAIT_LOCAL);
     const [first] = await twoInOneLane('marked');
-    expect(await store.acquire(first, RATE, 20, 60_000, 'A')).toMatchObject({ kind: 'go' });
+    expect(await store.sends.acquire(first, RATE, 20, 60_000, 'A')).toMatchObject({ kind: 'go' });
     const before = await waitaofCalls(redis);
-    expect(await store.markSent(first, 'sent', undefined, 1_000, 'A')).toBe('marked');
+    expect(await store.sends.markSent(first, 'sent', undefined, 1_000, 'A')).toBe('marked');
     expect((await waitaofCalls(redis)) - before).toBe(1);
 
     const short = storeWith('marked-short', WAIT_LOCAL);
     const [other] = await twoInOneLane('marked-short');
-    expect(await short.acquire(other, RATE, 20, 60_000, 'B')).toMatchObject({ kind: 'go' });
+    expect(await short.sends.acquire(other, RATE, 20, 60_000, 'B')).toMatchObject({ kind: 'go' });
     const shortOfReplicas = storeWith('marked-short', WAIT_REPLICA);
-    await expect(shortOfReplicas.markSent(other, 'sent', undefined, 1_000, 'B')).rejects.toThrow(
-      NotDurableError,
-    );
+    await expect(
+      shortOfReplicas.sends.markSent(other, 'sent', undefined, 1_000, 'B'),
+    ).rejects.toThrow(NotDurableError);
     // The answer is written; retried (as the worker does), MARK_SENT finds its own state.
     expect(await redis.hget(keysFor('marked-short').dispatch(other.dispatchId), 'state')).toBe(
       'sent',
     );
-    expect(await short.markSent(other, 'sent', undefined, 1_000, 'B')).toBe('marked');
+    expect(await short.sends.markSent(other, 'sent', undefined, 1_000, 'B')).toBe('marked');
   });
 
   it('an orphan event only for a job Redis still holds, and never while the record exists', async () => {
@@ -99,22 +99,22 @@ describe('the store waits for the disk where a crash must not undo a write (Valk
     const events = () => redis.xlen('orphan:events');
     const orphan = { bullJobId: 'k-1', dispatchId: 'k-1', jobKey: 'orphan:dispatch:k-1' };
     // A job a worker took just before a crash took back its enqueue: nothing is published.
-    expect(await store.publishOrphan(orphan, { dispatchId: 'k-1' }, 'missing_record')).toBe(
-      'job-gone',
-    );
+    expect(
+      await store.tracking.publishOrphan(orphan, { dispatchId: 'k-1' }, 'missing_record'),
+    ).toBe('job-gone');
     await redis.hset(keys.dispatch('k-1'), 'state', 'queued');
     await redis.hset(orphan.jobKey, 'data', '{}');
-    expect(await store.publishOrphan(orphan, { dispatchId: 'k-1' }, 'missing_record')).toBe(
-      'record-exists',
-    );
+    expect(
+      await store.tracking.publishOrphan(orphan, { dispatchId: 'k-1' }, 'missing_record'),
+    ).toBe('record-exists');
     expect(await events()).toBe(0);
     await redis.del(keys.dispatch('k-1'));
-    expect(await store.publishOrphan(orphan, { dispatchId: 'k-1' }, 'missing_record')).toBe(
-      'published',
-    );
-    expect(await store.publishOrphan(orphan, { dispatchId: 'k-1' }, 'missing_record')).toBe(
-      'published-before',
-    );
+    expect(
+      await store.tracking.publishOrphan(orphan, { dispatchId: 'k-1' }, 'missing_record'),
+    ).toBe('published');
+    expect(
+      await store.tracking.publishOrphan(orphan, { dispatchId: 'k-1' }, 'missing_record'),
+    ).toBe('published-before');
     expect(await events()).toBe(1);
   });
 
@@ -139,7 +139,7 @@ describe('the store waits for the disk where a crash must not undo a write (Valk
   it('without the copies asked for: requeues with the budget unit back, and wakes nobody', async () => {
     const store = storeWith('short', WAIT_REPLICA);
     const [first, second] = await twoInOneLane('short');
-    const verdict = await store.acquire(first, RATE, 20, 60_000, 'A');
+    const verdict = await store.sends.acquire(first, RATE, 20, 60_000, 'A');
     expect(verdict).toMatchObject({ kind: 'not_durable' });
     expect(verdict.kind === 'not_durable' && verdict.reason).toMatch(/WAITAOF answered 1 local/);
     const keys = keysFor('short');
@@ -147,12 +147,12 @@ describe('the store waits for the disk where a crash must not undo a write (Valk
     expect(await redis.zcard(keys.budget('p'))).toBe(0);
     expect(await redis.zscore(keys.tracked, first.dispatchId)).toBeNull();
     // The lane's release is written, but its next one is not woken before it is on disk.
-    const record = await store.get(first.dispatchId);
-    expect(await store.finish(record!, { type: 'followup.completed' })).toEqual({
+    const record = await store.sends.get(first.dispatchId);
+    expect(await store.tracking.finish(record!, { type: 'followup.completed' })).toEqual({
       finished: true,
       nextDispatchId: undefined,
     });
-    expect(await store.isNext(second)).toBe(true);
+    expect(await store.sends.isNext(second)).toBe(true);
   });
 });
 

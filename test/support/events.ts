@@ -1,14 +1,9 @@
 import type { Redis } from 'ioredis';
+import type { EventView } from '../../src/dispatch/store.js';
 import { eventually } from './namespace.js';
 
 /** One completion event as read back from the stream, with `event` parsed. */
-export interface StreamEvent {
-  readonly id: string;
-  readonly type: string;
-  readonly dispatchId: string;
-  readonly projectId: string;
-  readonly jobId: string;
-  readonly status: string;
+export interface StreamEvent extends Omit<EventView, 'reason'> {
   readonly prLink: string;
   /** Present only when the follow-up was traced. */
   readonly traceparent: string | undefined;

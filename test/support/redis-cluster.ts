@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
-import { freePort, serverProcess } from './redis-server.js';
+import { freePort, localServerArgs, serverProcess } from './redis-server.js';
 
 /**
  * A real local Redis Cluster of masters only (no replica): one `redis-server --cluster-enabled yes`
@@ -113,12 +113,7 @@ async function startNode(
   const url = `redis://127.0.0.1:${port}`;
   const binary = persistence.server === 'valkey' ? 'valkey-server' : 'redis-server';
   const { launch, stop, pid } = serverProcess(binary, url, [
-    '--port',
-    String(port),
-    '--bind',
-    '127.0.0.1',
-    '--dir',
-    dir,
+    ...localServerArgs(port, dir, persistence),
     '--cluster-enabled',
     'yes',
     // A node that never met another one would announce no address in CLUSTER SLOTS.
@@ -128,14 +123,6 @@ async function startNode(
     'nodes.conf',
     '--cluster-node-timeout',
     '2000',
-    '--save',
-    '',
-    '--appendonly',
-    persistence.appendonly ?? 'no',
-    '--appendfsync',
-    persistence.appendfsync ?? 'everysec',
-    '--maxmemory-policy',
-    'noeviction',
   ]);
   await launch();
   return {

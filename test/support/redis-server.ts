@@ -63,6 +63,34 @@ const PACKAGES: Record<string, string> = {
 };
 
 /**
+ * The arguments every test server starts with: on `port` of 127.0.0.1, in `dir`, with AOF as
+ * `persistence` says (`appendonly` off and `appendfsync everysec` unless set), no RDB snapshots,
+ * and `maxmemory-policy noeviction`, as production runs it.
+ */
+export function localServerArgs(
+  port: number,
+  dir: string,
+  persistence: PersistenceOptions,
+): string[] {
+  return [
+    '--port',
+    String(port),
+    '--bind',
+    '127.0.0.1',
+    '--dir',
+    dir,
+    '--appendonly',
+    persistence.appendonly ?? 'no',
+    '--appendfsync',
+    persistence.appendfsync ?? 'everysec',
+    '--save',
+    '',
+    '--maxmemory-policy',
+    'noeviction',
+  ];
+}
+
+/**
  * Starts `redis-server` (from PATH, or `binary`, such as `valkey-server`) with AOF (`appendfsync
  * everysec` unless `persistence` says otherwise) and `maxmemory-policy noeviction`, as production
  * runs it. Rejects, naming the package to install, if the binary is missing.
@@ -74,22 +102,11 @@ export async function startPrivateRedis(
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'agent-dispatch-redis-'));
   const url = `redis://127.0.0.1:${port}`;
-  const { launch, stop } = serverProcess(binary, url, [
-    '--port',
-    String(port),
-    '--bind',
-    '127.0.0.1',
-    '--dir',
-    dir,
-    '--appendonly',
-    persistence.appendonly ?? 'yes',
-    '--appendfsync',
-    persistence.appendfsync ?? 'everysec',
-    '--save',
-    '',
-    '--maxmemory-policy',
-    'noeviction',
-  ]);
+  const { launch, stop } = serverProcess(
+    binary,
+    url,
+    localServerArgs(port, dir, { appendonly: 'yes', ...persistence }),
+  );
   await launch();
   return {
     url,
