@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { keysFor } from '../../src/redis/keys.js';
 import { useStore } from '../support/store.js';
 
-describe("the poller's claim of due reads (due)", () => {
+describe('the tracked set: claims of due reads (DUE) and their reschedules', () => {
   const fixture = useStore('tracking');
 
   it('claims every due dispatch of a batch over 1,000 with its lease, and leaves the rest', async () => {
@@ -24,5 +24,50 @@ describe("the poller's claim of due reads (due)", () => {
     );
     expect(scoreOf.size).toBe(1_501);
     expect(nextDueMs).toBe(1_201);
+  });
+
+  it('moves a tracked read and stores what it saw, never taking back seen active', async () => {
+    const { ns, producer, store } = fixture();
+    const tracked = keysFor(ns.prefix).tracked;
+    const { dispatchId } = await producer.send({ projectId: 'p', jobId: 'j', prompt: 'hi' });
+    await ns.redis.hset(keysFor(ns.prefix).dispatch(dispatchId), 'seenActive', '1');
+    await ns.redis.zadd(tracked, 5, dispatchId);
+
+    const before = Date.now();
+    expect(
+      await store.reschedule(dispatchId, 60_000, { seenActive: '0', lastStatus: 'completed' }),
+    ).toBe(true);
+    expect(Number(await ns.redis.zscore(tracked, dispatchId))).toBeGreaterThanOrEqual(
+      before + 59_000,
+    );
+    expect(await store.get(dispatchId)).toMatchObject({
+      seenActive: true,
+      lastStatus: 'completed',
+    });
+  });
+
+  it('stores the read of a tracked dispatch whose score was already that time', async () => {
+    const { ns, producer, store } = fixture();
+    const tracked = keysFor(ns.prefix).tracked;
+    const { dispatchId } = await producer.send({ projectId: 'p', jobId: 'j', prompt: 'hi' });
+    await ns.redis.zadd(tracked, 1, dispatchId);
+    // Two reschedules back to back, most often in the same millisecond: the second moves
+    // nothing (same score), yet the dispatch is tracked and what it saw is stored.
+    for (let i = 0; i < 20; i++) {
+      const replies = await Promise.all([
+        store.reschedule(dispatchId, 60_000, { polls: 1 }),
+        store.reschedule(dispatchId, 60_000, { polls: 2 }),
+      ]);
+      expect(replies).toEqual([true, true]);
+    }
+    expect((await store.get(dispatchId))?.polls).toBe(2);
+  });
+
+  it('neither moves nor writes a dispatch that is no longer tracked', async () => {
+    const { ns, producer, store } = fixture();
+    const { dispatchId } = await producer.send({ projectId: 'p', jobId: 'j', prompt: 'hi' });
+    expect(await store.reschedule(dispatchId, 1_000, { lastStatus: 'active' })).toBe(false);
+    expect(await ns.redis.zscore(keysFor(ns.prefix).tracked, dispatchId)).toBeNull();
+    expect((await store.get(dispatchId))?.lastStatus).toBeUndefined();
   });
 });
