@@ -9,7 +9,7 @@ import { ProjectControls } from './project-controls.js';
 import type { DispatchRecord, DispatchState } from './record.js';
 import * as sends from './sends.js';
 import * as pause from './send-pause.js';
-import type { DispatchRef, StoreOptions, StoreState } from './store-state.js';
+import { RedisClock, type DispatchRef, type StoreOptions, type StoreState } from './store-state.js';
 import * as tracking from './tracking.js';
 
 export type { JobPresence, QueueKey } from './poll-state.js';
@@ -39,7 +39,7 @@ export class DispatchStore {
   readonly views: OperatorViews;
 
   constructor(redis: Redis, keys: Keys, options: StoreOptions) {
-    this.#state = { redis, keys, options, scripts: defineScripts(redis) };
+    this.#state = { redis, keys, options, scripts: defineScripts(redis), clock: new RedisClock() };
     this.projects = new ProjectControls(this.#state);
     this.views = new OperatorViews(this.#state);
   }

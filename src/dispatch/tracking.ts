@@ -128,7 +128,12 @@ export async function reschedule(
   const reply = await state.scripts.run(
     'reschedule',
     [state.keys.dispatch(dispatchId), state.keys.tracked],
-    [dispatchId, Math.max(1, Math.round(delayMs)), ...Object.entries(fields).flat()],
+    [
+      dispatchId,
+      Math.max(1, Math.round(delayMs)),
+      state.clock.inMs(delayMs) ?? 0,
+      ...Object.entries(fields).flat(),
+    ],
   );
   return reply === 1;
 }
@@ -136,6 +141,7 @@ export async function reschedule(
 export async function due(state: StoreState, limit: number, leaseMs: number): Promise<DueReads> {
   const reply = await state.scripts.run('due', [state.keys.tracked], [limit, Math.round(leaseMs)]);
   const [now, nextAt, ...ids] = reply as [number, number, ...string[]];
+  state.clock.saw(now);
   return { nowMs: now, ids, nextDueMs: nextAt < 0 ? undefined : nextAt };
 }
 

@@ -1,4 +1,5 @@
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { DispatchStore } from '../../src/dispatch/store.js';
 import { keysFor } from '../../src/redis/keys.js';
 import { useStore } from '../support/store.js';
 
@@ -69,5 +70,59 @@ describe('the tracked set: claims of due reads (DUE) and their reschedules', () 
     expect(await store.reschedule(dispatchId, 1_000, { lastStatus: 'active' })).toBe(false);
     expect(await ns.redis.zscore(keysFor(ns.prefix).tracked, dispatchId)).toBeNull();
     expect((await store.get(dispatchId))?.lastStatus).toBeUndefined();
+  });
+
+  describe("by Redis's clock, without a TIME of their own", () => {
+    afterEach(() => vi.restoreAllMocks());
+    const redisMs = async () => {
+      const [seconds, micros] = await fixture().ns.redis.time();
+      return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+    };
+
+    it("schedules MARK_SENT's and RESCHEDULE's reads on Redis's clock when this process's is an hour off", async () => {
+      const { ns, producer, store } = fixture();
+      const tracked = keysFor(ns.prefix).tracked;
+      const { dispatchId } = await producer.send({ projectId: 'p', jobId: 'j', prompt: 'hi' });
+      const ref = { dispatchId, projectId: 'p', jobId: 'j' };
+      const realNow = Date.now.bind(Date);
+      vi.spyOn(Date, 'now').mockImplementation(() => realNow() + 3_600_000);
+
+      expect((await store.acquire(ref, { max: 5, windowMs: 1_000 }, 20, 60_000, 'A')).kind).toBe(
+        'go',
+      );
+      expect(await store.markSent(ref, 'sent', undefined, 30_000, 'A')).toBe('marked');
+      let expected = (await redisMs()) + 30_000;
+      expect(Math.abs(Number(await ns.redis.zscore(tracked, dispatchId)) - expected)).toBeLessThan(
+        500,
+      );
+
+      await store.due(10, 1_000); // nothing due: DUE's `now` keeps the clock
+      expect(await store.reschedule(dispatchId, 45_000, {})).toBe(true);
+      expected = (await redisMs()) + 45_000;
+      expect(Math.abs(Number(await ns.redis.zscore(tracked, dispatchId)) - expected)).toBeLessThan(
+        500,
+      );
+    });
+
+    it('falls back to TIME in a store that has not seen Redis answer its time yet', async () => {
+      const { ns, producer, store } = fixture();
+      const keys = keysFor(ns.prefix);
+      const tracked = keys.tracked;
+      const { dispatchId } = await producer.send({ projectId: 'p', jobId: 'j', prompt: 'hi' });
+      const ref = { dispatchId, projectId: 'p', jobId: 'j' };
+      await store.acquire(ref, { max: 5, windowMs: 1_000 }, 20, 60_000, 'A');
+      // Another process (a rerun after a crash) marks it: its store never ran ACQUIRE or DUE.
+      const other = new DispatchStore(ns.redis, keys, {
+        eventsStream: ns.eventsStream,
+        eventsMaxLen: 1000,
+        retentionMs: 60_000,
+      });
+      vi.spyOn(Date, 'now').mockImplementation(() => 0);
+      expect(await other.markSent(ref, 'unsettled', undefined, 30_000, 'A')).toBe('marked');
+      const expected = (await redisMs()) + 30_000;
+      expect(Math.abs(Number(await ns.redis.zscore(tracked, dispatchId)) - expected)).toBeLessThan(
+        500,
+      );
+    });
   });
 });

@@ -46,8 +46,9 @@
     ARGV[7] the prefix of every record key (a lane head's record is that prefix and its id)
     ARGV[8] largest prompt that may be sent, in bytes (PROMPT_MAX_BYTES; 0 = no limit)
 
-  Output: {verdict, n, text, probe}
-    go          n = attempt, text = prompt, probe = 1 when it is the fleet's probe of a rejected key
+  Output: {verdict, n, text, probe, now}
+    go          n = attempt, text = prompt, probe = 1 when it is the fleet's probe of a rejected key,
+                now = Redis's time
     blocked     another dispatch heads the lane (heads with no record are dropped first)
     invalid     n = the prompt's size in bytes: empty, or over ARGV[8]; nothing is spent
     auth_paused n = next probe time
@@ -164,4 +165,5 @@ if probeAt > 0 then
   local backoff = math.min(2 * tonumber(pause[1]), tonumber(pause[2]))
   redis.call('HSET', pauseKey, 'probeAt', now + backoff, 'backoffMs', backoff)
 end
-return {'go', attempt, prompt, probe}
+-- `now` too: the worker schedules the first status read by this clock (MARK_SENT).
+return {'go', attempt, prompt, probe, now}
