@@ -23,17 +23,18 @@ import {
 const FAST_HZ = 100;
 
 /**
- * Reservations ACQUIRE dropped because their job woke too late. ACQUIRE calls PTTL exactly once
- * when it sends or takes a reservation, and nothing else calls PTTL here (BullMQ does only with
- * its own limiter). Every follow-up past the first window took one reservation when the workers
- * first took it; every send is one more call; whatever is left over is a reservation taken again.
- * About: sends in flight at the end of the period are counted as dropped.
+ * Reservations ACQUIRE dropped because their job woke too late. ACQUIRE counts the window
+ * (`ZCOUNT`) exactly once each time it looks for a slot afresh: a follow-up's first ACQUIRE, a
+ * reservation woken too late and taken again, and the next ACQUIRE after a 429; a reservation
+ * spent on time does not count it. Nothing else calls ZCOUNT here (BullMQ does only for its job
+ * counts, which nothing asks for in this run). Every follow-up was first taken when the workers
+ * took the backlog; whatever is left over is a reservation taken again. About: follow-ups that
+ * no worker took within the period are counted against the dropped ones.
  */
 function dropped(run: BudgetRun): { dropped: number; initial: number } {
-  const calls = run.probe.commands.get('pttl')?.calls ?? 0;
+  const calls = run.probe.commands.get('zcount')?.calls ?? 0;
   const initial = run.n - MAX * PROJECTS;
-  const sendsTried = run.deliveries.length + run.tooManyAtMs.length;
-  return { dropped: Math.max(0, calls - sendsTried - initial), initial };
+  return { dropped: Math.max(0, calls - run.n - run.tooManyAtMs.length), initial };
 }
 
 /** The most sends of any one project in any window. */

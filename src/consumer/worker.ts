@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import { DelayedError, Worker, type Job } from 'bullmq';
 import { QUEUE_NAMES } from '../redis/keys.js';
-import type { DispatchJobData } from '../runtime/jobs.js';
+import { DISPATCH_JOB_RETENTION, type DispatchJobData } from '../runtime/jobs.js';
 import { openRoleResources } from '../runtime/resources.js';
 import {
   endDispatch,
@@ -70,6 +70,7 @@ export function startConsumer(options: RoleOptions): Role {
       maxStalledCount: 10,
       lockDuration: config.stalledTimeoutMs,
       stalledInterval: config.stalledTimeoutMs,
+      ...DISPATCH_JOB_RETENTION,
     },
   );
   worker.on('error', (err) => logger.error({ err }, LIFECYCLE.redisError));

@@ -6,7 +6,8 @@ import type { ChainableCommander, Redis } from 'ioredis';
  * `./lua/` (named with its key count, as BullMQ names its own), read once at module load. Each
  * runs atomically, so a state change and what must go with it (a budget entry, a lane release,
  * the stream entry) happen together or not at all. Times come from Redis (`TIME`), one clock for
- * the whole fleet. Every key a script touches is passed in KEYS, so a `{hash-tag}` prefix keeps
+ * the whole fleet; MARK_SENT and RESCHEDULE, which need a time only to schedule a status read,
+ * are handed it by the store from that clock (`RedisClock`). Every key a script touches is passed in KEYS, so a `{hash-tag}` prefix keeps
  * them in one slot.
  *
  * A line `--- @include "includes/<name>"` is replaced by that file's text. The scripts are

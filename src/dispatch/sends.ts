@@ -125,8 +125,9 @@ export class Sends {
         keys.dispatch(''),
         state.options.promptMaxBytes ?? 0,
       ],
-    )) as [string, number, string, number?];
-    const [kind, n, text, probe] = reply;
+    )) as [string, number, string, number?, number?];
+    const [kind, n, text, probe, redisNowMs] = reply;
+    if (redisNowMs !== undefined) state.clock.saw(redisNowMs);
     switch (kind) {
       case 'go': {
         // The intent must be on disk before the prompt leaves: a crash that took it back would
@@ -178,6 +179,7 @@ export class Sends {
         job?.status === 'active' ? '1' : '0',
         Math.max(1, Math.round(firstDelayMs)),
         attemptToken,
+        state.clock.inMs(firstDelayMs) ?? 0,
       ],
     );
     const result = reply === 1 ? 'marked' : reply === 0 ? 'moved-on' : 'stale';

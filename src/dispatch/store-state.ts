@@ -28,6 +28,29 @@ export interface StoreState {
   readonly keys: Keys;
   readonly options: StoreOptions;
   readonly scripts: Scripts;
+  readonly clock: RedisClock;
+}
+
+/**
+ * Redis's clock as last seen by this store: a script that reads `TIME` anyway (ACQUIRE, DUE)
+ * answers its `now`, and the offset to this process's clock is kept, so a script that needs the
+ * time only to schedule a status read (MARK_SENT, RESCHEDULE) is handed it instead of running
+ * `TIME` itself. A read scheduled a few milliseconds off costs nothing.
+ */
+export class RedisClock {
+  #offsetMs: number | undefined;
+
+  /** Notes a `now` that Redis answered. */
+  saw(redisNowMs: number): void {
+    this.#offsetMs = redisNowMs - Date.now();
+  }
+
+  /** Redis's time `delayMs` from now; `undefined` before any `now` was seen. */
+  inMs(delayMs: number): number | undefined {
+    return this.#offsetMs === undefined
+      ? undefined
+      : Math.round(Date.now() + this.#offsetMs + delayMs);
+  }
 }
 
 /** Where a dispatch's identity is: enough to build all of its keys. */

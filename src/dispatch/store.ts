@@ -7,7 +7,7 @@ import { PollState } from './poll-state.js';
 import { ProjectControls } from './project-controls.js';
 import { SendPauses } from './send-pause.js';
 import { Sends } from './sends.js';
-import type { StoreOptions, StoreState } from './store-state.js';
+import { RedisClock, type StoreOptions, type StoreState } from './store-state.js';
 import { Tracking } from './tracking.js';
 
 export type { JobPresence, QueueKey } from './poll-state.js';
@@ -43,7 +43,13 @@ export class DispatchStore {
   readonly views: OperatorViews;
 
   constructor(redis: Redis, keys: Keys, options: StoreOptions) {
-    const state: StoreState = { redis, keys, options, scripts: defineScripts(redis) };
+    const state: StoreState = {
+      redis,
+      keys,
+      options,
+      scripts: defineScripts(redis),
+      clock: new RedisClock(),
+    };
     this.sends = new Sends(state);
     this.tracking = new Tracking(state);
     this.pause = new SendPauses(state);

@@ -121,7 +121,12 @@ export class Tracking {
     const reply = await state.scripts.run(
       'reschedule',
       [state.keys.dispatch(dispatchId), state.keys.tracked],
-      [dispatchId, Math.max(1, Math.round(delayMs)), ...Object.entries(fields).flat()],
+      [
+        dispatchId,
+        Math.max(1, Math.round(delayMs)),
+        state.clock.inMs(delayMs) ?? 0,
+        ...Object.entries(fields).flat(),
+      ],
     );
     return reply === 1;
   }
@@ -135,6 +140,7 @@ export class Tracking {
       [limit, Math.round(leaseMs)],
     );
     const [now, nextAt, ...ids] = reply as [number, number, ...string[]];
+    state.clock.saw(now);
     return { nowMs: now, ids, nextDueMs: nextAt < 0 ? undefined : nextAt };
   }
 

@@ -149,7 +149,9 @@ function whileSending(
       delayMs: Math.max(next, retryAfter(seen.error) ?? 0, 2 * s.pollMinIntervalMs),
     };
   }
-  const seenActive = statusKind(seen.job.status) === 'active' || record.seenActive ? '1' : '0';
+  // Only a '1' is written: seen active is never taken back (reschedule-2.lua).
+  const seenActive: Record<string, string> =
+    statusKind(seen.job.status) === 'active' ? { seenActive: '1' } : {};
   return {
     kind: 'reschedule',
     delayMs: next,
@@ -157,7 +159,7 @@ function whileSending(
       job: JSON.stringify(seen.job),
       lastStatus: seen.job.status ?? '',
       polls: record.polls + 1,
-      seenActive,
+      ...seenActive,
       pollDelayMs: next,
     },
   };

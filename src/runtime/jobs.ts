@@ -29,13 +29,16 @@ export type DispatchJobData = z.infer<typeof dispatchJobSchema>;
 export const DISPATCH_JOB_NAME = 'followup';
 
 /**
- * Retention of finished BullMQ jobs. Shorter than `DISPATCH_RETENTION` on purpose: while a
+ * Retention of finished BullMQ jobs, set on the dispatch queue's Worker (BullMQ applies it to
+ * every job that carries none of its own), so that each job's hash does not hold it: 75 bytes
+ * less per job on the wire, 128 bytes less per queued job in Redis. Jobs added by an older version carry it
+ * themselves, with the same values. Shorter than `DISPATCH_RETENTION` on purpose: while a
  * dispatch record exists, its BullMQ job id must not come back to life with a stale payload.
  * @defaultValue completed: 1 hour or the last 10 000; failed: 1 day.
  */
-const KEEP = {
-  completed: { age: 3_600, count: 10_000 },
-  failed: { age: 86_400 },
+export const DISPATCH_JOB_RETENTION = {
+  removeOnComplete: { age: 3_600, count: 10_000 },
+  removeOnFail: { age: 86_400 },
 } as const;
 
 /** The job options of one dispatch: its id is the dispatch id, so adding it twice is a no-op. */
@@ -46,8 +49,6 @@ export function dispatchJobOptions(dispatchId: string, attempts: number): JobsOp
     // Transient failures only (5xx, not connected); 429s and budget waits park the job without
     // spending an attempt. Jitter spreads a fleet's retries after an outage.
     backoff: { type: 'exponential', delay: 1_000, jitter: 0.5 },
-    removeOnComplete: KEEP.completed,
-    removeOnFail: KEEP.failed,
   };
 }
 

@@ -145,4 +145,35 @@ describe('the per-project budget (ACQUIRE)', () => {
     ).toBe('go');
     expect(await ns.redis.zcard(keys.budget('p'))).toBe(1);
   });
+
+  it('keeps the log until its latest entry, a reservation included, is a window old', async () => {
+    const { ns, store } = fixture();
+    const budget = keysFor(ns.prefix).budget('p');
+    const rate = { max: 1, windowMs: 2_000 };
+    const [first, second, third] = await heads(3);
+    const acquire = (ref: DispatchRef | undefined) =>
+      store.sends.acquire(ref as DispatchRef, rate, 1_000, 60_000, randomUUID());
+
+    expect(await acquire(first)).toMatchObject({ kind: 'go', attempt: 1 });
+    expect(await ns.redis.hget(keysFor(ns.prefix).dispatch(first!.dispatchId), 'attempts')).toBe(
+      '1',
+    );
+    const afterSend = await ns.redis.pttl(budget);
+    expect(afterSend).toBeGreaterThan(61_500);
+    expect(afterSend).toBeLessThanOrEqual(62_000);
+
+    const secondSlot = await acquire(second);
+    const thirdSlot = await acquire(third);
+    expect(secondSlot.kind).toBe('over');
+    expect(thirdSlot.kind).toBe('over');
+    const thirdUntil = (thirdSlot as { untilMs: number }).untilMs;
+    // A reservation 4 s ahead: the log must outlive it by the window and a minute.
+    expect(await ns.redis.pttl(budget)).toBeGreaterThan(thirdUntil - Date.now() + 61_500);
+
+    // The second wakes at its slot and sends: the third's reservation still sets the log's life.
+    const secondUntil = (secondSlot as { untilMs: number }).untilMs;
+    await new Promise((r) => setTimeout(r, Math.max(0, secondUntil - Date.now() + 5)));
+    expect(await acquire(second)).toMatchObject({ kind: 'go', attempt: 1 });
+    expect(await ns.redis.pttl(budget)).toBeGreaterThan(thirdUntil - Date.now() + 61_500);
+  });
 });

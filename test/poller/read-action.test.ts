@@ -124,10 +124,10 @@ describe('actionForRead', () => {
 
   it('only watches a dispatch whose send is still in flight', () => {
     const sending = record({ state: 'sending' });
-    expect(actionForRead(sending, job('completed'), SENT_AT + 50_000, SETTINGS)).toMatchObject({
-      kind: 'reschedule',
-      fields: { seenActive: '0' },
-    });
+    const stale = actionForRead(sending, job('completed'), SENT_AT + 50_000, SETTINGS);
+    expect(stale).toMatchObject({ kind: 'reschedule', fields: { lastStatus: 'completed' } });
+    // Never a '0': a '1' stored meanwhile (MARK_SENT) is not taken back.
+    expect(stale).not.toHaveProperty('fields.seenActive');
     expect(actionForRead(sending, job('active'), SENT_AT + 100, SETTINGS)).toMatchObject({
       kind: 'reschedule',
       fields: { seenActive: '1' },

@@ -58,6 +58,15 @@ describe('createProducer', () => {
     expect(await producer.status('no-such-dispatch')).toBeNull();
   });
 
+  it("adds a job whose options are its id, attempts and backoff: retention is the worker's", async () => {
+    const { dispatchId } = await producer.send({ projectId: 'p', jobId: 'j', prompt: 'hello' });
+    const job = await queue.getJob(dispatchId);
+    expect(job?.opts).toMatchObject({ jobId: dispatchId, backoff: { type: 'exponential' } });
+    expect(job?.opts.attempts).toBeGreaterThan(0);
+    expect(job?.opts).not.toHaveProperty('removeOnComplete');
+    expect(job?.opts).not.toHaveProperty('removeOnFail');
+  });
+
   it('returns the first dispatch for a repeated key with the same content, enqueuing nothing more', async () => {
     const first = await producer.send({
       projectId: 'p',

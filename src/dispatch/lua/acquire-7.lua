@@ -46,8 +46,9 @@
     ARGV[7] the prefix of every record key (a lane head's record is that prefix and its id)
     ARGV[8] largest prompt that may be sent, in bytes (PROMPT_MAX_BYTES; 0 = no limit)
 
-  Output: {verdict, n, text, probe}
-    go          n = attempt, text = prompt, probe = 1 when it is the fleet's probe of a rejected key
+  Output: {verdict, n, text, probe, now}
+    go          n = attempt, text = prompt, probe = 1 when it is the fleet's probe of a rejected key,
+                now = Redis's time
     blocked     another dispatch heads the lane (heads with no record are dropped first)
     invalid     n = the prompt's size in bytes: empty, or over ARGV[8]; nothing is spent
     auth_paused n = next probe time
@@ -65,10 +66,6 @@ local max, window, tolerance = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(AR
 local keepFor = window
 local firstPollMs = tonumber(ARGV[5])
 local recordPrefix, promptMaxBytes = ARGV[7], tonumber(ARGV[8])
-
-local function keepAtLeast(key, ms)
-  if redis.call('PTTL', key) < ms then redis.call('PEXPIRE', key, ms) end
-end
 
 -- One read of the fields it decides on (the prompt goes back with `go`).
 local stored = redis.call('HMGET', recordKey, 'state', 'prompt', 'attemptToken', 'attempts',
@@ -96,6 +93,11 @@ if #prompt == 0 or (promptMaxBytes > 0 and #prompt > promptMaxBytes) then
   return {'invalid', #prompt, ''}
 end
 --- @include "includes/now"
+-- The log lives until its latest entry (a send or a reservation, possibly in the future) is
+-- `keepFor` old, and a minute more. This script knows that entry: no PTTL needed to extend it.
+local function keepUntil(latest)
+  redis.call('PEXPIRE', budgetKey, latest - now + keepFor + 60000)
+end
 local probeAt = tonumber(redis.call('HGET', pauseKey, 'probeAt') or '0')
 if probeAt > now then return {'auth_paused', probeAt, ''} end
 local controls = redis.call('HMGET', controlsKey, 'paused', 'max', 'windowMs', 'toleranceMs')
@@ -108,6 +110,8 @@ local parked = tonumber(redis.call('GET', parkKey) or '0')
 if parked > now then return {'parked', parked, ''} end
 redis.call('ZREMRANGEBYSCORE', budgetKey, '-inf', now - keepFor)
 local slot = now
+-- The log's latest entry, when known: it sets how long the log must live (keepUntil).
+local latest = nil
 local reservation = 'r:' .. dispatchId
 local reserved = redis.call('ZSCORE', budgetKey, reservation)
 if reserved then
@@ -117,15 +121,17 @@ if reserved then
   if now - reserved > tolerance then reserved = nil else slot = reserved end
 end
 if not reserved then
-  -- Entries are sorted by time, so the `n` inside the window are the last `n` of the `total`.
-  local total = redis.call('ZCARD', budgetKey)
   local n = redis.call('ZCOUNT', budgetKey, '(' .. (now - window), '+inf')
   local last = now
   if n > 0 then
     last = tonumber(redis.call('ZRANGE', budgetKey, -1, -1, 'WITHSCORES')[2])
     if last > slot then slot = last end
   end
+  -- ZRANGE -1 is the log's latest entry; with n = 0, no entry is later than now - window.
+  latest = last
   if n >= max then
+    -- Entries are sorted by time, so the `n` inside the window are the last `n` of the `total`.
+    local total = redis.call('ZCARD', budgetKey)
     local pivot = tonumber(redis.call('ZRANGE', budgetKey, total - max, total - max,
       'WITHSCORES')[2]) + window
     if pivot > slot then slot = pivot end
@@ -137,15 +143,20 @@ if not reserved then
   end
   if slot > now then
     redis.call('ZADD', budgetKey, slot, reservation)
-    keepAtLeast(budgetKey, slot - now + keepFor + 60000)
+    keepUntil(slot) -- slot is at least `last`: the new latest entry
     return {'over', slot, ''}
   end
 end
-local attempt = redis.call('HINCRBY', recordKey, 'attempts', 1)
+-- A woken reservation did not look at the log: later reservations may be in it.
+if not latest then
+  latest = tonumber(redis.call('ZRANGE', budgetKey, -1, -1, 'WITHSCORES')[2] or '0')
+end
+-- The attempt count was read with the state: one HSET writes it with the intent.
+local attempt = (tonumber(stored[4]) or 0) + 1
 redis.call('ZADD', budgetKey, slot, dispatchId .. ':' .. attempt)
-keepAtLeast(budgetKey, keepFor + 60000)
+keepUntil(math.max(latest, slot))
 redis.call('HSET', recordKey, 'state', 'sending', 'sendingAt', now, 'seenActive', '0',
-  'resend', '0', 'attemptToken', token)
+  'resend', '0', 'attemptToken', token, 'attempts', attempt)
 redis.call('ZADD', trackedKey, now + firstPollMs, dispatchId)
 local probe = 0
 if probeAt > 0 then
@@ -154,4 +165,5 @@ if probeAt > 0 then
   local backoff = math.min(2 * tonumber(pause[1]), tonumber(pause[2]))
   redis.call('HSET', pauseKey, 'probeAt', now + backoff, 'backoffMs', backoff)
 end
-return {'go', attempt, prompt, probe}
+-- `now` too: the worker schedules the first status read by this clock (MARK_SENT).
+return {'go', attempt, prompt, probe, now}

@@ -18,8 +18,17 @@ local limit, leaseMs = tonumber(ARGV[1]), tonumber(ARGV[2])
 
 --- @include "includes/now"
 local ids = redis.call('ZRANGEBYSCORE', trackedKey, '-inf', now, 'LIMIT', 0, limit)
-local leased = now + leaseMs
-for _, id in ipairs(ids) do redis.call('ZADD', trackedKey, 'XX', leased, id) end
+-- One ZADD leases up to 1,000 of them (unpack's stack stays small): a command per batch, not one
+-- per claimed dispatch.
+local leased, members = now + leaseMs, {}
+for i, id in ipairs(ids) do
+  members[#members + 1] = leased
+  members[#members + 1] = id
+  if i % 1000 == 0 or i == #ids then
+    redis.call('ZADD', trackedKey, 'XX', unpack(members))
+    members = {}
+  end
+end
 local earliest = redis.call('ZRANGE', trackedKey, 0, 0, 'WITHSCORES')
 table.insert(ids, 1, now)
 table.insert(ids, 2, tonumber(earliest[2] or '-1'))

@@ -4,7 +4,8 @@
   second time for the same dispatch does nothing: exactly one event.
   The record keeps what the event says (type, reason, the last agent job and its status) for
   `retentionMs`, so `status` answers after the end; only the prompt is deleted. A budget slot the
-  dispatch had reserved while queued (`r:<id>`, see acquire-7.lua) is given back.
+  dispatch had reserved while queued (`r:<id>`, see acquire-7.lua) is given back (a reservation
+  exists only in state `queued`).
 
   An operator's cancel is this script with expected state `queued`: ACQUIRE moves a dispatch out
   of `queued` atomically too, so of a cancel and an ACQUIRE racing exactly one wins.
@@ -46,12 +47,10 @@ redis.call('HDEL', recordKey, 'prompt')
 redis.call('PEXPIRE', recordKey, ARGV[6])
 redis.call('ZREM', trackedKey, dispatchId)
 redis.call('ZREM', openKey, dispatchId)
-redis.call('ZREM', budgetKey, 'r:' .. dispatchId)
-if redis.call('LINDEX', laneKey, 0) == dispatchId then
-  redis.call('LPOP', laneKey)
-else
-  redis.call('LREM', laneKey, 1, dispatchId)
-end
+-- A reservation is held only while queued: ACQUIRE drops it before it moves a dispatch on.
+if state == 'queued' then redis.call('ZREM', budgetKey, 'r:' .. dispatchId) end
+-- From the head on: the lane's head is found at once (what LINDEX + LPOP did, in one command).
+redis.call('LREM', laneKey, 1, dispatchId)
 local entry = redis.call('XADD', streamKey, 'MAXLEN', '~', ARGV[7], '*', unpack(ARGV, 10))
 local nextId = redis.call('LINDEX', laneKey, 0) or ''
 return {1, nextId, entry}

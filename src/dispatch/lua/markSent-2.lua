@@ -17,6 +17,8 @@
     ARGV[5] seenActive (1/0)
     ARGV[6] firstDelayMs
     ARGV[7] attemptToken
+    ARGV[8] when, by Redis's clock, the first read falls due (the worker knows that clock from
+            ACQUIRE's `now`); 0 or absent = `firstDelayMs` from TIME
 
   Output:
     1  recorded, or already so
@@ -33,12 +35,17 @@ if state ~= 'sending' and state ~= 'unsettled' and state ~= 'sent' then return 0
 if (stored[2] or '') ~= token then return -1 end
 if state == newState then return 1 end
 if state ~= 'sending' and not (state == 'unsettled' and newState == 'sent') then return 0 end
+local at = tonumber(ARGV[8] or '0')
+if at <= 0 or not stored[3] then
 --- @include "includes/now"
-local sentAt = stored[3] or now
+  if at <= 0 then at = now + tonumber(ARGV[6]) end
+  stored[3] = stored[3] or now
+end
+local sentAt = stored[3]
 -- The poller may have seen the job active while the request was in flight: keep that.
 local seenActive = ARGV[5]
 if stored[4] == '1' then seenActive = '1' end
 redis.call('HSET', recordKey, 'state', newState, 'sentAt', sentAt, 'job', ARGV[3],
   'lastStatus', ARGV[4], 'seenActive', seenActive, 'pollDelayMs', ARGV[6])
-redis.call('ZADD', trackedKey, now + tonumber(ARGV[6]), dispatchId)
+redis.call('ZADD', trackedKey, at, dispatchId)
 return 1
