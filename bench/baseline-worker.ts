@@ -8,6 +8,7 @@
 import { Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { Pool } from 'undici';
+import { DISPATCH_JOB_RETENTION } from '../src/runtime/jobs.js';
 import type { BaselineJob } from './workload.js';
 
 const setting = (name: string): string => {
@@ -42,6 +43,8 @@ const worker = new Worker<BaselineJob>(
     connection: new Redis(setting('REDIS_URL'), { maxRetriesPerRequest: null }),
     prefix: setting('DISPATCH_PREFIX'),
     concurrency: Number(setting('WORKER_CONCURRENCY')),
+    // The same retention as ours, set where ours is (on the Worker, not in each job).
+    ...DISPATCH_JOB_RETENTION,
   },
 );
 worker.on('error', (err) => process.stderr.write(`baseline worker: ${String(err)}\n`));
