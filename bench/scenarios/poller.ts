@@ -1,3 +1,4 @@
+import { SETTINGS } from '../../src/config/settings.js';
 import type { Scenario, ScenarioResult } from '../report.js';
 import { describeCpu, topCommands } from '../evidence.js';
 import { totalCalls } from '../probes.js';
@@ -64,7 +65,7 @@ function report(r: PollerRun): ScenarioResult {
     limitedBy: [
       `While sending: ${describeCpu(r.sending)}; ${num(readsWhileSending)} status reads/s.`,
       `After the last send (poller alone): ${describeCpu(r.tracking)}; ${num(readsTracking)} ` +
-        'status reads/s, with at most POLL_CONCURRENCY (16) reads in flight, each a GET then a ' +
+        `status reads/s, with at most POLL_CONCURRENCY (${SETTINGS.POLL_CONCURRENCY.default}) reads in flight, each a GET then a ` +
         'RESCHEDULE or FINISH script in turn. Redis commands per tick: ' +
         topCommands(r.tracking.commands, Math.max(1, r.trackingTicks.ran)),
       `Nothing due: ${describeCpu(r.idle)}. Commands per idle tick: ` +

@@ -157,7 +157,7 @@ export const SETTINGS = {
   },
   POLL_CONCURRENCY: {
     schema: integer(1, 256),
-    default: '16',
+    default: '64',
     description: 'status reads in flight per poll tick',
   },
   STALLED_TIMEOUT: {
