@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { inject } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, inject } from 'vitest';
 import { loadConfig, type Config, type SettingName } from '../../src/config/index.js';
 
 /** A private corner of the shared test Redis: its own key prefix and events stream. */
@@ -48,6 +48,51 @@ export function createNamespace(label = 'test'): Namespace {
       await redis.quit();
     },
   };
+}
+
+/** How {@link useNamespace} scopes its namespace. */
+export interface NamespaceUse {
+  /** `each` (default): a fresh namespace per test; `all`: one for the whole describe (or file). */
+  readonly scope?: 'each' | 'all';
+  /** A simulator whose jobs and faults are reset with each new namespace. */
+  readonly simulator?: () => { reset(): void };
+}
+
+/**
+ * Registers the hooks that create a namespace `label` (and reset `simulator`) before each test, or
+ * once before all, and clean it up after. Returns a getter, since the namespace exists only once
+ * the hook ran. Register it before the hooks that use it: after-hooks run in reverse, so what a
+ * test file starts on the namespace is closed before the namespace is cleaned up.
+ */
+export function useNamespace(label: string, use: NamespaceUse = {}): () => Namespace {
+  const [before, after] = use.scope === 'all' ? [beforeAll, afterAll] : [beforeEach, afterEach];
+  let current: Namespace | undefined;
+  before(() => {
+    current = createNamespace(label);
+    use.simulator?.().reset();
+  });
+  after(async () => {
+    await current?.cleanup();
+    current = undefined;
+  });
+  return () => {
+    if (!current)
+      throw new Error(`useNamespace('${label}'): the namespace exists inside a test only`);
+    return current;
+  };
+}
+
+/** Runs `test` in a namespace `label` of its own, cleaned up after whatever `test` did. */
+export async function withNamespace<T>(
+  label: string,
+  test: (ns: Namespace) => Promise<T>,
+): Promise<T> {
+  const ns = createNamespace(label);
+  try {
+    return await test(ns);
+  } finally {
+    await ns.cleanup();
+  }
 }
 
 /** Polls `check` until it returns a value other than `undefined`, or fails after `timeoutMs`. */
