@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, beforeEach, inject } from 'vitest';
+import { inject } from 'vitest';
 import { loadConfig, type Config, type SettingName } from '../../src/config/index.js';
+import { hooksOf, type HookScope } from './hooks.js';
 
 /** A private corner of the shared test Redis: its own key prefix and events stream. */
 export interface Namespace {
@@ -53,7 +54,7 @@ export function createNamespace(label = 'test'): Namespace {
 /** How {@link useNamespace} scopes its namespace. */
 export interface NamespaceUse {
   /** `each` (default): a fresh namespace per test; `all`: one for the whole describe (or file). */
-  readonly scope?: 'each' | 'all';
+  readonly scope?: HookScope;
   /** A simulator whose jobs and faults are reset with each new namespace. */
   readonly simulator?: () => { reset(): void };
 }
@@ -65,7 +66,7 @@ export interface NamespaceUse {
  * test file starts on the namespace is closed before the namespace is cleaned up.
  */
 export function useNamespace(label: string, use: NamespaceUse = {}): () => Namespace {
-  const [before, after] = use.scope === 'all' ? [beforeAll, afterAll] : [beforeEach, afterEach];
+  const [before, after] = hooksOf(use.scope);
   let current: Namespace | undefined;
   before(() => {
     current = createNamespace(label);
