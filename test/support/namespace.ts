@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { inject } from 'vitest';
 import { loadConfig, type Config, type SettingName } from '../../src/config/index.js';
+import { shardLayout } from '../../src/redis/keys.js';
 import { hooksOf, type HookScope } from './hooks.js';
 
 /** A private corner of the shared test Redis: its own key prefix and events stream. */
@@ -40,15 +41,20 @@ export function createNamespace(label = 'test'): Namespace {
     config: (settings = {}) => loadConfig({ ...base, ...settings }),
     env: (settings = {}) => ({ ...base, ...settings }),
     cleanup: async () => {
-      let cursor = '0';
-      do {
-        const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
-        cursor = next;
-        if (keys.length > 0) await redis.unlink(...keys);
-      } while (cursor !== '0');
+      await unlinkMatching(redis, `${prefix}:*`);
       await redis.quit();
     },
   };
+}
+
+/** Deletes every key that matches `pattern`, a SCAN page at a time. */
+async function unlinkMatching(redis: Redis, pattern: string): Promise<void> {
+  let cursor = '0';
+  do {
+    const [next, keys] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+    cursor = next;
+    if (keys.length > 0) await redis.unlink(...keys);
+  } while (cursor !== '0');
 }
 
 /** How {@link useNamespace} scopes its namespace. */
@@ -57,6 +63,11 @@ export interface NamespaceUse {
   readonly scope?: HookScope;
   /** A simulator whose jobs and faults are reset with each new namespace. */
   readonly simulator?: () => { reset(): void };
+  /**
+   * The `DISPATCH_SHARDS` the test runs with: the keys of each shard (whose prefix is a hash tag
+   * of its own, outside the namespace's) are deleted too.
+   */
+  readonly shards?: number;
 }
 
 /**
@@ -73,8 +84,14 @@ export function useNamespace(label: string, use: NamespaceUse = {}): () => Names
     use.simulator?.().reset();
   });
   after(async () => {
-    await current?.cleanup();
+    if (!current) return;
+    const ns = current;
     current = undefined;
+    if (use.shards !== undefined) {
+      for (const shard of shardLayout(ns.prefix, ns.eventsStream, use.shards, false))
+        await unlinkMatching(ns.redis, `${shard.prefix}*`);
+    }
+    await ns.cleanup();
   });
   return () => {
     if (!current)
