@@ -15,6 +15,9 @@ import { useOpened } from '../support/hooks.js';
 import { eventually, useNamespace } from '../support/namespace.js';
 import { startPrivateRedis } from '../support/redis-server.js';
 
+/** A follow-up with an idempotency key, sent again (or changed) by the key tests. */
+const ORDER_1 = { projectId: 'p', jobId: 'j', prompt: 'a', key: 'order-1' } as const;
+
 describe('createProducer', () => {
   const ns = useNamespace('producer');
   const producer = useOpened('producer', () =>
@@ -25,6 +28,9 @@ describe('createProducer', () => {
     () =>
       new Queue(QUEUE_NAMES.dispatch, { connection: ns().redis.duplicate(), prefix: ns().prefix }),
   );
+
+  /** The lane of agent job p/j. */
+  const lane = () => `${ns().prefix}:lane:1.p:j`;
 
   async function enqueuedKeys(): Promise<string[]> {
     return (await ns().redis.keys(`${ns().prefix}:*`)).filter((k) => !k.endsWith(':meta'));
@@ -51,21 +57,9 @@ describe('createProducer', () => {
   });
 
   it('returns the first dispatch for a repeated key with the same content, enqueuing nothing more', async () => {
-    const first = await producer().send({
-      projectId: 'p',
-      jobId: 'j',
-      prompt: 'a',
-      key: 'order-1',
-      meta: { a: 1, b: [1, 2] },
-    });
+    const first = await producer().send({ ...ORDER_1, meta: { a: 1, b: [1, 2] } });
     // The same content, its meta keys in another order: the same follow-up.
-    const again = await producer().send({
-      projectId: 'p',
-      jobId: 'j',
-      prompt: 'a',
-      key: 'order-1',
-      meta: { b: [1, 2], a: 1 },
-    });
+    const again = await producer().send({ ...ORDER_1, meta: { b: [1, 2], a: 1 } });
     const [inBatch, other] = await producer().sendMany([
       { projectId: 'p', jobId: 'j', prompt: 'a', key: 'order-1', meta: { a: 1, b: [1, 2] } },
       { projectId: 'p', jobId: 'j', prompt: 'b', key: 'order-2' },
@@ -74,16 +68,11 @@ describe('createProducer', () => {
     expect(inBatch).toEqual({ dispatchId: first.dispatchId, deduplicated: true });
     expect(other?.deduplicated).toBe(false);
     expect(await queue().getJobCounts('wait')).toEqual({ wait: 2 });
-    expect(await ns().redis.llen(`${ns().prefix}:lane:1.p:j`)).toBe(2);
+    expect(await ns().redis.llen(lane())).toBe(2);
   });
 
   it('refuses a repeated key with different content: IdempotencyConflictError naming key', async () => {
-    const first = await producer().send({
-      projectId: 'p',
-      jobId: 'j',
-      prompt: 'a',
-      key: 'order-1',
-    });
+    const first = await producer().send(ORDER_1);
     const variants = [
       { projectId: 'p', jobId: 'j', prompt: 'different text', key: 'order-1' },
       { projectId: 'p', jobId: 'j2', prompt: 'a', key: 'order-1' },
@@ -105,16 +94,11 @@ describe('createProducer', () => {
     // The first follow-up is kept as it was; nothing else was enqueued.
     expect(await ns().redis.hget(`${ns().prefix}:d:${first.dispatchId}`, 'prompt')).toBe('a');
     expect(await queue().getJobCounts('wait')).toEqual({ wait: 1 });
-    expect(await ns().redis.llen(`${ns().prefix}:lane:1.p:j`)).toBe(1);
+    expect(await ns().redis.llen(lane())).toBe(1);
   });
 
   it('in a batch, reports the conflicting index and the results of the others, which are enqueued', async () => {
-    const first = await producer().send({
-      projectId: 'p',
-      jobId: 'j',
-      prompt: 'a',
-      key: 'order-1',
-    });
+    const first = await producer().send(ORDER_1);
     const error = (await producer()
       .sendMany([
         { projectId: 'p', jobId: 'j', prompt: 'new', key: 'order-2' },
@@ -133,7 +117,7 @@ describe('createProducer', () => {
     ]);
     expect(error.message).toContain('[1] key');
     expect(await queue().getJobCounts('wait')).toEqual({ wait: 3 });
-    expect(await ns().redis.lrange(`${ns().prefix}:lane:1.p:j`, 0, -1)).toEqual([
+    expect(await ns().redis.lrange(lane(), 0, -1)).toEqual([
       first.dispatchId,
       error.results[0]?.dispatchId,
       error.results[3]?.dispatchId,
