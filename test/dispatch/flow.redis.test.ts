@@ -1,17 +1,13 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { completedStatus, duplicates, readEvents, waitForEvents } from '../support/events.js';
-import { eventually, useNamespace } from '../support/namespace.js';
-import { startService, type InProcessService } from '../support/service.js';
-import { useSimulator } from '../support/simulator.js';
+import { eventually } from '../support/namespace.js';
+import { useService } from '../support/service.js';
 
 describe('a follow-up from send to its event', () => {
-  const simulator = useSimulator({ workTimeMs: 150 });
-  const ns = useNamespace('flow', { simulator });
-  let service: InProcessService | undefined;
-  afterEach(() => service?.close());
+  const { simulator, ns, start } = useService('flow', { workTimeMs: 150 });
 
   it('sends each prompt once, in order per agent job, and publishes one event each', async () => {
-    service = startService(ns(), simulator());
+    const service = start();
     simulator().seedJob('p1', 'j1');
     simulator().seedJob('p1', 'j2');
     const inputs = [1, 2, 3].flatMap((n) => [
@@ -53,7 +49,7 @@ describe('a follow-up from send to its event', () => {
   });
 
   it("keeps only the contract's fields of the agent job in the record and the event", async () => {
-    service = startService(ns(), simulator());
+    const service = start();
     // What a vendor or a gateway might add to the job: none of it may reach Redis.
     const vendorFields = {
       source: { repository: 'https://github.com/acme/docs', ref: 'main', token: 'vendor-extra-1' },
@@ -82,13 +78,10 @@ describe('a follow-up from send to its event', () => {
 });
 
 describe('status after the end', () => {
-  const simulator = useSimulator({ workTimeMs: 100 });
-  const ns = useNamespace('ended', { simulator });
-  let service: InProcessService | undefined;
-  afterEach(() => service?.close());
+  const { simulator, ns, start } = useService('ended', { workTimeMs: 100 });
 
   it('answers for a finished follow-up with its final state, event type, reason and prLink', async () => {
-    service = startService(ns(), simulator());
+    const service = start();
     simulator().seedJob('p1', 'j1');
     const done = await service.producer.send({ projectId: 'p1', jobId: 'j1', prompt: 'ship it' });
     // No such agent job: the API answers 404 and the follow-up ends undeliverable.

@@ -1,9 +1,8 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { keysFor } from '../../src/redis/keys.js';
 import { readEvents, waitForEvents } from '../support/events.js';
-import { eventually, useNamespace } from '../support/namespace.js';
-import { startService, type InProcessService } from '../support/service.js';
-import { useSimulator } from '../support/simulator.js';
+import { eventually } from '../support/namespace.js';
+import { useService } from '../support/service.js';
 
 /** Each send is answered this late; status reads stay quick. */
 const SEND_LATENCY_MS = 1_500;
@@ -13,23 +12,15 @@ const SETTINGS = { TRACK_TIMEOUT: '4s', SEND_TIMEOUT: '5s', CONNECT_TIMEOUT: '1s
 const TRACK_TIMEOUT_MS = 4_000;
 
 describe('a send still in flight', () => {
-  const simulator = useSimulator({
+  const { simulator, ns, start } = useService('slow-send', {
     workTimeMs: WORK_TIME_MS,
     faults: { sendLatencyMs: SEND_LATENCY_MS },
-  });
-  const ns = useNamespace('slow-send', { simulator });
-  let services: InProcessService[] = [];
-
-  afterEach(async () => {
-    await Promise.all(services.map((s) => s.close()));
-    services = [];
   });
 
   it('is never ended, even when its follow-up waited in the queue longer than TRACK_TIMEOUT', async () => {
     simulator().seedJob('p', 'j');
     // A poller from the start; no worker yet, so the follow-ups wait in the queue.
-    const pollerOnly = startService(ns(), simulator(), SETTINGS, { worker: false });
-    services.push(pollerOnly);
+    const pollerOnly = start(SETTINGS, { worker: false });
     const [first, second] = await pollerOnly.producer.sendMany([
       { projectId: 'p', jobId: 'j', prompt: 'first' },
       { projectId: 'p', jobId: 'j', prompt: 'second' },
@@ -46,7 +37,7 @@ describe('a send still in flight', () => {
     );
     expect(await readEvents(ns().redis, ns().eventsStream)).toEqual([]);
 
-    services.push(startService(ns(), simulator(), SETTINGS, { poller: false }));
+    start(SETTINGS, { poller: false });
     const events = await waitForEvents(ns().redis, ns().eventsStream, 2, 30_000);
 
     const endings = Object.fromEntries(
