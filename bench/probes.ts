@@ -147,6 +147,22 @@ export async function startProbe(
   };
 }
 
+/** What the bench itself sends to the measured server: its progress XLENs and INFO reads. */
+const BENCH_OWN_COMMANDS = ['xlen', 'info'];
+
+/** A probe of `watched` over `work`, without the bench's own commands (see BENCH_OWN_COMMANDS). */
+export async function probeWork(
+  redis: Redis,
+  watched: readonly Watched[],
+  work: () => Promise<unknown>,
+): Promise<ProbeResult> {
+  const probe = await startProbe(redis, watched);
+  await work();
+  const result = await probe.stop();
+  for (const own of BENCH_OWN_COMMANDS) result.commands.delete(own);
+  return result;
+}
+
 /**
  * How late a BZPOPMIN on an empty key returns after its timeout, in ms, `samples` times with
  * timeouts of 20 to 120 ms: the precision of BullMQ's wake-ups of delayed jobs, which an idle

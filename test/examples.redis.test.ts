@@ -1,22 +1,18 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createNamespace, type Namespace } from './support/namespace.js';
+import { describe, expect, it } from 'vitest';
+import { useNamespace } from './support/namespace.js';
 
 const EXAMPLE = fileURLToPath(new URL('../examples/consume-events.ts', import.meta.url));
 
 describe('examples/consume-events.ts', () => {
-  let ns: Namespace;
-  beforeEach(() => {
-    ns = createNamespace('example');
-  });
-  afterEach(() => ns.cleanup());
+  const ns = useNamespace('example');
 
   it('reads events with a consumer group and acknowledges each one', async () => {
     for (const n of [1, 2, 3]) {
       const event = JSON.stringify({ meta: { n }, reason: null });
-      await ns.redis.xadd(
-        ns.eventsStream,
+      await ns().redis.xadd(
+        ns().eventsStream,
         '*',
         'type',
         'followup.completed',
@@ -42,8 +38,8 @@ describe('examples/consume-events.ts', () => {
       {
         env: {
           PATH: process.env['PATH'] ?? '',
-          REDIS_URL: ns.redisUrl,
-          EVENTS_STREAM: ns.eventsStream,
+          REDIS_URL: ns().redisUrl,
+          EVENTS_STREAM: ns().eventsStream,
         },
       },
     );
@@ -58,7 +54,7 @@ describe('examples/consume-events.ts', () => {
         .map((line) => line.split(' ')[2]),
     ).toEqual(['d1', 'd2', 'd3']);
     expect(out).toContain('meta={"n":2}');
-    const [pending] = (await ns.redis.xpending(ns.eventsStream, 'g')) as [number];
+    const [pending] = (await ns().redis.xpending(ns().eventsStream, 'g')) as [number];
     expect(pending).toBe(0);
   });
 });

@@ -6,7 +6,7 @@ import { stopAll } from '../../test/support/roles.js';
 import type { BenchContext, Namespace } from '../context.js';
 import { watchList } from '../evidence.js';
 import { launchRoles, roleEnv } from '../fleet.js';
-import { cpuMsOf, startProbe, type ProbeResult } from '../probes.js';
+import { cpuMsOf, probeWork, type ProbeResult } from '../probes.js';
 import { num } from '../stats.js';
 import { benchSimulator, enqueueOurs, followUps, waitUntil } from '../workload.js';
 
@@ -90,19 +90,6 @@ async function readEvents(
   return { latencies, graceEnded, graceGets };
 }
 
-/** A probe over `work`, without the bench's own XLEN and INFO calls. */
-async function probed(
-  ctx: BenchContext,
-  watched: ReturnType<typeof watchList>,
-  work: () => Promise<unknown>,
-) {
-  const probe = await startProbe(ctx.admin, watched);
-  await work();
-  const result = await probe.stop();
-  for (const own of ['xlen', 'info']) result.commands.delete(own);
-  return result;
-}
-
 /** A simulator whose runs last 2 to 5 s, recording when each will end; a poller; workers. */
 async function setUp(ctx: BenchContext) {
   const ns = await ctx.fresh('poller');
@@ -136,7 +123,7 @@ export async function measurePoller(ctx: BenchContext, n: number): Promise<Polle
     // near 100 entries (nothing of it reads the stream): the bench lifts the cap for its count.
     await ctx.admin.hset(`${ns.prefix}:${QUEUE_NAMES.poll}:meta`, 'opts.maxLenEvents', 1_000_000);
     const cpuStart = cpuMsOf(pollerPid);
-    const sending = await probed(ctx, watchList(ctx.redisPid, roles), async () => {
+    const sending = await probeWork(ctx.admin, watchList(ctx.redisPid, roles), async () => {
       await enqueueOurs(producer, followUps(n, 100));
       await waitUntil(() => simulator.deliveries.length >= n, `${n} deliveries`, 120_000, 20);
     });
@@ -144,13 +131,17 @@ export async function measurePoller(ctx: BenchContext, n: number): Promise<Polle
     const getsWhileSending = simulator.countGets();
     ctx.progress('poller', `${num(n)} sent; ${num(getsWhileSending)} GETs so far`);
     const trackingStart = Date.now();
-    const tracking = await probed(ctx, pollerOnly, () =>
+    const tracking = await probeWork(ctx.admin, pollerOnly, () =>
       waitUntil(allEvents, `${n} events`, ACTIVE_GRACE_MS + 120_000, 100),
     );
     const pollerCpuMs = cpuMsOf(pollerPid) - cpuStart;
     const gets = simulator.countGets();
     const idleStart = Date.now();
-    const idle = await probed(ctx, pollerOnly, () => new Promise((r) => setTimeout(r, IDLE_MS)));
+    const idle = await probeWork(
+      ctx.admin,
+      pollerOnly,
+      () => new Promise((r) => setTimeout(r, IDLE_MS)),
+    );
     return {
       ...{ n, gets, getsWhileSending, pollerCpuMs, sending, tracking, idle },
       trackingTicks: await ticksBetween(ctx.admin, ns, trackingStart, idleStart),

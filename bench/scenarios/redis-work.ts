@@ -4,7 +4,7 @@ import { stopAll } from '../../test/support/roles.js';
 import type { BenchContext } from '../context.js';
 import { topCommands } from '../evidence.js';
 import { launchRoles, roleEnv, startBaseline } from '../fleet.js';
-import { startProbe, totalCalls, type ProbeResult } from '../probes.js';
+import { probeWork, totalCalls, type ProbeResult } from '../probes.js';
 import type { Scenario, ScenarioResult } from '../report.js';
 import { num } from '../stats.js';
 import { baselineQueue, benchSimulator, followUps, waitUntil } from '../workload.js';
@@ -28,12 +28,8 @@ const POLL = {
 const WORK_MS = 1_000;
 
 /** Measures `work` with Redis as the only watched process; drops the bench's own commands. */
-async function phase(ctx: BenchContext, work: () => Promise<unknown>): Promise<ProbeResult> {
-  const probe = await startProbe(ctx.admin, [{ label: 'redis-server', pid: ctx.redisPid }]);
-  await work();
-  const result = await probe.stop();
-  for (const own of ['xlen', 'info']) result.commands.delete(own);
-  return result;
+function phase(ctx: BenchContext, work: () => Promise<unknown>): Promise<ProbeResult> {
+  return probeWork(ctx.admin, [{ label: 'redis-server', pid: ctx.redisPid }], work);
 }
 
 async function ours(ctx: BenchContext, n: number, together: boolean): Promise<ProbeResult[]> {

@@ -7,7 +7,7 @@ import { stopAll } from '../../test/support/roles.js';
 import type { BenchContext } from '../context.js';
 import { topCommands } from '../evidence.js';
 import { launchRoles, roleEnv } from '../fleet.js';
-import { cpuMsOf, startProbe, totalCalls, type ProbeResult } from '../probes.js';
+import { cpuMsOf, probeWork, totalCalls, type ProbeResult } from '../probes.js';
 import type { Scenario, ScenarioResult } from '../report.js';
 import { num } from '../stats.js';
 import { benchSimulator, enqueueOurs, followUps, waitUntil } from '../workload.js';
@@ -58,13 +58,8 @@ async function runOnce(ctx: BenchContext, n: number, traced: boolean): Promise<R
     : {};
   const untrace = traced ? traceProducer() : async () => {};
   const roles: CliProcess[] = [];
-  const measure = async (work: () => Promise<unknown>) => {
-    const probe = await startProbe(ctx.admin, [{ label: 'redis-server', pid: ctx.redisPid }]);
-    await work();
-    const result = await probe.stop();
-    for (const own of ['xlen', 'info']) result.commands.delete(own);
-    return result;
-  };
+  const measure = (work: () => Promise<unknown>) =>
+    probeWork(ctx.admin, [{ label: 'redis-server', pid: ctx.redisPid }], work);
   try {
     // The enqueue alone, where no role runs: its counts are exact.
     const alone = await ctx.fresh(traced ? 'tracing-on' : 'tracing-off');

@@ -6,22 +6,18 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { QUEUE_NAMES } from '../../src/redis/keys.js';
 import { logLines, runCli, runCliToEnd } from '../support/cli.js';
 import { completedStatus, waitForEvents } from '../support/events.js';
-import { createNamespace, eventually, type Namespace } from '../support/namespace.js';
+import { eventually, useNamespace, withNamespace, type Namespace } from '../support/namespace.js';
 import { startService } from '../support/service.js';
 import { useSimulator } from '../support/simulator.js';
 
 describe('the agent-dispatch command line', () => {
   const simulator = useSimulator({ workTimeMs: 100 });
-  let ns: Namespace;
+  const ns = useNamespace('cli', { scope: 'all' });
   let dir: string;
   beforeAll(() => {
-    ns = createNamespace('cli');
     dir = mkdtempSync(join(tmpdir(), 'agent-dispatch-cli-'));
   });
-  afterAll(async () => {
-    await ns.cleanup();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
   /**
    * Runs `enqueue --file` over `lines` in namespace `local`: its exit code, stderr, the JSON lines
@@ -62,7 +58,7 @@ describe('the agent-dispatch command line', () => {
   it('exits 2 with one line naming a bad setting, and never prints the key', async () => {
     const result = await runCliToEnd(['worker'], {
       SEND_RATE_LIMIT: 'abc',
-      REDIS_URL: ns.redisUrl,
+      REDIS_URL: ns().redisUrl,
       AGENT_API_KEY: 'sk-very-secret-value',
     });
     expect(result.code).toBe(2);
@@ -74,7 +70,7 @@ describe('the agent-dispatch command line', () => {
 
   it('warns once, at start, when a role would send the key in clear text to another host', async () => {
     const linesOf = async (command: string, url: string) => {
-      const proc = runCli([command], ns.env({ AGENT_API_URL: url, LOG_LEVEL: 'info' }));
+      const proc = runCli([command], ns().env({ AGENT_API_URL: url, LOG_LEVEL: 'info' }));
       try {
         await eventually(() => (proc.output.stdout.includes('role:started') ? true : undefined), {
           timeoutMs: 45_000,
@@ -103,11 +99,11 @@ describe('the agent-dispatch command line', () => {
   }, 90_000);
 
   it('exits 2 on bad usage', async () => {
-    const unknownFlag = await runCliToEnd(['enqueue', '--bogus'], ns.env());
-    const missing = await runCliToEnd(['enqueue', '--project', 'p'], ns.env());
+    const unknownFlag = await runCliToEnd(['enqueue', '--bogus'], ns().env());
+    const missing = await runCliToEnd(['enqueue', '--project', 'p'], ns().env());
     const badMeta = await runCliToEnd(
       ['enqueue', '--project', 'p', '--job', 'j', '--prompt', 'x', '--meta', '{nope'],
-      ns.env(),
+      ns().env(),
     );
     expect([unknownFlag.code, missing.code, badMeta.code]).toEqual([2, 2, 2]);
     expect(badMeta.stderr).toContain('--meta');
@@ -116,7 +112,7 @@ describe('the agent-dispatch command line', () => {
   it('enqueues one follow-up from flags and shows its status', async () => {
     const sent = await runCliToEnd(
       ['enqueue', '--project', 'p', '--job', 'j', '--prompt', 'hi', '--meta', '{"n":1}'],
-      ns.env(),
+      ns().env(),
     );
     expect(sent.code).toBe(0);
     const { dispatchId, deduplicated } = JSON.parse(sent.stdout) as {
@@ -124,20 +120,19 @@ describe('the agent-dispatch command line', () => {
       deduplicated: boolean;
     };
     expect(deduplicated).toBe(false);
-    const status = await runCliToEnd(['status', dispatchId], ns.env());
+    const status = await runCliToEnd(['status', dispatchId], ns().env());
     expect(status.code).toBe(0);
     expect(JSON.parse(status.stdout)).toMatchObject({
       dispatchId,
       state: 'queued',
       meta: { n: 1 },
     });
-    const unknown = await runCliToEnd(['status', 'nope'], ns.env());
+    const unknown = await runCliToEnd(['status', 'nope'], ns().env());
     expect(unknown.code).toBe(1);
   });
 
   it('enqueues the good lines of a file, reports each bad one by number, and exits 1', async () => {
-    const local = createNamespace('cli-file');
-    try {
+    await withNamespace('cli-file', async (local) => {
       const result = await enqueueFile(local, 'followups.ndjson', [
         JSON.stringify({ projectId: 'p', jobId: 'j', prompt: 'one', key: 'k1' }),
         '{not json',
@@ -152,17 +147,14 @@ describe('the agent-dispatch command line', () => {
       expect(result.stderr).toContain('line 3: prompt: must not be empty');
       expect(result.stderr).toContain('line 6: projectId:');
       expect(result.waiting).toBe(2);
-    } finally {
-      await local.cleanup();
-    }
+    });
   });
 
   it('reports a deeply nested meta and a conflicting key as line errors, enqueues the rest, exits 1', async () => {
-    const local = createNamespace('cli-bad-input');
-    const deepArrays = `${'['.repeat(1500)}${']'.repeat(1500)}`;
-    const deepObjects = `${'{"a":'.repeat(1500)}1${'}'.repeat(1500)}`;
-    const proto = '{"ticket":{"__proto__":{"x":1},"id":7},"__proto__":1}';
-    try {
+    await withNamespace('cli-bad-input', async (local) => {
+      const deepArrays = `${'['.repeat(1500)}${']'.repeat(1500)}`;
+      const deepObjects = `${'{"a":'.repeat(1500)}1${'}'.repeat(1500)}`;
+      const proto = '{"ticket":{"__proto__":{"x":1},"id":7},"__proto__":1}';
       const result = await enqueueFile(local, 'bad-input.ndjson', [
         JSON.stringify({ projectId: 'p', jobId: 'j', prompt: 'one', key: 'k1' }),
         `{"projectId":"p","jobId":"j","prompt":"deep","meta":{"x":${deepArrays}}}`,
@@ -184,14 +176,11 @@ describe('the agent-dispatch command line', () => {
       expect(result.waiting).toBe(2);
       const dispatchId = result.printed[2]?.dispatchId;
       expect(await local.redis.hget(`${local.prefix}:d:${dispatchId}`, 'meta')).toBe(proto);
-    } finally {
-      await local.cleanup();
-    }
+    });
   });
 
   it('exits 1 naming key when enqueue is given a known key with a different prompt', async () => {
-    const local = createNamespace('cli-conflict');
-    try {
+    await withNamespace('cli-conflict', async (local) => {
       const args = ['enqueue', '--project', 'p', '--job', 'j', '--key', 'k-conflict'];
       const first = await runCliToEnd([...args, '--prompt', 'one'], local.env());
       expect(first.code).toBe(0);
@@ -199,37 +188,35 @@ describe('the agent-dispatch command line', () => {
       expect(second.code).toBe(1);
       expect(second.stdout).toBe('');
       expect(second.stderr).toMatch(/key: .*different follow-up/);
-    } finally {
-      await local.cleanup();
-    }
+    });
   });
   it('shows the status of a finished follow-up: done, its event type, reason and prLink', async () => {
-    const local = createNamespace('cli-ended');
-    const service = startService(local, simulator());
-    try {
-      simulator().seedJob('p', 'done-job');
-      const sent = await runCliToEnd(
-        ['enqueue', '--project', 'p', '--job', 'done-job', '--prompt', 'finish me'],
-        local.env(),
-      );
-      const { dispatchId } = JSON.parse(sent.stdout) as { dispatchId: string };
-      const [event] = await waitForEvents(local.redis, local.eventsStream, 1);
-      expect(event).toMatchObject({ dispatchId, type: 'followup.completed' });
+    await withNamespace('cli-ended', async (local) => {
+      const service = startService(local, simulator());
+      try {
+        simulator().seedJob('p', 'done-job');
+        const sent = await runCliToEnd(
+          ['enqueue', '--project', 'p', '--job', 'done-job', '--prompt', 'finish me'],
+          local.env(),
+        );
+        const { dispatchId } = JSON.parse(sent.stdout) as { dispatchId: string };
+        const [event] = await waitForEvents(local.redis, local.eventsStream, 1);
+        expect(event).toMatchObject({ dispatchId, type: 'followup.completed' });
 
-      const status = await runCliToEnd(['status', dispatchId], local.env());
-      expect(status.stderr).toBe('');
-      expect(status.code).toBe(0);
-      expect(JSON.parse(status.stdout)).toMatchObject({
-        dispatchId,
-        ...completedStatus(event),
-      });
-      expect(event?.prLink).toMatch(/^https:\/\//);
-      const unknown = await runCliToEnd(['status', 'no-such-dispatch'], local.env());
-      expect(unknown.code).toBe(1);
-      expect(unknown.stderr).toContain('no follow-up with dispatchId');
-    } finally {
-      await service.close();
-      await local.cleanup();
-    }
+        const status = await runCliToEnd(['status', dispatchId], local.env());
+        expect(status.stderr).toBe('');
+        expect(status.code).toBe(0);
+        expect(JSON.parse(status.stdout)).toMatchObject({
+          dispatchId,
+          ...completedStatus(event),
+        });
+        expect(event?.prLink).toMatch(/^https:\/\//);
+        const unknown = await runCliToEnd(['status', 'no-such-dispatch'], local.env());
+        expect(unknown.code).toBe(1);
+        expect(unknown.stderr).toContain('no follow-up with dispatchId');
+      } finally {
+        await service.close();
+      }
+    });
   }, 60_000);
 });

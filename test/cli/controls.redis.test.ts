@@ -1,27 +1,24 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { keysFor } from '../../src/redis/keys.js';
 import { runCliToEnd } from '../support/cli.js';
 import { readEvents } from '../support/events.js';
-import { createNamespace, type Namespace } from '../support/namespace.js';
-import { createProducer, type Producer } from '../../src/producer/index.js';
+import { useOpened } from '../support/hooks.js';
+import { useNamespace } from '../support/namespace.js';
+import { createProducer } from '../../src/producer/index.js';
 import { DispatchStore } from '../../src/dispatch/store.js';
 import { budgetRate } from '../../src/dispatch/budget.js';
 
 /** `agent-dispatch cancel` and `agent-dispatch project ...` as processes. */
 describe('the control commands', () => {
-  let ns: Namespace;
-  let producer: Producer;
-  beforeAll(() => {
-    ns = createNamespace('cli-controls');
-    producer = createProducer({ redisUrl: ns.redisUrl, prefix: ns.prefix });
-  });
-  afterAll(async () => {
-    await producer.close();
-    await ns.cleanup();
-  });
+  const ns = useNamespace('cli-controls', { scope: 'all' });
+  const producer = useOpened(
+    'producer',
+    () => createProducer({ redisUrl: ns().redisUrl, prefix: ns().prefix }),
+    'all',
+  );
 
-  const run = (...args: string[]) => runCliToEnd(args, ns.env({ SEND_RATE_LIMIT: '100/1h' }));
+  const run = (...args: string[]) => runCliToEnd(args, ns().env({ SEND_RATE_LIMIT: '100/1h' }));
   const json = (stdout: string) => JSON.parse(stdout) as Record<string, unknown>;
 
   it('answer --help with their usage and an example', async () => {
@@ -68,7 +65,7 @@ describe('the control commands', () => {
   }, 60_000);
 
   it('refuses bad input with exit 2 naming the field, and changes nothing', async () => {
-    const keys = keysFor(ns.prefix);
+    const keys = keysFor(ns().prefix);
     const bad = await run('project', 'limit', 'other', '50 an hour');
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain('limit: expected N/DURATION such as 50/1h, got "50 an hour"');
@@ -84,16 +81,16 @@ describe('the control commands', () => {
       expect(res.code, usages[i]?.join(' ')).toBe(2);
       expect(res.stderr).toMatch(/^agent-dispatch: /);
     });
-    expect(await ns.redis.exists(keys.projectControls('other'))).toBe(0);
+    expect(await ns().redis.exists(keys.projectControls('other'))).toBe(0);
   }, 60_000);
 
   it('cancels a queued follow-up; refuses with exit 1 one being sent, a finished one, an unknown id', async () => {
-    const [queued, sending] = await producer.sendMany([
+    const [queued, sending] = await producer().sendMany([
       { projectId: 'c', jobId: 'a', prompt: 'one' },
       { projectId: 'c', jobId: 'b', prompt: 'two' },
     ]);
-    const store = new DispatchStore(ns.redis, keysFor(ns.prefix), {
-      eventsStream: ns.eventsStream,
+    const store = new DispatchStore(ns().redis, keysFor(ns().prefix), {
+      eventsStream: ns().eventsStream,
       eventsMaxLen: 1000,
       retentionMs: 60_000,
     });
@@ -119,7 +116,7 @@ describe('the control commands', () => {
     const unknown = await run('cancel', 'no-such-id');
     expect(unknown.code).toBe(1);
     expect(unknown.stderr).toContain('no follow-up with dispatchId "no-such-id"');
-    const events = await readEvents(ns.redis, ns.eventsStream);
+    const events = await readEvents(ns().redis, ns().eventsStream);
     expect(events.map((e) => [e.type, e.dispatchId])).toEqual([
       ['followup.cancelled', queued?.dispatchId],
     ]);

@@ -5,27 +5,21 @@ import { startProgress } from '../../src/cli/progress.js';
 import { createProducer } from '../../src/producer/index.js';
 import { keysFor, QUEUE_NAMES, shardLayout, shardOf } from '../../src/redis/keys.js';
 import { createMetrics } from '../../src/telemetry/metrics.js';
-import { createNamespace, eventually, type Namespace } from '../support/namespace.js';
+import { eventually, useNamespace } from '../support/namespace.js';
 
 const SHARDS = 3;
 
 describe("start's progress line with DISPATCH_SHARDS=3", () => {
-  let ns: Namespace;
+  const ns = useNamespace('progress', { scope: 'all', shards: SHARDS });
   let queues: Queue[];
-  const layout = () => shardLayout(ns.prefix, ns.eventsStream, SHARDS, false);
+  const layout = () => shardLayout(ns().prefix, ns().eventsStream, SHARDS, false);
   beforeAll(() => {
-    ns = createNamespace('progress');
     queues = layout().map(
-      (s) => new Queue(QUEUE_NAMES.dispatch, { connection: ns.redis, prefix: s.prefix }),
+      (s) => new Queue(QUEUE_NAMES.dispatch, { connection: ns().redis, prefix: s.prefix }),
     );
   });
   afterAll(async () => {
     for (const queue of queues ?? []) await queue.close();
-    for (const shard of layout()) {
-      const keys = await ns.redis.keys(`${shard.prefix}*`);
-      if (keys.length > 0) await ns.redis.unlink(...keys);
-    }
-    await ns?.cleanup();
   });
 
   it("counts every shard's queued follow-ups", async () => {
@@ -36,8 +30,8 @@ describe("start's progress line with DISPATCH_SHARDS=3", () => {
       if (!projects.has(shard)) projects.set(shard, `pr${i}`);
     }
     const producer = createProducer({
-      redisUrl: ns.redisUrl,
-      prefix: ns.prefix,
+      redisUrl: ns().redisUrl,
+      prefix: ns().prefix,
       shards: SHARDS,
       durability: { mode: 'none' },
     });
@@ -58,7 +52,7 @@ describe("start's progress line with DISPATCH_SHARDS=3", () => {
       },
     });
     const shards = layout().map((s, i) => ({ queue: queues[i] as Queue, keys: keysFor(s.prefix) }));
-    const stop = startProgress({ shards, redis: ns.redis, metrics: createMetrics() }, out);
+    const stop = startProgress({ shards, redis: ns().redis, metrics: createMetrics() }, out);
     try {
       const line = await eventually(() => (written.includes('\n') ? written : undefined), {
         timeoutMs: 10_000,

@@ -1,20 +1,14 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { runCli } from '../support/cli.js';
-import { createNamespace, eventually, type Namespace } from '../support/namespace.js';
+import { eventually, useNamespace } from '../support/namespace.js';
 import { TEST_API_KEY } from '../support/simulator.js';
 
 describe('signals and output of a role process', () => {
-  let ns: Namespace;
-  beforeAll(() => {
-    ns = createNamespace('signals');
-  });
-  afterAll(async () => {
-    await ns.cleanup();
-  });
+  const ns = useNamespace('signals', { scope: 'all' });
 
   /** A worker that logs at info (so it writes while it stops), up once `role:started` shows. */
   async function startedWorker() {
-    const env = ns.env({
+    const env = ns().env({
       AGENT_API_KEY: TEST_API_KEY,
       AGENT_API_URL: 'http://127.0.0.1:9',
       LOG_LEVEL: 'info',
@@ -43,7 +37,7 @@ describe('signals and output of a role process', () => {
 
   it('stops on SIGTERM, exit 0, when nobody reads its output any more (a closed pipe)', async () => {
     // `start` writes progress to stderr and logs to stdout, as `... 2>&1 | head -2` leaves it.
-    const start = runCli(['start', '--simulator', '--port', '0'], ns.env({ LOG_LEVEL: 'info' }));
+    const start = runCli(['start', '--simulator', '--port', '0'], ns().env({ LOG_LEVEL: 'info' }));
     await eventually(async () => (start.output.stderr.includes('dashboard:') ? true : undefined), {
       timeoutMs: 30_000,
       what: 'start to serve',

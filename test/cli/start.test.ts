@@ -2,9 +2,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { runCli } from '../support/cli.js';
-import { createNamespace, eventually, type Namespace } from '../support/namespace.js';
+import { eventually, useNamespace } from '../support/namespace.js';
 
 describe('agent-dispatch start, with nothing set', () => {
   const dir = mkdtempSync(join(tmpdir(), 'agent-dispatch-start-'));
@@ -63,15 +63,11 @@ describe('agent-dispatch start, with nothing set', () => {
 });
 
 describe('agent-dispatch start, with a real REDIS_URL', () => {
-  let ns: Namespace;
-  beforeEach(() => {
-    ns = createNamespace('start');
-  });
-  afterEach(() => ns.cleanup());
+  const ns = useNamespace('start');
 
   /** The namespace's environment without any API key: the Docker image's default command. */
   const withoutKey = (): Record<string, string> => {
-    const { AGENT_API_KEY: _key, ...env } = ns.env({ HTTP_PORT: '0' });
+    const { AGENT_API_KEY: _key, ...env } = ns().env({ HTTP_PORT: '0' });
     return env;
   };
 
@@ -86,7 +82,7 @@ describe('agent-dispatch start, with a real REDIS_URL', () => {
       const lines = proc.output.stderr.trim().split('\n');
       expect(lines).toHaveLength(1);
       expect(lines[0]).toMatch(/^agent-dispatch: AGENT_API_KEY: .*--simulator/);
-      expect(await ns.redis.keys(`${ns.prefix}*`)).toEqual([]);
+      expect(await ns().redis.keys(`${ns().prefix}*`)).toEqual([]);
     } finally {
       await proc.stop('SIGKILL');
     }
@@ -103,7 +99,7 @@ describe('agent-dispatch start, with a real REDIS_URL', () => {
         /--simulator: sending to the bundled simulator at http:\/\/127\.0\.0\.1:\d+/,
       );
       expect(proc.output.stderr).not.toMatch(/demo follow-ups/);
-      expect(await ns.redis.keys(`${ns.prefix}:d:*`)).toEqual([]);
+      expect(await ns().redis.keys(`${ns().prefix}:d:*`)).toEqual([]);
       expect(await proc.stop('SIGTERM')).toBe(0);
     } finally {
       await proc.stop('SIGKILL');

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { NotCancellableError } from '../../src/producer/index.js';
+import { NotCancellableError, type Admin, type Producer } from '../../src/producer/index.js';
 import { adminOf } from '../support/admin.js';
 import { arrivalTimes, busiestWindow } from '../support/deliveries.js';
 import { duplicates } from '../support/events.js';
@@ -25,11 +25,26 @@ describe('operator controls honoured by a fleet of processes', () => {
     await waitForWorkers(ns, 3, { processes: workers });
   }
 
-  it('a paused project receives nothing while the other four finish, then everything in order', async () => {
+  /**
+   * Starts the fleet (its roles at SEND_RATE_LIMIT `limit`, the default when unset) and runs
+   * `test` with the fleet's producer and an admin of its namespace, closed after.
+   */
+  async function withFleet(
+    test: (admin: Admin, producer: Producer) => Promise<void>,
+    limit?: string,
+  ): Promise<void> {
     const { ns, producer } = fleet();
-    const admin = adminOf(ns);
+    const admin = adminOf(ns, limit);
     try {
-      await startFleet();
+      await startFleet(limit === undefined ? {} : { SEND_RATE_LIMIT: limit });
+      await test(admin, producer);
+    } finally {
+      await admin.close();
+    }
+  }
+
+  it('a paused project receives nothing while the other four finish, then everything in order', async () => {
+    await withFleet(async (admin, producer) => {
       await admin.pauseProject('p0');
       const inputs = grid(simulator(), 5, 2, 3);
       await producer.sendMany(inputs);
@@ -50,16 +65,11 @@ describe('operator controls honoured by a fleet of processes', () => {
       for (const e of events.filter((x) => x.projectId === 'p0'))
         expect(e.event['attempts']).toBe(1);
       expect(duplicates(simulator().deliveries.map((d) => d.prompt))).toEqual([]);
-    } finally {
-      await admin.close();
-    }
+    });
   }, 120_000);
 
   it('a follow-up cancelled while queued is never received, ends once, and its lane goes on', async () => {
-    const { ns, producer } = fleet();
-    const admin = adminOf(ns);
-    try {
-      await startFleet();
+    await withFleet(async (admin, producer) => {
       simulator().seedJob('c', 'j');
       await admin.pauseProject('c');
       const [first, second, third] = await producer.sendMany(
@@ -74,16 +84,11 @@ describe('operator controls honoured by a fleet of processes', () => {
         [third?.dispatchId, 'followup.completed'],
       ]);
       expect(simulator().deliveries.map((d) => d.prompt)).toEqual(['c/j #2', 'c/j #3']);
-    } finally {
-      await admin.close();
-    }
+    });
   }, 60_000);
 
   it('100 cancels racing the workers: one event each, none both cancelled and received', async () => {
-    const { ns, producer } = fleet();
-    const admin = adminOf(ns);
-    try {
-      await startFleet();
+    await withFleet(async (admin, producer) => {
       const inputs = grid(simulator(), 4, 25, 1, 'r');
       const results = await producer.sendMany(inputs);
       // Cancels in waves of 10 while the workers take the same follow-ups, so both sides win some.
@@ -115,19 +120,14 @@ describe('operator controls honoured by a fleet of processes', () => {
       console.log(
         `100 cancels racing 3 workers: ${cancelled.size} cancelled, ${100 - cancelled.size} sent first`,
       );
-    } finally {
-      await admin.close();
-    }
+    });
   }, 120_000);
 
   it('a 1/2s limit set mid-run holds in every 2-second window from then on; clearing it restores the default', async () => {
-    const { ns, producer } = fleet();
-    const admin = adminOf(ns, '5/2s');
     const deliveries = () => simulator().deliveries.filter((d) => d.projectId === 'L');
     const countAtLeast = (n: number, what: string) =>
       eventually(() => (deliveries().length >= n ? true : undefined), { timeoutMs: 60_000, what });
-    try {
-      await startFleet({ SEND_RATE_LIMIT: '5/2s' });
+    await withFleet(async (admin, producer) => {
       for (let j = 0; j < 30; j++) simulator().seedJob('L', `j${j}`);
       await producer.sendMany(
         Array.from({ length: 30 }, (_, j) => ({
@@ -157,8 +157,6 @@ describe('operator controls honoured by a fleet of processes', () => {
       expect(busiestWindow(afterClear, 2_000)).toBeGreaterThan(1);
       expect(busiestWindow(times, 2_000)).toBeLessThanOrEqual(5);
       expect(times).toHaveLength(30);
-    } finally {
-      await admin.close();
-    }
+    }, '5/2s');
   }, 180_000);
 });

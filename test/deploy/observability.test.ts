@@ -1,9 +1,8 @@
 import { execFile } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestServer, type TestServer } from '../http/fixture.js';
-import { createNamespace, type Namespace } from '../support/namespace.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { useTestServer } from '../http/fixture.js';
 import { parseExposition } from '../telemetry/exposition.js';
 
 const run = promisify(execFile);
@@ -42,19 +41,11 @@ interface Panel {
 }
 
 describe('deploy/: the Grafana dashboard and the Prometheus alert rules', () => {
-  let ns: Namespace;
-  let app: TestServer;
+  const served = useTestServer('deploy');
   let exposed: Set<string>;
-
   beforeAll(async () => {
-    ns = createNamespace('deploy');
-    app = await startTestServer(ns.config());
-    exposed = new Set(parseExposition(await (await fetch(`${app.url}/metrics`)).text()).keys());
-  });
-
-  afterAll(async () => {
-    await app?.close();
-    await ns?.cleanup();
+    const metrics = await fetch(`${served.app.url}/metrics`);
+    exposed = new Set(parseExposition(await metrics.text()).keys());
   });
 
   it('has alert rules that promtool accepts, and whose unit tests pass', async () => {

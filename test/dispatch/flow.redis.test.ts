@@ -1,25 +1,13 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { completedStatus, duplicates, readEvents, waitForEvents } from '../support/events.js';
-import { createNamespace, eventually, type Namespace } from '../support/namespace.js';
-import { startService, type InProcessService } from '../support/service.js';
-import { useSimulator } from '../support/simulator.js';
+import { eventually } from '../support/namespace.js';
+import { useService } from '../support/service.js';
 
 describe('a follow-up from send to its event', () => {
-  const simulator = useSimulator({ workTimeMs: 150 });
-  let ns: Namespace;
-  let service: InProcessService;
-
-  beforeEach(() => {
-    ns = createNamespace('flow');
-    simulator().reset();
-  });
-  afterEach(async () => {
-    await service?.close();
-    await ns.cleanup();
-  });
+  const { simulator, ns, start } = useService('flow', { workTimeMs: 150 });
 
   it('sends each prompt once, in order per agent job, and publishes one event each', async () => {
-    service = startService(ns, simulator());
+    const service = start();
     simulator().seedJob('p1', 'j1');
     simulator().seedJob('p1', 'j2');
     const inputs = [1, 2, 3].flatMap((n) => [
@@ -31,7 +19,7 @@ describe('a follow-up from send to its event', () => {
 
     const events = await eventually(
       async () => {
-        const all = await readEvents(ns.redis, ns.eventsStream);
+        const all = await readEvents(ns().redis, ns().eventsStream);
         return all.length >= inputs.length ? all : undefined;
       },
       { what: 'six events' },
@@ -61,7 +49,7 @@ describe('a follow-up from send to its event', () => {
   });
 
   it("keeps only the contract's fields of the agent job in the record and the event", async () => {
-    service = startService(ns, simulator());
+    const service = start();
     // What a vendor or a gateway might add to the job: none of it may reach Redis.
     const vendorFields = {
       source: { repository: 'https://github.com/acme/docs', ref: 'main', token: 'vendor-extra-1' },
@@ -73,7 +61,7 @@ describe('a follow-up from send to its event', () => {
     ]);
     const [event] = await eventually(
       async () => {
-        const all = await readEvents(ns.redis, ns.eventsStream);
+        const all = await readEvents(ns().redis, ns().eventsStream);
         return all.length >= 1 ? all : undefined;
       },
       { what: 'the event' },
@@ -83,33 +71,22 @@ describe('a follow-up from send to its event', () => {
       ['archivedAt', 'createdAt', 'id', 'model', 'prLink', 'source', 'status'].sort(),
     );
     expect(job['source']).toEqual({ repository: 'https://github.com/acme/docs', ref: 'main' });
-    const record = await ns.redis.hgetall(`${ns.prefix}:d:${result?.dispatchId ?? ''}`);
+    const record = await ns().redis.hgetall(`${ns().prefix}:d:${result?.dispatchId ?? ''}`);
     expect(Object.keys(record).length).toBeGreaterThan(0);
     expect(JSON.stringify([record, event])).not.toMatch(/vendor-extra/);
   });
 });
 
 describe('status after the end', () => {
-  const simulator = useSimulator({ workTimeMs: 100 });
-  let ns: Namespace;
-  let service: InProcessService;
-
-  beforeEach(() => {
-    ns = createNamespace('ended');
-    simulator().reset();
-  });
-  afterEach(async () => {
-    await service?.close();
-    await ns.cleanup();
-  });
+  const { simulator, ns, start } = useService('ended', { workTimeMs: 100 });
 
   it('answers for a finished follow-up with its final state, event type, reason and prLink', async () => {
-    service = startService(ns, simulator());
+    const service = start();
     simulator().seedJob('p1', 'j1');
     const done = await service.producer.send({ projectId: 'p1', jobId: 'j1', prompt: 'ship it' });
     // No such agent job: the API answers 404 and the follow-up ends undeliverable.
     const lost = await service.producer.send({ projectId: 'p1', jobId: 'gone', prompt: 'hello' });
-    const events = await waitForEvents(ns.redis, ns.eventsStream, 2);
+    const events = await waitForEvents(ns().redis, ns().eventsStream, 2);
     const completed = events.find((e) => e.dispatchId === done.dispatchId);
     expect(completed?.prLink).toMatch(/^https:\/\/github\.com\//);
 

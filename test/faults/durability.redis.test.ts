@@ -1,11 +1,8 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createNamespace, type Namespace } from '../support/namespace.js';
-import { useSimulator } from '../support/simulator.js';
-import { describeCrash, runAofDrill, type AofDrillResult } from './support/aof-drill.js';
+import { describe, expect, it } from 'vitest';
+import { describeCrash, useAofDrill, type AofDrillResult } from './support/aof-drill.js';
 import { expectDurableDrill } from './support/crash-case.js';
 import { recordFigures, stopwatch } from './support/figures.js';
 import { SCALE } from './support/scale.js';
-import { DRILL_SIMULATOR } from './support/traffic.js';
 
 /** Sums a figure over the crashes of a drill. */
 function total(result: AofDrillResult, figure: (c: AofDrillResult['crashes'][number]) => number) {
@@ -13,15 +10,8 @@ function total(result: AofDrillResult, figure: (c: AofDrillResult['crashes'][num
 }
 
 describe('3. Redis crashes with the AOF cut back to what was on disk (REDIS_DURABILITY)', () => {
-  const simulator = useSimulator(DRILL_SIMULATOR);
-  let ns: Namespace;
-  beforeEach(() => {
-    ns = createNamespace('f-durable');
-    simulator().reset();
-  });
-  afterEach(() => ns.cleanup());
   const { fsyncCrashes, noneCrashes, batch } = SCALE.durability;
-  const sizes = { batch, batchIntervalMs: 20, loadMs: [800, 2_000] as const };
+  const drill = useAofDrill('f-durable', { batch, batchIntervalMs: 20, loadMs: [800, 2_000] });
 
   function record(
     ctx: Parameters<typeof recordFigures>[0],
@@ -47,14 +37,7 @@ describe('3. Redis crashes with the AOF cut back to what was on disk (REDIS_DURA
 
   it(`fsync, a quarter of API requests 5xx: ${fsyncCrashes} crashes, 0 accepted follow-ups lost, 0 prompts sent twice, one event each, none left in doubt`, async (ctx) => {
     const watch = stopwatch();
-    const result = await runAofDrill(ns, simulator(), {
-      ...sizes,
-      mode: 'fsync',
-      apiErrorRate: 0.25,
-      crashes: fsyncCrashes,
-      settleMs: 10_000,
-      finalSettleMs: 120_000,
-    });
+    const result = await drill('fsync', fsyncCrashes, 120_000);
     record(ctx, 'fsync', result, watch());
     expect(result.crashes).toHaveLength(fsyncCrashes);
     expectDurableDrill(result);
@@ -62,13 +45,7 @@ describe('3. Redis crashes with the AOF cut back to what was on disk (REDIS_DURA
 
   it(`none: ${noneCrashes} crashes with the same cut lose accepted follow-ups or send prompts twice`, async (ctx) => {
     const watch = stopwatch();
-    const result = await runAofDrill(ns, simulator(), {
-      ...sizes,
-      mode: 'none',
-      crashes: noneCrashes,
-      settleMs: 5_000,
-      finalSettleMs: 20_000,
-    });
+    const result = await drill('none', noneCrashes, 20_000);
     record(ctx, 'none', result, watch());
     expect(result.waitaofReplies).toBe(0);
     for (const c of result.crashes) expect(c.cutBytes).toBeGreaterThan(0);

@@ -3,30 +3,23 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCliToEnd } from '../support/cli.js';
-import { createNamespace, type Namespace } from '../support/namespace.js';
+import { useNamespace } from '../support/namespace.js';
 import { recordFigures, stopwatch } from './support/figures.js';
 import { FuzzBooks } from './support/fuzz-books.js';
 import { cliAnswers, ndjsonLines } from './support/ndjson.js';
-import { openProbe, type Probe } from './support/quiet.js';
+import { useProbe } from './support/quiet.js';
 import { SCALE } from './support/scale.js';
 
 const PROMPT_MAX_BYTES = 64;
 
 describe('5. bad input: agent-dispatch enqueue --file', () => {
-  let ns: Namespace;
-  let probe: Probe;
+  const ns = useNamespace('f-fuzz-cli', { scope: 'all' });
+  const probe = useProbe(ns, 'all');
   let dir: string;
-
   beforeAll(() => {
-    ns = createNamespace('f-fuzz-cli');
-    probe = openProbe(ns.redisUrl, ns.prefix, ns.eventsStream);
     dir = mkdtempSync(join(tmpdir(), 'agent-dispatch-fuzz-'));
   });
-  afterAll(async () => {
-    await probe.close();
-    await ns.cleanup();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
   it('enqueues exactly the valid lines and reports each bad one by number and field', async (ctx) => {
     const watch = stopwatch();
@@ -41,7 +34,7 @@ describe('5. bad input: agent-dispatch enqueue --file', () => {
       writeFileSync(path, file.map((l) => l.text).join('\n'));
       const run = await runCliToEnd(
         ['enqueue', '--file', path],
-        ns.env({ PROMPT_MAX_BYTES: String(PROMPT_MAX_BYTES) }),
+        ns().env({ PROMPT_MAX_BYTES: String(PROMPT_MAX_BYTES) }),
       );
       const answers = cliAnswers(run.stdout, run.stderr);
       let bad = 0;
@@ -65,7 +58,7 @@ describe('5. bad input: agent-dispatch enqueue --file', () => {
       if (run.code !== (bad > 0 ? 1 : 0))
         problems.push(`file ${f} exited ${run.code} with ${bad} bad lines`);
     }
-    await books.audit(ns.redis, ns.prefix, await probe.pendingJobs());
+    await books.audit(ns().redis, ns().prefix, await probe().pendingJobs());
 
     recordFigures(ctx, {
       category: 5,

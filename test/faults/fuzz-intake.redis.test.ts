@@ -1,12 +1,13 @@
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { intakeBodyLimitBytes, MAX_BATCH } from '../../src/http/index.js';
-import { createNamespace, type Namespace } from '../support/namespace.js';
+import { useOpened } from '../support/hooks.js';
+import { useNamespace } from '../support/namespace.js';
 import { batchArb, inputArb } from './support/arbitraries.js';
 import { recordFigures, stopwatch } from './support/figures.js';
 import { FuzzBooks } from './support/fuzz-books.js';
-import { batchAnswer, post, singleAnswer, startIntake, type Intake } from './support/intake.js';
-import { openProbe, type Probe } from './support/quiet.js';
+import { batchAnswer, post, singleAnswer, startIntake } from './support/intake.js';
+import { useProbe } from './support/quiet.js';
 import { SCALE } from './support/scale.js';
 
 const PROMPT_MAX_BYTES = 64;
@@ -37,22 +38,14 @@ const requestArb: fc.Arbitrary<Request> = fc.oneof(
 );
 
 describe('5. bad input: the HTTP intake', () => {
-  let ns: Namespace;
-  let intake: Intake;
-  let probe: Probe;
-
-  beforeAll(async () => {
-    ns = createNamespace('f-fuzz-http');
-    intake = await startIntake(
-      ns.config({ INTAKE_TOKEN: TOKEN, PROMPT_MAX_BYTES: String(PROMPT_MAX_BYTES) }),
-    );
-    probe = openProbe(ns.redisUrl, ns.prefix, ns.eventsStream);
-  });
-  afterAll(async () => {
-    await intake.close();
-    await probe.close();
-    await ns.cleanup();
-  });
+  const ns = useNamespace('f-fuzz-http', { scope: 'all' });
+  const probe = useProbe(ns, 'all');
+  const intake = useOpened(
+    'intake',
+    () =>
+      startIntake(ns().config({ INTAKE_TOKEN: TOKEN, PROMPT_MAX_BYTES: String(PROMPT_MAX_BYTES) })),
+    'all',
+  );
 
   it('accepts exactly the valid follow-ups and answers 400 naming each bad field, 413 for big bodies', async (ctx) => {
     const watch = stopwatch();
@@ -61,7 +54,7 @@ describe('5. bad input: the HTTP intake', () => {
     const statuses: Record<number, number> = {};
     for (const request of fc.sample(requestArb, SCALE.fuzz.intakeRequests)) {
       if (request.kind === 'broken') {
-        const reply = await post(intake.url, TOKEN, request.text);
+        const reply = await post(intake().url, TOKEN, request.text);
         statuses[reply.status] = (statuses[reply.status] ?? 0) + 1;
         if (reply.status !== 400 || reply.body['error'] !== 'request body is not valid JSON')
           problems.push(`broken JSON answered ${reply.status}`);
@@ -69,20 +62,20 @@ describe('5. bad input: the HTTP intake', () => {
       }
       const items = JSON.parse(JSON.stringify(request.value)) as unknown;
       const body = request.kind === 'batch' && request.wrapped ? { followups: items } : items;
-      const reply = await post(intake.url, TOKEN, JSON.stringify(body));
+      const reply = await post(intake().url, TOKEN, JSON.stringify(body));
       statuses[reply.status] = (statuses[reply.status] ?? 0) + 1;
       if (!Array.isArray(items)) books.check(items, singleAnswer(reply));
       else if (items.length > 0) books.checkBatch(items, batchAnswer(reply));
       else if (reply.status !== 400) problems.push(`an empty batch answered ${reply.status}`);
     }
-    const edges = await edgeCases(intake.url);
+    const edges = await edgeCases(intake().url);
     problems.push(...edges.problems);
-    const health = await fetch(`${intake.url}/healthz`);
-    await books.audit(ns.redis, ns.prefix, await probe.pendingJobs());
+    const health = await fetch(`${intake().url}/healthz`);
+    await books.audit(ns().redis, ns().prefix, await probe().pendingJobs());
 
     recordFigures(ctx, {
       category: 5,
-      scenario: `HTTP intake (POST /v1/followups over real HTTP): ${SCALE.fuzz.intakeRequests} generated requests (single follow-ups, batches of 1–40 bare or as {"followups": […]}, broken JSON), PROMPT_MAX_BYTES ${PROMPT_MAX_BYTES}`,
+      scenario: `HTTP intake() (POST /v1/followups over real HTTP): ${SCALE.fuzz.intakeRequests} generated requests (single follow-ups, batches of 1–40 bare or as {"followups": […]}, broken JSON), PROMPT_MAX_BYTES ${PROMPT_MAX_BYTES}`,
       tried: books.tried + edges.tried,
       faults:
         'generated bodies, valid and invalid; oversized bodies, oversized batches, wrong content type, wrong token',

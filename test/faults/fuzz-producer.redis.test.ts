@@ -1,52 +1,47 @@
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { FollowUpInput } from '../../src/dispatch/followup.js';
 import { DispatchStore } from '../../src/dispatch/store.js';
-import { createProducer, type Producer } from '../../src/producer/index.js';
+import { createProducer } from '../../src/producer/index.js';
 import { keysFor } from '../../src/redis/keys.js';
 import { EVENT_TYPES } from '../../src/dispatch/event.js';
 import { readEvents } from '../support/events.js';
-import { createNamespace, type Namespace } from '../support/namespace.js';
+import { useOpened } from '../support/hooks.js';
+import { useNamespace } from '../support/namespace.js';
 import { batchArb, inProcessOnlyMeta, inputArb } from './support/arbitraries.js';
 import { recordFigures, stopwatch } from './support/figures.js';
 import { answerOf, batchAnswerOf, FuzzBooks } from './support/fuzz-books.js';
-import { openProbe, type Probe } from './support/quiet.js';
+import { useProbe } from './support/quiet.js';
 import { SCALE } from './support/scale.js';
 
 /** Small, so that generated prompts cross the limit often. */
 const PROMPT_MAX_BYTES = 64;
 
 describe('5. bad input: the producer library', () => {
-  let ns: Namespace;
-  let producer: Producer;
-  let probe: Probe;
-
-  beforeAll(() => {
-    ns = createNamespace('f-fuzz-lib');
-    producer = createProducer({
-      redisUrl: ns.redisUrl,
-      prefix: ns.prefix,
-      promptMaxBytes: PROMPT_MAX_BYTES,
-    });
-    probe = openProbe(ns.redisUrl, ns.prefix, ns.eventsStream);
-  });
-  afterAll(async () => {
-    await producer.close();
-    await probe.close();
-    await ns.cleanup();
-  });
+  const ns = useNamespace('f-fuzz-lib', { scope: 'all' });
+  const producer = useOpened(
+    'producer',
+    () =>
+      createProducer({
+        redisUrl: ns().redisUrl,
+        prefix: ns().prefix,
+        promptMaxBytes: PROMPT_MAX_BYTES,
+      }),
+    'all',
+  );
+  const probe = useProbe(ns, 'all');
 
   it('refuses ids and keys that are not well-formed Unicode: Redis would store them altered', async () => {
     // Redis stores UTF-8: a lone surrogate becomes U+FFFD, so these two keys would name one
     // dispatch, and the second follow-up would be answered "deduplicated" and never sent.
     const first = await answerOf(() =>
-      producer.send({ projectId: 'p', jobId: 'j1', prompt: 'one', key: 'k\ud800' }),
+      producer().send({ projectId: 'p', jobId: 'j1', prompt: 'one', key: 'k\ud800' }),
     );
     const second = await answerOf(() =>
-      producer.send({ projectId: 'p', jobId: 'j2', prompt: 'two', key: 'k\udc00' }),
+      producer().send({ projectId: 'p', jobId: 'j2', prompt: 'two', key: 'k\udc00' }),
     );
     const job = await answerOf(() =>
-      producer.send({ projectId: 'p', jobId: 'j\ud83d', prompt: 'x' }),
+      producer().send({ projectId: 'p', jobId: 'j\ud83d', prompt: 'x' }),
     );
     expect([first, second, job]).toMatchObject([
       { kind: 'rejected', fields: ['key'] },
@@ -62,16 +57,16 @@ describe('5. bad input: the producer library', () => {
     const meta = JSON.parse(text) as Record<string, unknown>;
     expect(Object.keys(meta)).toEqual(['ticket', '__proto__']);
     // A prefix of its own inside the namespace, so the fuzzing's audit below counts only its own.
-    const prefix = `${ns.prefix}:proto`;
-    const own = createProducer({ redisUrl: ns.redisUrl, prefix });
+    const prefix = `${ns().prefix}:proto`;
+    const own = createProducer({ redisUrl: ns().redisUrl, prefix });
     const { dispatchId } = await own.send({ projectId: 'p', jobId: 'j', prompt: 'x', meta });
     await own.close();
-    const stored = await ns.redis.hget(keysFor(prefix).dispatch(dispatchId), 'meta');
+    const stored = await ns().redis.hget(keysFor(prefix).dispatch(dispatchId), 'meta');
     expect(stored).toBe(JSON.stringify(meta));
     expect(JSON.parse(stored ?? '')).toEqual(JSON.parse(text));
 
     const stream = `${prefix}:events`;
-    const store = new DispatchStore(ns.redis, keysFor(prefix), {
+    const store = new DispatchStore(ns().redis, keysFor(prefix), {
       eventsStream: stream,
       eventsMaxLen: 100,
       retentionMs: 60_000,
@@ -79,7 +74,7 @@ describe('5. bad input: the producer library', () => {
     const record = await store.sends.get(dispatchId);
     if (!record) throw new Error('the record is missing');
     await store.tracking.finish(record, { type: EVENT_TYPES.undeliverable, reason: 'bad_request' });
-    const [event] = await readEvents(ns.redis, stream);
+    const [event] = await readEvents(ns().redis, stream);
     expect(JSON.stringify(event?.event['meta'])).toBe(JSON.stringify(meta));
   });
 
@@ -101,22 +96,22 @@ describe('5. bad input: the producer library', () => {
     );
     await fc.assert(
       fc.asyncProperty(sendInput, async (input) => {
-        books.check(input, await answerOf(() => producer.send(input as FollowUpInput)));
+        books.check(input, await answerOf(() => producer().send(input as FollowUpInput)));
       }),
       { numRuns: SCALE.fuzz.sends },
     );
     const sends = books.tried;
     await fc.assert(
       fc.asyncProperty(batchArb(PROMPT_MAX_BYTES, 20), async (batch) => {
-        const answer = await batchAnswerOf(() => producer.sendMany(batch as FollowUpInput[]));
+        const answer = await batchAnswerOf(() => producer().sendMany(batch as FollowUpInput[]));
         books.checkBatch(batch, answer);
       }),
       { numRuns: SCALE.fuzz.batches },
     );
     const notAnArray = await batchAnswerOf(() =>
-      producer.sendMany('nope' as unknown as FollowUpInput[]),
+      producer().sendMany('nope' as unknown as FollowUpInput[]),
     );
-    await books.audit(ns.redis, ns.prefix, await probe.pendingJobs());
+    await books.audit(ns().redis, ns().prefix, await probe().pendingJobs());
 
     recordFigures(ctx, {
       category: 5,

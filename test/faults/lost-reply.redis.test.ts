@@ -1,14 +1,14 @@
 import { createHash } from 'node:crypto';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, inject, it } from 'vitest';
 import { LUA } from '../../src/dispatch/lua.js';
-import { createProducer, type Producer } from '../../src/producer/index.js';
-import { runCli, type CliProcess } from '../support/cli.js';
+import { runCli } from '../support/cli.js';
 import { fleetEnv } from '../support/fleet.js';
-import { createNamespace, type Namespace } from '../support/namespace.js';
+import { useOpened } from '../support/hooks.js';
 import { useSimulator } from '../support/simulator.js';
 import { recordFigures, stopwatch } from './support/figures.js';
-import { openProbe, waitForRole, type Probe } from './support/quiet.js';
-import { startReplyDroppingProxy, type ReplyDroppingProxy } from './support/redis-proxy.js';
+import { useDrill } from './support/fixture.js';
+import { waitForRole } from './support/quiet.js';
+import { startReplyDroppingProxy } from './support/redis-proxy.js';
 import { DRILL_SETTINGS, isAlive } from './support/traffic.js';
 
 /**
@@ -25,35 +25,22 @@ describe.each([
   ['MARK_SENT', LUA.markSent.source],
 ])('3. Redis restarts: the reply of %s lost with its connection', (name, script) => {
   const simulator = useSimulator({ workTimeMs: 300 });
-  let ns: Namespace;
-  let proxy: ReplyDroppingProxy;
-  let probe: Probe;
-  let producer: Producer;
-  let processes: CliProcess[] = [];
-
-  beforeEach(async () => {
-    ns = createNamespace('f-lost-reply');
-    // ioredis sends a script as EVAL (its source) the first time on a connection, then EVALSHA.
-    const sha = createHash('sha1').update(script).digest('hex');
-    const opening = script.split('\n')[1]?.trim().slice(0, 40) ?? sha;
-    proxy = await startReplyDroppingProxy(ns.redisUrl, [sha, opening]);
-    probe = openProbe(ns.redisUrl, ns.prefix, ns.eventsStream);
-    producer = createProducer({ redisUrl: ns.redisUrl, prefix: ns.prefix });
-  });
-  afterEach(async () => {
-    await Promise.all(processes.map((p) => p.stop('SIGKILL')));
-    processes = [];
-    await producer.close();
-    await probe.close();
-    await proxy.close();
-    await ns.cleanup();
-  });
+  // ioredis sends a script as EVAL (its source) the first time on a connection, then EVALSHA.
+  const sha = createHash('sha1').update(script).digest('hex');
+  const opening = script.split('\n')[1]?.trim().slice(0, 40) ?? sha;
+  // Every namespace lives on the shared test Redis: the proxy is opened before the drill's
+  // namespace, and closed after its processes are killed.
+  const proxy = useOpened('proxy', () =>
+    startReplyDroppingProxy(inject('redisUrl'), [sha, opening]),
+  );
+  const drill = useDrill('f-lost-reply', simulator);
 
   it('still sends the follow-up, once', async (ctx) => {
     const watch = stopwatch();
+    const { ns, producer, probe } = drill();
     const env = fleetEnv(ns, simulator(), { ...DRILL_SETTINGS, SEND_TIMEOUT: '1s' });
-    const worker = runCli(['worker'], { ...env, REDIS_URL: proxy.url });
-    processes = [worker, runCli(['poller'], env)];
+    const worker = runCli(['worker'], { ...env, REDIS_URL: proxy().url });
+    drill().processes = [worker, runCli(['poller'], env)];
     await waitForRole(probe, 'dispatch', 1);
     simulator().seedJob('p', 'j');
     const { dispatchId } = await producer.send({ projectId: 'p', jobId: 'j', prompt: 'hello #0' });
@@ -66,7 +53,7 @@ describe.each([
       category: 3,
       scenario: `one follow-up; the worker reaches Redis through a proxy that drops the reply of its first ${name} and cuts the connection`,
       tried: 1,
-      faults: `1 reply lost (${proxy.dropped() ? 'dropped' : 'not dropped'})`,
+      faults: `1 reply lost (${proxy().dropped() ? 'dropped' : 'not dropped'})`,
       lost: delivered === 0 ? 1 : 0,
       duplicated: Math.max(0, delivered - 1),
       leaked: 0,
@@ -76,7 +63,7 @@ describe.each([
       durationMs: watch(),
     });
     // The precondition, on its own: the script ran in Redis and its reply never reached the worker.
-    expect(proxy.dropped(), `precondition: the proxy dropped a reply of ${name}`).toBe(true);
+    expect(proxy().dropped(), `precondition: the proxy dropped a reply of ${name}`).toBe(true);
     expect(ending).toEqual(['followup.completed']);
     expect(delivered).toBe(1);
     // The resent script spent no second attempt.

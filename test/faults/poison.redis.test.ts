@@ -5,35 +5,31 @@ import { DISPATCH_JOB_NAME } from '../../src/runtime/jobs.js';
 import { QUEUE_NAMES } from '../../src/redis/keys.js';
 import { logLines, runCli, type CliProcess } from '../support/cli.js';
 import { fleetEnv } from '../support/fleet.js';
-import { createNamespace, type Namespace } from '../support/namespace.js';
+import { useNamespace } from '../support/namespace.js';
 import { useSimulator } from '../support/simulator.js';
 import { recordFigures, stopwatch } from './support/figures.js';
 import { poisonCases, writeRecord } from './support/poison.js';
-import { openProbe, waitForRole, type Probe } from './support/quiet.js';
+import { useProbe, waitForRole } from './support/quiet.js';
 import { DRILL_SETTINGS, isAlive } from './support/traffic.js';
 
 const PROMPT_MAX_BYTES = 1_000;
 
 describe('6. poison jobs', () => {
   const simulator = useSimulator();
-  let ns: Namespace;
-  let probe: Probe;
+  const ns = useNamespace('f-poison');
+  const probe = useProbe(ns, 'each');
   let queue: Queue;
   let connection: Redis;
   let worker: CliProcess | undefined;
 
   beforeEach(() => {
-    ns = createNamespace('f-poison');
-    probe = openProbe(ns.redisUrl, ns.prefix, ns.eventsStream);
-    connection = ns.redis.duplicate();
-    queue = new Queue(QUEUE_NAMES.dispatch, { connection, prefix: ns.prefix });
+    connection = ns().redis.duplicate();
+    queue = new Queue(QUEUE_NAMES.dispatch, { connection, prefix: ns().prefix });
   });
   afterEach(async () => {
     await worker?.stop('SIGKILL');
     await queue.close();
     connection.disconnect();
-    await probe.close();
-    await ns.cleanup();
   });
 
   it('ends each payload the consumer cannot use with one undeliverable event, and runs it once', async (ctx) => {
@@ -41,22 +37,22 @@ describe('6. poison jobs', () => {
     const cases = poisonCases(PROMPT_MAX_BYTES);
     worker = runCli(
       ['worker'],
-      fleetEnv(ns, simulator(), {
+      fleetEnv(ns(), simulator(), {
         ...DRILL_SETTINGS,
         PROMPT_MAX_BYTES: String(PROMPT_MAX_BYTES),
         LOG_LEVEL: 'info',
       }),
     );
-    await waitForRole(probe, 'dispatch', 1);
+    await waitForRole(probe(), 'dispatch', 1);
     for (const c of cases) {
-      await writeRecord(ns.redis, ns.prefix, c);
+      await writeRecord(ns().redis, ns().prefix, c);
       await queue.add(DISPATCH_JOB_NAME, c.data as Record<string, unknown>, {
         jobId: c.jobId,
         attempts: 3,
       });
     }
     const expected = cases.filter((c) => c.reason !== undefined).length;
-    const { events, quiet } = await probe.settle(expected, 60_000);
+    const { events, quiet } = await probe().settle(expected, 60_000);
     const logs = logLines(worker.output.stdout);
     const outcomes = await Promise.all(
       cases.map(async (c) => {

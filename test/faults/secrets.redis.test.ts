@@ -1,19 +1,20 @@
 import { randomBytes } from 'node:crypto';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { FollowUpInput } from '../../src/dispatch/followup.js';
-import { createProducer, type Producer } from '../../src/producer/index.js';
 import { logLines, runCli, type CliProcess } from '../support/cli.js';
 import { fleetEnv, grid } from '../support/fleet.js';
-import { createNamespace, eventually, type Namespace } from '../support/namespace.js';
+import { useOpened } from '../support/hooks.js';
+import { eventually } from '../support/namespace.js';
 import { startPrivateRedis, type PrivateRedis } from '../support/redis-server.js';
 import { useSimulator } from '../support/simulator.js';
 import { startChaos } from './support/chaos.js';
 import { randomMoment } from './support/drill.js';
-import { startEchoProxy, type EchoProxy } from './support/echo-proxy.js';
+import { startEchoProxy } from './support/echo-proxy.js';
 import { describeCounts, recordFigures, stopwatch } from './support/figures.js';
 import { post } from './support/intake.js';
 import { headline, tally, type Accepted } from './support/ledger.js';
-import { openProbe, waitForRole, type Probe } from './support/quiet.js';
+import { useDrill } from './support/fixture.js';
+import { waitForRole } from './support/quiet.js';
 import { SCALE } from './support/scale.js';
 import { addDashboard, addPage, addRedis, Haystack } from './support/secrets.js';
 import { DRILL_SETTINGS, isAlive, outcomeOf, UNLIMITED, workTimeMs } from './support/traffic.js';
@@ -31,36 +32,21 @@ describe('7. the key stays secret', () => {
     sendLimit: UNLIMITED,
   });
   let server: PrivateRedis;
-  let ns: Namespace;
-  let probe: Probe;
-  let producer: Producer;
-  let proxy: EchoProxy;
-  let everyone: { name: string; proc: CliProcess }[] = [];
-
   beforeEach(async () => {
     server = await startPrivateRedis();
-    ns = createNamespace('f-secret');
-    probe = openProbe(server.url, ns.prefix, ns.eventsStream);
-    producer = createProducer({ redisUrl: server.url, prefix: ns.prefix });
-    proxy = await startEchoProxy(simulator().url, 0.1);
-    simulator().reset();
   });
-  afterEach(async () => {
-    await Promise.all(everyone.map(({ proc }) => proc.stop('SIGKILL')));
-    everyone = [];
-    await producer.close();
-    await probe.close();
-    await proxy.close();
-    await server.destroy();
-    await ns.cleanup();
-  });
+  afterEach(() => server.destroy());
+  const proxy = useOpened('echo proxy', () => startEchoProxy(simulator().url, 0.1));
+  const drill = useDrill('f-secret', simulator, { redisUrl: () => server.url });
 
   it('never shows the API key (nor the intake and dashboard tokens) in logs, Redis, pages or errors', async (ctx) => {
     const watch = stopwatch();
+    const { ns, producer, probe } = drill();
+    const everyone: { name: string; proc: CliProcess }[] = [];
     const env = fleetEnv(ns, simulator(), {
       ...DRILL_SETTINGS,
       REDIS_URL: server.url,
-      AGENT_API_URL: proxy.url,
+      AGENT_API_URL: proxy().url,
       AGENT_API_KEY: KEY,
       INTAKE_TOKEN,
       DASHBOARD_TOKEN,
@@ -72,6 +58,7 @@ describe('7. the key stays secret', () => {
     const launch = (name: string, args: string[]) => {
       const proc = runCli(args, env);
       everyone.push({ name, proc });
+      drill().processes.push(proc);
       return proc;
     };
     const workers = [launch('worker 1', ['worker']), launch('worker 2', ['worker'])];
@@ -193,9 +180,9 @@ describe('7. the key stays secret', () => {
 
     recordFigures(ctx, {
       category: 7,
-      scenario: `worker ×2, poller, serve and start as CLI processes at LOG_LEVEL=debug, plus enqueue and status; ${accepted.length} follow-ups through the producer, both intakes and the CLI; the API behind a gateway that echoes the Authorization header in ${proxy.echoed()} error answers`,
+      scenario: `worker ×2, poller, serve and start as CLI processes at LOG_LEVEL=debug, plus enqueue and status; ${accepted.length} follow-ups through the producer, both intakes and the CLI; the API behind a gateway that echoes the Authorization header in ${proxy().echoed()} error answers`,
       tried: accepted.length,
-      faults: `category 4's API faults, ${proxy.echoed()} echoed keys, a worker SIGKILL, a Redis SIGKILL`,
+      faults: `category 4's API faults, ${proxy().echoed()} echoed keys, a worker SIGKILL, a Redis SIGKILL`,
       ...headline(books),
       leaked: haystack.leaks.length,
       notes: [

@@ -1,30 +1,22 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { keysFor } from '../../src/redis/keys.js';
 import { readEvents } from '../support/events.js';
-import { createNamespace, type Namespace } from '../support/namespace.js';
-import { expectNoLeakedHandles, startTestServer, type TestServer } from './fixture.js';
+import { withNamespace } from '../support/namespace.js';
+import { expectNoLeakedHandles, startTestServer, useTestServer } from './fixture.js';
 
 const TOKEN = 'controls-secret-token';
 
 afterAll(() => expectNoLeakedHandles());
 
 describe('the operator controls over HTTP', () => {
-  let ns: Namespace;
-  let app: TestServer;
-
-  beforeAll(async () => {
-    ns = createNamespace('http-controls');
-    app = await startTestServer(ns.config({ INTAKE_TOKEN: TOKEN, SEND_RATE_LIMIT: '100/1h' }), {
-      withProducer: true,
-    });
-  });
-  afterAll(async () => {
-    await app?.close();
-    await ns?.cleanup();
-  });
+  const served = useTestServer(
+    'http-controls',
+    { INTAKE_TOKEN: TOKEN, SEND_RATE_LIMIT: '100/1h' },
+    () => ({ withProducer: true }),
+  );
 
   const call = (method: string, path: string, body?: unknown, token = TOKEN) =>
-    fetch(`${app.url}${path}`, {
+    fetch(`${served.app.url}${path}`, {
       method,
       headers: {
         authorization: `Bearer ${token}`,
@@ -33,12 +25,12 @@ describe('the operator controls over HTTP', () => {
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
     });
   const controlKeys = async () => {
-    const keys = keysFor(ns.prefix);
-    return ns.redis.exists(keys.projectControls('P'), keys.controlledProjects);
+    const keys = keysFor(served.ns.prefix);
+    return served.ns.redis.exists(keys.projectControls('P'), keys.controlledProjects);
   };
 
   it('answers 401 to a wrong token on every route, and changes nothing', async () => {
-    const enqueued = await app.producer?.send({ projectId: 'P', jobId: 'j', prompt: 'x' });
+    const enqueued = await served.app.producer?.send({ projectId: 'P', jobId: 'j', prompt: 'x' });
     for (const [method, path, body] of [
       ['POST', '/v1/projects/P/pause'],
       ['POST', '/v1/projects/P/resume'],
@@ -51,7 +43,7 @@ describe('the operator controls over HTTP', () => {
       expect(await res.text()).not.toContain(TOKEN);
     }
     expect(await controlKeys()).toBe(0);
-    expect((await app.producer?.status(enqueued?.dispatchId ?? ''))?.state).toBe('queued');
+    expect((await served.app.producer?.status(enqueued?.dispatchId ?? ''))?.state).toBe('queued');
   });
 
   it('pauses, shows, limits and resumes a project', async () => {
@@ -91,7 +83,7 @@ describe('the operator controls over HTTP', () => {
         problems: [{ field: 'limit', message: expect.any(String) }],
       });
     }
-    const form = await fetch(`${app.url}/v1/projects/P/limit`, {
+    const form = await fetch(`${served.app.url}/v1/projects/P/limit`, {
       method: 'PUT',
       headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'text/plain' },
       body: '50/1h',
@@ -103,7 +95,7 @@ describe('the operator controls over HTTP', () => {
   });
 
   it('cancels a queued follow-up; 409 with the state once it is past queued; 404 when unknown', async () => {
-    const sent = await app.producer?.send({ projectId: 'Q', jobId: 'j', prompt: 'x' });
+    const sent = await served.app.producer?.send({ projectId: 'Q', jobId: 'j', prompt: 'x' });
     const id = sent?.dispatchId ?? '';
     const cancel = await call('DELETE', `/v1/followups/${id}`);
     expect(cancel.status).toBe(200);
@@ -118,27 +110,27 @@ describe('the operator controls over HTTP', () => {
     const unknown = await call('DELETE', '/v1/followups/no-such-dispatch');
     expect(unknown.status).toBe(404);
     expect(await unknown.json()).toMatchObject({ code: 'unknown_dispatch' });
-    const events = await readEvents(ns.redis, ns.eventsStream);
+    const events = await readEvents(served.ns.redis, served.ns.eventsStream);
     expect(events.map((e) => [e.type, e.dispatchId])).toEqual([['followup.cancelled', id]]);
   });
 });
 
 describe('the operator controls without INTAKE_TOKEN', () => {
   it('answer 404 saying how to turn them on', async () => {
-    const ns = createNamespace('http-controls-off');
-    const app = await startTestServer(ns.config());
-    try {
-      for (const [method, path] of [
-        ['POST', '/v1/projects/P/pause'],
-        ['DELETE', '/v1/followups/x'],
-      ] as const) {
-        const res = await fetch(`${app.url}${path}`, { method });
-        expect(res.status).toBe(404);
-        expect(await res.json()).toEqual({ error: expect.stringMatching(/INTAKE_TOKEN/) });
+    await withNamespace('http-controls-off', async (ns) => {
+      const app = await startTestServer(ns.config());
+      try {
+        for (const [method, path] of [
+          ['POST', '/v1/projects/P/pause'],
+          ['DELETE', '/v1/followups/x'],
+        ] as const) {
+          const res = await fetch(`${app.url}${path}`, { method });
+          expect(res.status).toBe(404);
+          expect(await res.json()).toEqual({ error: expect.stringMatching(/INTAKE_TOKEN/) });
+        }
+      } finally {
+        await app.close();
       }
-    } finally {
-      await app.close();
-      await ns.cleanup();
-    }
+    });
   });
 });

@@ -5,7 +5,7 @@ import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DISPATCH_JOB_NAME } from '../../src/runtime/jobs.js';
 import { launchBrowser } from '../support/browser.js';
-import { createNamespace, eventually } from '../support/namespace.js';
+import { eventually, withNamespace } from '../support/namespace.js';
 import { expectNoLeakedHandles, startTestServer, useTestServer } from './fixture.js';
 
 const TOKEN = 'dashboard-secret-token';
@@ -267,16 +267,16 @@ describe('/dashboard with DASHBOARD_ALLOW_RETRIES=true', () => {
 
 describe('/dashboard without DASHBOARD_TOKEN', () => {
   it('is off, and says how to turn it on', async () => {
-    const ns = createNamespace('dashboard-off');
-    const app = await startTestServer(ns.config());
-    try {
-      const res = await fetch(`${app.url}/dashboard`);
-      expect(res.status).toBe(404);
-      expect(await res.json()).toEqual({ error: expect.stringContaining('DASHBOARD_TOKEN') });
-    } finally {
-      await app.close();
-      await ns.cleanup();
-    }
+    await withNamespace('dashboard-off', async (ns) => {
+      const app = await startTestServer(ns.config());
+      try {
+        const res = await fetch(`${app.url}/dashboard`);
+        expect(res.status).toBe(404);
+        expect(await res.json()).toEqual({ error: expect.stringContaining('DASHBOARD_TOKEN') });
+      } finally {
+        await app.close();
+      }
+    });
   });
 });
 

@@ -8,7 +8,7 @@ import { connect } from '../../src/redis/connections.js';
 import { keysFor, QUEUE_NAMES } from '../../src/redis/keys.js';
 import { createLogger, type Logger } from '../../src/telemetry/logger.js';
 import { createMetrics, type Metrics } from '../../src/telemetry/metrics.js';
-import { createNamespace, type Namespace } from '../support/namespace.js';
+import { useNamespace, type Namespace } from '../support/namespace.js';
 
 /** An HTTP server wired the way `serve` wires it, on a free port, for one test namespace. */
 export interface TestServer {
@@ -99,15 +99,13 @@ export function useTestServer(
   settings: Partial<Record<SettingName, string>> = {},
   options: () => TestServerOptions = () => ({}),
 ): ServedNamespace {
-  let ns: Namespace | undefined;
+  const ns = useNamespace(label, { scope: 'all' });
   let app: TestServer | undefined;
   beforeAll(async () => {
-    ns = createNamespace(label);
-    app = await startTestServer(ns.config(settings), options());
+    app = await startTestServer(ns().config(settings), options());
   });
   afterAll(async () => {
     await app?.close();
-    await ns?.cleanup();
   });
   const started = <T>(value: T | undefined): T => {
     if (value === undefined) throw new Error(`useTestServer('${label}'): read before it started`);
@@ -115,7 +113,7 @@ export function useTestServer(
   };
   return {
     get ns() {
-      return started(ns);
+      return ns();
     },
     get app() {
       return started(app);

@@ -2,7 +2,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { intakeBodyLimitBytes } from '../../src/http/index.js';
 import { RedisUnavailableError, type Producer } from '../../src/producer/index.js';
 import { completedStatus, waitForEvents } from '../support/events.js';
-import { createNamespace } from '../support/namespace.js';
+import { withNamespace } from '../support/namespace.js';
 import { startService } from '../support/service.js';
 import { useSimulator } from '../support/simulator.js';
 import { expectNoLeakedHandles, startTestServer, useTestServer } from './fixture.js';
@@ -226,34 +226,34 @@ describe('POST /v1/followups', () => {
 
 describe('the intake when the producer fails', () => {
   it('answers 503 only for Redis being unavailable; another failure is a 500, never a retry', async () => {
-    const ns = createNamespace('intake-failures');
-    let failure: Error = new Error('unset');
-    const failing: Producer = {
-      send: () => Promise.reject(failure),
-      sendMany: () => Promise.reject(failure),
-      status: () => Promise.reject(failure),
-      cancel: () => Promise.reject(failure),
-      close: () => Promise.resolve(),
-    };
-    const app = await startTestServer(ns.config({ INTAKE_TOKEN: TOKEN }), { producer: failing });
-    const post = () =>
-      fetch(`${app.url}/v1/followups`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ projectId: 'p', jobId: 'j', prompt: 'x' }),
-      });
-    try {
-      failure = new RangeError('Maximum call stack size exceeded');
-      const bug = await post();
-      expect([bug.status, bug.headers.get('retry-after')]).toEqual([500, null]);
-      expect(await bug.json()).toEqual({ error: 'internal error; see the server log' });
-      failure = new RedisUnavailableError(5_000);
-      const down = await post();
-      expect([down.status, down.headers.get('retry-after')]).toEqual([503, '5']);
-    } finally {
-      await app.close();
-      await ns.cleanup();
-    }
+    await withNamespace('intake-failures', async (ns) => {
+      let failure: Error = new Error('unset');
+      const failing: Producer = {
+        send: () => Promise.reject(failure),
+        sendMany: () => Promise.reject(failure),
+        status: () => Promise.reject(failure),
+        cancel: () => Promise.reject(failure),
+        close: () => Promise.resolve(),
+      };
+      const app = await startTestServer(ns.config({ INTAKE_TOKEN: TOKEN }), { producer: failing });
+      const post = () =>
+        fetch(`${app.url}/v1/followups`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ projectId: 'p', jobId: 'j', prompt: 'x' }),
+        });
+      try {
+        failure = new RangeError('Maximum call stack size exceeded');
+        const bug = await post();
+        expect([bug.status, bug.headers.get('retry-after')]).toEqual([500, null]);
+        expect(await bug.json()).toEqual({ error: 'internal error; see the server log' });
+        failure = new RedisUnavailableError(5_000);
+        const down = await post();
+        expect([down.status, down.headers.get('retry-after')]).toEqual([503, '5']);
+      } finally {
+        await app.close();
+      }
+    });
   });
 });
 
@@ -261,49 +261,49 @@ describe('GET /v1/followups/:id after the end', () => {
   const simulator = useSimulator({ workTimeMs: 100 });
 
   it('answers 200 with state done, the event type, reason and prLink; 404 for an unknown id', async () => {
-    const ns = createNamespace('intake-ended');
-    const app = await startTestServer(ns.config({ INTAKE_TOKEN: TOKEN }), { withProducer: true });
-    const service = startService(ns, simulator());
-    const auth = { authorization: `Bearer ${TOKEN}` };
-    try {
-      simulator().seedJob('p1', 'ended');
-      const posted = await fetch(`${app.url}/v1/followups`, {
-        method: 'POST',
-        headers: { ...auth, 'content-type': 'application/json' },
-        body: JSON.stringify({ projectId: 'p1', jobId: 'ended', prompt: 'the end' }),
-      });
-      const { dispatchId } = (await posted.json()) as { dispatchId: string };
-      const [event] = await waitForEvents(ns.redis, ns.eventsStream, 1);
-      expect(event).toMatchObject({ dispatchId, type: 'followup.completed' });
+    await withNamespace('intake-ended', async (ns) => {
+      const app = await startTestServer(ns.config({ INTAKE_TOKEN: TOKEN }), { withProducer: true });
+      const service = startService(ns, simulator());
+      const auth = { authorization: `Bearer ${TOKEN}` };
+      try {
+        simulator().seedJob('p1', 'ended');
+        const posted = await fetch(`${app.url}/v1/followups`, {
+          method: 'POST',
+          headers: { ...auth, 'content-type': 'application/json' },
+          body: JSON.stringify({ projectId: 'p1', jobId: 'ended', prompt: 'the end' }),
+        });
+        const { dispatchId } = (await posted.json()) as { dispatchId: string };
+        const [event] = await waitForEvents(ns.redis, ns.eventsStream, 1);
+        expect(event).toMatchObject({ dispatchId, type: 'followup.completed' });
 
-      const found = await fetch(`${app.url}/v1/followups/${dispatchId}`, { headers: auth });
-      expect(found.status).toBe(200);
-      expect(await found.json()).toMatchObject({
-        dispatchId,
-        ...completedStatus(event),
-      });
-      expect(event?.prLink).toMatch(/^https:\/\//);
-      const missing = await fetch(`${app.url}/v1/followups/no-such-dispatch`, { headers: auth });
-      expect(missing.status).toBe(404);
-    } finally {
-      await service.close();
-      await app.close();
-      await ns.cleanup();
-    }
+        const found = await fetch(`${app.url}/v1/followups/${dispatchId}`, { headers: auth });
+        expect(found.status).toBe(200);
+        expect(await found.json()).toMatchObject({
+          dispatchId,
+          ...completedStatus(event),
+        });
+        expect(event?.prLink).toMatch(/^https:\/\//);
+        const missing = await fetch(`${app.url}/v1/followups/no-such-dispatch`, { headers: auth });
+        expect(missing.status).toBe(404);
+      } finally {
+        await service.close();
+        await app.close();
+      }
+    });
   });
 });
 
 describe('the intake without INTAKE_TOKEN', () => {
   it('answers 404 with an explanation', async () => {
-    const ns = createNamespace('intake-off');
-    const app = await startTestServer(ns.config(), { withProducer: true });
-    try {
-      const res = await fetch(`${app.url}/v1/followups`, { method: 'POST', body: '{}' });
-      expect(res.status).toBe(404);
-      expect(await res.json()).toEqual({ error: expect.stringContaining('INTAKE_TOKEN') });
-    } finally {
-      await app.close();
-      await ns.cleanup();
-    }
+    await withNamespace('intake-off', async (ns) => {
+      const app = await startTestServer(ns.config(), { withProducer: true });
+      try {
+        const res = await fetch(`${app.url}/v1/followups`, { method: 'POST', body: '{}' });
+        expect(res.status).toBe(404);
+        expect(await res.json()).toEqual({ error: expect.stringContaining('INTAKE_TOKEN') });
+      } finally {
+        await app.close();
+      }
+    });
   });
 });

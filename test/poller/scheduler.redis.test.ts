@@ -1,9 +1,8 @@
 import { Queue } from 'bullmq';
-import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { QUEUE_NAMES } from '../../src/redis/keys.js';
 import { eventually } from '../support/namespace.js';
-import { startPrivateRedis, type PrivateRedis } from '../support/redis-server.js';
+import { usePrivateRedis } from '../support/redis-server.js';
 import { startRoles, stopAll } from '../support/roles.js';
 
 /**
@@ -12,21 +11,11 @@ import { startRoles, stopAll } from '../support/roles.js';
  * restart): no tick is pending any more. Found while digging into the durability crash drill.
  */
 describe("the poller's ticks after Redis lost the scheduler's next one", () => {
-  let server: PrivateRedis;
-  let redis: Redis;
-  beforeAll(async () => {
-    server = await startPrivateRedis('redis-server');
-    redis = new Redis(server.url, { maxRetriesPerRequest: null });
-    redis.on('error', () => {
-      // The test restarts the server; commands wait for the reconnect.
-    });
-  });
-  afterAll(async () => {
-    redis.disconnect();
-    await server.destroy();
-  });
+  // The test restarts the server; the client's commands wait for the reconnect.
+  const served = usePrivateRedis('redis-server');
 
   it('start again once the poller reconnects', async () => {
+    const { server, redis } = served();
     const prefix = 'scheduler';
     const connection = redis.duplicate();
     connection.on('error', () => {});

@@ -1,9 +1,8 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { keysFor } from '../../src/redis/keys.js';
 import { readEvents, waitForEvents } from '../support/events.js';
-import { createNamespace, eventually, type Namespace } from '../support/namespace.js';
-import { startService, type InProcessService } from '../support/service.js';
-import { useSimulator } from '../support/simulator.js';
+import { eventually } from '../support/namespace.js';
+import { useService } from '../support/service.js';
 
 /** Each send is answered this late; status reads stay quick. */
 const SEND_LATENCY_MS = 1_500;
@@ -13,46 +12,33 @@ const SETTINGS = { TRACK_TIMEOUT: '4s', SEND_TIMEOUT: '5s', CONNECT_TIMEOUT: '1s
 const TRACK_TIMEOUT_MS = 4_000;
 
 describe('a send still in flight', () => {
-  const simulator = useSimulator({
+  const { simulator, ns, start } = useService('slow-send', {
     workTimeMs: WORK_TIME_MS,
     faults: { sendLatencyMs: SEND_LATENCY_MS },
-  });
-  let ns: Namespace;
-  let services: InProcessService[] = [];
-
-  beforeEach(() => {
-    ns = createNamespace('slow-send');
-    simulator().reset();
-  });
-  afterEach(async () => {
-    await Promise.all(services.map((s) => s.close()));
-    services = [];
-    await ns.cleanup();
   });
 
   it('is never ended, even when its follow-up waited in the queue longer than TRACK_TIMEOUT', async () => {
     simulator().seedJob('p', 'j');
     // A poller from the start; no worker yet, so the follow-ups wait in the queue.
-    const pollerOnly = startService(ns, simulator(), SETTINGS, { worker: false });
-    services.push(pollerOnly);
+    const pollerOnly = start(SETTINGS, { worker: false });
     const [first, second] = await pollerOnly.producer.sendMany([
       { projectId: 'p', jobId: 'j', prompt: 'first' },
       { projectId: 'p', jobId: 'j', prompt: 'second' },
     ]);
     const firstId = first?.dispatchId as string;
     const secondId = second?.dispatchId as string;
-    const record = keysFor(ns.prefix).dispatch(firstId);
+    const record = keysFor(ns().prefix).dispatch(firstId);
     await eventually(
       async () => {
-        const enqueuedAt = Number(await ns.redis.hget(record, 'enqueuedAt'));
+        const enqueuedAt = Number(await ns().redis.hget(record, 'enqueuedAt'));
         return Date.now() - enqueuedAt > TRACK_TIMEOUT_MS + 500 ? true : undefined;
       },
       { timeoutMs: TRACK_TIMEOUT_MS + 5_000, intervalMs: 100, what: 'TRACK_TIMEOUT to pass' },
     );
-    expect(await readEvents(ns.redis, ns.eventsStream)).toEqual([]);
+    expect(await readEvents(ns().redis, ns().eventsStream)).toEqual([]);
 
-    services.push(startService(ns, simulator(), SETTINGS, { poller: false }));
-    const events = await waitForEvents(ns.redis, ns.eventsStream, 2, 30_000);
+    start(SETTINGS, { poller: false });
+    const events = await waitForEvents(ns().redis, ns().eventsStream, 2, 30_000);
 
     const endings = Object.fromEntries(
       events.map((e) => [e.dispatchId, `${e.type}:${String(e.event['reason'])}`]),

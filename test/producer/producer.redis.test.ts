@@ -1,6 +1,6 @@
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { META_MAX_DEPTH } from '../../src/dispatch/followup.js';
 import { DispatchStore } from '../../src/dispatch/store.js';
 import {
@@ -8,46 +8,44 @@ import {
   IdempotencyConflictError,
   InvalidFollowUpError,
   RedisUnavailableError,
-  type Producer,
 } from '../../src/producer/index.js';
 import { keysFor, QUEUE_NAMES } from '../../src/redis/keys.js';
 import { EVENT_TYPES } from '../../src/dispatch/event.js';
-import { createNamespace, eventually, type Namespace } from '../support/namespace.js';
+import { useOpened } from '../support/hooks.js';
+import { eventually, useNamespace } from '../support/namespace.js';
 import { startPrivateRedis } from '../support/redis-server.js';
 
-describe('createProducer', () => {
-  let ns: Namespace;
-  let producer: Producer;
-  let queue: Queue;
+/** A follow-up with an idempotency key, sent again (or changed) by the key tests. */
+const ORDER_1 = { projectId: 'p', jobId: 'j', prompt: 'a', key: 'order-1' } as const;
 
-  beforeEach(() => {
-    ns = createNamespace('producer');
-    producer = createProducer({ redisUrl: ns.redisUrl, prefix: ns.prefix, promptMaxBytes: 1024 });
-    queue = new Queue(QUEUE_NAMES.dispatch, {
-      connection: ns.redis.duplicate(),
-      prefix: ns.prefix,
-    });
-  });
-  afterEach(async () => {
-    await producer.close();
-    await queue.close();
-    await ns.cleanup();
-  });
+describe('createProducer', () => {
+  const ns = useNamespace('producer');
+  const producer = useOpened('producer', () =>
+    createProducer({ redisUrl: ns().redisUrl, prefix: ns().prefix, promptMaxBytes: 1024 }),
+  );
+  const queue = useOpened(
+    'queue',
+    () =>
+      new Queue(QUEUE_NAMES.dispatch, { connection: ns().redis.duplicate(), prefix: ns().prefix }),
+  );
+
+  /** The lane of agent job p/j. */
+  const lane = () => `${ns().prefix}:lane:1.p:j`;
 
   async function enqueuedKeys(): Promise<string[]> {
-    return (await ns.redis.keys(`${ns.prefix}:*`)).filter((k) => !k.endsWith(':meta'));
+    return (await ns().redis.keys(`${ns().prefix}:*`)).filter((k) => !k.endsWith(':meta'));
   }
 
   it('enqueues a follow-up and reports its state', async () => {
-    const { dispatchId, deduplicated } = await producer.send({
+    const { dispatchId, deduplicated } = await producer().send({
       projectId: 'p',
       jobId: 'j',
       prompt: 'hello',
       meta: { ticket: 7 },
     });
     expect(deduplicated).toBe(false);
-    expect(await queue.getJobCounts('wait')).toEqual({ wait: 1 });
-    expect(await producer.status(dispatchId)).toMatchObject({
+    expect(await queue().getJobCounts('wait')).toEqual({ wait: 1 });
+    expect(await producer().status(dispatchId)).toMatchObject({
       dispatchId,
       projectId: 'p',
       jobId: 'j',
@@ -55,7 +53,7 @@ describe('createProducer', () => {
       meta: { ticket: 7 },
       attempts: 0,
     });
-    expect(await producer.status('no-such-dispatch')).toBeNull();
+    expect(await producer().status('no-such-dispatch')).toBeNull();
   });
 
   it("adds a job whose options are its id, attempts and backoff: retention is the worker's", async () => {
@@ -68,41 +66,31 @@ describe('createProducer', () => {
   });
 
   it('returns the first dispatch for a repeated key with the same content, enqueuing nothing more', async () => {
-    const first = await producer.send({
-      projectId: 'p',
-      jobId: 'j',
-      prompt: 'a',
-      key: 'order-1',
-      meta: { a: 1, b: [1, 2] },
-    });
+    const first = await producer().send({ ...ORDER_1, meta: { a: 1, b: [1, 2] } });
     // The same content, its meta keys in another order: the same follow-up.
-    const again = await producer.send({
-      projectId: 'p',
-      jobId: 'j',
-      prompt: 'a',
-      key: 'order-1',
-      meta: { b: [1, 2], a: 1 },
-    });
-    const [inBatch, other] = await producer.sendMany([
+    const again = await producer().send({ ...ORDER_1, meta: { b: [1, 2], a: 1 } });
+    const [inBatch, other] = await producer().sendMany([
       { projectId: 'p', jobId: 'j', prompt: 'a', key: 'order-1', meta: { a: 1, b: [1, 2] } },
       { projectId: 'p', jobId: 'j', prompt: 'b', key: 'order-2' },
     ]);
     expect(again).toEqual({ dispatchId: first.dispatchId, deduplicated: true });
     expect(inBatch).toEqual({ dispatchId: first.dispatchId, deduplicated: true });
     expect(other?.deduplicated).toBe(false);
-    expect(await queue.getJobCounts('wait')).toEqual({ wait: 2 });
-    expect(await ns.redis.llen(`${ns.prefix}:lane:1.p:j`)).toBe(2);
+    expect(await queue().getJobCounts('wait')).toEqual({ wait: 2 });
+    expect(await ns().redis.llen(lane())).toBe(2);
   });
 
   it('refuses a repeated key with different content: IdempotencyConflictError naming key', async () => {
-    const first = await producer.send({ projectId: 'p', jobId: 'j', prompt: 'a', key: 'order-1' });
+    const first = await producer().send(ORDER_1);
     const variants = [
       { projectId: 'p', jobId: 'j', prompt: 'different text', key: 'order-1' },
       { projectId: 'p', jobId: 'j2', prompt: 'a', key: 'order-1' },
       { projectId: 'p', jobId: 'j', prompt: 'a', key: 'order-1', meta: { n: 1 } },
     ];
     for (const variant of variants) {
-      const error = await producer.send(variant).catch((e: unknown) => e);
+      const error = await producer()
+        .send(variant)
+        .catch((e: unknown) => e);
       expect(error, JSON.stringify(variant)).toBeInstanceOf(IdempotencyConflictError);
       expect(error).toMatchObject({
         code: 'idempotency_conflict',
@@ -113,14 +101,14 @@ describe('createProducer', () => {
       expect((error as Error).message).toContain('key');
     }
     // The first follow-up is kept as it was; nothing else was enqueued.
-    expect(await ns.redis.hget(`${ns.prefix}:d:${first.dispatchId}`, 'prompt')).toBe('a');
-    expect(await queue.getJobCounts('wait')).toEqual({ wait: 1 });
-    expect(await ns.redis.llen(`${ns.prefix}:lane:1.p:j`)).toBe(1);
+    expect(await ns().redis.hget(`${ns().prefix}:d:${first.dispatchId}`, 'prompt')).toBe('a');
+    expect(await queue().getJobCounts('wait')).toEqual({ wait: 1 });
+    expect(await ns().redis.llen(lane())).toBe(1);
   });
 
   it('in a batch, reports the conflicting index and the results of the others, which are enqueued', async () => {
-    const first = await producer.send({ projectId: 'p', jobId: 'j', prompt: 'a', key: 'order-1' });
-    const error = (await producer
+    const first = await producer().send(ORDER_1);
+    const error = (await producer()
       .sendMany([
         { projectId: 'p', jobId: 'j', prompt: 'new', key: 'order-2' },
         { projectId: 'p', jobId: 'j', prompt: 'changed', key: 'order-1' },
@@ -137,8 +125,8 @@ describe('createProducer', () => {
       { dispatchId: expect.any(String), deduplicated: false },
     ]);
     expect(error.message).toContain('[1] key');
-    expect(await queue.getJobCounts('wait')).toEqual({ wait: 3 });
-    expect(await ns.redis.lrange(`${ns.prefix}:lane:1.p:j`, 0, -1)).toEqual([
+    expect(await queue().getJobCounts('wait')).toEqual({ wait: 3 });
+    expect(await ns().redis.lrange(lane(), 0, -1)).toEqual([
       first.dispatchId,
       error.results[0]?.dispatchId,
       error.results[3]?.dispatchId,
@@ -147,9 +135,9 @@ describe('createProducer', () => {
 
   it('still detects a conflict after the follow-up ended and its prompt was deleted', async () => {
     const followUp = { projectId: 'p', jobId: 'j', prompt: 'a', key: 'order-9' };
-    const { dispatchId } = await producer.send(followUp);
-    const store = new DispatchStore(ns.redis, keysFor(ns.prefix), {
-      eventsStream: ns.eventsStream,
+    const { dispatchId } = await producer().send(followUp);
+    const store = new DispatchStore(ns().redis, keysFor(ns().prefix), {
+      eventsStream: ns().eventsStream,
       eventsMaxLen: 1000,
       retentionMs: 60_000,
     });
@@ -160,9 +148,11 @@ describe('createProducer', () => {
       reason: 'bad_request',
     });
     expect(finished).toBe(true);
-    expect(await ns.redis.hexists(`${ns.prefix}:d:${dispatchId}`, 'prompt')).toBe(0);
-    expect(await producer.send(followUp)).toEqual({ dispatchId, deduplicated: true });
-    const error = await producer.send({ ...followUp, prompt: 'b' }).catch((e: unknown) => e);
+    expect(await ns().redis.hexists(`${ns().prefix}:d:${dispatchId}`, 'prompt')).toBe(0);
+    expect(await producer().send(followUp)).toEqual({ dispatchId, deduplicated: true });
+    const error = await producer()
+      .send({ ...followUp, prompt: 'b' })
+      .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(IdempotencyConflictError);
   });
 
@@ -171,7 +161,7 @@ describe('createProducer', () => {
       JSON.parse(`{"x":${open.repeat(depth)}1${close.repeat(depth)}}`) as Record<string, unknown>;
     // 3 KB of arrays, and the same depth of objects: both used to overflow inside zod.
     for (const meta of [deep(1500, '[', ']'), deep(1500, '{"a":', '}'), deep(20_000, '[', ']')]) {
-      const error = await producer
+      const error = await producer()
         .send({ projectId: 'p', jobId: 'j', prompt: 'x', meta })
         .catch((e: unknown) => e);
       expect(error).toBeInstanceOf(InvalidFollowUpError);
@@ -179,7 +169,7 @@ describe('createProducer', () => {
       expect((error as InvalidFollowUpError).message).toContain(`${META_MAX_DEPTH} levels`);
     }
     // 32 levels is allowed.
-    const ok = await producer.send({
+    const ok = await producer().send({
       projectId: 'p',
       jobId: 'j',
       prompt: 'x',
@@ -199,7 +189,7 @@ describe('createProducer', () => {
     const cyclic: Record<string, unknown> = { a: 1 };
     cyclic['self'] = cyclic;
     for (const bad of [meta, cyclic]) {
-      const error = await producer
+      const error = await producer()
         .send({ projectId: 'p', jobId: 'j', prompt: 'x', meta: bad })
         .catch((e: unknown) => e);
       expect(error).toBeInstanceOf(InvalidFollowUpError);
@@ -223,7 +213,9 @@ describe('createProducer', () => {
     [{ projectId: 'p', jobId: 'j', prompt: 'x', extra: 1 }, 'extra'],
     [null, '(body)'],
   ])('rejects %j naming %s, and enqueues nothing', async (input, field) => {
-    const error = await producer.send(input as never).catch((e: unknown) => e);
+    const error = await producer()
+      .send(input as never)
+      .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(InvalidFollowUpError);
     expect((error as InvalidFollowUpError).field).toBe(field);
     expect((error as InvalidFollowUpError).message).toContain(field);
@@ -231,7 +223,7 @@ describe('createProducer', () => {
   });
 
   it('rejects a whole batch with one bad item, naming its index and field', async () => {
-    const error = (await producer
+    const error = (await producer()
       .sendMany([
         { projectId: 'p', jobId: 'j', prompt: 'fine' },
         { projectId: 'p', jobId: 'j', prompt: '' },
@@ -243,16 +235,16 @@ describe('createProducer', () => {
   });
 
   it('enqueues a batch of 100 in one MULTI/EXEC round trip', async () => {
-    // A server of its own: MONITOR then sees this producer alone (other test files' connections
+    // A server of its own: MONITOR then sees this producer() alone (other test files' connections
     // on the shared server made ioredis take a monitored line for a reply, now and then).
     const server = await startPrivateRedis();
     const connection = new Redis(server.url, { enableOfflineQueue: false });
-    const own = createProducer({ redisUrl: server.url, prefix: ns.prefix, connection });
+    const own = createProducer({ redisUrl: server.url, prefix: ns().prefix, connection });
     const monitor = new Redis(server.url);
     const countedConnection = new Redis(server.url);
     const counted = new Queue(QUEUE_NAMES.dispatch, {
       connection: countedConnection,
-      prefix: ns.prefix,
+      prefix: ns().prefix,
     });
     try {
       await own.send({ projectId: 'p', jobId: 'warm-up', prompt: 'x' });

@@ -1,9 +1,9 @@
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createProducer } from '../../src/producer/index.js';
 import { keysFor, QUEUE_NAMES } from '../../src/redis/keys.js';
-import { startPrivateRedis, type PrivateRedis } from '../support/redis-server.js';
+import { usePrivateRedis } from '../support/redis-server.js';
 
 /**
  * The producer's MULTI holds REGISTER and BullMQ's job add. A script the server forgot (SCRIPT
@@ -11,26 +11,19 @@ import { startPrivateRedis, type PrivateRedis } from '../support/redis-server.js
  * commit the other: both land, or neither. Its own server: a flush would disturb other tests.
  */
 describe('the producer after the server forgot its scripts', () => {
-  let server: PrivateRedis;
-  let redis: Redis;
-
-  beforeAll(async () => {
-    server = await startPrivateRedis();
-    redis = new Redis(server.url);
-  });
-  afterAll(async () => {
-    redis.disconnect();
-    await server.destroy();
-  });
+  const served = usePrivateRedis();
 
   it('still registers each follow-up together with its job, atomically', async () => {
     const prefix = 'flush';
     const keys = keysFor(prefix);
-    const producer = createProducer({ redisUrl: server.url, prefix });
-    const queue = new Queue(QUEUE_NAMES.dispatch, { connection: redis.duplicate(), prefix });
+    const producer = createProducer({ redisUrl: served().server.url, prefix });
+    const queue = new Queue(QUEUE_NAMES.dispatch, {
+      connection: served().redis.duplicate(),
+      prefix,
+    });
     try {
       const before = await producer.send({ projectId: 'p', jobId: 'j', prompt: 'first' });
-      expect(await redis.script('FLUSH')).toBe('OK');
+      expect(await served().redis.script('FLUSH')).toBe('OK');
       const after = await producer.sendMany([
         { projectId: 'p', jobId: 'j', prompt: 'second' },
         { projectId: 'p', jobId: 'k', prompt: 'third' },
@@ -38,11 +31,11 @@ describe('the producer after the server forgot its scripts', () => {
       expect(after.map((r) => r.deduplicated)).toEqual([false, false]);
       const ids = [before, ...after].map((r) => r.dispatchId);
       for (const id of ids) {
-        expect(await redis.hget(keys.dispatch(id), 'state')).toBe('queued');
+        expect(await served().redis.hget(keys.dispatch(id), 'state')).toBe('queued');
         expect(await queue.getJobState(id)).toBe('waiting');
       }
-      expect(await redis.lrange(keys.lane('p', 'j'), 0, -1)).toEqual(ids.slice(0, 2));
-      expect(await redis.zcard(keys.open)).toBe(3);
+      expect(await served().redis.lrange(keys.lane('p', 'j'), 0, -1)).toEqual(ids.slice(0, 2));
+      expect(await served().redis.zcard(keys.open)).toBe(3);
     } finally {
       await queue.close();
       await producer.close();
@@ -50,16 +43,16 @@ describe('the producer after the server forgot its scripts', () => {
   });
 
   it("sends BullMQ's 20 KB job add by SHA once loaded: each send loads only REGISTER", async () => {
-    const producer = createProducer({ redisUrl: server.url, prefix: 'loads' });
+    const producer = createProducer({ redisUrl: served().server.url, prefix: 'loads' });
     try {
       await producer.send({ projectId: 'p', jobId: 'warm', prompt: 'loads the scripts' });
-      const before = await scriptCalls(redis);
+      const before = await scriptCalls(served().redis);
       for (let i = 0; i < 5; i++)
         await producer.send({ projectId: 'p', jobId: `j${i}`, prompt: 'x' });
       await producer.sendMany(
         [1, 2, 3].map((i) => ({ projectId: 'p', jobId: `m${i}`, prompt: 'y' })),
       );
-      const after = await scriptCalls(redis);
+      const after = await scriptCalls(served().redis);
       // Six transactions: one SCRIPT LOAD (REGISTER) each, and every script call by SHA.
       expect(after.load - before.load).toBe(6);
       expect(after.eval - before.eval).toBe(0);

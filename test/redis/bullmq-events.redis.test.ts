@@ -1,7 +1,7 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createProducer } from '../../src/producer/index.js';
 import { BULLMQ_EVENTS_MAX_LEN, QUEUE_NAMES } from '../../src/redis/keys.js';
-import { createNamespace, type Namespace } from '../support/namespace.js';
+import { withNamespace } from '../support/namespace.js';
 
 /**
  * BullMQ's own events stream is written on every add but read by nothing of ours: it is capped
@@ -9,33 +9,29 @@ import { createNamespace, type Namespace } from '../support/namespace.js';
  * follow-up.
  */
 describe("BullMQ's own events stream", () => {
-  let ns: Namespace | undefined;
-  afterEach(async () => {
-    await ns?.cleanup();
-  });
-
   it('stays near its cap however many follow-ups are queued', async () => {
-    ns = createNamespace('bull-events');
-    const producer = createProducer({ redisUrl: ns.redisUrl, prefix: ns.prefix });
-    try {
-      for (let b = 0; b < 10; b++) {
-        await producer.sendMany(
-          Array.from({ length: 100 }, (_, i) => ({
-            projectId: 'p',
-            jobId: `j${b * 100 + i}`,
-            prompt: 'x',
-          })),
-        );
+    await withNamespace('bull-events', async (ns) => {
+      const producer = createProducer({ redisUrl: ns.redisUrl, prefix: ns.prefix });
+      try {
+        for (let b = 0; b < 10; b++) {
+          await producer.sendMany(
+            Array.from({ length: 100 }, (_, i) => ({
+              projectId: 'p',
+              jobId: `j${b * 100 + i}`,
+              prompt: 'x',
+            })),
+          );
+        }
+      } finally {
+        await producer.close();
       }
-    } finally {
-      await producer.close();
-    }
-    const stream = `${ns.prefix}:${QUEUE_NAMES.dispatch}:events`;
-    const meta = `${ns.prefix}:${QUEUE_NAMES.dispatch}:meta`;
-    expect(await ns.redis.hget(meta, 'opts.maxLenEvents')).toBe(String(BULLMQ_EVENTS_MAX_LEN));
-    // 1,000 adds wrote 2,000 entries; MAXLEN ~ trims whole nodes of up to 100 entries.
-    const length = await ns.redis.xlen(stream);
-    expect(length).toBeGreaterThan(0);
-    expect(length).toBeLessThanOrEqual(3 * BULLMQ_EVENTS_MAX_LEN);
+      const stream = `${ns.prefix}:${QUEUE_NAMES.dispatch}:events`;
+      const meta = `${ns.prefix}:${QUEUE_NAMES.dispatch}:meta`;
+      expect(await ns.redis.hget(meta, 'opts.maxLenEvents')).toBe(String(BULLMQ_EVENTS_MAX_LEN));
+      // 1,000 adds wrote 2,000 entries; MAXLEN ~ trims whole nodes of up to 100 entries.
+      const length = await ns.redis.xlen(stream);
+      expect(length).toBeGreaterThan(0);
+      expect(length).toBeLessThanOrEqual(3 * BULLMQ_EVENTS_MAX_LEN);
+    });
   });
 });

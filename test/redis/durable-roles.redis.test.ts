@@ -11,7 +11,12 @@ import {
 import { markWrite } from '../../src/redis/write-mark.js';
 import { logLines, runCli, runCliToEnd } from '../support/cli.js';
 import { eventually } from '../support/namespace.js';
-import { freePort, startPrivateRedis, type PrivateRedis } from '../support/redis-server.js';
+import {
+  freePort,
+  startPrivateRedis,
+  usePrivateRedis,
+  type PrivateRedis,
+} from '../support/redis-server.js';
 
 const RATE = { max: 5, windowMs: 60_000 };
 const WAIT_LOCAL = { mode: 'waitaof', replicas: 0 } as const;
@@ -25,19 +30,10 @@ async function waitaofCalls(redis: Redis): Promise<number> {
 }
 
 describe('the store waits for the disk where a crash must not undo a write (Valkey)', () => {
-  let valkey: PrivateRedis;
-  let redis: Redis;
-  beforeAll(async () => {
-    valkey = await startPrivateRedis('valkey-server');
-    redis = new Redis(valkey.url, { maxRetriesPerRequest: null });
-  });
-  afterAll(async () => {
-    redis.disconnect();
-    await valkey.destroy();
-  });
+  const served = usePrivateRedis('valkey-server');
 
   const storeWith = (prefix: string, assessment: Pick<DurabilityAssessment, 'mode' | 'replicas'>) =>
-    new DispatchStore(redis, keysFor(prefix), {
+    new DispatchStore(served().redis, keysFor(prefix), {
       eventsStream: `${prefix}:events`,
       eventsMaxLen: 1000,
       retentionMs: 60_000,
@@ -46,7 +42,7 @@ describe('the store waits for the disk where a crash must not undo a write (Valk
 
   /** Two follow-ups of one agent job, registered (the producer waits for WAITAOF itself). */
   async function twoInOneLane(prefix: string): Promise<[DispatchRef, DispatchRef]> {
-    const producer = createProducer({ redisUrl: valkey.url, prefix });
+    const producer = createProducer({ redisUrl: served().server.url, prefix });
     try {
       const [a, b] = await producer.sendMany([
         { projectId: 'p', jobId: 'j', prompt: 'first' },
@@ -62,22 +58,22 @@ describe('the store waits for the disk where a crash must not undo a write (Valk
   it('answers go only after WAITAOF, and releases the lane only after another', async () => {
     const store = storeWith('ok', WAIT_LOCAL);
     const [first, second] = await twoInOneLane('ok');
-    const before = await waitaofCalls(redis);
+    const before = await waitaofCalls(served().redis);
     expect(await store.sends.acquire(first, RATE, 20, 60_000, 'A')).toMatchObject({ kind: 'go' });
-    expect((await waitaofCalls(redis)) - before).toBe(1);
+    expect((await waitaofCalls(served().redis)) - before).toBe(1);
     const record = await store.sends.get(first.dispatchId);
     const ended = await store.tracking.finish(record!, { type: 'followup.completed' });
     expect(ended).toEqual({ finished: true, nextDispatchId: second.dispatchId });
-    expect((await waitaofCalls(redis)) - before).toBe(2);
+    expect((await waitaofCalls(served().redis)) - before).toBe(2);
   });
 
   it("a send's answer is on disk before MARK_SENT resolves; short of it, it throws and a rerun finds it marked", async () => {
     const store = storeWith('marked', WAIT_LOCAL);
     const [first] = await twoInOneLane('marked');
     expect(await store.sends.acquire(first, RATE, 20, 60_000, 'A')).toMatchObject({ kind: 'go' });
-    const before = await waitaofCalls(redis);
+    const before = await waitaofCalls(served().redis);
     expect(await store.sends.markSent(first, 'sent', undefined, 1_000, 'A')).toBe('marked');
-    expect((await waitaofCalls(redis)) - before).toBe(1);
+    expect((await waitaofCalls(served().redis)) - before).toBe(1);
 
     const short = storeWith('marked-short', WAIT_LOCAL);
     const [other] = await twoInOneLane('marked-short');
@@ -87,28 +83,28 @@ describe('the store waits for the disk where a crash must not undo a write (Valk
       shortOfReplicas.sends.markSent(other, 'sent', undefined, 1_000, 'B'),
     ).rejects.toThrow(NotDurableError);
     // The answer is written; retried (as the worker does), MARK_SENT finds its own state.
-    expect(await redis.hget(keysFor('marked-short').dispatch(other.dispatchId), 'state')).toBe(
-      'sent',
-    );
+    expect(
+      await served().redis.hget(keysFor('marked-short').dispatch(other.dispatchId), 'state'),
+    ).toBe('sent');
     expect(await short.sends.markSent(other, 'sent', undefined, 1_000, 'B')).toBe('marked');
   });
 
   it('an orphan event only for a job Redis still holds, and never while the record exists', async () => {
     const store = storeWith('orphan', WAIT_LOCAL);
     const keys = keysFor('orphan');
-    const events = () => redis.xlen('orphan:events');
+    const events = () => served().redis.xlen('orphan:events');
     const orphan = { bullJobId: 'k-1', dispatchId: 'k-1', jobKey: 'orphan:dispatch:k-1' };
     // A job a worker took just before a crash took back its enqueue: nothing is published.
     expect(
       await store.tracking.publishOrphan(orphan, { dispatchId: 'k-1' }, 'missing_record'),
     ).toBe('job-gone');
-    await redis.hset(keys.dispatch('k-1'), 'state', 'queued');
-    await redis.hset(orphan.jobKey, 'data', '{}');
+    await served().redis.hset(keys.dispatch('k-1'), 'state', 'queued');
+    await served().redis.hset(orphan.jobKey, 'data', '{}');
     expect(
       await store.tracking.publishOrphan(orphan, { dispatchId: 'k-1' }, 'missing_record'),
     ).toBe('record-exists');
     expect(await events()).toBe(0);
-    await redis.del(keys.dispatch('k-1'));
+    await served().redis.del(keys.dispatch('k-1'));
     expect(
       await store.tracking.publishOrphan(orphan, { dispatchId: 'k-1' }, 'missing_record'),
     ).toBe('published');
@@ -119,7 +115,7 @@ describe('the store waits for the disk where a crash must not undo a write (Valk
   });
 
   it('a WAITAOF sent again after a reconnect vouches for nothing written before it', async () => {
-    const client = new Redis(valkey.url, { maxRetriesPerRequest: null });
+    const client = new Redis(served().server.url, { maxRetriesPerRequest: null });
     try {
       await client.ping();
       const mark = await markWrite(client, 'reconnect');
@@ -143,9 +139,9 @@ describe('the store waits for the disk where a crash must not undo a write (Valk
     expect(verdict).toMatchObject({ kind: 'not_durable' });
     expect(verdict.kind === 'not_durable' && verdict.reason).toMatch(/WAITAOF answered 1 local/);
     const keys = keysFor('short');
-    expect(await redis.hget(keys.dispatch(first.dispatchId), 'state')).toBe('queued');
-    expect(await redis.zcard(keys.budget('p'))).toBe(0);
-    expect(await redis.zscore(keys.tracked, first.dispatchId)).toBeNull();
+    expect(await served().redis.hget(keys.dispatch(first.dispatchId), 'state')).toBe('queued');
+    expect(await served().redis.zcard(keys.budget('p'))).toBe(0);
+    expect(await served().redis.zscore(keys.tracked, first.dispatchId)).toBeNull();
     // The lane's release is written, but its next one is not woken before it is on disk.
     const record = await store.sends.get(first.dispatchId);
     expect(await store.tracking.finish(record!, { type: 'followup.completed' })).toEqual({

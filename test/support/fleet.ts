@@ -4,7 +4,7 @@ import type { FollowUpInput } from '../../src/dispatch/followup.js';
 import type { Delivery, Simulator } from '../../src/simulator/index.js';
 import type { CliProcess } from './cli.js';
 import { waitForEvents } from './events.js';
-import { createNamespace, type Namespace } from './namespace.js';
+import { useNamespace, type Namespace } from './namespace.js';
 import { stopAll } from './roles.js';
 import { FAST_SETTINGS } from './service.js';
 import { TEST_API_KEY } from './simulator.js';
@@ -78,8 +78,16 @@ export interface Fleet {
  */
 export function useFleet(label: string, simulator: () => Simulator): () => Fleet {
   let fleet: Fleet | undefined;
+  // What stopAll threw, thrown again by the last after-hook: once the namespace is cleaned up.
+  let unclean: unknown;
+  afterEach(() => {
+    const error = unclean;
+    unclean = undefined;
+    if (error !== undefined) throw error;
+  });
+  const namespace = useNamespace(label, { simulator });
   beforeEach(() => {
-    const ns = createNamespace(label);
+    const ns = namespace();
     const producer = createProducer({ redisUrl: ns.redisUrl, prefix: ns.prefix });
     fleet = {
       ns,
@@ -87,17 +95,17 @@ export function useFleet(label: string, simulator: () => Simulator): () => Fleet
       processes: [],
       events: (count, timeoutMs) => waitForEvents(ns.redis, ns.eventsStream, count, timeoutMs),
     };
-    simulator().reset();
   });
   afterEach(async () => {
     if (!fleet) return;
-    const { processes, producer, ns } = fleet;
+    const { processes, producer } = fleet;
     fleet = undefined;
     try {
       await stopAll(processes);
+    } catch (err) {
+      unclean = err;
     } finally {
       await producer.close();
-      await ns.cleanup();
     }
   });
   return () => {

@@ -2,6 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { inject } from 'vitest';
 import { loadConfig, type Config, type SettingName } from '../../src/config/index.js';
+import { shardLayout } from '../../src/redis/keys.js';
+import { hooksOf, type HookScope } from './hooks.js';
 
 /** A private corner of the shared test Redis: its own key prefix and events stream. */
 export interface Namespace {
@@ -39,15 +41,76 @@ export function createNamespace(label = 'test'): Namespace {
     config: (settings = {}) => loadConfig({ ...base, ...settings }),
     env: (settings = {}) => ({ ...base, ...settings }),
     cleanup: async () => {
-      let cursor = '0';
-      do {
-        const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
-        cursor = next;
-        if (keys.length > 0) await redis.unlink(...keys);
-      } while (cursor !== '0');
+      await unlinkMatching(redis, `${prefix}:*`);
       await redis.quit();
     },
   };
+}
+
+/** Deletes every key that matches `pattern`, a SCAN page at a time. */
+async function unlinkMatching(redis: Redis, pattern: string): Promise<void> {
+  let cursor = '0';
+  do {
+    const [next, keys] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+    cursor = next;
+    if (keys.length > 0) await redis.unlink(...keys);
+  } while (cursor !== '0');
+}
+
+/** How {@link useNamespace} scopes its namespace. */
+export interface NamespaceUse {
+  /** `each` (default): a fresh namespace per test; `all`: one for the whole describe (or file). */
+  readonly scope?: HookScope;
+  /** A simulator whose jobs and faults are reset with each new namespace. */
+  readonly simulator?: () => { reset(): void };
+  /**
+   * The `DISPATCH_SHARDS` the test runs with: the keys of each shard (whose prefix is a hash tag
+   * of its own, outside the namespace's) are deleted too.
+   */
+  readonly shards?: number;
+}
+
+/**
+ * Registers the hooks that create a namespace `label` (and reset `simulator`) before each test, or
+ * once before all, and clean it up after. Returns a getter, since the namespace exists only once
+ * the hook ran. Register it before the hooks that use it: after-hooks run in reverse, so what a
+ * test file starts on the namespace is closed before the namespace is cleaned up.
+ */
+export function useNamespace(label: string, use: NamespaceUse = {}): () => Namespace {
+  const [before, after] = hooksOf(use.scope);
+  let current: Namespace | undefined;
+  before(() => {
+    current = createNamespace(label);
+    use.simulator?.().reset();
+  });
+  after(async () => {
+    if (!current) return;
+    const ns = current;
+    current = undefined;
+    if (use.shards !== undefined) {
+      for (const shard of shardLayout(ns.prefix, ns.eventsStream, use.shards, false))
+        await unlinkMatching(ns.redis, `${shard.prefix}*`);
+    }
+    await ns.cleanup();
+  });
+  return () => {
+    if (!current)
+      throw new Error(`useNamespace('${label}'): the namespace exists inside a test only`);
+    return current;
+  };
+}
+
+/** Runs `test` in a namespace `label` of its own, cleaned up after whatever `test` did. */
+export async function withNamespace<T>(
+  label: string,
+  test: (ns: Namespace) => Promise<T>,
+): Promise<T> {
+  const ns = createNamespace(label);
+  try {
+    return await test(ns);
+  } finally {
+    await ns.cleanup();
+  }
 }
 
 /** Polls `check` until it returns a value other than `undefined`, or fails after `timeoutMs`. */

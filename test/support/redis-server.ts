@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { freePort } from '../../src/redis/embedded.js';
+import { hooksOf, type HookScope } from './hooks.js';
 
 /** Tests import `freePort` from here, with the Redis fixtures; the one copy lives in src/. */
 export { freePort };
@@ -118,6 +119,44 @@ export async function startPrivateRedis(
       await stop();
       rmSync(dir, { recursive: true, force: true });
     },
+  };
+}
+
+/** A private server and a client on it, for assertions. */
+export interface ServedRedis {
+  readonly server: PrivateRedis;
+  /**
+   * Waits through a restart (`maxRetriesPerRequest: null`); its connection errors are not
+   * reported, since tests that restart the server cause them on purpose.
+   */
+  readonly redis: Redis;
+}
+
+/**
+ * Starts a private `binary` server and a client on it once for the describe (`scope` `all`,
+ * the default) or before each test; disconnects and destroys both after. Returns a getter.
+ */
+export function usePrivateRedis(
+  binary = 'redis-server',
+  scope: HookScope = 'all',
+): () => ServedRedis {
+  const [before, after] = hooksOf(scope);
+  let served: ServedRedis | undefined;
+  before(async () => {
+    const server = await startPrivateRedis(binary);
+    const redis = new Redis(server.url, { maxRetriesPerRequest: null });
+    redis.on('error', () => {});
+    served = { server, redis };
+  });
+  after(async () => {
+    served?.redis.disconnect();
+    await served?.server.destroy();
+    served = undefined;
+  });
+  return () => {
+    if (!served)
+      throw new Error(`usePrivateRedis('${binary}'): the server runs inside a test only`);
+    return served;
   };
 }
 

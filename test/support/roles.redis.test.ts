@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { runCli, runScript, type CliProcess } from './cli.js';
-import { createNamespace, eventually } from './namespace.js';
+import { eventually, withNamespace } from './namespace.js';
 import { stopAll, terminate, uncleanExits, waitForWorkers } from './roles.js';
 
 /** A process that says `ready` once its SIGTERM handler is in place, then waits. */
@@ -69,16 +69,13 @@ describe('stopping role processes', () => {
 
 describe('waitForWorkers', () => {
   it('fails at once, with its stderr, when a process it waits for exits', async () => {
-    const ns = createNamespace('roles');
-    try {
+    await withNamespace('roles', async (ns) => {
       const proc = runCli(['worker'], {});
       const started = Date.now();
       await expect(waitForWorkers(ns, 1, { processes: [proc] })).rejects.toThrow(
         /before 1 dispatch workers were up, cli\.ts worker \(pid \d+\) exited 2: .*REDIS_URL/,
       );
       expect(Date.now() - started).toBeLessThan(15_000);
-    } finally {
-      await ns.cleanup();
-    }
+    });
   });
 });

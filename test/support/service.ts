@@ -4,9 +4,10 @@ import { startPoller } from '../../src/poller/index.js';
 import { createProducer, type Producer } from '../../src/producer/index.js';
 import { createLogger, type Logger } from '../../src/telemetry/logger.js';
 import { createMetrics, type Metrics } from '../../src/telemetry/metrics.js';
-import type { Namespace } from './namespace.js';
-import { TEST_API_KEY } from './simulator.js';
-import type { Simulator } from '../../src/simulator/index.js';
+import { afterEach } from 'vitest';
+import { useNamespace, type Namespace } from './namespace.js';
+import { TEST_API_KEY, useSimulator } from './simulator.js';
+import type { Simulator, SimulatorOptions } from '../../src/simulator/index.js';
 
 /** Roles of the service running inside the test process, against a simulator. */
 export interface InProcessService {
@@ -63,5 +64,43 @@ export function startService(
       (closing ??= Promise.all([...started.map((r) => r.close()), producer.close()]).then(
         () => {},
       )),
+  };
+}
+
+/** What {@link useService} gives a describe block. */
+export interface ServiceFixture {
+  /** The describe's simulator, reset before each test. */
+  readonly simulator: () => Simulator;
+  /** The test's namespace. */
+  readonly ns: () => Namespace;
+  /** Starts {@link startService} in the test's namespace; closed after the test. */
+  start(
+    settings?: Partial<Record<SettingName, string>>,
+    roles?: { worker?: boolean; poller?: boolean },
+  ): InProcessService;
+}
+
+/**
+ * One simulator (with `simulatorOptions`) for the describe, a fresh namespace `label` per test,
+ * and services started in it, closed after each test before the namespace is cleaned up.
+ */
+export function useService(
+  label: string,
+  simulatorOptions: Partial<SimulatorOptions> = {},
+): ServiceFixture {
+  const simulator = useSimulator(simulatorOptions);
+  const ns = useNamespace(label, { simulator });
+  const started: InProcessService[] = [];
+  afterEach(async () => {
+    await Promise.all(started.splice(0).map((s) => s.close()));
+  });
+  return {
+    simulator,
+    ns,
+    start: (settings, roles) => {
+      const service = startService(ns(), simulator(), settings, roles);
+      started.push(service);
+      return service;
+    },
   };
 }

@@ -2,7 +2,7 @@ import { afterEach, beforeEach } from 'vitest';
 import { DispatchStore } from '../../src/dispatch/store.js';
 import { createProducer, type Producer } from '../../src/producer/index.js';
 import { keysFor } from '../../src/redis/keys.js';
-import { createNamespace, type Namespace } from './namespace.js';
+import { useNamespace, type Namespace } from './namespace.js';
 
 /** A namespace of its own with a producer and a dispatch store on it, for tests of the store. */
 export interface StoreFixture {
@@ -13,9 +13,10 @@ export interface StoreFixture {
 
 /** Gives each test of the file a fresh {@link StoreFixture} (namespace `label`), cleaned up after. */
 export function useStore(label: string): () => StoreFixture {
+  const namespace = useNamespace(label);
   let current: StoreFixture | undefined;
   beforeEach(() => {
-    const ns = createNamespace(label);
+    const ns = namespace();
     current = {
       ns,
       producer: createProducer({ redisUrl: ns.redisUrl, prefix: ns.prefix }),
@@ -28,7 +29,6 @@ export function useStore(label: string): () => StoreFixture {
   });
   afterEach(async () => {
     await current?.producer.close();
-    await current?.ns.cleanup();
     current = undefined;
   });
   return () => {

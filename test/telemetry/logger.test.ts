@@ -2,7 +2,7 @@ import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { createLogger, logFormatFor } from '../../src/telemetry/logger.js';
 import { runCli, runCliToEnd } from '../support/cli.js';
-import { createNamespace, eventually } from '../support/namespace.js';
+import { eventually, withNamespace } from '../support/namespace.js';
 import { TEST_API_KEY } from '../support/simulator.js';
 
 /** Collects what a stream is written, as text. */
@@ -41,8 +41,7 @@ describe('log format', () => {
   });
 
   it('makes a role process log pretty with LOG_FORMAT=pretty, and rejects an unknown format', async () => {
-    const ns = createNamespace('logfmt');
-    try {
+    await withNamespace('logfmt', async (ns) => {
       const env = ns.env({
         AGENT_API_KEY: TEST_API_KEY,
         AGENT_API_URL: 'http://127.0.0.1:9',
@@ -65,8 +64,6 @@ describe('log format', () => {
       expect(lines.some((line) => /INFO: role:started/.test(line))).toBe(true);
       expect(lines.filter((line) => line.startsWith('{'))).toEqual([]);
       expect(worker.output.stdout).not.toContain(TEST_API_KEY);
-    } finally {
-      await ns.cleanup();
-    }
+    });
   });
 });

@@ -7,7 +7,7 @@ import { keysFor, QUEUE_NAMES } from '../../src/redis/keys.js';
 import { dispatchJobSchema } from '../../src/runtime/jobs.js';
 import { contextOf, traceparentOf } from '../../src/telemetry/tracing.js';
 import { startTestServer } from '../http/fixture.js';
-import { createNamespace, type Namespace } from '../support/namespace.js';
+import { useNamespace } from '../support/namespace.js';
 
 /**
  * Trace context at the edges, in this process: the library's caller's active span is the parent
@@ -23,14 +23,12 @@ const provider = new node.NodeTracerProvider({
 });
 
 describe('trace context at the edges', () => {
-  let ns: Namespace;
+  const ns = useNamespace('tracing', { scope: 'all' });
   beforeAll(() => {
     provider.register();
-    ns = createNamespace('tracing');
   });
   afterEach(() => exporter.reset());
   afterAll(async () => {
-    await ns.cleanup();
     await provider.shutdown();
     trace.disable();
     context.disable();
@@ -39,10 +37,13 @@ describe('trace context at the edges', () => {
 
   /** The traceparent on the record and on the BullMQ job's payload of `dispatchId`. */
   async function storedTraceparents(dispatchId: string): Promise<(string | undefined)[]> {
-    const connection = ns.redis.duplicate();
-    const queue = new Queue(QUEUE_NAMES.dispatch, { connection, prefix: ns.prefix });
+    const connection = ns().redis.duplicate();
+    const queue = new Queue(QUEUE_NAMES.dispatch, { connection, prefix: ns().prefix });
     try {
-      const record = await ns.redis.hget(keysFor(ns.prefix).dispatch(dispatchId), 'traceparent');
+      const record = await ns().redis.hget(
+        keysFor(ns().prefix).dispatch(dispatchId),
+        'traceparent',
+      );
       const job = await queue.getJob(dispatchId);
       return [record ?? undefined, (job?.data as { traceparent?: string }).traceparent];
     } finally {
@@ -52,7 +53,7 @@ describe('trace context at the edges', () => {
   }
 
   it("makes the library caller's active span the parent of each send dispatch", async () => {
-    const producer = createProducer({ redisUrl: ns.redisUrl, prefix: ns.prefix });
+    const producer = createProducer({ redisUrl: ns().redisUrl, prefix: ns().prefix });
     try {
       const tracer = trace.getTracer('caller');
       const [caller, results] = await tracer.startActiveSpan('caller', async (span) => {
@@ -88,7 +89,7 @@ describe('trace context at the edges', () => {
   });
 
   it('continues the traceparent header a client sends to the intake', async () => {
-    const app = await startTestServer(ns.config({ INTAKE_TOKEN: TOKEN }), { withProducer: true });
+    const app = await startTestServer(ns().config({ INTAKE_TOKEN: TOKEN }), { withProducer: true });
     try {
       const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
       const parentId = '00f067aa0ba902b7';

@@ -6,14 +6,15 @@ import { keysFor } from '../../../src/redis/keys.js';
 import type { Simulator } from '../../../src/simulator/index.js';
 import type { CliProcess } from '../../support/cli.js';
 import { fleetEnv } from '../../support/fleet.js';
-import { eventually, type Namespace } from '../../support/namespace.js';
+import { eventually, useNamespace, type Namespace } from '../../support/namespace.js';
 import { startPrivateRedis, type PrivateRedis } from '../../support/redis-server.js';
 import { startRoles, terminate, uncleanExits } from '../../support/roles.js';
+import { useSimulator } from '../../support/simulator.js';
 import { startAofProxy, type AofProxy } from './aof-proxy.js';
 import { randomMoment } from './drill.js';
 import { tally, type Accepted, type Tally } from './ledger.js';
 import { openProbe, waitForRole, type Probe } from './quiet.js';
-import { DRILL_SETTINGS, outcomeTypeOf } from './traffic.js';
+import { DRILL_SETTINGS, DRILL_SIMULATOR, outcomeTypeOf } from './traffic.js';
 
 /**
  * The crash drill of `REDIS_DURABILITY`: a fleet (2 workers, 1 poller, as processes) and a
@@ -73,6 +74,35 @@ export interface AofDrillResult {
   readonly waitaofReplies: number;
   /** Role processes that did not exit 0 on SIGTERM at the end. */
   readonly unclean: string[];
+}
+
+/** What each mode of the drill runs with besides its sizes: `fsync` also under API errors. */
+const MODE_RUNS = {
+  fsync: { apiErrorRate: 0.25, settleMs: 10_000 },
+  none: { settleMs: 5_000 },
+} as const;
+
+/** The sizes a file's drills share. */
+export type AofDrillSizes = Pick<AofDrillOptions, 'batch' | 'batchIntervalMs' | 'loadMs'>;
+
+/**
+ * The setup every durability drill shares (the fault suite's, and its short form in
+ * test/redis/crash-drill.redis.test.ts): one simulator with {@link DRILL_SIMULATOR} for the file
+ * and a fresh namespace `label` per test. Returns how a test runs one drill of `mode` with
+ * `sizes`: `crashes` crashes, then up to `finalSettleMs` for every follow-up to end.
+ */
+export function useAofDrill(
+  label: string,
+  sizes: AofDrillSizes,
+): (
+  mode: AofDrillOptions['mode'],
+  crashes: number,
+  finalSettleMs: number,
+) => Promise<AofDrillResult> {
+  const simulator = useSimulator(DRILL_SIMULATOR);
+  const ns = useNamespace(label, { simulator });
+  return (mode, crashes, finalSettleMs) =>
+    runAofDrill(ns(), simulator(), { ...sizes, ...MODE_RUNS[mode], mode, crashes, finalSettleMs });
 }
 
 const PROJECTS = 5;

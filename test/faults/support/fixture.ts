@@ -2,7 +2,7 @@ import { afterEach, beforeEach } from 'vitest';
 import { createProducer, type Producer } from '../../../src/producer/index.js';
 import type { Simulator } from '../../../src/simulator/index.js';
 import type { CliProcess } from '../../support/cli.js';
-import { createNamespace, type Namespace } from '../../support/namespace.js';
+import { useNamespace, type Namespace } from '../../support/namespace.js';
 import { openProbe, type Probe } from './quiet.js';
 
 /** One test's drill: its namespace, a producer and a probe on its Redis, the processes started. */
@@ -33,9 +33,10 @@ export function useDrill(
   simulator: () => Simulator,
   options: DrillOptions = {},
 ): () => Drill {
+  const namespace = useNamespace(label, { simulator });
   let drill: Drill | undefined;
   beforeEach(() => {
-    const ns = createNamespace(label);
+    const ns = namespace();
     const redisUrl = options.redisUrl?.() ?? ns.redisUrl;
     drill = {
       ns,
@@ -43,16 +44,14 @@ export function useDrill(
       probe: openProbe(redisUrl, ns.prefix, ns.eventsStream),
       processes: [],
     };
-    simulator().reset();
   });
   afterEach(async () => {
     if (!drill) return;
-    const { ns, producer, probe, processes } = drill;
+    const { producer, probe, processes } = drill;
     drill = undefined;
     await Promise.all(processes.map((p) => p.stop('SIGKILL')));
     await producer.close();
     await probe.close();
-    await ns.cleanup();
   });
   return () => {
     if (!drill) throw new Error('useDrill(): the drill exists inside a test');

@@ -2,7 +2,8 @@ import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { keysFor, QUEUE_NAMES } from '../../../src/redis/keys.js';
 import { readEvents, type StreamEvent } from '../../support/events.js';
-import { eventually } from '../../support/namespace.js';
+import { useOpened, type HookScope } from '../../support/hooks.js';
+import { eventually, type Namespace } from '../../support/namespace.js';
 
 /** Reads a namespace's state for assertions: its stream, its tracked set, its dispatch queue. */
 export interface Probe {
@@ -92,6 +93,19 @@ export function openProbe(redisUrl: string, prefix: string, stream: string): Pro
     },
   };
   return probe;
+}
+
+/**
+ * A {@link Probe} on namespace `ns` (its prefix and stream, on `redisUrl`, the namespace's Redis
+ * when unset), opened before each test (or once, `scope` `all`) and closed after. Register it
+ * after the namespace, so that it closes first.
+ */
+export function useProbe(
+  ns: () => Namespace,
+  scope: HookScope,
+  redisUrl: () => string = () => ns().redisUrl,
+): () => Probe {
+  return useOpened('probe', () => openProbe(redisUrl(), ns().prefix, ns().eventsStream), scope);
 }
 
 /** Waits until `count` processes of a role are connected to its queue. */
