@@ -57,8 +57,8 @@ describe('createProducer', () => {
   });
 
   it("adds a job whose options are its id, attempts and backoff: retention is the worker's", async () => {
-    const { dispatchId } = await producer.send({ projectId: 'p', jobId: 'j', prompt: 'hello' });
-    const job = await queue.getJob(dispatchId);
+    const { dispatchId } = await producer().send({ projectId: 'p', jobId: 'j', prompt: 'hello' });
+    const job = await queue().getJob(dispatchId);
     expect(job?.opts).toMatchObject({ jobId: dispatchId, backoff: { type: 'exponential' } });
     expect(job?.opts.attempts).toBeGreaterThan(0);
     expect(job?.opts).not.toHaveProperty('removeOnComplete');
