@@ -143,8 +143,11 @@ describe('operator controls honoured by a fleet of processes', () => {
       const judgedFrom = Date.now() + 2_000;
       const before = deliveries().length;
       await countAtLeast(before + 4, '4 sends of L under 1/2s');
-      await admin.clearProjectLimit('L');
+      // Taken before the clear: the default holds from the moment its script runs, and the clear
+      // wakes the follow-ups that held reserved slots before it resolves, so their sends (under
+      // the default, rightly close to the last limited one) may arrive before it returns.
       const clearedAt = Date.now();
+      await admin.clearProjectLimit('L');
       await fleet().events(30, 60_000);
 
       const times = arrivalTimes(simulator().deliveries, 'L');
