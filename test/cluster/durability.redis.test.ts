@@ -127,6 +127,16 @@ describe('REDIS_DURABILITY=fsync on a Valkey cluster of 3 masters, DISPATCH_SHAR
     } finally {
       await node.config('SET', 'appendfsync', 'always');
       await node.config('SET', 'appendonly', 'yes');
+      // Turning AOF on starts a rewrite in a forked child: let it end before the cluster stops.
+      await eventually(
+        async () =>
+          /aof_rewrite_in_progress:0[\s\S]*aof_rewrite_scheduled:0/.test(
+            await node.info('persistence'),
+          )
+            ? true
+            : undefined,
+        { what: 'the AOF rewrite after appendonly yes' },
+      );
       node.disconnect();
     }
   });

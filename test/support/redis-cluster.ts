@@ -1,10 +1,10 @@
 import { execFile } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
-import { freePort, localServerArgs, serverProcess } from './redis-server.js';
+import { freePort, localServerArgs, removeServerDir, serverProcess } from './redis-server.js';
 
 /**
  * A real local Redis Cluster of masters only (no replica): one `redis-server --cluster-enabled yes`
@@ -77,14 +77,14 @@ export async function startLocalCluster(
       waitUntilOk: (timeoutMs = 20_000) => waitForOk(nodes, timeoutMs),
       async destroy() {
         await Promise.all(nodes.map((n) => n.kill()));
-        rmSync(root, { recursive: true, force: true });
+        removeServerDir(root);
       },
     };
     await cluster.waitUntilOk();
     return cluster;
   } catch (err) {
     await Promise.all(nodes.map((n) => n.kill()));
-    rmSync(root, { recursive: true, force: true });
+    removeServerDir(root);
     throw err;
   }
 }

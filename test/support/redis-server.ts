@@ -92,6 +92,15 @@ export function localServerArgs(
 }
 
 /**
+ * Deletes a server's data folder once the server is stopped. A server killed during an AOF
+ * rewrite leaves its forked child writing the rewrite's temporary file for a moment, which makes
+ * a single rmdir fail with ENOTEMPTY: retried, as Node's `rmSync` does with `maxRetries`.
+ */
+export function removeServerDir(dir: string): void {
+  rmSync(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 50 });
+}
+
+/**
  * Starts `redis-server` (from PATH, or `binary`, such as `valkey-server`) with AOF (`appendfsync
  * everysec` unless `persistence` says otherwise) and `maxmemory-policy noeviction`, as production
  * runs it. Rejects, naming the package to install, if the binary is missing.
@@ -117,7 +126,7 @@ export async function startPrivateRedis(
     restart: launch,
     destroy: async () => {
       await stop();
-      rmSync(dir, { recursive: true, force: true });
+      removeServerDir(dir);
     },
   };
 }
