@@ -1,29 +1,19 @@
+import calculateSlot from 'cluster-key-slot';
+
 /**
- * Redis Cluster's key slot (CRC16-XMODEM of the hash tag, modulo 16384), computed here so the
- * shard layout can give shard `i` of `N` a hash tag in the `i`-th `N`th of the slot space: a
- * cluster whose masters own equal contiguous slot ranges (what `redis-cli --cluster create` and
- * most managed clusters set up) then holds `N / masters` shards on each master.
+ * Redis Cluster's key slot, as ioredis computes it to route a command (the same package, at the
+ * version ioredis pins), so the shard layout can give shard `i` of `N` a hash tag in the `i`-th
+ * `N`th of the slot space: a cluster whose masters own equal contiguous slot ranges (what
+ * `redis-cli --cluster create` and most managed clusters set up) then holds `N / masters` shards
+ * on each master. WAITAOF's routing (write-mark.ts) looks the master up by the same slot.
  */
 
 /** Number of slots of a Redis Cluster. */
 export const SLOTS = 16384;
 
-const TABLE = Array.from({ length: 256 }, (_, byte) => {
-  let crc = byte << 8;
-  for (let bit = 0; bit < 8; bit++)
-    crc = crc & 0x8000 ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff;
-  return crc;
-});
-
 /** The slot of `key`: of its hash tag (the first non-empty `{...}`), or of the whole key. */
 export function keySlot(key: string): number {
-  const open = key.indexOf('{');
-  const close = open === -1 ? -1 : key.indexOf('}', open + 1);
-  const hashed = close > open + 1 ? key.slice(open + 1, close) : key;
-  let crc = 0;
-  for (const byte of Buffer.from(hashed, 'utf8'))
-    crc = ((crc << 8) & 0xffff) ^ (TABLE[((crc >> 8) ^ byte) & 0xff] ?? 0);
-  return crc % SLOTS;
+  return calculateSlot(key);
 }
 
 /**
