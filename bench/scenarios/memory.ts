@@ -7,7 +7,7 @@ import { stopAll } from '../../test/support/roles.js';
 import type { BenchContext, Namespace } from '../context.js';
 import { launchRoles, roleEnv } from '../fleet.js';
 import { infoNumber, memoryOf } from '../probes.js';
-import type { Scenario, ScenarioResult } from '../report.js';
+import type { ScenarioRun, ScenarioResult } from '../report.js';
 import { bytes, num } from '../stats.js';
 import { baselineQueue, benchSimulator, followUps, waitUntil } from '../workload.js';
 import { enqueueBaseline, enqueueOurs } from '../workload.js';
@@ -172,23 +172,18 @@ const PARKED =
   '(its SendContext holds only a per-project 429 streak), so what the worker gained over ' +
   'idle is what the burst left in its V8 heap, not memory per parked follow-up.';
 
-/** Scenario 6. */
-export const memoryScenario: Scenario = {
-  id: 'memory',
-  minimumMs: 25_000,
-  async run(ctx) {
-    const n = ctx.quick ? 2_000 : 10_000;
-    const ours = await queuedBytes(ctx, 'ours', n);
-    const baseline = await queuedBytes(ctx, 'baseline', n);
-    ctx.progress(
-      'memory',
-      `queued ${num(n)}: ours ${bytes(ours.delta)}, baseline ${bytes(baseline.delta)}`,
-    );
-    const worker = await parkedWorker(ctx, n);
-    ctx.progress(
-      'memory',
-      `worker RSS ${bytes(worker.idle)} idle, ${bytes(worker.after.rss)} after parking`,
-    );
-    return report(n, ours, baseline, worker, await loaderOverhead());
-  },
+/** The scenario's run (registered in run.ts). */
+export const memoryScenario: ScenarioRun = async (ctx, n) => {
+  const ours = await queuedBytes(ctx, 'ours', n);
+  const baseline = await queuedBytes(ctx, 'baseline', n);
+  ctx.progress(
+    'memory',
+    `queued ${num(n)}: ours ${bytes(ours.delta)}, baseline ${bytes(baseline.delta)}`,
+  );
+  const worker = await parkedWorker(ctx, n);
+  ctx.progress(
+    'memory',
+    `worker RSS ${bytes(worker.idle)} idle, ${bytes(worker.after.rss)} after parking`,
+  );
+  return report(n, ours, baseline, worker, await loaderOverhead());
 };
