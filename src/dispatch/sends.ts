@@ -44,13 +44,18 @@ export class Sends {
     return 1;
   }
 
-  /** Queues REGISTER on `multi`, a MULTI of this store's connection (see register-3.lua). */
+  /** Queues REGISTER on `multi`, a MULTI of this store's connection (see register-4.lua). */
   registerInto(multi: ChainableCommander, dispatchId: string, followUp: Registration): void {
     const state = this.#state;
     state.scripts.queue(
       multi,
       'register',
-      [state.keys.dispatch(dispatchId), laneOf(state, followUp), state.keys.open],
+      [
+        state.keys.dispatch(dispatchId),
+        laneOf(state, followUp),
+        state.keys.open,
+        state.keys.prompt(dispatchId),
+      ],
       [
         dispatchId,
         followUp.projectId,
@@ -64,10 +69,17 @@ export class Sends {
     );
   }
 
-  /** Reads one dispatch record. */
+  /** Reads one dispatch record, with its prompt (in one MULTI: FINISH deletes the prompt). */
   async get(dispatchId: string): Promise<DispatchRecord | undefined> {
-    const state = this.#state;
-    return parseRecord(dispatchId, await state.redis.hgetall(state.keys.dispatch(dispatchId)));
+    const { redis, keys } = this.#state;
+    const read = redis.multi().hgetall(keys.dispatch(dispatchId)).get(keys.prompt(dispatchId));
+    const [[hashErr, hash], [promptErr, prompt]] = ((await read.exec()) ?? [
+      [new Error('Redis discarded the read of a dispatch record'), {}],
+      [null, null],
+    ]) as [[Error | null, Record<string, string>], [Error | null, string | null]];
+    if (hashErr ?? promptErr) throw hashErr ?? promptErr;
+    // A record written before prompts had their own key holds its prompt itself.
+    return parseRecord(dispatchId, prompt === null ? hash : { ...hash, prompt });
   }
 
   /** Reads several records in one round trip, all but their prompts; missing: `undefined`. */
@@ -92,7 +104,7 @@ export class Sends {
   /**
    * Checks lane, pauses, park and budget (the project's own limit replaces `rate`); when all allow
    * it, records the intent to send and tracks the dispatch (first read in `firstPollMs`). See
-   * acquire-7.lua for `toleranceMs`, and why a retry with the same `attemptToken` spends nothing.
+   * acquire-8.lua for `toleranceMs`, and why a retry with the same `attemptToken` spends nothing.
    */
   async acquire(
     ref: DispatchRef,
@@ -114,6 +126,7 @@ export class Sends {
         keys.tracked,
         keys.authPause,
         keys.projectControls(ref.projectId),
+        keys.prompt(ref.dispatchId),
       ],
       [
         ref.dispatchId,
