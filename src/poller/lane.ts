@@ -9,7 +9,8 @@ import { pollOne, type TickContext } from './read.js';
  * The reads of a tick: due dispatches are claimed in batches, and `POLL_CONCURRENCY` lanes read
  * them one after another. A lane that finds its batch fully started asks the tick for the next
  * one ({@link ReadFeed}) while the other lanes finish theirs, so no lane idles until the slowest
- * read of a batch is over, and a read falling due meanwhile does not wait for it.
+ * read of a batch is over, and a read falling due meanwhile does not wait for it. A read's action
+ * (a RESCHEDULE or a FINISH) runs on while its lane starts the next read.
  */
 
 /**
@@ -74,13 +75,17 @@ export async function prepareBatch(
   return new Batch(ids, records, nowMs, parkedUntil, { on: claim !== 'none' }, claim === 'wait');
 }
 
-/** One lane: reads dispatches from `feed` one at a time until the tick reads no more. */
+/**
+ * One lane: reads dispatches from `feed` one at a time until the tick reads no more. A read's
+ * action overlaps the lane's next read; the lane ends once its last action is over.
+ */
 export async function readLane(
   ctx: TickContext,
   feed: ReadFeed,
   counts: ReadCounts,
 ): Promise<void> {
   const pausedReadDelayMs = Math.min(ctx.config.pollMaxIntervalMs, AUTH_PROBE_BACKOFF.maxBackoffMs);
+  let writing: Promise<void> = Promise.resolve();
   for (let taken = await feed.take(); taken; taken = await feed.take()) {
     const { batch, index } = taken;
     const record = batch.records[index];
@@ -104,18 +109,29 @@ export async function readLane(
     // In the follow-up's trace: the status read and the FINISH join the producer's trace.
     const read = withTraceparent(record.traceparent, () =>
       pollOne(ctx, record, batch.nowMs, batch.pause),
-    ).then((ended) => {
-      if (ended) counts.finished++;
-    });
+    );
+    const written = read
+      .then(({ acted }) => acted)
+      .then((ended) => {
+        if (ended) counts.finished++;
+      });
+    // Awaited below, or logged when the lane moves on without it: never an unhandled rejection.
+    written.catch(() => {});
     const waited = await within(
       read.then(() => true),
       READ_WAIT_MS,
       () => false,
     );
     if (!waited) {
-      read.catch((err: unknown) =>
+      written.catch((err: unknown) =>
         ctx.logger.warn({ err, dispatchId: record.dispatchId }, LIFECYCLE.pollError),
       );
+      continue;
     }
+    // The read is over: its action (a RESCHEDULE or a FINISH) goes on while the lane starts its
+    // next read, one action at a time per lane.
+    await writing;
+    writing = written;
   }
+  await writing;
 }
