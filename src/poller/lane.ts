@@ -7,9 +7,9 @@ import { pollOne, type TickContext } from './read.js';
 
 /**
  * The reads of a tick: due dispatches are claimed in batches, and `POLL_CONCURRENCY` lanes read
- * them one after another. A lane that finds its batch fully started asks the tick for the next
- * one ({@link ReadFeed}) while the other lanes finish theirs, so no lane idles until the slowest
- * read of a batch is over, and a read falling due meanwhile does not wait for it. A read's action
+ * them one after another. The tick claims the next batch while the lanes finish the current one
+ * ({@link ReadFeed}), so no lane idles until the slowest read of a batch is over, and a read
+ * falling due meanwhile does not wait for it. A read's action
  * (a RESCHEDULE or a FINISH) runs on while its lane starts the next read.
  */
 
@@ -49,6 +49,11 @@ export class Batch {
     probing: boolean,
   ) {
     this.probing = probing;
+  }
+
+  /** How many of its dispatches no lane has started yet. */
+  unstarted(): number {
+    return this.ids.length - this.#next;
   }
 
   /** The index of the next dispatch no lane has started, or `undefined` when all are started. */

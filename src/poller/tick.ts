@@ -17,8 +17,7 @@ export interface TickResult {
 
 /**
  * Bounds of one tick. A tick claims at most `BATCH_SIZE` due dispatches at a time, the next batch
- * as soon as every read of the current one has started, and claims no new batch after half its
- * lock's time: what is left is due at the next tick, which the lock keeps from overlapping this
+ * while the lanes finish the current one, and claims no new batch after half its lock's time: what is left is due at the next tick, which the lock keeps from overlapping this
  * one. The lock lasts ten poll intervals (2 to 30 s), renewed per batch: long enough for a slow
  * batch, short enough that a poller killed mid-tick holds up the others only briefly.
  */
@@ -93,14 +92,17 @@ interface TickBounds {
 }
 
 /**
- * The tick's claims: the lanes' next read, from the batch claimed last, else from a new claim.
- * One claim at a time, awaited by every lane that runs out meanwhile; once the tick claims no
- * more (its time is up, or it is stopping), every lane gets `undefined` and ends.
+ * The tick's claims: the lanes' next read, from the batches claimed, oldest first. The next claim
+ * starts once fewer reads of the last batch are left to start than there are lanes, so that it
+ * is ready when they free up; one claim at a time, awaited by every lane that runs out meanwhile.
+ * Once the tick claims no more (its time is up, it is stopping, or a claim failed), the lanes
+ * read what is claimed and end.
  */
 class DueFeed implements ReadFeed {
-  #batch: Batch | undefined;
+  readonly #batches: Batch[] = [];
   #claiming: Promise<void> | undefined;
   #over = false;
+  #failure: { err: unknown } | undefined;
   /** A batch was claimed since the lock was last renewed. */
   #claimed = false;
 
@@ -116,20 +118,35 @@ class DueFeed implements ReadFeed {
 
   async take(): Promise<{ batch: Batch; index: number } | undefined> {
     for (;;) {
-      const index = this.#batch?.takeIndex();
-      if (this.#batch && index !== undefined) return { batch: this.#batch, index };
+      for (let batch = this.#batches[0]; batch; batch = this.#batches[0]) {
+        const index = batch.takeIndex();
+        if (index === undefined) {
+          this.#batches.shift();
+          continue;
+        }
+        const last = this.#batches.length === 1;
+        if (last && batch.unstarted() < this.#ctx.config.pollConcurrency) void this.#claimNext();
+        return { batch, index };
+      }
+      if (this.#failure) throw this.#failure.err;
       if (this.#over) return undefined;
-      this.#claiming ??= this.#claim().then(
-        () => {
-          this.#claiming = undefined;
-        },
-        (err: unknown) => {
-          this.#over = true;
-          throw err;
-        },
-      );
-      await this.#claiming;
+      await this.#claimNext();
     }
+  }
+
+  /** The claim under way, or a new one; it never rejects: a failure ends the claims. */
+  #claimNext(): Promise<void> {
+    if (this.#over) return Promise.resolve();
+    this.#claiming ??= this.#claim().then(
+      () => {
+        this.#claiming = undefined;
+      },
+      (err: unknown) => {
+        this.#failure = { err };
+        this.end();
+      },
+    );
+    return this.#claiming;
   }
 
   /** Claims the next batch, waiting for one to fall due while the tick's time allows. */
@@ -147,7 +164,7 @@ class DueFeed implements ReadFeed {
         leaseMsOf(ctx.config),
       );
       if (ids.length > 0) {
-        this.#batch = await prepareBatch(ctx, ids, nowMs);
+        this.#batches.push(await prepareBatch(ctx, ids, nowMs));
         this.#claimed = true;
         return;
       }
@@ -161,7 +178,7 @@ class DueFeed implements ReadFeed {
     }
   }
 
-  /** Claims no more: every lane ends after its current read. */
+  /** Claims no more: the lanes read what is claimed, then end. */
   end(): void {
     this.#over = true;
   }
