@@ -20,6 +20,12 @@ import { pollOne, type TickContext } from './read.js';
  */
 const READ_WAIT_MS = 1_000;
 
+/**
+ * Actions (RESCHEDULE, FINISH) a lane leaves running while it reads on. While the machine is busy
+ * a Redis round trip can take longer than a GET; a few in flight per lane keep the reads going.
+ */
+const WRITES_IN_FLIGHT = 4;
+
 /** Where lanes take their next read from: the current batch, then the tick's next claim. */
 export interface ReadFeed {
   /** The next dispatch to read; `undefined`: the tick reads no more. */
@@ -51,11 +57,6 @@ export class Batch {
     this.probing = probing;
   }
 
-  /** How many of its dispatches no lane has started yet. */
-  unstarted(): number {
-    return this.ids.length - this.#next;
-  }
-
   /** The index of the next dispatch no lane has started, or `undefined` when all are started. */
   takeIndex(): number | undefined {
     return this.#next < this.ids.length ? this.#next++ : undefined;
@@ -82,7 +83,8 @@ export async function prepareBatch(
 
 /**
  * One lane: reads dispatches from `feed` one at a time until the tick reads no more. A read's
- * action overlaps the lane's next read; the lane ends once its last action is over.
+ * action overlaps the lane's next reads ({@link WRITES_IN_FLIGHT}); the lane ends once its
+ * actions are over.
  */
 export async function readLane(
   ctx: TickContext,
@@ -90,7 +92,7 @@ export async function readLane(
   counts: ReadCounts,
 ): Promise<void> {
   const pausedReadDelayMs = Math.min(ctx.config.pollMaxIntervalMs, AUTH_PROBE_BACKOFF.maxBackoffMs);
-  let writing: Promise<void> = Promise.resolve();
+  const writes: Promise<void>[] = [];
   for (let taken = await feed.take(); taken; taken = await feed.take()) {
     const { batch, index } = taken;
     const record = batch.records[index];
@@ -133,10 +135,9 @@ export async function readLane(
       );
       continue;
     }
-    // The read is over: its action (a RESCHEDULE or a FINISH) goes on while the lane starts its
-    // next read, one action at a time per lane.
-    await writing;
-    writing = written;
+    // The read is over: its action (a RESCHEDULE or a FINISH) goes on while the lane reads on.
+    writes.push(written);
+    if (writes.length > WRITES_IN_FLIGHT) await writes.shift();
   }
-  await writing;
+  await Promise.all(writes);
 }

@@ -93,8 +93,9 @@ interface TickBounds {
 
 /**
  * The tick's claims: the lanes' next read, from the batches claimed, oldest first. The next claim
- * starts once fewer reads of the last batch are left to start than there are lanes, so that it
- * is ready when they free up; one claim at a time, awaited by every lane that runs out meanwhile.
+ * starts as soon as the lanes read the last batch claimed, so that it is ready when they run out
+ * (a claim is five Redis round trips in a row); one claim at a time, awaited by every lane that
+ * runs out meanwhile.
  * Once the tick claims no more (its time is up, it is stopping, or a claim failed), the lanes
  * read what is claimed and end.
  */
@@ -124,8 +125,7 @@ class DueFeed implements ReadFeed {
           this.#batches.shift();
           continue;
         }
-        const last = this.#batches.length === 1;
-        if (last && batch.unstarted() < this.#ctx.config.pollConcurrency) void this.#claimNext();
+        if (this.#batches.length === 1) void this.#claimNext();
         return { batch, index };
       }
       if (this.#failure) throw this.#failure.err;
