@@ -17,9 +17,10 @@ export interface TickResult {
 
 /**
  * Bounds of one tick. A tick claims at most `BATCH_SIZE` due dispatches at a time, the next batch
- * while the lanes finish the current one, and claims no new batch after half its lock's time: what is left is due at the next tick, which the lock keeps from overlapping this
- * one. The lock lasts ten poll intervals (2 to 30 s), renewed per batch: long enough for a slow
- * batch, short enough that a poller killed mid-tick holds up the others only briefly.
+ * while the lanes read the current one, and claims no new batch after half its lock's time: what
+ * is left is due at the next tick, which the lock keeps from overlapping this one. The lock lasts
+ * ten poll intervals (2 to 30 s), renewed per batch: long enough for a slow batch, short enough
+ * that a poller killed mid-tick holds up the others only briefly.
  */
 const BATCH_SIZE = 500;
 
@@ -95,9 +96,8 @@ interface TickBounds {
  * The tick's claims: the lanes' next read, from the batches claimed, oldest first. The next claim
  * starts as soon as the lanes read the last batch claimed, so that it is ready when they run out
  * (a claim is five Redis round trips in a row); one claim at a time, awaited by every lane that
- * runs out meanwhile.
- * Once the tick claims no more (its time is up, it is stopping, or a claim failed), the lanes
- * read what is claimed and end.
+ * runs out meanwhile. Once the tick claims no more (its time is up, it is stopping, or a claim
+ * failed), the lanes read what is claimed and end.
  */
 class DueFeed implements ReadFeed {
   readonly #batches: Batch[] = [];
