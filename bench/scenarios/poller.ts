@@ -74,7 +74,8 @@ function report(r: PollerRun): ScenarioResult {
     notes: [
       "Run end = the simulator's send time + its random work time (recorded by the bench's " +
         'workTimeMs callback); event time = the stream entry id. Part of the latency is the ' +
-        'backed-off read schedule (×1.5 per read from 250 ms up to 5 s), by design: fewer reads for long runs.',
+        'backed-off read schedule (×1.5 per read from 250 ms up to 1 s in the first 5 s after ' +
+        'the send, then ×2 up to 5 s), by design: fewer reads for long runs.',
       'Waited out ACTIVE_GRACE: events whose finishedAt − sentAt is at least the grace. Their runs ' +
         'were active when sent (the POST answer says so), yet the poller lost that mark and kept ' +
         'reading the terminal status until the grace passed (a stale-snapshot race in the poll tick).',

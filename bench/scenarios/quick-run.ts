@@ -96,7 +96,7 @@ function report(r: QuickRun): ScenarioResult {
     limitedBy: [
       'The read schedule: a run is seen active only by a read inside its 1 s active window, and ' +
         'its event follows the first read after it ended. Reads start POLL_MIN_INTERVAL after ' +
-        'the send and grow by half; how close to its due time a read happens is set by the poll ' +
+        'the send and grow by half (up to 4 POLL_MIN_INTERVALs in the first 20); how close to its due time a read happens is set by the poll ' +
         'tick (a tick reads what falls due until the next one).',
     ],
     notes: ["Run end = the simulator's delivery time + 1.5 s; event time = the stream entry id."],

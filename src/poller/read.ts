@@ -12,13 +12,22 @@ import { actionForRead, type Action, type Observation } from './read-action.js';
 /** What a tick needs, built once per poller process: the role's context. */
 export type TickContext = RoleContext;
 
-/** Reads one dispatch's job and acts on what it shows. Resolves to whether the dispatch ended. */
+/** A status read that is over, and its action under way. */
+export interface Polled {
+  /** The action on what the read showed (a RESCHEDULE, a FINISH...): whether the dispatch ended. */
+  readonly acted: Promise<boolean>;
+}
+
+/**
+ * Reads one dispatch's job and decides what it shows; resolves once the read is over, with the
+ * action on it started, so that the caller can start its next read meanwhile.
+ */
 export async function pollOne(
   ctx: TickContext,
   record: DispatchRecord,
   nowMs: number,
   pause: { on: boolean },
-): Promise<boolean> {
+): Promise<Polled> {
   const started = performance.now();
   let seen: Observation;
   try {
@@ -38,7 +47,7 @@ export async function pollOne(
   await pauseOrResume(ctx, seen, pause);
   const action = actionForRead(record, seen, nowMs, ctx.config);
   countRead(ctx, seen, action);
-  return act(ctx, record, action, seen);
+  return { acted: act(ctx, record, action, seen) };
 }
 
 /** A read rejected for the key or the URL pauses every send; an answered read ends a pause. */

@@ -1,10 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { Config } from '../config/index.js';
-import { AUTH_PROBE_BACKOFF } from '../dispatch/store.js';
-import { sleep, within } from '../runtime/deadline.js';
+import { sleep } from '../runtime/deadline.js';
 import { LIFECYCLE } from '../telemetry/names.js';
-import { withTraceparent } from '../telemetry/tracing.js';
-import { pollOne, type TickContext } from './read.js';
+import { prepareBatch, readLane, type Batch, type ReadCounts, type ReadFeed } from './lane.js';
+import type { TickContext } from './read.js';
 import { sweepLostJobs } from './repair.js';
 
 export type { TickContext } from './read.js';
@@ -17,20 +16,13 @@ export interface TickResult {
 }
 
 /**
- * Bounds of one tick. A tick reads at most `BATCH_SIZE` due dispatches per batch, and starts no
- * new batch after half its lock's time: what is left is due at the next tick, which the lock
- * keeps from overlapping this one. The lock lasts ten poll intervals (2 to 30 s), renewed per
- * batch: long enough for a slow batch, short enough that a poller killed mid-tick holds up the
- * others only briefly.
+ * Bounds of one tick. A tick claims at most `BATCH_SIZE` due dispatches at a time, the next batch
+ * while the lanes read the current one, and claims no new batch after half its lock's time: what
+ * is left is due at the next tick, which the lock keeps from overlapping this one. The lock lasts
+ * ten poll intervals (2 to 30 s), renewed per batch: long enough for a slow batch, short enough
+ * that a poller killed mid-tick holds up the others only briefly.
  */
 const BATCH_SIZE = 500;
-
-/**
- * How long a tick waits for one status read before it moves on. A read that hangs (up to its
- * timeout) then finishes on its own, still claimed, and holds up no other agent job's event.
- * @defaultValue 1 s
- */
-const READ_WAIT_MS = 1_000;
 
 /** A claimed dispatch stays claimed past any read: connect, headers and body timeouts, and slack. */
 const leaseMsOf = (config: Config) => config.connectTimeoutMs + 2 * config.sendTimeoutMs + 5_000;
@@ -64,30 +56,20 @@ export async function runTick(
   // The next tick must find the lock free: stop waiting a little before it is due. Nor past half
   // the lock's time, which only a batch renews.
   const readUntil = started + Math.min(ctx.config.pollIntervalMs * (1 - TICK_MARGIN), lockMs / 2);
-  let reads = 0;
-  let finished = 0;
+  const feed = new DueFeed(ctx, { token, lockMs, started, readUntil }, stopping);
+  const counts: ReadCounts = { reads: 0, finished: 0 };
   try {
-    for (;;) {
-      const { nowMs, ids, nextDueMs } = await ctx.store.tracking.due(
-        BATCH_SIZE,
-        leaseMsOf(ctx.config),
-      );
-      if (ids.length > 0) {
-        const result = await pollBatch(ctx, ids, nowMs);
-        reads += result.reads;
-        finished += result.finished;
-        if (Date.now() - started > lockMs / 2) break;
-        await ctx.store.poll.renewLock(token, lockMs);
-        if (ids.length === BATCH_SIZE) continue;
-      }
-      if (stopping()) break;
-      const waitMs = Math.max(
-        MIN_WAIT_MS,
-        Math.min((nextDueMs ?? Infinity) - nowMs, ctx.config.pollMinIntervalMs),
-      );
-      if (Date.now() + waitMs > readUntil) break;
-      await sleep(waitMs);
-    }
+    const lanes = await Promise.allSettled(
+      Array.from({ length: ctx.config.pollConcurrency }, () =>
+        readLane(ctx, feed, counts).catch((err: unknown) => {
+          feed.end();
+          throw err;
+        }),
+      ),
+    );
+    // A failed lane ends the tick's claims; every lane has stopped before the lock is released,
+    // then the first failure fails the tick.
+    for (const lane of lanes) if (lane.status === 'rejected') throw lane.reason;
     await sweepLostJobs(ctx).catch((err: unknown) => ctx.logger.warn({ err }, LIFECYCLE.pollError));
     ctx.metrics.pollTicks.inc({ outcome: 'ran' });
   } catch (err) {
@@ -96,72 +78,108 @@ export async function runTick(
   } finally {
     await ctx.store.poll.releaseLock(token).catch(() => {});
   }
+  const { reads, finished } = counts;
   ctx.logger.debug({ reads, finished, ms: Date.now() - started }, LIFECYCLE.pollTick);
   return { ran: true, reads, finished };
 }
 
-/** Reads and acts on one batch of due dispatches, `POLL_CONCURRENCY` reads at a time. */
-async function pollBatch(
-  ctx: TickContext,
-  ids: readonly string[],
-  nowMs: number,
-): Promise<TickResult> {
-  const records = await ctx.store.sends.getMany(ids);
-  const parkedUntil = await ctx.store.poll.pollParks([
-    ...new Set(records.flatMap((r) => (r ? [r.projectId] : []))),
-  ]);
-  // While the key is rejected, read only as the fleet's probe (with the key file's current key);
-  // a read answered with anything but a rejection ends the pause.
-  const claim = await ctx.store.pause.claimProbe();
-  const pause = { on: claim !== 'none' };
-  if (claim === 'probe') ctx.refreshKey();
-  const pausedReadDelayMs = Math.min(ctx.config.pollMaxIntervalMs, AUTH_PROBE_BACKOFF.maxBackoffMs);
-  // Before the probe time, no read at all: the fleet's one probe per backoff holds for reads too.
-  let probing = claim === 'wait';
-  let reads = 0;
-  let finished = 0;
-  let next = 0;
-  const lane = async () => {
-    while (next < records.length) {
-      const i = next++;
-      const record = records[i];
-      if (!record) {
-        // Tracked but no record: it expired or was never ours. Stop tracking it.
-        await ctx.store.tracking.untrack(ids[i] as string);
-        continue;
+/** The lock and the time bounds of one tick. */
+interface TickBounds {
+  readonly token: string;
+  readonly lockMs: number;
+  readonly started: number;
+  /** No wait for the due set goes past this. */
+  readonly readUntil: number;
+}
+
+/**
+ * The tick's claims: the lanes' next read, from the batches claimed, oldest first. The next claim
+ * starts as soon as the lanes read the last batch claimed, so that it is ready when they run out
+ * (a claim is five Redis round trips in a row); one claim at a time, awaited by every lane that
+ * runs out meanwhile. Once the tick claims no more (its time is up, it is stopping, or a claim
+ * failed), the lanes read what is claimed and end.
+ */
+class DueFeed implements ReadFeed {
+  readonly #batches: Batch[] = [];
+  #claiming: Promise<void> | undefined;
+  #over = false;
+  #failure: { err: unknown } | undefined;
+  /** A batch was claimed since the lock was last renewed. */
+  #claimed = false;
+
+  readonly #ctx: TickContext;
+  readonly #bounds: TickBounds;
+  readonly #stopping: () => boolean;
+
+  constructor(ctx: TickContext, bounds: TickBounds, stopping: () => boolean) {
+    this.#ctx = ctx;
+    this.#bounds = bounds;
+    this.#stopping = stopping;
+  }
+
+  async take(): Promise<{ batch: Batch; index: number } | undefined> {
+    for (;;) {
+      for (let batch = this.#batches[0]; batch; batch = this.#batches[0]) {
+        const index = batch.takeIndex();
+        if (index === undefined) {
+          this.#batches.shift();
+          continue;
+        }
+        if (this.#batches.length === 1) void this.#claimNext();
+        return { batch, index };
       }
-      const parked = parkedUntil.get(record.projectId);
-      if (parked && parked > nowMs) {
-        await ctx.store.tracking.reschedule(record.dispatchId, parked - nowMs);
-        continue;
-      }
-      if (pause.on && probing) {
-        // One read per batch tries the key while it is rejected; the others wait, unread.
-        await ctx.store.tracking.reschedule(record.dispatchId, pausedReadDelayMs);
-        continue;
-      }
-      probing = pause.on;
-      reads++;
-      // In the follow-up's trace: the status read and the FINISH join the producer's trace.
-      const read = withTraceparent(record.traceparent, () =>
-        pollOne(ctx, record, nowMs, pause),
-      ).then((ended) => {
-        if (ended) finished++;
-      });
-      const waited = await within(
-        read.then(() => true),
-        READ_WAIT_MS,
-        () => false,
-      );
-      if (!waited) {
-        read.catch((err: unknown) =>
-          ctx.logger.warn({ err, dispatchId: record.dispatchId }, LIFECYCLE.pollError),
-        );
-      }
+      if (this.#failure) throw this.#failure.err;
+      if (this.#over) return undefined;
+      await this.#claimNext();
     }
-  };
-  await Promise.all(
-    Array.from({ length: Math.min(ctx.config.pollConcurrency, records.length) }, lane),
-  );
-  return { ran: true, reads, finished };
+  }
+
+  /** The claim under way, or a new one; it never rejects: a failure ends the claims. */
+  #claimNext(): Promise<void> {
+    if (this.#over) return Promise.resolve();
+    this.#claiming ??= this.#claim().then(
+      () => {
+        this.#claiming = undefined;
+      },
+      (err: unknown) => {
+        this.#failure = { err };
+        this.end();
+      },
+    );
+    return this.#claiming;
+  }
+
+  /** Claims the next batch, waiting for one to fall due while the tick's time allows. */
+  async #claim(): Promise<void> {
+    const ctx = this.#ctx;
+    const bounds = this.#bounds;
+    for (;;) {
+      if (this.#claimed) {
+        if (Date.now() - bounds.started > bounds.lockMs / 2) return this.end();
+        await ctx.store.poll.renewLock(bounds.token, bounds.lockMs);
+        this.#claimed = false;
+      }
+      const { nowMs, ids, nextDueMs } = await ctx.store.tracking.due(
+        BATCH_SIZE,
+        leaseMsOf(ctx.config),
+      );
+      if (ids.length > 0) {
+        this.#batches.push(await prepareBatch(ctx, ids, nowMs));
+        this.#claimed = true;
+        return;
+      }
+      if (this.#stopping()) return this.end();
+      const waitMs = Math.max(
+        MIN_WAIT_MS,
+        Math.min((nextDueMs ?? Infinity) - nowMs, ctx.config.pollMinIntervalMs),
+      );
+      if (Date.now() + waitMs > bounds.readUntil) return this.end();
+      await sleep(waitMs);
+    }
+  }
+
+  /** Claims no more: the lanes read what is claimed, then end. */
+  end(): void {
+    this.#over = true;
+  }
 }

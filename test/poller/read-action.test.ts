@@ -103,15 +103,16 @@ describe('actionForRead', () => {
     ).toMatchObject({ ending: { type: 'followup.completed' } });
   });
 
-  it('marks active, backs the interval off by half each time up to the cap', () => {
+  it('marks active, backs the interval off each time up to the cap', () => {
     const first = actionForRead(record(), job('active'), SENT_AT + 100, SETTINGS);
     expect(first).toMatchObject({
       kind: 'reschedule',
       delayMs: 1_500,
       fields: { seenActive: '1', state: 'sent', pollDelayMs: 1_500 },
     });
+    // Past the first 20 POLL_MIN_INTERVALs after the send, up to POLL_MAX_INTERVAL.
     expect(
-      actionForRead(record({ pollDelayMs: 7_000 }), job('active'), SENT_AT + 100, SETTINGS),
+      actionForRead(record({ pollDelayMs: 7_000 }), job('active'), SENT_AT + 20_000, SETTINGS),
     ).toMatchObject({ delayMs: 8_000 });
   });
 

@@ -1,0 +1,143 @@
+import { AUTH_PROBE_BACKOFF } from '../dispatch/store.js';
+import type { DispatchRecord } from '../dispatch/record.js';
+import { within } from '../runtime/deadline.js';
+import { LIFECYCLE } from '../telemetry/names.js';
+import { withTraceparent } from '../telemetry/tracing.js';
+import { pollOne, type TickContext } from './read.js';
+
+/**
+ * The reads of a tick: due dispatches are claimed in batches, and `POLL_CONCURRENCY` lanes read
+ * them one after another. The tick claims the next batch while the lanes finish the current one
+ * ({@link ReadFeed}), so no lane idles until the slowest read of a batch is over, and a read
+ * falling due meanwhile does not wait for it. A read's action
+ * (a RESCHEDULE or a FINISH) runs on while its lane starts the next read.
+ */
+
+/**
+ * How long a lane waits for one status read before it moves on. A read that hangs (up to its
+ * timeout) then finishes on its own, still claimed, and holds up no other agent job's event.
+ * @defaultValue 1 s
+ */
+const READ_WAIT_MS = 1_000;
+
+/**
+ * Actions (RESCHEDULE, FINISH) a lane leaves running while it reads on. While the machine is busy
+ * a Redis round trip can take longer than a GET; a few in flight per lane keep the reads going.
+ */
+const WRITES_IN_FLIGHT = 4;
+
+/** Where lanes take their next read from: the current batch, then the tick's next claim. */
+export interface ReadFeed {
+  /** The next dispatch to read; `undefined`: the tick reads no more. */
+  take(): Promise<{ batch: Batch; index: number } | undefined>;
+}
+
+/** What one tick's lanes did, for logs and tests. */
+export interface ReadCounts {
+  reads: number;
+  finished: number;
+}
+
+/** One claimed batch of due dispatches, with what its reads share. */
+export class Batch {
+  #next = 0;
+  /** While the key is rejected: no read is the batch's probe yet (reads only as the probe). */
+  probing: boolean;
+
+  constructor(
+    readonly ids: readonly string[],
+    readonly records: readonly (DispatchRecord | undefined)[],
+    /** Redis's time of the claim: what each read decides by. */
+    readonly nowMs: number,
+    readonly parkedUntil: ReadonlyMap<string, number>,
+    /** Whether sends are paused for the key; a read can turn it on or off. */
+    readonly pause: { on: boolean },
+    probing: boolean,
+  ) {
+    this.probing = probing;
+  }
+
+  /** The index of the next dispatch no lane has started, or `undefined` when all are started. */
+  takeIndex(): number | undefined {
+    return this.#next < this.ids.length ? this.#next++ : undefined;
+  }
+}
+
+/** Reads the records of claimed dispatches and what the batch's reads share. */
+export async function prepareBatch(
+  ctx: TickContext,
+  ids: readonly string[],
+  nowMs: number,
+): Promise<Batch> {
+  const records = await ctx.store.sends.getMany(ids);
+  const parkedUntil = await ctx.store.poll.pollParks([
+    ...new Set(records.flatMap((r) => (r ? [r.projectId] : []))),
+  ]);
+  // While the key is rejected, read only as the fleet's probe (with the key file's current key);
+  // a read answered with anything but a rejection ends the pause.
+  const claim = await ctx.store.pause.claimProbe();
+  if (claim === 'probe') ctx.refreshKey();
+  // Before the probe time, no read at all: the fleet's one probe per backoff holds for reads too.
+  return new Batch(ids, records, nowMs, parkedUntil, { on: claim !== 'none' }, claim === 'wait');
+}
+
+/**
+ * One lane: reads dispatches from `feed` one at a time until the tick reads no more. A read's
+ * action overlaps the lane's next reads ({@link WRITES_IN_FLIGHT}); the lane ends once its
+ * actions are over.
+ */
+export async function readLane(
+  ctx: TickContext,
+  feed: ReadFeed,
+  counts: ReadCounts,
+): Promise<void> {
+  const pausedReadDelayMs = Math.min(ctx.config.pollMaxIntervalMs, AUTH_PROBE_BACKOFF.maxBackoffMs);
+  const writes: Promise<void>[] = [];
+  for (let taken = await feed.take(); taken; taken = await feed.take()) {
+    const { batch, index } = taken;
+    const record = batch.records[index];
+    if (!record) {
+      // Tracked but no record: it expired or was never ours. Stop tracking it.
+      await ctx.store.tracking.untrack(batch.ids[index] as string);
+      continue;
+    }
+    const parked = batch.parkedUntil.get(record.projectId);
+    if (parked && parked > batch.nowMs) {
+      await ctx.store.tracking.reschedule(record.dispatchId, parked - batch.nowMs);
+      continue;
+    }
+    if (batch.pause.on && batch.probing) {
+      // One read per batch tries the key while it is rejected; the others wait, unread.
+      await ctx.store.tracking.reschedule(record.dispatchId, pausedReadDelayMs);
+      continue;
+    }
+    batch.probing = batch.pause.on;
+    counts.reads++;
+    // In the follow-up's trace: the status read and the FINISH join the producer's trace.
+    const read = withTraceparent(record.traceparent, () =>
+      pollOne(ctx, record, batch.nowMs, batch.pause),
+    );
+    const written = read
+      .then(({ acted }) => acted)
+      .then((ended) => {
+        if (ended) counts.finished++;
+      });
+    // Awaited below, or logged when the lane moves on without it: never an unhandled rejection.
+    written.catch(() => {});
+    const waited = await within(
+      read.then(() => true),
+      READ_WAIT_MS,
+      () => false,
+    );
+    if (!waited) {
+      written.catch((err: unknown) =>
+        ctx.logger.warn({ err, dispatchId: record.dispatchId }, LIFECYCLE.pollError),
+      );
+      continue;
+    }
+    // The read is over: its action (a RESCHEDULE or a FINISH) goes on while the lane reads on.
+    writes.push(written);
+    if (writes.length > WRITES_IN_FLIGHT) await writes.shift();
+  }
+  await Promise.all(writes);
+}
