@@ -44,24 +44,33 @@ export class Sends {
     return 1;
   }
 
-  /** Queues REGISTER on `multi`, a MULTI of this store's connection (see register-3.lua). */
-  registerInto(multi: ChainableCommander, dispatchId: string, followUp: Registration): void {
+  /**
+   * Queues one REGISTER of every follow-up of a batch, in order, on `multi`, a MULTI of this
+   * store's connection (see register-n.lua): its reply is their answers, in the same order. Only
+   * a follow-up with an idempotency key gets a digest: without one, its id is random and never
+   * registered again, so nothing would ever compare it.
+   */
+  registerAllInto(
+    multi: ChainableCommander,
+    batch: readonly { readonly dispatchId: string; readonly followUp: Registration }[],
+  ): void {
     const state = this.#state;
-    state.scripts.queue(
-      multi,
-      'register',
-      [state.keys.dispatch(dispatchId), laneOf(state, followUp), state.keys.open],
-      [
+    const keys: string[] = [state.keys.open];
+    const args: string[] = [];
+    for (const { dispatchId, followUp } of batch) {
+      keys.push(state.keys.dispatch(dispatchId), laneOf(state, followUp));
+      args.push(
         dispatchId,
         followUp.projectId,
         followUp.jobId,
         followUp.prompt,
         followUp.key ?? '',
         followUp.meta ? JSON.stringify(followUp.meta) : '',
-        contentDigest(followUp),
+        followUp.key === undefined ? '' : contentDigest(followUp),
         followUp.traceparent ?? '',
-      ],
-    );
+      );
+    }
+    state.scripts.queue(multi, 'register', keys, args);
   }
 
   /** Reads one dispatch record. */

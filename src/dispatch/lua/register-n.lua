@@ -1,0 +1,61 @@
+--[[
+  Registers a batch of follow-ups, in order: per follow-up its record, its place in its lane, and
+  its entry in the open index (scored by the batch's enqueue time) until FINISH. The producer runs
+  it once per MULTI, beside BullMQ's job adds, so a batch costs one script call and one TIME.
+
+  The digest outlives the prompt (FINISH deletes that), so a conflict is seen until the record
+  expires; a record written without one (before digests were stored, or without an idempotency
+  key, whose random id is never registered twice) counts as the same.
+
+  Input (n: the number of follow-ups; i from 1 to n):
+    KEYS[1]      open index
+    KEYS[2i]     record of follow-up i
+    KEYS[2i + 1] lane of follow-up i
+
+    ARGV[8i - 7] dispatchId
+    ARGV[8i - 6] projectId
+    ARGV[8i - 5] jobId
+    ARGV[8i - 4] prompt
+    ARGV[8i - 3] idempotency key ('' = none)
+    ARGV[8i - 2] meta as JSON ('' = none)
+    ARGV[8i - 1] digest of the content, computed by the producer ('' = none: no key)
+    ARGV[8i]     W3C traceparent of the producer's span ('' = not traced)
+
+  Output: one answer per follow-up, in order:
+    1  registered
+    0  this id exists with the same digest (deduplicated)
+    -1 this id exists with another digest: the key was used for a different follow-up
+]]
+local openKey = KEYS[1]
+--- @include "includes/now"
+
+local function register(recordKey, laneKey, a)
+  local dispatchId, digest, traceparent = ARGV[a + 1], ARGV[a + 7], ARGV[a + 8]
+  if redis.call('EXISTS', recordKey) == 1 then
+    local stored = redis.call('HGET', recordKey, 'digest')
+    if stored and stored ~= digest then return -1 end
+    return 0
+  end
+  local fields = {'projectId', ARGV[a + 2], 'jobId', ARGV[a + 3], 'prompt', ARGV[a + 4],
+    'key', ARGV[a + 5], 'meta', ARGV[a + 6], 'state', 'queued', 'enqueuedAt', now,
+    'attempts', 0, 'polls', 0}
+  -- In the same HSET: a digest or a traced follow-up costs no command more.
+  if digest ~= '' then
+    fields[#fields + 1] = 'digest'
+    fields[#fields + 1] = digest
+  end
+  if traceparent ~= '' then
+    fields[#fields + 1] = 'traceparent'
+    fields[#fields + 1] = traceparent
+  end
+  redis.call('HSET', recordKey, unpack(fields))
+  redis.call('RPUSH', laneKey, dispatchId)
+  redis.call('ZADD', openKey, now, dispatchId)
+  return 1
+end
+
+local answers = {}
+for i = 1, (#KEYS - 1) / 2 do
+  answers[i] = register(KEYS[2 * i], KEYS[2 * i + 1], 8 * (i - 1))
+end
+return answers
