@@ -1,12 +1,7 @@
-import { Job, type Queue } from 'bullmq';
+import type { Queue } from 'bullmq';
 import type { ChainableCommander, Redis } from 'ioredis';
 import type { FollowUp } from '../dispatch/followup.js';
-import {
-  DISPATCH_JOB_NAME,
-  dispatchJobOptions,
-  newDispatchId,
-  type DispatchJobData,
-} from '../runtime/jobs.js';
+import { dispatchJobJson, newDispatchId, type DispatchJobData } from '../runtime/jobs.js';
 import type { DispatchStore, Registration } from '../dispatch/store.js';
 import {
   asRedisFailure,
@@ -72,13 +67,18 @@ export async function buildTransaction(
     multi,
     registrations.map((followUp, i) => ({ dispatchId: ids[i] as string, followUp })),
   );
-  for (const [i, registration] of registrations.entries()) {
-    await addJobInto(queue, multi, ids[i] as string, registration, attempts);
-  }
+  await Promise.all(
+    registrations.map((registration, i) =>
+      addJobInto(queue, multi, ids[i] as string, registration, attempts),
+    ),
+  );
   return { multi, ids, loads, registrations };
 }
 
-/** Queues BullMQ's add of the job that carries `dispatchId` on `multi`. */
+/**
+ * Queues BullMQ's add of the job that carries `dispatchId` on `multi`. BullMQ queues it before
+ * its promise settles, so a batch's adds are queued in order without waiting for each.
+ */
 async function addJobInto(
   queue: Queue<DispatchJobData>,
   multi: ChainableCommander,
@@ -94,16 +94,9 @@ async function addJobInto(
     jobId: followUp.jobId,
     ...(traceparent ? { traceparent } : {}),
   };
-  const job = new Job(
-    queue,
-    DISPATCH_JOB_NAME,
-    data,
-    dispatchJobOptions(dispatchId, attempts),
-    dispatchId,
-  );
   await queue.backend.addJobToTransaction(
     multi as unknown as BullTransaction,
-    job.asJSON(),
+    dispatchJobJson(data, attempts),
     dispatchId,
   );
 }
@@ -132,9 +125,11 @@ export async function addMissingJobs(
   const sources = bullmqSources(client);
   for (const source of sources) multi.script('LOAD', source);
   const reloads = sources.length;
-  for (const i of missing) {
-    await addJobInto(queue, multi, ids[i] as string, registrations[i] as Registration, attempts);
-  }
+  await Promise.all(
+    missing.map((i) =>
+      addJobInto(queue, multi, ids[i] as string, registrations[i] as Registration, attempts),
+    ),
+  );
   const again = await multi.exec();
   if (!again) throw new Error('Redis discarded the transaction that adds the missing jobs');
   const merged = [...replies];
