@@ -1,7 +1,8 @@
 import type { ChainableCommander } from 'ioredis';
 import type { AgentJob } from '../agent-api/index.js';
 import type { Rate } from '../config/index.js';
-import { contentDigest, type FollowUp } from './followup.js';
+import { contentDigest } from './digest.js';
+import type { FollowUp } from './followup.js';
 import { NotDurableError } from '../redis/durability.js';
 import { LUA } from './lua.js';
 import { onDisk, wroteOn } from './on-disk.js';

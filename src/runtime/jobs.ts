@@ -1,4 +1,4 @@
-import { createHash, randomUUID } from 'node:crypto';
+import { hash, randomUUID } from 'node:crypto';
 import { Job, type JobJson, type JobsOptions, type Queue } from 'bullmq';
 import { z } from 'zod';
 import { identifier } from '../dispatch/followup.js';
@@ -85,7 +85,7 @@ export function dispatchJobJson(
  */
 export function newDispatchId(key: string | undefined): string {
   if (key === undefined) return randomUUID();
-  return `k-${createHash('sha256').update(key).digest('hex').slice(0, 40)}`;
+  return `k-${hash('sha256', key).slice(0, 40)}`;
 }
 
 /** Adds the BullMQ job `bullJobId` that carries dispatch `ref` to a worker. */
