@@ -60,13 +60,30 @@ function keyCount(suffix: string): number | undefined {
   return suffix === 'n' ? undefined : Number(suffix);
 }
 
+/**
+ * The scripts sent with every producer MULTI (SCRIPT LOAD, see `Sends.loadScriptsInto`): their
+ * header comment is left out of their source, blank lines in its place keeping line numbers.
+ */
+const LOADED_EACH_TIME: ReadonlySet<ScriptName> = new Set(['register']);
+const HEADER = /^--\[\[[\s\S]*?\]\]\n/;
+
+function withoutHeader(source: string): string {
+  return source.replace(HEADER, (header) => '\n'.repeat(header.split('\n').length - 1));
+}
+
 /** Every script of the store, read from its file. */
 export const LUA: Readonly<Record<ScriptName, LuaScript>> = Object.freeze(
   Object.fromEntries(
-    Object.entries(FILES).map(([name, file]) => [
-      name,
-      { source: read(file), numberOfKeys: keyCount(file.slice(file.lastIndexOf('-') + 1)) },
-    ]),
+    Object.entries(FILES).map(([name, file]) => {
+      const source = read(file);
+      return [
+        name,
+        {
+          source: LOADED_EACH_TIME.has(name as ScriptName) ? withoutHeader(source) : source,
+          numberOfKeys: keyCount(file.slice(file.lastIndexOf('-') + 1)),
+        },
+      ];
+    }),
   ) as Record<ScriptName, LuaScript>,
 );
 

@@ -1,7 +1,8 @@
 --[[
   Registers a batch of follow-ups, in order: per follow-up its record, its place in its lane, and
   its entry in the open index (scored by the batch's enqueue time) until FINISH. The producer runs
-  it once per MULTI, beside BullMQ's job adds, so a batch costs one script call and one TIME.
+  it once per MULTI, beside BullMQ's job adds, so a batch costs one script call, one TIME, one
+  EXISTS and one ZADD (per thousand follow-ups), and an HSET and an RPUSH per follow-up.
 
   The digest outlives the prompt (FINISH deletes that), so a conflict is seen until the record
   expires; a record written without one (before digests were stored, or without an idempotency
@@ -27,35 +28,68 @@
     -1 this id exists with another digest: the key was used for a different follow-up
 ]]
 local openKey = KEYS[1]
+local n = (#KEYS - 1) / 2
 --- @include "includes/now"
 
-local function register(recordKey, laneKey, a)
-  local dispatchId, digest, traceparent = ARGV[a + 1], ARGV[a + 7], ARGV[a + 8]
-  if redis.call('EXISTS', recordKey) == 1 then
-    local stored = redis.call('HGET', recordKey, 'digest')
-    if stored and stored ~= digest then return -1 end
-    return 0
+-- Commands that take many keys or members take them a thousand at a time (Lua's unpack has a
+-- limit, and a batch has none); their integer replies are summed.
+local CHUNK = 1000
+local function inChunks(command, key, items, width)
+  local total = 0
+  for first = 1, #items, CHUNK * width do
+    local last = math.min(first + CHUNK * width - 1, #items)
+    if key then
+      total = total + redis.call(command, key, unpack(items, first, last))
+    else
+      total = total + redis.call(command, unpack(items, first, last))
+    end
   end
-  local fields = {'projectId', ARGV[a + 2], 'jobId', ARGV[a + 3], 'prompt', ARGV[a + 4],
-    'key', ARGV[a + 5], 'meta', ARGV[a + 6], 'state', 'queued', 'enqueuedAt', now,
-    'attempts', 0, 'polls', 0}
-  -- In the same HSET: a digest or a traced follow-up costs no command more.
-  if digest ~= '' then
-    fields[#fields + 1] = 'digest'
-    fields[#fields + 1] = digest
-  end
-  if traceparent ~= '' then
-    fields[#fields + 1] = 'traceparent'
-    fields[#fields + 1] = traceparent
-  end
-  redis.call('HSET', recordKey, unpack(fields))
-  redis.call('RPUSH', laneKey, dispatchId)
-  redis.call('ZADD', openKey, now, dispatchId)
-  return 1
+  return total
 end
 
-local answers = {}
-for i = 1, (#KEYS - 1) / 2 do
-  answers[i] = register(KEYS[2 * i], KEYS[2 * i + 1], 8 * (i - 1))
+-- One EXISTS for the whole batch: when none of its records exists (the usual case), no record
+-- needs a look of its own. Records registered earlier in this batch are known by their digests.
+local records = {}
+for i = 1, n do records[i] = KEYS[2 * i] end
+local anyExisted = inChunks('EXISTS', nil, records, 1) > 0
+local registered = {}
+
+-- The answer for a record that exists: 0 the same content, -1 another.
+local function existing(recordKey, digest)
+  local stored = registered[recordKey]
+  if stored == nil then stored = redis.call('HGET', recordKey, 'digest') end
+  if stored and stored ~= '' and stored ~= digest then return -1 end
+  return 0
 end
+
+local answers, opened = {}, {}
+for i = 1, n do
+  local recordKey, laneKey, a = KEYS[2 * i], KEYS[2 * i + 1], 8 * (i - 1)
+  local dispatchId, digest, traceparent = ARGV[a + 1], ARGV[a + 7], ARGV[a + 8]
+  if registered[recordKey] ~= nil or
+      (anyExisted and redis.call('EXISTS', recordKey) == 1) then
+    answers[i] = existing(recordKey, digest)
+  else
+    local fields = {'projectId', ARGV[a + 2], 'jobId', ARGV[a + 3], 'prompt', ARGV[a + 4],
+      'key', ARGV[a + 5], 'meta', ARGV[a + 6], 'state', 'queued', 'enqueuedAt', now,
+      'attempts', 0, 'polls', 0}
+    -- In the same HSET: a digest or a traced follow-up costs no command more.
+    if digest ~= '' then
+      fields[#fields + 1] = 'digest'
+      fields[#fields + 1] = digest
+    end
+    if traceparent ~= '' then
+      fields[#fields + 1] = 'traceparent'
+      fields[#fields + 1] = traceparent
+    end
+    redis.call('HSET', recordKey, unpack(fields))
+    redis.call('RPUSH', laneKey, dispatchId)
+    registered[recordKey] = digest
+    opened[#opened + 1] = now
+    opened[#opened + 1] = dispatchId
+    answers[i] = 1
+  end
+end
+-- One ZADD for the batch: every new record is open from the same time.
+inChunks('ZADD', openKey, opened, 2)
 return answers
