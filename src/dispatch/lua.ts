@@ -62,13 +62,18 @@ function keyCount(suffix: string): number | undefined {
 
 /**
  * The scripts sent with every producer MULTI (SCRIPT LOAD, see `Sends.loadScriptsInto`): their
- * header comment is left out of their source, blank lines in its place keeping line numbers.
+ * comments (the header block, and lines that are only a comment) and indentation are left out of
+ * their source, blank lines in place of comments keeping line numbers.
  */
 const LOADED_EACH_TIME: ReadonlySet<ScriptName> = new Set(['register']);
 const HEADER = /^--\[\[[\s\S]*?\]\]\n/;
 
-function withoutHeader(source: string): string {
-  return source.replace(HEADER, (header) => '\n'.repeat(header.split('\n').length - 1));
+function compact(source: string): string {
+  return source
+    .replace(HEADER, (header) => '\n'.repeat(header.split('\n').length - 1))
+    .split('\n')
+    .map((line) => (line.trimStart().startsWith('--') ? '' : line.trimStart()))
+    .join('\n');
 }
 
 /** Every script of the store, read from its file. */
@@ -79,7 +84,7 @@ export const LUA: Readonly<Record<ScriptName, LuaScript>> = Object.freeze(
       return [
         name,
         {
-          source: LOADED_EACH_TIME.has(name as ScriptName) ? withoutHeader(source) : source,
+          source: LOADED_EACH_TIME.has(name as ScriptName) ? compact(source) : source,
           numberOfKeys: keyCount(file.slice(file.lastIndexOf('-') + 1)),
         },
       ];
