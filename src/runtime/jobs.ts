@@ -41,10 +41,13 @@ export const DISPATCH_JOB_RETENTION = {
   removeOnFail: { age: 86_400 },
 } as const;
 
-/** The job options of one dispatch: its id is the dispatch id, so adding it twice is a no-op. */
-export function dispatchJobOptions(dispatchId: string, attempts: number): JobsOptions {
+/**
+ * The job options of one dispatch. Its id, the dispatch id (so adding it twice is a no-op), is
+ * not among them: the producer hands it to BullMQ beside them, so that it is not stored again in
+ * every job's options; `queue.add` takes it among them (`addDispatchJob`).
+ */
+export function dispatchJobOptions(attempts: number): JobsOptions {
   return {
-    jobId: dispatchId,
     attempts,
     // Transient failures only (5xx, not connected); 429s and budget waits park the job without
     // spending an attempt. Jitter spreads a fleet's retries after an outage.
@@ -66,7 +69,7 @@ export function dispatchJobJson(
     id: data.dispatchId,
     name: DISPATCH_JOB_NAME,
     data: JSON.stringify(data),
-    opts: dispatchJobOptions(data.dispatchId, attempts),
+    opts: dispatchJobOptions(attempts),
     progress: 0,
     attemptsMade: 0,
     attemptsStarted: 0,
@@ -102,7 +105,7 @@ export async function addDispatchJob(
     jobId: ref.jobId,
     ...(ref.traceparent ? { traceparent: ref.traceparent } : {}),
   };
-  await queue.add(DISPATCH_JOB_NAME, data, dispatchJobOptions(bullJobId, attempts));
+  await queue.add(DISPATCH_JOB_NAME, data, { ...dispatchJobOptions(attempts), jobId: bullJobId });
 }
 
 /**

@@ -28,7 +28,7 @@ describe('dispatchJobJson', () => {
     ['traced', { traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01' }],
   ])('is what asJSON() of a new Job answers (%s)', (_, extra) => {
     const data: DispatchJobData = { v: 1, dispatchId: 'd-1', projectId: 'p', jobId: 'j', ...extra };
-    const job = new Job(queue(), DISPATCH_JOB_NAME, data, dispatchJobOptions('d-1', 8), 'd-1');
+    const job = new Job(queue(), DISPATCH_JOB_NAME, data, dispatchJobOptions(8), 'd-1');
     expect(dispatchJobJson(data, 8, job.timestamp)).toStrictEqual(job.asJSON());
   });
 

@@ -56,10 +56,13 @@ describe('createProducer', () => {
     expect(await producer().status('no-such-dispatch')).toBeNull();
   });
 
-  it("adds a job whose options are its id, attempts and backoff: retention is the worker's", async () => {
+  it("adds a job under the dispatch id whose options are attempts and backoff: retention is the worker's", async () => {
     const { dispatchId } = await producer().send({ projectId: 'p', jobId: 'j', prompt: 'hello' });
     const job = await queue().getJob(dispatchId);
-    expect(job?.opts).toMatchObject({ jobId: dispatchId, backoff: { type: 'exponential' } });
+    expect(job?.id).toBe(dispatchId);
+    expect(job?.opts).toMatchObject({ backoff: { type: 'exponential' } });
+    // The id is not stored again among the options.
+    expect(job?.opts).not.toHaveProperty('jobId');
     expect(job?.opts.attempts).toBeGreaterThan(0);
     expect(job?.opts).not.toHaveProperty('removeOnComplete');
     expect(job?.opts).not.toHaveProperty('removeOnFail');
