@@ -57,11 +57,11 @@ export class Sends {
   ): void {
     const state = this.#state;
     const keys: string[] = [state.keys.open];
-    const args: string[] = [];
+    // A record's key holds its dispatch id, so the id is not sent again.
+    const args: string[] = [state.keys.dispatch('')];
     for (const { dispatchId, followUp } of batch) {
       keys.push(state.keys.dispatch(dispatchId), laneOf(state, followUp));
       args.push(
-        dispatchId,
         followUp.projectId,
         followUp.jobId,
         followUp.prompt,

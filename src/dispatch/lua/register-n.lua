@@ -13,21 +13,21 @@
     KEYS[2i]     record of follow-up i
     KEYS[2i + 1] lane of follow-up i
 
-    ARGV[8i - 7] dispatchId
-    ARGV[8i - 6] projectId
-    ARGV[8i - 5] jobId
-    ARGV[8i - 4] prompt
-    ARGV[8i - 3] idempotency key ('' = none)
-    ARGV[8i - 2] meta as JSON ('' = none)
-    ARGV[8i - 1] digest of the content, computed by the producer ('' = none: no key)
-    ARGV[8i]     W3C traceparent of the producer's span ('' = not traced)
+    ARGV[1]      key prefix of records: a record's key is it and the dispatch id
+    ARGV[7i - 5] projectId
+    ARGV[7i - 4] jobId
+    ARGV[7i - 3] prompt
+    ARGV[7i - 2] idempotency key ('' = none)
+    ARGV[7i - 1] meta as JSON ('' = none)
+    ARGV[7i]     digest of the content, computed by the producer ('' = none: no key)
+    ARGV[7i + 1] W3C traceparent of the producer's span ('' = not traced)
 
   Output: one answer per follow-up, in order:
     1  registered
     0  this id exists with the same digest (deduplicated)
     -1 this id exists with another digest: the key was used for a different follow-up
 ]]
-local openKey = KEYS[1]
+local openKey, idsFrom = KEYS[1], #ARGV[1] + 1
 local n = (#KEYS - 1) / 2
 --- @include "includes/now"
 
@@ -64,8 +64,9 @@ end
 
 local answers, opened = {}, {}
 for i = 1, n do
-  local recordKey, laneKey, a = KEYS[2 * i], KEYS[2 * i + 1], 8 * (i - 1)
-  local dispatchId, digest, traceparent = ARGV[a + 1], ARGV[a + 7], ARGV[a + 8]
+  local recordKey, laneKey, a = KEYS[2 * i], KEYS[2 * i + 1], 7 * (i - 1)
+  local dispatchId = string.sub(recordKey, idsFrom)
+  local digest, traceparent = ARGV[a + 7], ARGV[a + 8]
   if registered[recordKey] ~= nil or
       (anyExisted and redis.call('EXISTS', recordKey) == 1) then
     answers[i] = existing(recordKey, digest)
