@@ -30,6 +30,8 @@
 local openKey, idsFrom = KEYS[1], #ARGV[1] + 1
 local n = (#KEYS - 1) / 2
 --- @include "includes/now"
+-- Written as text once: Redis formats a Lua number with printf each time it is passed.
+local nowText = tostring(now)
 
 -- Commands that take many keys or members take them a thousand at a time (Lua's unpack has a
 -- limit, and a batch has none); their integer replies are summed.
@@ -72,8 +74,8 @@ for i = 1, n do
     answers[i] = existing(recordKey, digest)
   else
     local fields = {'projectId', ARGV[a + 2], 'jobId', ARGV[a + 3], 'prompt', ARGV[a + 4],
-      'key', ARGV[a + 5], 'meta', ARGV[a + 6], 'state', 'queued', 'enqueuedAt', now,
-      'attempts', 0, 'polls', 0}
+      'key', ARGV[a + 5], 'meta', ARGV[a + 6], 'state', 'queued', 'enqueuedAt', nowText,
+      'attempts', '0', 'polls', '0'}
     -- In the same HSET: a digest or a traced follow-up costs no command more.
     if digest ~= '' then
       fields[#fields + 1] = 'digest'
@@ -86,7 +88,7 @@ for i = 1, n do
     redis.call('HSET', recordKey, unpack(fields))
     redis.call('RPUSH', laneKey, dispatchId)
     registered[recordKey] = digest
-    opened[#opened + 1] = now
+    opened[#opened + 1] = nowText
     opened[#opened + 1] = dispatchId
     answers[i] = 1
   end
