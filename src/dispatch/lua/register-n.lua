@@ -74,16 +74,16 @@ for i = 1, n do
     answers[i] = existing(recordKey, digest)
   else
     local fields = {'projectId', ARGV[a + 2], 'jobId', ARGV[a + 3], 'prompt', ARGV[a + 4],
-      'key', ARGV[a + 5], 'meta', ARGV[a + 6], 'state', 'queued', 'enqueuedAt', nowText,
-      'attempts', '0', 'polls', '0'}
-    -- In the same HSET: a digest or a traced follow-up costs no command more.
-    if digest ~= '' then
-      fields[#fields + 1] = 'digest'
-      fields[#fields + 1] = digest
-    end
-    if traceparent ~= '' then
-      fields[#fields + 1] = 'traceparent'
-      fields[#fields + 1] = traceparent
+      'state', 'queued', 'enqueuedAt', nowText}
+    -- Only the fields that hold something, in the same HSET: every reader takes a missing key,
+    -- meta, digest or traceparent for none, and a missing count (attempts, polls) for 0.
+    local optional = {'key', ARGV[a + 5], 'meta', ARGV[a + 6], 'digest', digest,
+      'traceparent', traceparent}
+    for f = 1, #optional, 2 do
+      if optional[f + 1] ~= '' then
+        fields[#fields + 1] = optional[f]
+        fields[#fields + 1] = optional[f + 1]
+      end
     end
     redis.call('HSET', recordKey, unpack(fields))
     redis.call('RPUSH', laneKey, dispatchId)
