@@ -46,21 +46,22 @@ export class Sends {
   }
 
   /**
-   * Queues one REGISTER of every follow-up of a batch, in order, on `multi`, a MULTI of this
-   * store's connection (see register-n.lua): its reply is their answers, in the same order. Only
-   * a follow-up with an idempotency key gets a digest: without one, its id is random and never
-   * registered again, so nothing would ever compare it.
+   * Queues one REGISTER of every follow-up of a batch (its dispatch id at the same index), in
+   * order, on `multi`, a MULTI of this store's connection (see register-n.lua): its reply is their
+   * answers, in the same order. Only a follow-up with an idempotency key gets a digest: without
+   * one, its id is random and never registered again, so nothing would ever compare it.
    */
   registerAllInto(
     multi: ChainableCommander,
-    batch: readonly { readonly dispatchId: string; readonly followUp: Registration }[],
+    dispatchIds: readonly string[],
+    followUps: readonly Registration[],
   ): void {
     const state = this.#state;
     const keys: string[] = [state.keys.open];
     // A record's key holds its dispatch id, so the id is not sent again.
     const args: string[] = [state.keys.dispatch('')];
-    for (const { dispatchId, followUp } of batch) {
-      keys.push(state.keys.dispatch(dispatchId), laneOf(state, followUp));
+    for (const [i, followUp] of followUps.entries()) {
+      keys.push(state.keys.dispatch(dispatchIds[i] as string), laneOf(state, followUp));
       args.push(
         followUp.projectId,
         followUp.jobId,

@@ -63,10 +63,7 @@ export async function buildTransaction(
     ...followUp,
     traceparent: traceparents[i],
   }));
-  store.sends.registerAllInto(
-    multi,
-    registrations.map((followUp, i) => ({ dispatchId: ids[i] as string, followUp })),
-  );
+  store.sends.registerAllInto(multi, ids, registrations);
   await Promise.all(
     registrations.map((registration, i) =>
       addJobInto(queue, multi, ids[i] as string, registration, attempts),
@@ -79,22 +76,21 @@ export async function buildTransaction(
  * Queues BullMQ's add of the job that carries `dispatchId` on `multi`. BullMQ queues it before
  * its promise settles, so a batch's adds are queued in order without waiting for each.
  */
-async function addJobInto(
+function addJobInto(
   queue: Queue<DispatchJobData>,
   multi: ChainableCommander,
   dispatchId: string,
   followUp: Registration,
   attempts: number,
-): Promise<void> {
-  const { traceparent } = followUp;
+): Promise<string> {
   const data: DispatchJobData = {
     v: 1,
     dispatchId,
     projectId: followUp.projectId,
     jobId: followUp.jobId,
-    ...(traceparent ? { traceparent } : {}),
   };
-  await queue.backend.addJobToTransaction(
+  if (followUp.traceparent) data.traceparent = followUp.traceparent;
+  return queue.backend.addJobToTransaction(
     multi as unknown as BullTransaction,
     dispatchJobJson(data, attempts),
     dispatchId,
