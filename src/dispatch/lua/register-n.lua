@@ -64,6 +64,13 @@ local function existing(recordKey, digest)
   return 0
 end
 
+local function addIfAny(fields, name, value)
+  if value ~= '' then
+    fields[#fields + 1] = name
+    fields[#fields + 1] = value
+  end
+end
+
 local answers, opened = {}, {}
 for i = 1, n do
   local recordKey, laneKey, a = KEYS[2 * i], KEYS[2 * i + 1], 7 * (i - 1)
@@ -77,14 +84,10 @@ for i = 1, n do
       'state', 'queued', 'enqueuedAt', nowText}
     -- Only the fields that hold something, in the same HSET: every reader takes a missing key,
     -- meta, digest or traceparent for none, and a missing count (attempts, polls) for 0.
-    local optional = {'key', ARGV[a + 5], 'meta', ARGV[a + 6], 'digest', digest,
-      'traceparent', traceparent}
-    for f = 1, #optional, 2 do
-      if optional[f + 1] ~= '' then
-        fields[#fields + 1] = optional[f]
-        fields[#fields + 1] = optional[f + 1]
-      end
-    end
+    addIfAny(fields, 'key', ARGV[a + 5])
+    addIfAny(fields, 'meta', ARGV[a + 6])
+    addIfAny(fields, 'digest', digest)
+    addIfAny(fields, 'traceparent', traceparent)
     redis.call('HSET', recordKey, unpack(fields))
     redis.call('RPUSH', laneKey, dispatchId)
     registered[recordKey] = digest
