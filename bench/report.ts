@@ -9,14 +9,17 @@ export interface Table {
 
 /** What one scenario reports. */
 export interface ScenarioResult {
+  /** The section's heading in BENCHMARKS.md. */
   readonly title: string;
   /** The headline figures in one sentence, for the summary at the top. */
   readonly summary: string;
   /** What was run, in a few sentences: load, settings, processes, repetitions. */
   readonly setup: string;
+  /** The figures, ours beside the baseline's where there is one. */
   readonly tables: readonly Table[];
   /** What limits it, each line with the counters or profile that show it. */
   readonly limitedBy: readonly string[];
+  /** How to read the figures, and each repetition's own. */
   readonly notes: readonly string[];
 }
 
@@ -29,8 +32,13 @@ export interface Scenario {
    * time the run budget keeps for this scenario however late it starts (see schedule.ts).
    */
   readonly minimumMs: number;
-  run(ctx: BenchContext): Promise<ScenarioResult>;
+  /** Its load (follow-ups, or seconds for `budget`) in a quick run and in a full one. */
+  readonly size: readonly [quick: number, full: number];
+  readonly run: ScenarioRun;
 }
+
+/** A scenario's run, at the load its registration sets (see `Scenario.size`). */
+export type ScenarioRun = (ctx: BenchContext, size: number) => Promise<ScenarioResult>;
 
 /** What the whole run did, for the report's header. */
 export interface RunSummary {

@@ -29,18 +29,19 @@ import { quickRunScenario } from './scenarios/quick-run.js';
 import { redisWorkScenario } from './scenarios/redis-work.js';
 import { tracingScenario } from './scenarios/tracing.js';
 
+/** Every scenario, in the report's order: its `--only` name, its time budget and its load. */
 const SCENARIOS: readonly Scenario[] = [
-  dispatchScenario,
-  enqueueScenario,
-  budgetScenario,
-  fairnessScenario,
-  pollerScenario,
-  quickRunScenario,
-  memoryScenario,
-  redisWorkScenario,
-  tracingScenario,
-  clusterScenario,
-  durabilityScenario,
+  { id: 'dispatch', minimumMs: 90_000, size: [2_000, 3_000], run: dispatchScenario },
+  { id: 'enqueue', minimumMs: 15_000, size: [2_000, 10_000], run: enqueueScenario },
+  { id: 'budget', minimumMs: 120_000, size: [20_000, 60_000], run: budgetScenario },
+  { id: 'fairness', minimumMs: 50_000, size: [2_000, 10_000], run: fairnessScenario },
+  { id: 'poller', minimumMs: 45_000, size: [2_000, 10_000], run: pollerScenario },
+  { id: 'quick-run', minimumMs: 40_000, size: [10, 30], run: quickRunScenario },
+  { id: 'memory', minimumMs: 25_000, size: [2_000, 10_000], run: memoryScenario },
+  { id: 'redis-work', minimumMs: 35_000, size: [500, 2_000], run: redisWorkScenario },
+  { id: 'tracing', minimumMs: 30_000, size: [500, 2_000], run: tracingScenario },
+  { id: 'cluster', minimumMs: 120_000, size: [1_000, 2_000], run: clusterScenario },
+  { id: 'durability', minimumMs: 120_000, size: [400, 2_000], run: durabilityScenario },
 ];
 
 const DEFAULT_OUT = fileURLToPath(new URL('../BENCHMARKS.md', import.meta.url));
@@ -85,7 +86,7 @@ async function main(): Promise<void> {
       const t = performance.now();
       schedule.enter(scenario.id);
       ctx.progress(scenario.id, 'starting');
-      results.push(await scenario.run(ctx));
+      results.push(await scenario.run(ctx, scenario.size[quick ? 0 : 1]));
       ctx.progress(scenario.id, `done in ${((performance.now() - t) / 1000).toFixed(1)} s`);
     }
   } finally {

@@ -30,15 +30,20 @@ export const WORKERS = 3;
 /** Redis's default `hz`, as production runs it. */
 export const DEFAULT_HZ = 10;
 
+/** How precisely a parked job wakes: BullMQ's wake-ups are BZPOPMIN timeouts. */
+export interface WakeUps {
+  /** Redis `hz`: how often an idle Redis checks blocked clients' timeouts. */
+  readonly hz: number;
+  /** How late a BZPOPMIN returned after its timeout at this hz, measured before the run. */
+  readonly lateMs: readonly number[];
+}
+
 /** What one run saw, within its measured period. */
 export interface BudgetRun {
   /** Follow-ups enqueued, all of them into the paused queue. */
   readonly n: number;
   readonly periodMs: number;
-  /** Redis `hz`: how often an idle Redis checks blocked clients' timeouts (BullMQ's wake-ups). */
-  readonly hz: number;
-  /** How late a BZPOPMIN returned after its timeout at this hz, measured before the run. */
-  readonly wakeLateMs: readonly number[];
+  readonly wake: WakeUps;
   readonly deliveries: readonly Delivery[];
   /** Arrival times of the sends the simulator answered 429, ms after the first send. */
   readonly tooManyAtMs: readonly number[];
@@ -137,8 +142,7 @@ export async function measureBudget(
     return {
       n,
       periodMs,
-      hz,
-      wakeLateMs: run.wakeLateMs,
+      wake: { hz, lateMs: run.wakeLateMs },
       deliveries: simulator.deliveries.filter((d) => inPeriod(d.at)),
       tooManyAtMs: simulator.requests
         .filter((r) => r.kind === 'send' && r.status === 429 && inPeriod(r.at))

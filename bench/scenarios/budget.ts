@@ -2,7 +2,7 @@ import type { Delivery } from '../../src/simulator/index.js';
 import { busiestWindow } from '../../test/support/deliveries.js';
 import { budgetShare, slotSlackMs, timesByProject } from '../deliveries.js';
 import { describeCpu, topCommands } from '../evidence.js';
-import type { Scenario, ScenarioResult } from '../report.js';
+import type { ScenarioRun, ScenarioResult } from '../report.js';
 import { median, ms, num, pct, percentile } from '../stats.js';
 import {
   DEFAULT_HZ,
@@ -81,8 +81,8 @@ function projectRows(deliveries: readonly Delivery[], periodMs: number): string[
 /** The two runs side by side. */
 function comparisonRow(run: BudgetRun): string[] {
   return [
-    `hz ${run.hz}${run.hz === DEFAULT_HZ ? ' (default)' : ''}, ${run.periodMs / 1000} s`,
-    `${ms(percentile(run.wakeLateMs, 50))} / ${ms(Math.max(...run.wakeLateMs))}`,
+    `hz ${run.wake.hz}${run.wake.hz === DEFAULT_HZ ? ' (default)' : ''}, ${run.periodMs / 1000} s`,
+    `${ms(percentile(run.wake.lateMs, 50))} / ${ms(Math.max(...run.wake.lateMs))}`,
     pct(shareOf(run.deliveries, run.periodMs)),
     num(dropped(run).dropped, 0),
     String(bunched(run)),
@@ -92,7 +92,7 @@ function comparisonRow(run: BudgetRun): string[] {
 
 /** A BZPOPMIN's lateness after its timeout: p50 and max. */
 function lateness(run: BudgetRun): string {
-  return `${ms(percentile(run.wakeLateMs, 50))} (p50) / ${ms(Math.max(...run.wakeLateMs))} (max)`;
+  return `${ms(percentile(run.wake.lateMs, 50))} (p50) / ${ms(Math.max(...run.wake.lateMs))} (max)`;
 }
 
 /**
@@ -115,18 +115,18 @@ function evidence(run: BudgetRun, fast: BudgetRun): string[] {
   return [
     `Late reservations: about ${num(drops.dropped, 0)} slot reservations were dropped (for ` +
       `${num(drops.initial, 0)} follow-ups that had to wait for a slot; ` +
-      `${num(dropped(fast).dropped, 0)} in the hz ${fast.hz} run): a reservation that reaches ` +
+      `${num(dropped(fast).dropped, 0)} in the hz ${fast.wake.hz} run): a reservation that reaches ` +
       'ACQUIRE more than 62 ms (half the budget margin) after its slot is retaken at the back of the ' +
       'line and its slot goes unused. Two things make a job late. Wake-up precision: a parked job ' +
       "wakes when a worker's BZPOPMIN on BullMQ's marker times out, and an idle Redis checks blocked " +
       "clients' timeouts only `hz` times a second; measured before the runs, a BZPOPMIN returned " +
-      `${lateness(run)} late at hz ${run.hz} and ${lateness(fast)} at hz ${fast.hz}. Bunching: ` +
+      `${lateness(run)} late at hz ${run.wake.hz} and ${lateness(fast)} at hz ${fast.wake.hz}. Bunching: ` +
       "reservations mirror the first window's burst, so a whole window's sends fall due together: " +
       `after the first window, up to ${bunched(run)} sends (all projects) arrived within one 100 ms, ` +
       'and each of them needed a worker slot at that moment.',
-    `Overshoot: ${run.tooManyAtMs.length} sends answered 429 at hz ${run.hz}` +
+    `Overshoot: ${run.tooManyAtMs.length} sends answered 429 at hz ${run.wake.hz}` +
       (when.length > 0 ? ` (at ${when.join(', ')} s after the first send)` : '') +
-      `, ${fast.tooManyAtMs.length} at hz ${fast.hz}. The simulator received sends ` +
+      `, ${fast.tooManyAtMs.length} at hz ${fast.wake.hz}. The simulator received sends ` +
       `${ms(percentile(run.lagMs, 50))} (p50), ${ms(percentile(run.lagMs, 99))} (p99), ` +
       `${ms(Math.max(...run.lagMs))} (max) after ACQUIRE recorded them. The budget entry is ` +
       'written at the reserved slot, up to 62 ms before ACQUIRE ran, so the 125 ms margin absorbs ' +
@@ -162,7 +162,7 @@ function report(run: BudgetRun, fast: BudgetRun): ScenarioResult {
     summary:
       `at most ${busiestOf(run.deliveries)} ` +
       `sends in any 5 s window (limit ${MAX}); ${pct(shareOf(run.deliveries, run.periodMs))} of the budget used ` +
-      `while backlogged with Redis at hz ${run.hz}, ${pct(shareOf(fast.deliveries, fast.periodMs))} at hz ${fast.hz}; ` +
+      `while backlogged with Redis at hz ${run.wake.hz}, ${pct(shareOf(fast.deliveries, fast.periodMs))} at hz ${fast.wake.hz}; ` +
       `${run.tooManyAtMs.length} and ${fast.tooManyAtMs.length} sends answered 429.`,
     setup:
       `SEND_RATE_LIMIT=${MAX}/5s, ${WORKERS} worker processes (concurrency 64), ${PROJECTS} projects ` +
@@ -171,7 +171,7 @@ function report(run: BudgetRun, fast: BudgetRun): ScenarioResult {
       'at once; measured for ' +
       `${run.periodMs / 1000} s from the first send, while the backlog lasts. The simulator ` +
       `enforces the same ${MAX} per 5 s sliding window and answers 429 above it. Redis runs at its ` +
-      `default hz ${DEFAULT_HZ}; a second, ${fast.periodMs / 1000} s run with hz ${fast.hz} shows ` +
+      `default hz ${DEFAULT_HZ}; a second, ${fast.periodMs / 1000} s run with hz ${fast.wake.hz} shows ` +
       'what limits the share. Each measured once (the whole bench must stay under 10 minutes); ' +
       "times are the simulator's arrival times.",
     tables: [
@@ -189,18 +189,13 @@ function report(run: BudgetRun, fast: BudgetRun): ScenarioResult {
   };
 }
 
-/** Scenario 3. */
-export const budgetScenario: Scenario = {
-  id: 'budget',
-  minimumMs: 120_000,
-  async run(ctx) {
-    const periodMs = ctx.quick ? 20_000 : 60_000;
-    ctx.progress(
-      'budget',
-      `${PROJECTS} backlogged projects for ${periodMs / 1000} s, Redis hz ${DEFAULT_HZ}`,
-    );
-    const run = await measureBudget(ctx, periodMs, DEFAULT_HZ);
-    ctx.progress('budget', `again for ${periodMs / 2000} s with Redis hz ${FAST_HZ}`);
-    return report(run, await measureBudget(ctx, periodMs / 2, FAST_HZ));
-  },
+/** The scenario's run (registered in run.ts). */
+export const budgetScenario: ScenarioRun = async (ctx, periodMs) => {
+  ctx.progress(
+    'budget',
+    `${PROJECTS} backlogged projects for ${periodMs / 1000} s, Redis hz ${DEFAULT_HZ}`,
+  );
+  const run = await measureBudget(ctx, periodMs, DEFAULT_HZ);
+  ctx.progress('budget', `again for ${periodMs / 2000} s with Redis hz ${FAST_HZ}`);
+  return report(run, await measureBudget(ctx, periodMs / 2, FAST_HZ));
 };

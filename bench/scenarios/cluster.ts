@@ -7,7 +7,7 @@ import { startRoles, stopAll, waitForWorkers } from '../../test/support/roles.js
 import type { BenchContext } from '../context.js';
 import { errorLines, roleEnv } from '../fleet.js';
 import { cpuMsOf, machineBusyMs } from '../probes.js';
-import type { Scenario } from '../report.js';
+import type { ScenarioRun } from '../report.js';
 import { num, pct, repeated, runs } from '../stats.js';
 import { benchSimulator, enqueueOurs, followUps, waitUntil } from '../workload.js';
 
@@ -100,92 +100,86 @@ function label(target: Target): string {
     : `cluster, ${target.masters} master${target.masters > 1 ? 's' : ''}, ${SHARDS} shards`;
 }
 
-/** Scenario 8. */
-export const clusterScenario: Scenario = {
-  id: 'cluster',
-  minimumMs: 120_000,
-  async run(ctx) {
-    const n = ctx.quick ? 1_000 : 2_000;
-    const targets: Target[] = [
-      { kind: 'plain' },
-      { kind: 'cluster', masters: 1 },
-      { kind: 'cluster', masters: 2 },
-      { kind: 'cluster', masters: 3 },
-    ];
-    const measured: { target: Target; value: number; typical: Run; values: readonly number[] }[] =
-      [];
-    for (const target of targets) {
-      const result = await repeated(
-        ctx.repeats,
-        async (r) => {
-          const run = await once(ctx, target, n);
-          ctx.progress(
-            'cluster',
-            `${label(target)} run ${r + 1}/${ctx.repeats}: ${num(run.perSecond)}/s` +
-              (run.errors.length > 0 ? `; ERRORS: ${run.errors.join('; ')}` : ''),
-          );
-          return run;
-        },
-        (run) => run.perSecond,
-        ctx.mayRepeat,
-      );
-      measured.push({
-        target,
-        value: result.median,
-        typical: result.typical,
-        values: result.values,
-      });
-    }
-    const plain = measured[0]?.value ?? 1;
-    const oneMaster = measured[1]?.value ?? 1;
-    const rows = measured.map(({ target, value, typical }) => [
-      label(target),
-      num(value),
-      num(value / plain, 2),
-      num(value / oneMaster, 2),
-      pct(typical.workersCores),
-      pct(typical.redisCores),
-      pct(typical.machineCores),
-    ]);
-    const scaling = measured.slice(1).map((m) => `${num(m.value)}/s`);
-    return {
-      title: 'Redis Cluster',
-      summary:
-        `sends/s with ${SHARDS} shards on 1, 2 and 3 masters: ${scaling.join(', ')} ` +
-        `(plain Redis with 1 shard: ${num(plain)}/s). Every node, worker and the bench share 2 cores: ` +
-        'read these as what the cluster path costs, not as how far more masters scale.',
-      setup:
-        `${num(n)} follow-ups, one per agent job, over ${PROJECTS} projects, enqueued in batches of ` +
-        `100 while ${WORKERS} worker processes (concurrency 64, no budget wait, no poller) run; ` +
-        'timed from the first enqueue to the last delivery, after 100 warm-up follow-ups. Each ' +
-        'cluster is local (`redis-server --cluster-enabled yes`, no persistence, REDIS_DURABILITY=none) ' +
-        `and fresh per run. Median of up to ${ctx.repeats} runs.`,
-      tables: [
-        {
-          columns: [
-            'Redis',
-            'sends /s',
-            '÷ plain',
-            '÷ 1 master',
-            'workers CPU',
-            'Redis CPU',
-            'machine busy',
-          ],
-          rows,
-        },
-      ],
-      limitedBy: measured.map(
-        ({ target, typical }) =>
-          `${label(target)}: workers ${pct(typical.workersCores)} of a core together, Redis ` +
-          `${pct(typical.redisCores)}, the machine ${pct(typical.machineCores)} (2 cores = 200 %)`,
-      ),
-      notes: [
-        'More masters add Redis CPU but no core: on this 2-core machine every node, both workers and ' +
-          'the bench share the same two cores, so a second or third master cannot raise the ' +
-          'ceiling; the figures show what the cluster path costs (client-side slot routing, one ' +
-          'MULTI per shard per batch), not how far it scales on separate machines.',
-        ...measured.map(({ target, values }) => `${label(target)}: ${runs(values)}/s`),
-      ],
-    };
-  },
+/** The scenario's run (registered in run.ts). */
+export const clusterScenario: ScenarioRun = async (ctx, n) => {
+  const targets: Target[] = [
+    { kind: 'plain' },
+    { kind: 'cluster', masters: 1 },
+    { kind: 'cluster', masters: 2 },
+    { kind: 'cluster', masters: 3 },
+  ];
+  const measured: { target: Target; value: number; typical: Run; values: readonly number[] }[] = [];
+  for (const target of targets) {
+    const result = await repeated(
+      ctx.repeats,
+      async (r) => {
+        const run = await once(ctx, target, n);
+        ctx.progress(
+          'cluster',
+          `${label(target)} run ${r + 1}/${ctx.repeats}: ${num(run.perSecond)}/s` +
+            (run.errors.length > 0 ? `; ERRORS: ${run.errors.join('; ')}` : ''),
+        );
+        return run;
+      },
+      (run) => run.perSecond,
+      ctx.mayRepeat,
+    );
+    measured.push({
+      target,
+      value: result.median,
+      typical: result.typical,
+      values: result.values,
+    });
+  }
+  const plain = measured[0]?.value ?? 1;
+  const oneMaster = measured[1]?.value ?? 1;
+  const rows = measured.map(({ target, value, typical }) => [
+    label(target),
+    num(value),
+    num(value / plain, 2),
+    num(value / oneMaster, 2),
+    pct(typical.workersCores),
+    pct(typical.redisCores),
+    pct(typical.machineCores),
+  ]);
+  const scaling = measured.slice(1).map((m) => `${num(m.value)}/s`);
+  return {
+    title: 'Redis Cluster',
+    summary:
+      `sends/s with ${SHARDS} shards on 1, 2 and 3 masters: ${scaling.join(', ')} ` +
+      `(plain Redis with 1 shard: ${num(plain)}/s). Every node, worker and the bench share 2 cores: ` +
+      'read these as what the cluster path costs, not as how far more masters scale.',
+    setup:
+      `${num(n)} follow-ups, one per agent job, over ${PROJECTS} projects, enqueued in batches of ` +
+      `100 while ${WORKERS} worker processes (concurrency 64, no budget wait, no poller) run; ` +
+      'timed from the first enqueue to the last delivery, after 100 warm-up follow-ups. Each ' +
+      'cluster is local (`redis-server --cluster-enabled yes`, no persistence, REDIS_DURABILITY=none) ' +
+      `and fresh per run. Median of up to ${ctx.repeats} runs.`,
+    tables: [
+      {
+        columns: [
+          'Redis',
+          'sends /s',
+          '÷ plain',
+          '÷ 1 master',
+          'workers CPU',
+          'Redis CPU',
+          'machine busy',
+        ],
+        rows,
+      },
+    ],
+    limitedBy: measured.map(
+      ({ target, typical }) =>
+        `${label(target)}: workers ${pct(typical.workersCores)} of a core together, Redis ` +
+        `${pct(typical.redisCores)}, the machine ${pct(typical.machineCores)} (2 cores = 200 %)`,
+    ),
+    notes: [
+      'More masters add Redis CPU but no core: on this 2-core machine every node, both workers and ' +
+        'the bench share the same two cores, so a second or third master cannot raise the ' +
+        'ceiling; the figures show what the cluster path costs (client-side slot routing, one ' +
+        'MULTI per shard per batch), not how far it scales on separate machines.',
+      ...measured.map(({ target, values }) => `${label(target)}: ${runs(values)}/s`),
+    ],
+  };
 };

@@ -1,7 +1,7 @@
 import type { BenchContext } from '../context.js';
 import { describeProfile } from '../cpu-profile.js';
 import { describeCpu, topCommands } from '../evidence.js';
-import type { Scenario } from '../report.js';
+import type { ScenarioRun } from '../report.js';
 import { median, num, repeated, runs } from '../stats.js';
 import { CONCURRENCY, once, profiledDrain, PROJECTS, WARM_UP, type Kind } from './dispatch-run.js';
 
@@ -83,48 +83,43 @@ const COLUMNS = [
   'ours / baseline',
 ];
 
-/** Scenario 1. */
-export const dispatchScenario: Scenario = {
-  id: 'dispatch',
-  minimumMs: 90_000,
-  async run(ctx) {
-    const n = ctx.quick ? 2_000 : 3_000;
-    const rows: string[][] = [];
-    const limitedBy: string[] = [];
-    const notes: string[] = [];
-    const headline: string[] = [];
-    for (const workers of [1, 4]) {
-      const ours = await configuration(ctx, 'ours', workers, n);
-      const baseline = await configuration(ctx, 'baseline', workers, n);
-      rows.push(row(workers, ours, baseline));
-      headline.push(
-        `${workers} worker process${workers > 1 ? 'es' : ''}: ${num(ours.drain)}/s against ` +
-          `${num(baseline.drain)}/s (${num(ours.drain / baseline.drain, 2)}×) draining a backlog, ` +
-          `${num(ours.endToEnd)}/s against ${num(baseline.endToEnd)}/s end to end`,
-      );
-      limitedBy.push(...ours.evidence, ...baseline.evidence);
-      notes.push(ours.note, baseline.note);
-    }
-    for (const kind of ['ours', 'baseline'] as const) {
-      const profile = await profiledDrain(ctx, kind, n);
-      ctx.progress('dispatch', `${kind} worker profiled`);
-      limitedBy.push(
-        `${kind}, 1 process, CPU profile of the worker while draining: ${describeProfile(profile, 6)}`,
-      );
-    }
-    return {
-      title: 'Dispatch throughput',
-      summary: `ours against bare BullMQ: ${headline.join('; ')}.`,
-      setup:
-        `${num(n)} ${SETUP} Median of up to ${ctx.repeats} runs (listed in the notes; a repeat ` +
-        'is skipped when it would not fit the 10-minute budget).',
-      tables: [{ columns: COLUMNS, rows }],
-      limitedBy,
-      notes: [
-        'One follow-up per agent job: a lane releases its next follow-up only when the previous ' +
-          "one's run ends, so follow-ups to one agent job go at the pace of the agent, not of the service.",
-        ...notes,
-      ],
-    };
-  },
+/** The scenario's run (registered in run.ts). */
+export const dispatchScenario: ScenarioRun = async (ctx, n) => {
+  const rows: string[][] = [];
+  const limitedBy: string[] = [];
+  const notes: string[] = [];
+  const headline: string[] = [];
+  for (const workers of [1, 4]) {
+    const ours = await configuration(ctx, 'ours', workers, n);
+    const baseline = await configuration(ctx, 'baseline', workers, n);
+    rows.push(row(workers, ours, baseline));
+    headline.push(
+      `${workers} worker process${workers > 1 ? 'es' : ''}: ${num(ours.drain)}/s against ` +
+        `${num(baseline.drain)}/s (${num(ours.drain / baseline.drain, 2)}×) draining a backlog, ` +
+        `${num(ours.endToEnd)}/s against ${num(baseline.endToEnd)}/s end to end`,
+    );
+    limitedBy.push(...ours.evidence, ...baseline.evidence);
+    notes.push(ours.note, baseline.note);
+  }
+  for (const kind of ['ours', 'baseline'] as const) {
+    const profile = await profiledDrain(ctx, kind, n);
+    ctx.progress('dispatch', `${kind} worker profiled`);
+    limitedBy.push(
+      `${kind}, 1 process, CPU profile of the worker while draining: ${describeProfile(profile, 6)}`,
+    );
+  }
+  return {
+    title: 'Dispatch throughput',
+    summary: `ours against bare BullMQ: ${headline.join('; ')}.`,
+    setup:
+      `${num(n)} ${SETUP} Median of up to ${ctx.repeats} runs (listed in the notes; a repeat ` +
+      'is skipped when it would not fit the 10-minute budget).',
+    tables: [{ columns: COLUMNS, rows }],
+    limitedBy,
+    notes: [
+      'One follow-up per agent job: a lane releases its next follow-up only when the previous ' +
+        "one's run ends, so follow-ups to one agent job go at the pace of the agent, not of the service.",
+      ...notes,
+    ],
+  };
 };

@@ -6,7 +6,7 @@ import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { startPrivateRedis, type PersistenceOptions } from '../../test/support/redis-server.js';
 import { startRoles, stopAll, waitForWorkers } from '../../test/support/roles.js';
 import { BENCH_API_KEY, type BenchContext } from '../context.js';
-import type { Scenario, ScenarioResult } from '../report.js';
+import type { ScenarioRun } from '../report.js';
 import { ms, num, percentile } from '../stats.js';
 
 /**
@@ -69,8 +69,7 @@ async function enqueue(producer: Producer, all: readonly FollowUpInput[]): Promi
   return acceptedAt;
 }
 
-async function measure(ctx: BenchContext, side: Side): Promise<Figures> {
-  const n = ctx.quick ? 400 : 2_000;
+async function measure(ctx: BenchContext, side: Side, n: number): Promise<Figures> {
   const server = await startPrivateRedis(side.binary, side.persistence);
   const simulator: Simulator = await startSimulator({
     apiKey: BENCH_API_KEY,
@@ -139,44 +138,41 @@ async function measure(ctx: BenchContext, side: Side): Promise<Figures> {
   }
 }
 
-export const durabilityScenario: Scenario = {
-  id: 'durability',
-  minimumMs: 120_000,
-  async run(ctx): Promise<ScenarioResult> {
-    const rows: string[][] = [];
-    const figures: Figures[] = [];
-    for (const side of SIDES) {
-      ctx.progress('durability', `${side.label}: starting`);
-      const f = await measure(ctx, side);
-      figures.push(f);
-      ctx.progress(
-        'durability',
-        `${side.label}: enqueue ${num(f.enqueuePerSecond)}/s, sends ${num(f.sendsPerSecond)}/s, p50 ${ms(f.p50Ms)}, p99 ${ms(f.p99Ms)}`,
-      );
-      rows.push([
-        side.label,
-        `REDIS_DURABILITY=${side.durability}`,
-        num(f.enqueuePerSecond),
-        num(f.sendsPerSecond),
-        ms(f.p50Ms),
-        ms(f.p99Ms),
-      ]);
-    }
-    const [fsync, none, always, everysec] = figures as [Figures, Figures, Figures, Figures];
-    return {
-      title: 'Durable acknowledgements: what REDIS_DURABILITY costs',
-      summary: `On Valkey, fsync against none: enqueue ${num(fsync.enqueuePerSecond)} vs ${num(none.enqueuePerSecond)}/s, sends ${num(fsync.sendsPerSecond)} vs ${num(none.sendsPerSecond)}/s; Redis 7.0 appendfsync always against everysec: sends ${num(always.sendsPerSecond)} vs ${num(everysec.sendsPerSecond)}/s.`,
-      setup: `${ctx.quick ? 400 : 2_000} follow-ups enqueued in batches of 100 (one in flight, no worker), then as many sent by one worker process (concurrency 64) to distinct agent jobs of an in-process simulator; send latency is from the batch's acceptance to the POST's arrival, so it includes the wait behind the backlog (all enqueued at once). Each side has its own private server, AOF on.`,
-      tables: [
-        {
-          columns: ['server', 'setting', 'enqueue/s', 'sends/s', 'send p50', 'send p99'],
-          rows,
-        },
-      ],
-      limitedBy: [
-        'fsync waits for one fsync per producer batch, per ACQUIRE, per MARK_SENT and per lane-freeing FINISH; Valkey groups the fsyncs of concurrent waiters, so a busy worker pays far less than one fsync per wait.',
-      ],
-      notes: ['One run per side (not a median of three): a single `--only durability` run.'],
-    };
-  },
+/** The scenario's run (registered in run.ts). */
+export const durabilityScenario: ScenarioRun = async (ctx, n) => {
+  const rows: string[][] = [];
+  const figures: Figures[] = [];
+  for (const side of SIDES) {
+    ctx.progress('durability', `${side.label}: starting`);
+    const f = await measure(ctx, side, n);
+    figures.push(f);
+    ctx.progress(
+      'durability',
+      `${side.label}: enqueue ${num(f.enqueuePerSecond)}/s, sends ${num(f.sendsPerSecond)}/s, p50 ${ms(f.p50Ms)}, p99 ${ms(f.p99Ms)}`,
+    );
+    rows.push([
+      side.label,
+      `REDIS_DURABILITY=${side.durability}`,
+      num(f.enqueuePerSecond),
+      num(f.sendsPerSecond),
+      ms(f.p50Ms),
+      ms(f.p99Ms),
+    ]);
+  }
+  const [fsync, none, always, everysec] = figures as [Figures, Figures, Figures, Figures];
+  return {
+    title: 'Durable acknowledgements: what REDIS_DURABILITY costs',
+    summary: `On Valkey, fsync against none: enqueue ${num(fsync.enqueuePerSecond)} vs ${num(none.enqueuePerSecond)}/s, sends ${num(fsync.sendsPerSecond)} vs ${num(none.sendsPerSecond)}/s; Redis 7.0 appendfsync always against everysec: sends ${num(always.sendsPerSecond)} vs ${num(everysec.sendsPerSecond)}/s.`,
+    setup: `${n} follow-ups enqueued in batches of 100 (one in flight, no worker), then as many sent by one worker process (concurrency 64) to distinct agent jobs of an in-process simulator; send latency is from the batch's acceptance to the POST's arrival, so it includes the wait behind the backlog (all enqueued at once). Each side has its own private server, AOF on.`,
+    tables: [
+      {
+        columns: ['server', 'setting', 'enqueue/s', 'sends/s', 'send p50', 'send p99'],
+        rows,
+      },
+    ],
+    limitedBy: [
+      'fsync waits for one fsync per producer batch, per ACQUIRE, per MARK_SENT and per lane-freeing FINISH; Valkey groups the fsyncs of concurrent waiters, so a busy worker pays far less than one fsync per wait.',
+    ],
+    notes: ['One run per side (not a median of three): a single `--only durability` run.'],
+  };
 };

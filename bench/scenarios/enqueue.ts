@@ -4,7 +4,7 @@ import type { BenchContext } from '../context.js';
 import { describeProfile, profile, type ProfileSummary } from '../cpu-profile.js';
 import { describeCpu, topCommands, watchList } from '../evidence.js';
 import { infoNumber, startProbe, totalCalls, type ProbeResult } from '../probes.js';
-import type { Scenario, ScenarioResult } from '../report.js';
+import type { ScenarioRun, ScenarioResult } from '../report.js';
 import { num, repeated, runs, type Repeated } from '../stats.js';
 import { baselineQueue, enqueueBaseline, enqueueOurs, followUps } from '../workload.js';
 
@@ -166,21 +166,16 @@ function report(n: number, nSingle: number, batch: Sides, single: Sides): Scenar
   };
 }
 
-/** Scenario 2. */
-export const enqueueScenario: Scenario = {
-  id: 'enqueue',
-  minimumMs: 15_000,
-  async run(ctx) {
-    const n = ctx.quick ? 2_000 : 10_000;
-    const nSingle = ctx.quick ? 1_000 : 3_000;
-    const batch = {
-      ours: await side(ctx, 'ours', 'batch', n, ctx.repeats),
-      baseline: await side(ctx, 'baseline', 'batch', n, ctx.repeats),
-    };
-    const single = {
-      ours: await side(ctx, 'ours', 'single', nSingle, ctx.repeats),
-      baseline: await side(ctx, 'baseline', 'single', nSingle, ctx.repeats),
-    };
-    return report(n, nSingle, batch, single);
-  },
+/** The scenario's run (registered in run.ts). */
+export const enqueueScenario: ScenarioRun = async (ctx, n) => {
+  const nSingle = ctx.quick ? 1_000 : 3_000;
+  const batch = {
+    ours: await side(ctx, 'ours', 'batch', n, ctx.repeats),
+    baseline: await side(ctx, 'baseline', 'batch', n, ctx.repeats),
+  };
+  const single = {
+    ours: await side(ctx, 'ours', 'single', nSingle, ctx.repeats),
+    baseline: await side(ctx, 'baseline', 'single', nSingle, ctx.repeats),
+  };
+  return report(n, nSingle, batch, single);
 };

@@ -5,7 +5,7 @@ import type { BenchContext } from '../context.js';
 import { describeCpu, watchList } from '../evidence.js';
 import { launchRoles, roleEnv } from '../fleet.js';
 import { startProbe, type ProbeResult } from '../probes.js';
-import type { Scenario, ScenarioResult } from '../report.js';
+import type { ScenarioRun, ScenarioResult } from '../report.js';
 import { median, ms, num, percentile, runs } from '../stats.js';
 import { benchSimulator, enqueueOurs, followUps, waitUntil } from '../workload.js';
 
@@ -164,20 +164,15 @@ function report(heavy: number, results: readonly [Variant, Run[]][]): ScenarioRe
   };
 }
 
-/** Scenario 4. */
-export const fairnessScenario: Scenario = {
-  id: 'fairness',
-  minimumMs: 50_000,
-  async run(ctx) {
-    const heavy = ctx.quick ? 2_000 : 10_000;
-    const repeats = ctx.repeats;
-    const variants: Variant[] = [
-      { label: 'light load alone', heavy: 0, rate: '1000000/1s' },
-      { label: `beside a backlog of ${num(heavy)}, no budget`, heavy, rate: '1000000/1s' },
-      { label: `beside a backlog of ${num(heavy)}, SEND_RATE_LIMIT=100/1h`, heavy, rate: '100/1h' },
-    ];
-    const results: [Variant, Run[]][] = [];
-    for (const v of variants) results.push([v, await variantRuns(ctx, v, repeats)]);
-    return report(heavy, results);
-  },
+/** The scenario's run (registered in run.ts). */
+export const fairnessScenario: ScenarioRun = async (ctx, heavy) => {
+  const repeats = ctx.repeats;
+  const variants: Variant[] = [
+    { label: 'light load alone', heavy: 0, rate: '1000000/1s' },
+    { label: `beside a backlog of ${num(heavy)}, no budget`, heavy, rate: '1000000/1s' },
+    { label: `beside a backlog of ${num(heavy)}, SEND_RATE_LIMIT=100/1h`, heavy, rate: '100/1h' },
+  ];
+  const results: [Variant, Run[]][] = [];
+  for (const v of variants) results.push([v, await variantRuns(ctx, v, repeats)]);
+  return report(heavy, results);
 };

@@ -1,5 +1,5 @@
 import { SETTINGS } from '../../src/config/settings.js';
-import type { Scenario, ScenarioResult } from '../report.js';
+import type { ScenarioResult, ScenarioRun } from '../report.js';
 import { describeCpu, topCommands } from '../evidence.js';
 import { totalCalls } from '../probes.js';
 import { ms, num, percentile } from '../stats.js';
@@ -82,11 +82,5 @@ function report(r: PollerRun): ScenarioResult {
   };
 }
 
-/** Scenario 5. */
-export const pollerScenario: Scenario = {
-  id: 'poller',
-  minimumMs: 45_000,
-  async run(ctx) {
-    return report(await measurePoller(ctx, ctx.quick ? 2_000 : 10_000));
-  },
-};
+/** The scenario's run (registered in run.ts). */
+export const pollerScenario: ScenarioRun = async (ctx, n) => report(await measurePoller(ctx, n));

@@ -3,7 +3,7 @@ import { loadConfig } from '../../src/config/index.js';
 import { stopAll } from '../../test/support/roles.js';
 import type { BenchContext } from '../context.js';
 import { launchRoles, roleEnv } from '../fleet.js';
-import type { Scenario, ScenarioResult } from '../report.js';
+import type { ScenarioResult, ScenarioRun } from '../report.js';
 import { ms, num, percentile } from '../stats.js';
 import { benchSimulator, waitUntil } from '../workload.js';
 
@@ -72,7 +72,7 @@ function report(r: QuickRun): ScenarioResult {
       `${ms(percentile(r.latencies, 50))}, max ${ms(Math.max(...r.latencies))}; ` +
       `${num(r.graceEnded, 0)} of ${num(r.n, 0)} waited out ACTIVE_GRACE.`,
     setup:
-      `${num(r.n)} follow-ups, each to its own agent job, sent one at a time 150–850 ms apart ` +
+      `${num(r.n, 0)} follow-ups, each to its own agent job, sent one at a time 150–850 ms apart ` +
       `(so they fall anywhere between two poll ticks). The simulator shows the previous run's ` +
       `\`completed\` for ${STALE_MS} ms after the send, then the run is active for ${WORK_MS} ms. ` +
       `One worker and one poller process with the default poll settings (POLL_INTERVAL ` +
@@ -103,11 +103,5 @@ function report(r: QuickRun): ScenarioResult {
   };
 }
 
-/** Scenario 8. */
-export const quickRunScenario: Scenario = {
-  id: 'quick-run',
-  minimumMs: 40_000,
-  async run(ctx) {
-    return report(await measure(ctx, ctx.quick ? 10 : 30));
-  },
-};
+/** The scenario's run (registered in run.ts). */
+export const quickRunScenario: ScenarioRun = async (ctx, n) => report(await measure(ctx, n));

@@ -5,7 +5,7 @@ import type { BenchContext } from '../context.js';
 import { topCommands } from '../evidence.js';
 import { launchRoles, roleEnv, startBaseline } from '../fleet.js';
 import { probeWork, totalCalls, type ProbeResult } from '../probes.js';
-import type { Scenario, ScenarioResult } from '../report.js';
+import type { ScenarioRun, ScenarioResult } from '../report.js';
 import { num } from '../stats.js';
 import { baselineQueue, benchSimulator, followUps, waitUntil } from '../workload.js';
 import { enqueueBaseline, enqueueOurs } from '../workload.js';
@@ -152,29 +152,24 @@ function report(n: number, periods: Periods): ScenarioResult {
   };
 }
 
-/** Scenario 7. */
-export const redisWorkScenario: Scenario = {
-  id: 'redis-work',
-  minimumMs: 35_000,
-  async run(ctx) {
-    const n = ctx.quick ? 500 : 2_000;
-    const [enqueue, send, track] = (await ours(ctx, n, false)) as [
-      ProbeResult,
-      ProbeResult,
-      ProbeResult,
-    ];
-    ctx.progress('redis-work', 'ours, phase by phase: done');
-    const [together] = (await ours(ctx, n, true)) as [ProbeResult];
-    ctx.progress('redis-work', 'ours, all roles together: done');
-    const [bEnqueue, bProcess] = (await baseline(ctx, n)) as [ProbeResult, ProbeResult];
-    ctx.progress('redis-work', 'baseline: done');
-    return report(n, [
-      ['ours: enqueue (sendMany of 100)', enqueue],
-      ['ours: send (1 worker)', send],
-      ['ours: track to the event (1 poller, runs already over)', track],
-      ['ours: all roles together (1 worker + 1 poller, 1 s runs)', together],
-      ['baseline: addBulk of 100', bEnqueue],
-      ['baseline: process + POST (1 worker)', bProcess],
-    ]);
-  },
+/** The scenario's run (registered in run.ts). */
+export const redisWorkScenario: ScenarioRun = async (ctx, n) => {
+  const [enqueue, send, track] = (await ours(ctx, n, false)) as [
+    ProbeResult,
+    ProbeResult,
+    ProbeResult,
+  ];
+  ctx.progress('redis-work', 'ours, phase by phase: done');
+  const [together] = (await ours(ctx, n, true)) as [ProbeResult];
+  ctx.progress('redis-work', 'ours, all roles together: done');
+  const [bEnqueue, bProcess] = (await baseline(ctx, n)) as [ProbeResult, ProbeResult];
+  ctx.progress('redis-work', 'baseline: done');
+  return report(n, [
+    ['ours: enqueue (sendMany of 100)', enqueue],
+    ['ours: send (1 worker)', send],
+    ['ours: track to the event (1 poller, runs already over)', track],
+    ['ours: all roles together (1 worker + 1 poller, 1 s runs)', together],
+    ['baseline: addBulk of 100', bEnqueue],
+    ['baseline: process + POST (1 worker)', bProcess],
+  ]);
 };

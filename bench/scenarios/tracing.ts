@@ -8,7 +8,7 @@ import type { BenchContext } from '../context.js';
 import { topCommands } from '../evidence.js';
 import { launchRoles, roleEnv } from '../fleet.js';
 import { cpuMsOf, probeWork, totalCalls, type ProbeResult } from '../probes.js';
-import type { Scenario, ScenarioResult } from '../report.js';
+import type { ScenarioRun, ScenarioResult } from '../report.js';
 import { num } from '../stats.js';
 import { benchSimulator, enqueueOurs, followUps, waitUntil } from '../workload.js';
 
@@ -149,16 +149,11 @@ function report(n: number, off: Run, on: Run): ScenarioResult {
   };
 }
 
-/** Scenario 8. */
-export const tracingScenario: Scenario = {
-  id: 'tracing',
-  minimumMs: 30_000,
-  async run(ctx) {
-    const n = ctx.quick ? 500 : 2_000;
-    const off = await runOnce(ctx, n, false);
-    ctx.progress('tracing', 'tracing off: done');
-    const on = await runOnce(ctx, n, true);
-    ctx.progress('tracing', 'traced: done');
-    return report(n, off, on);
-  },
+/** The scenario's run (registered in run.ts). */
+export const tracingScenario: ScenarioRun = async (ctx, n) => {
+  const off = await runOnce(ctx, n, false);
+  ctx.progress('tracing', 'tracing off: done');
+  const on = await runOnce(ctx, n, true);
+  ctx.progress('tracing', 'traced: done');
+  return report(n, off, on);
 };

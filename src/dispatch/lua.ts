@@ -19,15 +19,15 @@ import type { ChainableCommander, Redis } from 'ioredis';
 /** Each script's file under `./lua/`, without `.lua`. */
 const FILES = {
   register: 'register-n',
-  acquire: 'acquire-7',
+  acquire: 'acquire-8',
   markSent: 'markSent-2',
   requeue: 'requeue-4',
-  finish: 'finish-6',
+  finish: 'finish-7',
   reschedule: 'reschedule-2',
   due: 'due-1',
   isNext: 'isNext-2',
   carry: 'carry-1',
-  publishOrphan: 'publishOrphan-4',
+  publishOrphan: 'publishOrphan-5',
   pauseSends: 'pauseSends-1',
   claimProbe: 'claimProbe-1',
   renewLock: 'renewLock-1',

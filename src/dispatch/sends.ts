@@ -1,11 +1,10 @@
 import type { ChainableCommander } from 'ioredis';
 import type { AgentJob } from '../agent-api/index.js';
 import type { Rate } from '../config/index.js';
-import { contentDigest } from './digest.js';
-import type { FollowUp } from './followup.js';
 import { NotDurableError } from '../redis/durability.js';
 import { LUA } from './lua.js';
 import { onDisk, wroteOn } from './on-disk.js';
+import { queueRegister, type Registration } from './register.js';
 import {
   FIELDS_BUT_PROMPT,
   parseRecord,
@@ -25,8 +24,7 @@ import {
  * pause), record its outcome, or queue it again. Reached as `DispatchStore.sends`.
  */
 
-/** A follow-up to register, with the trace context of the producer's span when traced. */
-export type Registration = FollowUp & { readonly traceparent?: string | undefined };
+export type { Registration } from './register.js';
 
 /** The records, lanes and send steps of one store: `DispatchStore.sends`. */
 export class Sends {
@@ -45,40 +43,26 @@ export class Sends {
     return 1;
   }
 
-  /**
-   * Queues one REGISTER of every follow-up of a batch (its dispatch id at the same index), in
-   * order, on `multi`, a MULTI of this store's connection (see register-n.lua): its reply is their
-   * answers, in the same order. Only a follow-up with an idempotency key gets a digest: without
-   * one, its id is random and never registered again, so nothing would ever compare it.
-   */
+  /** Queues one REGISTER of a whole batch on `multi` (see {@link queueRegister}). */
   registerAllInto(
     multi: ChainableCommander,
     dispatchIds: readonly string[],
     followUps: readonly Registration[],
   ): void {
-    const state = this.#state;
-    const keys: string[] = [state.keys.open];
-    // A record's key holds its dispatch id, so the id is not sent again.
-    const args: string[] = [state.keys.dispatch('')];
-    for (const [i, followUp] of followUps.entries()) {
-      keys.push(state.keys.dispatch(dispatchIds[i] as string), laneOf(state, followUp));
-      args.push(
-        followUp.projectId,
-        followUp.jobId,
-        followUp.prompt,
-        followUp.key ?? '',
-        followUp.meta ? JSON.stringify(followUp.meta) : '',
-        followUp.key === undefined ? '' : contentDigest(followUp),
-        followUp.traceparent ?? '',
-      );
-    }
-    state.scripts.queue(multi, 'register', keys, args);
+    queueRegister(this.#state, multi, dispatchIds, followUps);
   }
 
-  /** Reads one dispatch record. */
+  /** Reads one dispatch record, with its prompt (in one MULTI: FINISH deletes the prompt). */
   async get(dispatchId: string): Promise<DispatchRecord | undefined> {
-    const state = this.#state;
-    return parseRecord(dispatchId, await state.redis.hgetall(state.keys.dispatch(dispatchId)));
+    const { redis, keys } = this.#state;
+    const read = redis.multi().hgetall(keys.dispatch(dispatchId)).get(keys.prompt(dispatchId));
+    const [[hashErr, hash], [promptErr, prompt]] = ((await read.exec()) ?? [
+      [new Error('Redis discarded the read of a dispatch record'), {}],
+      [null, null],
+    ]) as [[Error | null, Record<string, string>], [Error | null, string | null]];
+    if (hashErr ?? promptErr) throw hashErr ?? promptErr;
+    // A record written before prompts had their own key holds its prompt itself.
+    return parseRecord(dispatchId, prompt === null ? hash : { ...hash, prompt });
   }
 
   /** Reads several records in one round trip, all but their prompts; missing: `undefined`. */
@@ -103,7 +87,7 @@ export class Sends {
   /**
    * Checks lane, pauses, park and budget (the project's own limit replaces `rate`); when all allow
    * it, records the intent to send and tracks the dispatch (first read in `firstPollMs`). See
-   * acquire-7.lua for `toleranceMs`, and why a retry with the same `attemptToken` spends nothing.
+   * acquire-8.lua for `toleranceMs`, and why a retry with the same `attemptToken` spends nothing.
    */
   async acquire(
     ref: DispatchRef,
@@ -125,6 +109,7 @@ export class Sends {
         keys.tracked,
         keys.authPause,
         keys.projectControls(ref.projectId),
+        keys.prompt(ref.dispatchId),
       ],
       [
         ref.dispatchId,

@@ -33,7 +33,7 @@ export interface Orphan {
   readonly jobKey?: string;
 }
 
-/** What publishing an orphan event did: see publishOrphan-4.lua. */
+/** What publishing an orphan event did: see publishOrphan-5.lua. */
 export type OrphanResult = 'published' | 'published-before' | 'record-exists' | 'job-gone';
 
 /** The tracked set and the ends of one store: `DispatchStore.tracking`. */
@@ -64,6 +64,7 @@ export class Tracking {
         options.eventsStream,
         keys.open,
         keys.budget(record.projectId),
+        keys.prompt(record.dispatchId),
       ],
       [
         record.dispatchId,
@@ -99,7 +100,13 @@ export class Tracking {
     const marker = keys.orphan(orphan.bullJobId);
     const reply = await state.scripts.run(
       'publishOrphan',
-      [marker, options.eventsStream, keys.dispatch(orphan.dispatchId), orphan.jobKey ?? marker],
+      [
+        marker,
+        options.eventsStream,
+        keys.dispatch(orphan.dispatchId),
+        orphan.jobKey ?? marker,
+        keys.prompt(orphan.dispatchId),
+      ],
       [
         options.retentionMs,
         options.eventsMaxLen,

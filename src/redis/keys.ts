@@ -36,6 +36,12 @@ export interface Keys {
   readonly prefix: string;
   /** Hash: the dispatch record of one follow-up (the source of truth for its state). */
   dispatch(dispatchId: string): string;
+  /**
+   * String: the prompt of one follow-up, from REGISTER until FINISH. Kept apart from its record
+   * so that the record's fields all stay short: Redis then stores the record as a listpack
+   * (about 240 bytes) instead of a hash table (about 950).
+   */
+  prompt(dispatchId: string): string;
   /** List: dispatch ids of one agent job in enqueue order; the head is the one in flight or next. */
   lane(projectId: string, jobId: string): string;
   /** Sorted set: the sliding-window send log of one project (score = send time in ms). */
@@ -88,6 +94,7 @@ export function keysFor(prefix: string): Keys {
   return Object.freeze({
     prefix,
     dispatch: (dispatchId: string) => k('d', dispatchId),
+    prompt: (dispatchId: string) => k('prompt', dispatchId),
     lane: (projectId: string, jobId: string) =>
       k('lane', `${projectId.length}.${projectId}`, jobId),
     budget: (projectId: string) => k('budget', projectId),

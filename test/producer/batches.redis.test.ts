@@ -65,9 +65,7 @@ describe('sendMany: one REGISTER per batch', () => {
     expect(new Set(results.map((r) => r.dispatchId)).size).toBe(2_500);
     const keys = keysFor(ns().prefix);
     expect(await ns().redis.zcard(keys.open)).toBe(2_500);
-    expect(await ns().redis.hget(keys.dispatch(results[1_999]?.dispatchId ?? ''), 'prompt')).toBe(
-      '#1999',
-    );
+    expect(await ns().redis.get(keys.prompt(results[1_999]?.dispatchId ?? ''))).toBe('#1999');
     expect(await ns().redis.lrange(keys.lane('p9', 'j2499'), 0, -1)).toEqual([
       results[2_499]?.dispatchId,
     ]);

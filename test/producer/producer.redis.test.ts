@@ -104,7 +104,7 @@ describe('createProducer', () => {
       expect((error as Error).message).toContain('key');
     }
     // The first follow-up is kept as it was; nothing else was enqueued.
-    expect(await ns().redis.hget(`${ns().prefix}:d:${first.dispatchId}`, 'prompt')).toBe('a');
+    expect(await ns().redis.get(`${ns().prefix}:prompt:${first.dispatchId}`)).toBe('a');
     expect(await queue().getJobCounts('wait')).toEqual({ wait: 1 });
     expect(await ns().redis.llen(lane())).toBe(1);
   });

@@ -2,16 +2,19 @@
   Registers a batch of follow-ups, in order: per follow-up its record, its place in its lane, and
   its entry in the open index (scored by the batch's enqueue time) until FINISH. The producer runs
   it once per MULTI, beside BullMQ's job adds, so a batch costs one script call, one TIME, one
-  EXISTS and one ZADD (per thousand follow-ups), and an HSET and an RPUSH per follow-up.
+  EXISTS and one ZADD (per thousand follow-ups), and an HSET, a SET and an RPUSH per follow-up.
 
-  The digest outlives the prompt (FINISH deletes that), so a conflict is seen until the record
-  expires; a record written without one (before digests were stored, or without an idempotency
-  key, whose random id is never registered twice) counts as the same.
+  The prompt goes under its own key, so that every field of the record stays short enough for
+  Redis to keep the record as a listpack. The digest outlives the prompt (FINISH deletes that),
+  so a conflict is seen until the record expires; a record written without one (before digests
+  were stored, or without an idempotency key, whose random id is never registered twice) counts
+  as the same.
 
   Input (n: the number of follow-ups; i from 1 to n):
     KEYS[1]      open index
-    KEYS[2i]     record of follow-up i
-    KEYS[2i + 1] lane of follow-up i
+    KEYS[3i - 1] record of follow-up i
+    KEYS[3i]     lane of follow-up i
+    KEYS[3i + 1] prompt of follow-up i
 
     ARGV[1]      key prefix of records: a record's key is it and the dispatch id
     ARGV[7i - 5] projectId
@@ -28,7 +31,7 @@
     -1 this id exists with another digest: the key was used for a different follow-up
 ]]
 local openKey, idsFrom = KEYS[1], #ARGV[1] + 1
-local n = (#KEYS - 1) / 2
+local n = (#KEYS - 1) / 3
 --- @include "includes/now"
 -- Written as text once: Redis formats a Lua number with printf each time it is passed.
 local nowText = tostring(now)
@@ -52,7 +55,7 @@ end
 -- One EXISTS for the whole batch: when none of its records exists (the usual case), no record
 -- needs a look of its own. Records registered earlier in this batch are known by their digests.
 local records = {}
-for i = 1, n do records[i] = KEYS[2 * i] end
+for i = 1, n do records[i] = KEYS[3 * i - 1] end
 local anyExisted = inChunks('EXISTS', nil, records, 1) > 0
 local registered = {}
 
@@ -73,15 +76,16 @@ end
 
 local answers, opened = {}, {}
 for i = 1, n do
-  local recordKey, laneKey, a = KEYS[2 * i], KEYS[2 * i + 1], 7 * (i - 1)
+  local recordKey, laneKey, promptKey = KEYS[3 * i - 1], KEYS[3 * i], KEYS[3 * i + 1]
+  local a = 7 * (i - 1)
   local dispatchId = string.sub(recordKey, idsFrom)
   local digest, traceparent = ARGV[a + 7], ARGV[a + 8]
   if registered[recordKey] ~= nil or
       (anyExisted and redis.call('EXISTS', recordKey) == 1) then
     answers[i] = existing(recordKey, digest)
   else
-    local fields = {'projectId', ARGV[a + 2], 'jobId', ARGV[a + 3], 'prompt', ARGV[a + 4],
-      'state', 'queued', 'enqueuedAt', nowText}
+    local fields = {'projectId', ARGV[a + 2], 'jobId', ARGV[a + 3], 'state', 'queued',
+      'enqueuedAt', nowText}
     -- Only the fields that hold something, in the same HSET: every reader takes a missing key,
     -- meta, digest or traceparent for none, and a missing count (attempts, polls) for 0.
     addIfAny(fields, 'key', ARGV[a + 5])
@@ -89,6 +93,7 @@ for i = 1, n do
     addIfAny(fields, 'digest', digest)
     addIfAny(fields, 'traceparent', traceparent)
     redis.call('HSET', recordKey, unpack(fields))
+    redis.call('SET', promptKey, ARGV[a + 4])
     redis.call('RPUSH', laneKey, dispatchId)
     registered[recordKey] = digest
     opened[#opened + 1] = nowText

@@ -162,10 +162,13 @@ export class FuzzBooks {
     const keys = keysFor(prefix);
     const ids = [...this.firsts.keys()];
     const pipeline = redis.pipeline();
-    for (const id of ids) pipeline.hgetall(keys.dispatch(id));
+    for (const id of ids) pipeline.hgetall(keys.dispatch(id)).get(keys.prompt(id));
     const replies = (await pipeline.exec()) ?? [];
     ids.forEach((id, i) => {
-      const record = parseRecord(id, (replies[i]?.[1] ?? {}) as Record<string, string>);
+      const hash = (replies[2 * i]?.[1] ?? {}) as Record<string, string>;
+      const prompt = replies[2 * i + 1]?.[1];
+      // The prompt has its own key; the record as the store reads it (see `Sends.get`).
+      const record = parseRecord(id, typeof prompt === 'string' ? { ...hash, prompt } : hash);
       const sent = this.firsts.get(id) ?? {};
       const same =
         record !== undefined &&

@@ -4,7 +4,7 @@
   second time for the same dispatch does nothing: exactly one event.
   The record keeps what the event says (type, reason, the last agent job and its status) for
   `retentionMs`, so `status` answers after the end; only the prompt is deleted. A budget slot the
-  dispatch had reserved while queued (`r:<id>`, see acquire-7.lua) is given back (a reservation
+  dispatch had reserved while queued (`r:<id>`, see acquire-8.lua) is given back (a reservation
   exists only in state `queued`).
 
   An operator's cancel is this script with expected state `queued`: ACQUIRE moves a dispatch out
@@ -17,6 +17,7 @@
     KEYS[4] events stream
     KEYS[5] open index
     KEYS[6] the project's budget
+    KEYS[7] prompt
 
     ARGV[1] dispatchId
     ARGV[2] expected state ('' = any but done)
@@ -32,8 +33,8 @@
   Output: {1, next dispatchId of the lane or '', stream entry id}, or {0, '', '', the state found
   ('' = no record)} when nothing changed
 ]]
-local recordKey, laneKey, trackedKey, streamKey, openKey, budgetKey =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local recordKey, laneKey, trackedKey, streamKey, openKey, budgetKey, promptKey =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local dispatchId, expected = ARGV[1], ARGV[2]
 
 local state = redis.call('HGET', recordKey, 'state')
@@ -43,7 +44,8 @@ local fields = {'state', 'done', 'finishedAt', ARGV[3], 'type', ARGV[4], 'reason
 if ARGV[8] ~= '' then table.insert(fields, 'job'); table.insert(fields, ARGV[8]) end
 if ARGV[9] ~= '' then table.insert(fields, 'lastStatus'); table.insert(fields, ARGV[9]) end
 redis.call('HSET', recordKey, unpack(fields))
-redis.call('HDEL', recordKey, 'prompt')
+-- A record written before prompts had their own key holds its prompt in the record.
+if redis.call('DEL', promptKey) == 0 then redis.call('HDEL', recordKey, 'prompt') end
 redis.call('PEXPIRE', recordKey, ARGV[6])
 redis.call('ZREM', trackedKey, dispatchId)
 redis.call('ZREM', openKey, dispatchId)

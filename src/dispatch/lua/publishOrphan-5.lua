@@ -13,6 +13,8 @@
     KEYS[2] events stream
     KEYS[3] the dispatch record
     KEYS[4] the BullMQ job hash (checked only when ARGV[3] is 1)
+    KEYS[5] the dispatch's prompt: deleted with the publication (a record deleted by hand leaves
+            its prompt behind)
 
     ARGV[1] retentionMs (the marker's lifetime)
     ARGV[2] stream MAXLEN (approximate)
@@ -21,11 +23,13 @@
 
   Output: 1 published, 0 published before, -1 the record exists, -2 the job is gone
 ]]
-local markerKey, streamKey, recordKey, jobKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local markerKey, streamKey, recordKey, jobKey, promptKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4],
+  KEYS[5]
 local retentionMs, maxLen, requireJob = tonumber(ARGV[1]), ARGV[2], ARGV[3] == '1'
 
 if redis.call('EXISTS', recordKey) == 1 then return -1 end
 if requireJob and redis.call('EXISTS', jobKey) == 0 then return -2 end
 if not redis.call('SET', markerKey, '1', 'NX', 'PX', retentionMs) then return 0 end
 redis.call('XADD', streamKey, 'MAXLEN', '~', maxLen, '*', unpack(ARGV, 4))
+redis.call('DEL', promptKey)
 return 1

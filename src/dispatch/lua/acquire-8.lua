@@ -36,6 +36,7 @@
     KEYS[5] tracked set
     KEYS[6] send pause
     KEYS[7] project controls
+    KEYS[8] prompt (a record written before prompts had their own key holds it in `prompt`)
 
     ARGV[1] dispatchId
     ARGV[2] max sends per window (the default: SEND_RATE_LIMIT)
@@ -59,22 +60,25 @@
     sending     n = when that attempt started, text = its token
     <state>     the record's state when not queued
 ]]
-local recordKey, laneKey, budgetKey, parkKey, trackedKey, pauseKey, controlsKey =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local recordKey, laneKey, budgetKey, parkKey, trackedKey, pauseKey, controlsKey, promptKey =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local dispatchId, token = ARGV[1], ARGV[6]
 local max, window, tolerance = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local keepFor = window
 local firstPollMs = tonumber(ARGV[5])
 local recordPrefix, promptMaxBytes = ARGV[7], tonumber(ARGV[8])
 
--- One read of the fields it decides on (the prompt goes back with `go`).
+-- One read of the fields it decides on; the prompt (it goes back with `go`) only when it may go.
 local stored = redis.call('HMGET', recordKey, 'state', 'prompt', 'attemptToken', 'attempts',
   'sendingAt')
-local state, prompt = stored[1], stored[2] or ''
+local state = stored[1]
 if not state then return {'missing', 0, ''} end
+local function prompt()
+  return redis.call('GET', promptKey) or stored[2] or ''
+end
 if state == 'sending' then
   local holder = stored[3] or ''
-  if token ~= '' and holder == token then return {'go', tonumber(stored[4]), prompt} end
+  if token ~= '' and holder == token then return {'go', tonumber(stored[4]), prompt()} end
   return {state, tonumber(stored[5] or '0'), holder}
 end
 if state ~= 'queued' then return {state, 0, ''} end
@@ -89,8 +93,9 @@ end
 if head ~= dispatchId then return {'blocked', 0, ''} end
 -- The worker checks the payload it reads here before any budget unit is spent on it: a record
 -- written by another version, or a PROMPT_MAX_BYTES lowered since, ends undeliverable unsent.
-if #prompt == 0 or (promptMaxBytes > 0 and #prompt > promptMaxBytes) then
-  return {'invalid', #prompt, ''}
+local text = prompt()
+if #text == 0 or (promptMaxBytes > 0 and #text > promptMaxBytes) then
+  return {'invalid', #text, ''}
 end
 --- @include "includes/now"
 -- The log lives until its latest entry (a send or a reservation, possibly in the future) is
@@ -166,4 +171,4 @@ if probeAt > 0 then
   redis.call('HSET', pauseKey, 'probeAt', now + backoff, 'backoffMs', backoff)
 end
 -- `now` too: the worker schedules the first status read by this clock (MARK_SENT).
-return {'go', attempt, prompt, probe, now}
+return {'go', attempt, text, probe, now}
