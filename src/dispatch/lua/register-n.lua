@@ -2,7 +2,8 @@
   Registers a batch of follow-ups, in order: per follow-up its record, its place in its lane, and
   its entry in the open index (scored by the batch's enqueue time) until FINISH. The producer runs
   it once per MULTI, beside BullMQ's job adds, so a batch costs one script call, one TIME, one
-  EXISTS and one ZADD (per thousand follow-ups), and an HSET, a SET and an RPUSH per follow-up.
+  EXISTS, one MSET (the prompts) and one ZADD per thousand follow-ups, and an HSET and an RPUSH
+  per follow-up.
 
   The prompt goes under its own key, so that every field of the record stays short enough for
   Redis to keep the record as a listpack. The digest outlives the prompt (FINISH deletes that),
@@ -43,11 +44,13 @@ local function inChunks(command, key, items, width)
   local total = 0
   for first = 1, #items, CHUNK * width do
     local last = math.min(first + CHUNK * width - 1, #items)
+    local reply
     if key then
-      total = total + redis.call(command, key, unpack(items, first, last))
+      reply = redis.call(command, key, unpack(items, first, last))
     else
-      total = total + redis.call(command, unpack(items, first, last))
+      reply = redis.call(command, unpack(items, first, last))
     end
+    if type(reply) == 'number' then total = total + reply end
   end
   return total
 end
@@ -74,7 +77,7 @@ local function addIfAny(fields, name, value)
   end
 end
 
-local answers, opened = {}, {}
+local answers, opened, prompts = {}, {}, {}
 for i = 1, n do
   local recordKey, laneKey, promptKey = KEYS[3 * i - 1], KEYS[3 * i], KEYS[3 * i + 1]
   local a = 7 * (i - 1)
@@ -93,7 +96,8 @@ for i = 1, n do
     addIfAny(fields, 'digest', digest)
     addIfAny(fields, 'traceparent', traceparent)
     redis.call('HSET', recordKey, unpack(fields))
-    redis.call('SET', promptKey, ARGV[a + 4])
+    prompts[#prompts + 1] = promptKey
+    prompts[#prompts + 1] = ARGV[a + 4]
     redis.call('RPUSH', laneKey, dispatchId)
     registered[recordKey] = digest
     opened[#opened + 1] = nowText
@@ -101,6 +105,7 @@ for i = 1, n do
     answers[i] = 1
   end
 end
--- One ZADD for the batch: every new record is open from the same time.
+-- One MSET of the new records' prompts, and one ZADD: they are open from the same time.
+inChunks('MSET', nil, prompts, 2)
 inChunks('ZADD', openKey, opened, 2)
 return answers
