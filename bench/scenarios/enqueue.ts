@@ -128,8 +128,9 @@ function report(n: number, nSingle: number, batch: Sides, single: Sides): Scenar
       `${num(n)} follow-ups (one per agent job, 100 projects) enqueued from the bench process in ` +
       `batches of 100, then ${num(nSingle)} one at a time, one call in flight, no worker running; ` +
       'after one warm-up batch. Ours: `createProducer().sendMany(batch)` and `send(one)` ' +
-      '(validation, then one MULTI: SCRIPT LOAD of REGISTER, EVALSHA register + BullMQ add per ' +
-      "follow-up; BullMQ's add is loaded once per connection). Baseline: `queue.addBulk(batch)` " +
+      '(validation, then one MULTI: SCRIPT LOAD of REGISTER, one EVALSHA of REGISTER for the ' +
+      "batch, then BullMQ's add per follow-up; BullMQ's add is loaded once per connection). " +
+      'Baseline: `queue.addBulk(batch)` ' +
       'and `queue.addBulk([one])` of jobs carrying the same fields. The producer is CPU-profiled ' +
       'while it runs. Median of up to 3 runs (listed in the notes).',
     tables: [

@@ -3,7 +3,8 @@ import type { ChainableCommander, Redis } from 'ioredis';
 
 /**
  * The Lua scripts behind every multi-key change of a dispatch, one `.lua` file each under
- * `./lua/` (named with its key count, as BullMQ names its own), read once at module load. Each
+ * `./lua/` (named with its key count, as BullMQ names its own; `n`: it varies, and each call passes
+ * it), read once at module load. Each
  * runs atomically, so a state change and what must go with it (a budget entry, a lane release,
  * the stream entry) happen together or not at all. Times come from Redis (`TIME`), one clock for
  * the whole fleet; MARK_SENT and RESCHEDULE, which need a time only to schedule a status read,
@@ -17,7 +18,7 @@ import type { ChainableCommander, Redis } from 'ioredis';
 
 /** Each script's file under `./lua/`, without `.lua`. */
 const FILES = {
-  register: 'register-4',
+  register: 'register-n',
   acquire: 'acquire-8',
   markSent: 'markSent-2',
   requeue: 'requeue-4',
@@ -44,7 +45,8 @@ export type Reply = string | number | null | Reply[];
 /** One script: its source (includes resolved) and how many of its arguments are keys. */
 export interface LuaScript {
   readonly source: string;
-  readonly numberOfKeys: number;
+  /** `undefined`: as many as each call passes (a file named `-n`). */
+  readonly numberOfKeys: number | undefined;
 }
 
 const INCLUDE = /^--- @include "([\w/-]+)"$/gm;
@@ -54,13 +56,39 @@ function read(name: string): string {
   return text.replace(INCLUDE, (_, include: string) => read(include).trimEnd());
 }
 
+function keyCount(suffix: string): number | undefined {
+  return suffix === 'n' ? undefined : Number(suffix);
+}
+
+/**
+ * The scripts sent with every producer MULTI (SCRIPT LOAD, see `Sends.loadScriptsInto`): their
+ * comments (the header block, and lines that are only a comment) and indentation are left out of
+ * their source, blank lines in place of comments keeping line numbers.
+ */
+const LOADED_EACH_TIME: ReadonlySet<ScriptName> = new Set(['register']);
+const HEADER = /^--\[\[[\s\S]*?\]\]\n/;
+
+function compact(source: string): string {
+  return source
+    .replace(HEADER, (header) => '\n'.repeat(header.split('\n').length - 1))
+    .split('\n')
+    .map((line) => (line.trimStart().startsWith('--') ? '' : line.trimStart()))
+    .join('\n');
+}
+
 /** Every script of the store, read from its file. */
 export const LUA: Readonly<Record<ScriptName, LuaScript>> = Object.freeze(
   Object.fromEntries(
-    Object.entries(FILES).map(([name, file]) => [
-      name,
-      { source: read(file), numberOfKeys: Number(file.slice(file.lastIndexOf('-') + 1)) },
-    ]),
+    Object.entries(FILES).map(([name, file]) => {
+      const source = read(file);
+      return [
+        name,
+        {
+          source: LOADED_EACH_TIME.has(name as ScriptName) ? compact(source) : source,
+          numberOfKeys: keyCount(file.slice(file.lastIndexOf('-') + 1)),
+        },
+      ];
+    }),
   ) as Record<ScriptName, LuaScript>,
 );
 
@@ -97,12 +125,15 @@ export function defineScripts(redis: Redis): Scripts {
     if (!command) throw new Error(`script ${name} is not defined on this connection`);
     return command.bind(target);
   };
+  // A script of a varying key count takes the count first.
+  const counted = (name: ScriptName, keys: readonly string[]) =>
+    LUA[name].numberOfKeys === undefined ? [keys.length, ...keys] : keys;
   return {
     async run(name, keys, args) {
-      return (await commandOn(redis, name)(...keys, ...args)) as Reply;
+      return (await commandOn(redis, name)(...counted(name, keys), ...args)) as Reply;
     },
     queue(multi, name, keys, args) {
-      void commandOn(multi, name)(...keys, ...args);
+      void commandOn(multi, name)(...counted(name, keys), ...args);
     },
   };
 }

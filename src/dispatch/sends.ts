@@ -1,10 +1,10 @@
 import type { ChainableCommander } from 'ioredis';
 import type { AgentJob } from '../agent-api/index.js';
 import type { Rate } from '../config/index.js';
-import { contentDigest, type FollowUp } from './followup.js';
 import { NotDurableError } from '../redis/durability.js';
 import { LUA } from './lua.js';
 import { onDisk, wroteOn } from './on-disk.js';
+import { queueRegister, type Registration } from './register.js';
 import {
   FIELDS_BUT_PROMPT,
   parseRecord,
@@ -24,8 +24,7 @@ import {
  * pause), record its outcome, or queue it again. Reached as `DispatchStore.sends`.
  */
 
-/** A follow-up to register, with the trace context of the producer's span when traced. */
-export type Registration = FollowUp & { readonly traceparent?: string | undefined };
+export type { Registration } from './register.js';
 
 /** The records, lanes and send steps of one store: `DispatchStore.sends`. */
 export class Sends {
@@ -44,29 +43,13 @@ export class Sends {
     return 1;
   }
 
-  /** Queues REGISTER on `multi`, a MULTI of this store's connection (see register-4.lua). */
-  registerInto(multi: ChainableCommander, dispatchId: string, followUp: Registration): void {
-    const state = this.#state;
-    state.scripts.queue(
-      multi,
-      'register',
-      [
-        state.keys.dispatch(dispatchId),
-        laneOf(state, followUp),
-        state.keys.open,
-        state.keys.prompt(dispatchId),
-      ],
-      [
-        dispatchId,
-        followUp.projectId,
-        followUp.jobId,
-        followUp.prompt,
-        followUp.key ?? '',
-        followUp.meta ? JSON.stringify(followUp.meta) : '',
-        contentDigest(followUp),
-        followUp.traceparent ?? '',
-      ],
-    );
+  /** Queues one REGISTER of a whole batch on `multi` (see {@link queueRegister}). */
+  registerAllInto(
+    multi: ChainableCommander,
+    dispatchIds: readonly string[],
+    followUps: readonly Registration[],
+  ): void {
+    queueRegister(this.#state, multi, dispatchIds, followUps);
   }
 
   /** Reads one dispatch record, with its prompt (in one MULTI: FINISH deletes the prompt). */

@@ -1,12 +1,7 @@
-import { Job, type Queue } from 'bullmq';
+import type { Queue } from 'bullmq';
 import type { ChainableCommander, Redis } from 'ioredis';
 import type { FollowUp } from '../dispatch/followup.js';
-import {
-  DISPATCH_JOB_NAME,
-  dispatchJobOptions,
-  newDispatchId,
-  type DispatchJobData,
-} from '../runtime/jobs.js';
+import { dispatchJobJson, newDispatchId, type DispatchJobData } from '../runtime/jobs.js';
 import type { DispatchStore, Registration } from '../dispatch/store.js';
 import {
   asRedisFailure,
@@ -17,14 +12,15 @@ import {
 } from './errors.js';
 
 /**
- * The producer's one transaction: per follow-up, REGISTER and BullMQ's job add, in one MULTI on
- * BullMQ's connection, so both land or neither does. A traced follow-up's `traceparent` rides in
- * both, in the same commands: tracing adds no round trip.
+ * The producer's one transaction: one REGISTER of the whole batch, then BullMQ's job add per
+ * follow-up, in one MULTI on BullMQ's connection, so a follow-up's record and its job both land or
+ * neither does. A traced follow-up's `traceparent` rides in both, in the same commands: tracing
+ * adds no round trip.
  *
- * Scripts: REGISTER (1.4 KB) is loaded at the start of every MULTI, so it can never be missing
+ * Scripts: REGISTER (1.9 KB) is loaded at the start of every MULTI, so it can never be missing
  * when it runs. BullMQ's job add (about 20 KB) is sent as ioredis sends it: its source once per
  * connection, then by SHA. If the server forgot it (SCRIPT FLUSH, or a restart behind a kept
- * connection), the adds fail NOSCRIPT inside the committed MULTI while the REGISTERs landed: a
+ * connection), the adds fail NOSCRIPT inside the committed MULTI while the REGISTER landed: a
  * record without its job, which {@link addMissingJobs} completes at once with a second MULTI that
  * loads the add first (adding a job id that exists is a no-op in BullMQ). The reverse, a job
  * without its record, cannot happen: a worker would end it `missing_record`.
@@ -36,14 +32,20 @@ type BullTransaction = Parameters<Queue['backend']['addJobToTransaction']>[0];
 /** BullMQ's scripts the transaction runs by SHA (its job add, without delay or priority). */
 const BULLMQ_SCRIPTS = ['addStandardJob'];
 
-/** A MULTI ready to EXEC: the ids it registers, and how many replies come before theirs. */
+/**
+ * A MULTI ready to EXEC: the ids it registers, and how many replies come before REGISTER's (whose
+ * reply is an answer per id; the reply of the job add of id `i` comes `1 + i` after it).
+ */
 export interface Transaction {
   readonly multi: ChainableCommander;
   readonly ids: readonly string[];
   readonly loads: number;
-  /** What each REGISTER wrote, in order: the follow-up and its `traceparent`. */
+  /** What REGISTER wrote for each id, in order: the follow-up and its `traceparent`. */
   readonly registrations: readonly Registration[];
 }
+
+/** Where the reply of the job add of the `i`th follow-up is. */
+const addReply = (loads: number, i: number) => loads + 1 + i;
 
 /** Builds the transaction. `store` must be a store on `client`. */
 export async function buildTransaction(
@@ -57,43 +59,40 @@ export async function buildTransaction(
   const multi = client.multi();
   const loads = store.sends.loadScriptsInto(multi);
   const ids = followUps.map((f) => newDispatchId(f.key));
-  const registrations: Registration[] = [];
-  for (const [i, followUp] of followUps.entries()) {
-    const dispatchId = ids[i] as string;
-    const registration: Registration = { ...followUp, traceparent: traceparents[i] };
-    store.sends.registerInto(multi, dispatchId, registration);
-    await addJobInto(queue, multi, dispatchId, registration, attempts);
-    registrations.push(registration);
-  }
+  const registrations = followUps.map((followUp, i): Registration => ({
+    ...followUp,
+    traceparent: traceparents[i],
+  }));
+  store.sends.registerAllInto(multi, ids, registrations);
+  await Promise.all(
+    registrations.map((registration, i) =>
+      addJobInto(queue, multi, ids[i] as string, registration, attempts),
+    ),
+  );
   return { multi, ids, loads, registrations };
 }
 
-/** Queues BullMQ's add of the job that carries `dispatchId` on `multi`. */
-async function addJobInto(
+/**
+ * Queues BullMQ's add of the job that carries `dispatchId` on `multi`. BullMQ queues it before
+ * its promise settles, so a batch's adds are queued in order without waiting for each.
+ */
+function addJobInto(
   queue: Queue<DispatchJobData>,
   multi: ChainableCommander,
   dispatchId: string,
   followUp: Registration,
   attempts: number,
-): Promise<void> {
-  const { traceparent } = followUp;
+): Promise<string> {
   const data: DispatchJobData = {
     v: 1,
     dispatchId,
     projectId: followUp.projectId,
     jobId: followUp.jobId,
-    ...(traceparent ? { traceparent } : {}),
   };
-  const job = new Job(
-    queue,
-    DISPATCH_JOB_NAME,
-    data,
-    dispatchJobOptions(dispatchId, attempts),
-    dispatchId,
-  );
-  await queue.backend.addJobToTransaction(
+  if (followUp.traceparent) data.traceparent = followUp.traceparent;
+  return queue.backend.addJobToTransaction(
     multi as unknown as BullTransaction,
-    job.asJSON(),
+    dispatchJobJson(data, attempts),
     dispatchId,
   );
 }
@@ -104,7 +103,7 @@ function isNoScript(err: Error | null | undefined): boolean {
 }
 
 /**
- * After a committed transaction whose job adds failed NOSCRIPT (their REGISTERs landed): loads
+ * After a committed transaction whose job adds failed NOSCRIPT (their REGISTER landed): loads
  * BullMQ's add and adds those jobs in a second MULTI. Resolves to the replies with the first
  * MULTI's NOSCRIPT errors replaced by the second's answers; the replies as they were when no add
  * failed that way.
@@ -116,20 +115,22 @@ export async function addMissingJobs(
   replies: readonly [Error | null, unknown][],
   attempts: number,
 ): Promise<[Error | null, unknown][]> {
-  const missing = ids.flatMap((_, i) => (isNoScript(replies[loads + 2 * i + 1]?.[0]) ? [i] : []));
+  const missing = ids.flatMap((_, i) => (isNoScript(replies[addReply(loads, i)]?.[0]) ? [i] : []));
   if (missing.length === 0) return [...replies];
   const multi = client.multi();
   const sources = bullmqSources(client);
   for (const source of sources) multi.script('LOAD', source);
   const reloads = sources.length;
-  for (const i of missing) {
-    await addJobInto(queue, multi, ids[i] as string, registrations[i] as Registration, attempts);
-  }
+  await Promise.all(
+    missing.map((i) =>
+      addJobInto(queue, multi, ids[i] as string, registrations[i] as Registration, attempts),
+    ),
+  );
   const again = await multi.exec();
   if (!again) throw new Error('Redis discarded the transaction that adds the missing jobs');
   const merged = [...replies];
   for (const [n, i] of missing.entries()) {
-    merged[loads + 2 * i + 1] = again[reloads + n] ?? [new Error('no reply'), null];
+    merged[addReply(loads, i)] = again[reloads + n] ?? [new Error('no reply'), null];
   }
   return merged;
 }
@@ -155,9 +156,9 @@ function bullmqSources(client: Redis): string[] {
 }
 
 /**
- * The answers of a committed transaction (its replies after the script loads): REGISTER says 1
- * new, 0 the same content under the same key (deduplicated), -1 different content under that key
- * (a conflict).
+ * The answers of a committed transaction (its replies after the script loads): REGISTER answers,
+ * per follow-up, 1 new, 0 the same content under the same key (deduplicated), -1 different content
+ * under that key (a conflict).
  */
 export function resultsOf(
   followUps: readonly FollowUp[],
@@ -166,10 +167,11 @@ export function resultsOf(
   redis: Redis,
 ): SendResult[] {
   const conflicts: KeyConflict[] = [];
+  const [registerErr, answers] = replies[loads] ?? [new Error('no reply'), []];
   const results = ids.map((dispatchId, i): SendResult | null => {
-    const [registerErr, created] = replies[loads + 2 * i] ?? [new Error('no reply'), 0];
-    const [addErr] = replies[loads + 2 * i + 1] ?? [new Error('no reply')];
+    const [addErr] = replies[addReply(loads, i)] ?? [new Error('no reply')];
     if (registerErr || addErr) throw asRedisFailure(registerErr ?? addErr, redis);
+    const created = (answers as unknown[])[i];
     if (created !== -1) return { dispatchId, deduplicated: created === 0 };
     conflicts.push({ index: i, key: followUps[i]?.key ?? '', dispatchId });
     return null;

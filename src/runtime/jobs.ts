@@ -1,5 +1,5 @@
-import { createHash, randomUUID } from 'node:crypto';
-import { Job, type JobsOptions, type Queue } from 'bullmq';
+import { hash, randomUUID } from 'node:crypto';
+import { Job, type JobJson, type JobsOptions, type Queue } from 'bullmq';
 import { z } from 'zod';
 import { identifier } from '../dispatch/followup.js';
 import type { DispatchRef } from '../dispatch/store.js';
@@ -41,15 +41,44 @@ export const DISPATCH_JOB_RETENTION = {
   removeOnFail: { age: 86_400 },
 } as const;
 
-/** The job options of one dispatch: its id is the dispatch id, so adding it twice is a no-op. */
-export function dispatchJobOptions(dispatchId: string, attempts: number): JobsOptions {
+/**
+ * The job options of one dispatch. Its id, the dispatch id (so adding it twice is a no-op), is
+ * not among them: the producer hands it to BullMQ beside them, so that it is not stored again in
+ * every job's options; `queue.add` takes it among them (`addDispatchJob`).
+ */
+export function dispatchJobOptions(attempts: number): JobsOptions {
   return {
-    jobId: dispatchId,
     attempts,
     // Transient failures only (5xx, not connected); 429s and budget waits park the job without
     // spending an attempt. Jitter spreads a fleet's retries after an outage.
     backoff: { type: 'exponential', delay: 1_000, jitter: 0.5 },
   };
+}
+
+/**
+ * The BullMQ job of a dispatch as BullMQ's `addJobToTransaction` takes it: what `asJSON()` of a
+ * new `Job` with these options answers (test/producer/job-json.redis.test.ts compares them),
+ * built directly, since a `Job` instance per follow-up cost the producer more than the add.
+ */
+export function dispatchJobJson(
+  data: DispatchJobData,
+  attempts: number,
+  timestamp = Date.now(),
+): JobJson {
+  return {
+    id: data.dispatchId,
+    name: DISPATCH_JOB_NAME,
+    data: JSON.stringify(data),
+    opts: dispatchJobOptions(attempts),
+    progress: 0,
+    attemptsMade: 0,
+    attemptsStarted: 0,
+    stalledCounter: 0,
+    timestamp,
+    stacktrace: 'null',
+    returnvalue: 'null',
+    // `failedReason` too is left out, as `asJSON()` leaves it out of a job that never failed.
+  } as JobJson;
 }
 
 /**
@@ -59,7 +88,7 @@ export function dispatchJobOptions(dispatchId: string, attempts: number): JobsOp
  */
 export function newDispatchId(key: string | undefined): string {
   if (key === undefined) return randomUUID();
-  return `k-${createHash('sha256').update(key).digest('hex').slice(0, 40)}`;
+  return `k-${hash('sha256', key).slice(0, 40)}`;
 }
 
 /** Adds the BullMQ job `bullJobId` that carries dispatch `ref` to a worker. */
@@ -76,7 +105,7 @@ export async function addDispatchJob(
     jobId: ref.jobId,
     ...(ref.traceparent ? { traceparent: ref.traceparent } : {}),
   };
-  await queue.add(DISPATCH_JOB_NAME, data, dispatchJobOptions(bullJobId, attempts));
+  await queue.add(DISPATCH_JOB_NAME, data, { ...dispatchJobOptions(attempts), jobId: bullJobId });
 }
 
 /**

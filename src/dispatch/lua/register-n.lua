@@ -1,0 +1,111 @@
+--[[
+  Registers a batch of follow-ups, in order: per follow-up its record, its place in its lane, and
+  its entry in the open index (scored by the batch's enqueue time) until FINISH. The producer runs
+  it once per MULTI, beside BullMQ's job adds, so a batch costs one script call, one TIME, one
+  EXISTS, one MSET (the prompts) and one ZADD per thousand follow-ups, and an HSET and an RPUSH
+  per follow-up.
+
+  The prompt goes under its own key, so that every field of the record stays short enough for
+  Redis to keep the record as a listpack. The digest outlives the prompt (FINISH deletes that),
+  so a conflict is seen until the record expires; a record written without one (before digests
+  were stored, or without an idempotency key, whose random id is never registered twice) counts
+  as the same.
+
+  Input (n: the number of follow-ups; i from 1 to n):
+    KEYS[1]      open index
+    KEYS[3i - 1] record of follow-up i
+    KEYS[3i]     lane of follow-up i
+    KEYS[3i + 1] prompt of follow-up i
+
+    ARGV[1]      key prefix of records: a record's key is it and the dispatch id
+    ARGV[7i - 5] projectId
+    ARGV[7i - 4] jobId
+    ARGV[7i - 3] prompt
+    ARGV[7i - 2] idempotency key ('' = none)
+    ARGV[7i - 1] meta as JSON ('' = none)
+    ARGV[7i]     digest of the content, computed by the producer ('' = none: no key)
+    ARGV[7i + 1] W3C traceparent of the producer's span ('' = not traced)
+
+  Output: one answer per follow-up, in order:
+    1  registered
+    0  this id exists with the same digest (deduplicated)
+    -1 this id exists with another digest: the key was used for a different follow-up
+]]
+local openKey, idsFrom = KEYS[1], #ARGV[1] + 1
+local n = (#KEYS - 1) / 3
+--- @include "includes/now"
+-- Written as text once: Redis formats a Lua number with printf each time it is passed.
+local nowText = tostring(now)
+
+-- Commands that take many keys or members take them a thousand at a time (Lua's unpack has a
+-- limit, and a batch has none); their integer replies are summed.
+local CHUNK = 1000
+local function inChunks(command, key, items, width)
+  local total = 0
+  for first = 1, #items, CHUNK * width do
+    local last = math.min(first + CHUNK * width - 1, #items)
+    local reply
+    if key then
+      reply = redis.call(command, key, unpack(items, first, last))
+    else
+      reply = redis.call(command, unpack(items, first, last))
+    end
+    if type(reply) == 'number' then total = total + reply end
+  end
+  return total
+end
+
+-- One EXISTS for the whole batch: when none of its records exists (the usual case), no record
+-- needs a look of its own. Records registered earlier in this batch are known by their digests.
+local records = {}
+for i = 1, n do records[i] = KEYS[3 * i - 1] end
+local anyExisted = inChunks('EXISTS', nil, records, 1) > 0
+local registered = {}
+
+-- The answer for a record that exists: 0 the same content, -1 another.
+local function existing(recordKey, digest)
+  local stored = registered[recordKey]
+  if stored == nil then stored = redis.call('HGET', recordKey, 'digest') end
+  if stored and stored ~= '' and stored ~= digest then return -1 end
+  return 0
+end
+
+local function addIfAny(fields, name, value)
+  if value ~= '' then
+    fields[#fields + 1] = name
+    fields[#fields + 1] = value
+  end
+end
+
+local answers, opened, prompts = {}, {}, {}
+for i = 1, n do
+  local recordKey, laneKey, promptKey = KEYS[3 * i - 1], KEYS[3 * i], KEYS[3 * i + 1]
+  local a = 7 * (i - 1)
+  local dispatchId = string.sub(recordKey, idsFrom)
+  local digest, traceparent = ARGV[a + 7], ARGV[a + 8]
+  if registered[recordKey] ~= nil or
+      (anyExisted and redis.call('EXISTS', recordKey) == 1) then
+    answers[i] = existing(recordKey, digest)
+  else
+    local fields = {'projectId', ARGV[a + 2], 'jobId', ARGV[a + 3], 'state', 'queued',
+      'enqueuedAt', nowText}
+    -- Only the fields that hold something, in the same HSET: every reader takes a missing key,
+    -- meta, digest or traceparent for none, and a missing count (attempts, polls) for 0.
+    addIfAny(fields, 'key', ARGV[a + 5])
+    addIfAny(fields, 'meta', ARGV[a + 6])
+    addIfAny(fields, 'digest', digest)
+    addIfAny(fields, 'traceparent', traceparent)
+    redis.call('HSET', recordKey, unpack(fields))
+    prompts[#prompts + 1] = promptKey
+    prompts[#prompts + 1] = ARGV[a + 4]
+    redis.call('RPUSH', laneKey, dispatchId)
+    registered[recordKey] = digest
+    opened[#opened + 1] = nowText
+    opened[#opened + 1] = dispatchId
+    answers[i] = 1
+  end
+end
+-- One MSET of the new records' prompts, and one ZADD: they are open from the same time.
+inChunks('MSET', nil, prompts, 2)
+inChunks('ZADD', openKey, opened, 2)
+return answers
