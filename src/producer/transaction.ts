@@ -17,7 +17,7 @@ import {
  * neither does. A traced follow-up's `traceparent` rides in both, in the same commands: tracing
  * adds no round trip.
  *
- * Scripts: REGISTER (1.9 KB) is loaded at the start of every MULTI, so it can never be missing
+ * Scripts: REGISTER (2.2 KB) is loaded at the start of every MULTI, so it can never be missing
  * when it runs. BullMQ's job add (about 20 KB) is sent as ioredis sends it: its source once per
  * connection, then by SHA. If the server forgot it (SCRIPT FLUSH, or a restart behind a kept
  * connection), the adds fail NOSCRIPT inside the committed MULTI while the REGISTER landed: a
