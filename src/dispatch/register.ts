@@ -7,12 +7,35 @@ import { laneOf, type StoreState } from './store-state.js';
 export type Registration = FollowUp & { readonly traceparent?: string | undefined };
 
 /**
- * Queues one REGISTER of every follow-up of a batch (its dispatch id at the same index), in
- * order, on `multi`, a MULTI of the store's connection (see register-n.lua): its reply is their
- * answers, in the same order. Only a follow-up with an idempotency key gets a digest: without
- * one, its id is random and never registered again, so nothing would ever compare it.
+ * Follow-ups per REGISTER call. A batch has no size limit of its own (`sendMany`): one call for
+ * all of it would be one command as large as all its prompts (Redis holds a command whole in the
+ * client's query buffer, at most 1 GB) with three keys and seven arguments per follow-up.
+ */
+export const REGISTER_CHUNK = 1_000;
+
+/**
+ * Queues REGISTER of every follow-up of a batch (its dispatch id at the same index), in order, on
+ * `multi`, a MULTI of the store's connection (see register-n.lua): one call per
+ * {@link REGISTER_CHUNK} follow-ups, whose replies are their answers, in the same order. Returns
+ * how many calls it queued. Only a follow-up with an idempotency key gets a digest: without one,
+ * its id is random and never registered again, so nothing would ever compare it.
  */
 export function queueRegister(
+  state: StoreState,
+  multi: ChainableCommander,
+  dispatchIds: readonly string[],
+  followUps: readonly Registration[],
+): number {
+  let calls = 0;
+  for (let first = 0; first < followUps.length; first += REGISTER_CHUNK, calls++) {
+    const last = Math.min(first + REGISTER_CHUNK, followUps.length);
+    queueChunk(state, multi, dispatchIds.slice(first, last), followUps.slice(first, last));
+  }
+  return calls;
+}
+
+/** Queues one REGISTER call of `followUps`. */
+function queueChunk(
   state: StoreState,
   multi: ChainableCommander,
   dispatchIds: readonly string[],

@@ -43,13 +43,13 @@ export class Sends {
     return 1;
   }
 
-  /** Queues one REGISTER of a whole batch on `multi` (see {@link queueRegister}). */
+  /** Queues REGISTER of a whole batch on `multi`; returns its calls (see {@link queueRegister}). */
   registerAllInto(
     multi: ChainableCommander,
     dispatchIds: readonly string[],
     followUps: readonly Registration[],
-  ): void {
-    queueRegister(this.#state, multi, dispatchIds, followUps);
+  ): number {
+    return queueRegister(this.#state, multi, dispatchIds, followUps);
   }
 
   /** Reads one dispatch record, with its prompt (in one MULTI: FINISH deletes the prompt). */

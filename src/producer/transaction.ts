@@ -33,19 +33,21 @@ type BullTransaction = Parameters<Queue['backend']['addJobToTransaction']>[0];
 const BULLMQ_SCRIPTS = ['addStandardJob'];
 
 /**
- * A MULTI ready to EXEC: the ids it registers, and how many replies come before REGISTER's (whose
- * reply is an answer per id; the reply of the job add of id `i` comes `1 + i` after it).
+ * A MULTI ready to EXEC: the ids it registers, how many replies come before REGISTER's, and how
+ * many REGISTER calls there are (one per thousand follow-ups, each replying an answer per id, in
+ * order); the reply of the job add of id `i` comes `registers + i` after the first REGISTER's.
  */
 export interface Transaction {
   readonly multi: ChainableCommander;
   readonly ids: readonly string[];
   readonly loads: number;
+  readonly registers: number;
   /** What REGISTER wrote for each id, in order: the follow-up and its `traceparent`. */
   readonly registrations: readonly Registration[];
 }
 
 /** Where the reply of the job add of the `i`th follow-up is. */
-const addReply = (loads: number, i: number) => loads + 1 + i;
+const addReply = ({ loads, registers }: Transaction, i: number) => loads + registers + i;
 
 /** Builds the transaction. `store` must be a store on `client`. */
 export async function buildTransaction(
@@ -63,13 +65,13 @@ export async function buildTransaction(
     ...followUp,
     traceparent: traceparents[i],
   }));
-  store.sends.registerAllInto(multi, ids, registrations);
+  const registers = store.sends.registerAllInto(multi, ids, registrations);
   await Promise.all(
     registrations.map((registration, i) =>
       addJobInto(queue, multi, ids[i] as string, registration, attempts),
     ),
   );
-  return { multi, ids, loads, registrations };
+  return { multi, ids, loads, registers, registrations };
 }
 
 /**
@@ -111,11 +113,14 @@ function isNoScript(err: Error | null | undefined): boolean {
 export async function addMissingJobs(
   queue: Queue<DispatchJobData>,
   client: Redis,
-  { ids, loads, registrations }: Transaction,
+  transaction: Transaction,
   replies: readonly [Error | null, unknown][],
   attempts: number,
 ): Promise<[Error | null, unknown][]> {
-  const missing = ids.flatMap((_, i) => (isNoScript(replies[addReply(loads, i)]?.[0]) ? [i] : []));
+  const { ids, registrations } = transaction;
+  const missing = ids.flatMap((_, i) =>
+    isNoScript(replies[addReply(transaction, i)]?.[0]) ? [i] : [],
+  );
   if (missing.length === 0) return [...replies];
   const multi = client.multi();
   const sources = bullmqSources(client);
@@ -130,7 +135,7 @@ export async function addMissingJobs(
   if (!again) throw new Error('Redis discarded the transaction that adds the missing jobs');
   const merged = [...replies];
   for (const [n, i] of missing.entries()) {
-    merged[addReply(loads, i)] = again[reloads + n] ?? [new Error('no reply'), null];
+    merged[addReply(transaction, i)] = again[reloads + n] ?? [new Error('no reply'), null];
   }
   return merged;
 }
@@ -162,14 +167,19 @@ function bullmqSources(client: Redis): string[] {
  */
 export function resultsOf(
   followUps: readonly FollowUp[],
-  { ids, loads }: Transaction,
+  transaction: Transaction,
   replies: readonly [Error | null, unknown][],
   redis: Redis,
 ): SendResult[] {
+  const { ids, loads, registers } = transaction;
   const conflicts: KeyConflict[] = [];
-  const [registerErr, answers] = replies[loads] ?? [new Error('no reply'), []];
+  const registered = replies.slice(loads, loads + registers);
+  const answers = registered.flatMap(([, answer]) => (Array.isArray(answer) ? answer : []));
+  const registerErr =
+    registered.find(([err]) => err)?.[0] ??
+    (answers.length === ids.length ? null : new Error('REGISTER answered for too few follow-ups'));
   const results = ids.map((dispatchId, i): SendResult | null => {
-    const [addErr] = replies[addReply(loads, i)] ?? [new Error('no reply')];
+    const [addErr] = replies[addReply(transaction, i)] ?? [new Error('no reply')];
     if (registerErr || addErr) throw asRedisFailure(registerErr ?? addErr, redis);
     const created = (answers as unknown[])[i];
     if (created !== -1) return { dispatchId, deduplicated: created === 0 };

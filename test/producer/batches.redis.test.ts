@@ -71,4 +71,31 @@ describe('sendMany: one REGISTER per batch', () => {
     ]);
     expect(await queue().getJobCounts('wait')).toEqual({ wait: 2_500 });
   });
+
+  it('registers a batch of 15,000 in calls of a thousand, answering a key repeated across them', async () => {
+    const batch = Array.from({ length: 15_000 }, (_, i) => ({
+      projectId: `p${i % 10}`,
+      jobId: `j${i}`,
+      prompt: `#${i}`,
+    }));
+    // The same key in the first call and in the second: the same content, then another.
+    batch[1_500] = { ...(batch[0] as (typeof batch)[0]), key: 'across' } as (typeof batch)[0];
+    batch[0] = { ...(batch[0] as (typeof batch)[0]), key: 'across' } as (typeof batch)[0];
+    batch[14_999] = { ...(batch[0] as (typeof batch)[0]), prompt: 'other' } as (typeof batch)[0];
+    const error = (await producer()
+      .sendMany(batch)
+      .catch((e: unknown) => e)) as IdempotencyConflictError;
+    expect(error).toBeInstanceOf(IdempotencyConflictError);
+    const first = error.results[0];
+    expect(error.results[1_500]).toEqual({ dispatchId: first?.dispatchId, deduplicated: true });
+    expect(error.conflicts).toEqual([
+      { index: 14_999, key: 'across', dispatchId: first?.dispatchId },
+    ]);
+    const keys = keysFor(ns().prefix);
+    expect(await ns().redis.zcard(keys.open)).toBe(14_998);
+    expect(await ns().redis.get(keys.prompt(error.results[14_998]?.dispatchId ?? ''))).toBe(
+      '#14998',
+    );
+    expect(await queue().getJobCounts('wait')).toEqual({ wait: 14_998 });
+  });
 });

@@ -1,9 +1,9 @@
 --[[
   Registers a batch of follow-ups, in order: per follow-up its record, its place in its lane, and
   its entry in the open index (scored by the batch's enqueue time) until FINISH. The producer runs
-  it once per MULTI, beside BullMQ's job adds, so a batch costs one script call, one TIME, one
-  EXISTS, one MSET (the prompts) and one ZADD per thousand follow-ups, and an HSET and an RPUSH
-  per follow-up.
+  it once per thousand follow-ups of a batch (`REGISTER_CHUNK`), in the MULTI beside BullMQ's job
+  adds, so a thousand follow-ups cost one script call, one TIME, one EXISTS, one MSET (the
+  prompts) and one ZADD, and an HSET and an RPUSH each.
 
   The prompt goes under its own key, so that every field of the record stays short enough for
   Redis to keep the record as a listpack. The digest outlives the prompt (FINISH deletes that),
