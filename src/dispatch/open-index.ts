@@ -84,10 +84,20 @@ export class OpenIndex {
     return { dispatches, more };
   }
 
-  /** Removes dispatches from the open index (their record is gone or already done). */
+  /**
+   * Removes dispatches from the open index (their record is gone or already done), and their
+   * prompts: a record deleted by hand leaves its prompt's key behind.
+   */
   async drop(ids: readonly string[]): Promise<void> {
-    const state = this.#state;
-    if (ids.length > 0) await state.redis.zrem(state.keys.open, ...ids);
+    const { redis, keys } = this.#state;
+    if (ids.length === 0) return;
+    const replies = await redis
+      .multi()
+      .zrem(keys.open, ...ids)
+      .del(...ids.map((id) => keys.prompt(id)))
+      .exec();
+    const failed = replies?.find(([err]) => err)?.[0];
+    if (failed) throw failed;
   }
 
   /** How many dispatches are not finished yet: a change of shard count waits for 0. */

@@ -50,7 +50,7 @@ export class Batch {
     /** Redis's time of the claim: what each read decides by. */
     readonly nowMs: number,
     readonly parkedUntil: ReadonlyMap<string, number>,
-    /** Whether sends are paused for the key; a read can turn it on or off. */
+    /** Whether sends are paused for the key (the tick's, see `prepareBatch`); a read can turn it on or off. */
     readonly pause: { on: boolean },
     probing: boolean,
   ) {
@@ -63,11 +63,16 @@ export class Batch {
   }
 }
 
-/** Reads the records of claimed dispatches and what the batch's reads share. */
+/**
+ * Reads the records of claimed dispatches and what the batch's reads share. `pause` is the tick's,
+ * shared by its batches: a batch is claimed while the lanes still read the one before, so a read
+ * of that one may end the pause (or start it) after this claim asked; every batch then sees it.
+ */
 export async function prepareBatch(
   ctx: TickContext,
   ids: readonly string[],
   nowMs: number,
+  pause: { on: boolean },
 ): Promise<Batch> {
   const records = await ctx.store.sends.getMany(ids);
   const parkedUntil = await ctx.store.poll.pollParks([
@@ -77,8 +82,11 @@ export async function prepareBatch(
   // a read answered with anything but a rejection ends the pause.
   const claim = await ctx.store.pause.claimProbe();
   if (claim === 'probe') ctx.refreshKey();
+  // A `none` never turns the tick's pause off: a read of this tick may have started the pause
+  // after the claim asked. Only an answered read ends it (see `pollOne`).
+  if (claim !== 'none') pause.on = true;
   // Before the probe time, no read at all: the fleet's one probe per backoff holds for reads too.
-  return new Batch(ids, records, nowMs, parkedUntil, { on: claim !== 'none' }, claim === 'wait');
+  return new Batch(ids, records, nowMs, parkedUntil, pause, claim === 'wait');
 }
 
 /**
@@ -93,6 +101,26 @@ export async function readLane(
 ): Promise<void> {
   const pausedReadDelayMs = Math.min(ctx.config.pollMaxIntervalMs, AUTH_PROBE_BACKOFF.maxBackoffMs);
   const writes: Promise<void>[] = [];
+  const read = await readFrom(ctx, feed, counts, writes, pausedReadDelayMs).then(
+    () => undefined,
+    (err: unknown) => ({ err }),
+  );
+  // However the lane ends, its actions are over before the tick releases its lock; the lane's
+  // failure, else the first action's, fails the tick.
+  const ended = await Promise.allSettled(writes);
+  if (read) throw read.err;
+  const failed = ended.find((w) => w.status === 'rejected');
+  if (failed) throw failed.reason;
+}
+
+/** The loop of {@link readLane}: `writes` holds the actions it left running. */
+async function readFrom(
+  ctx: TickContext,
+  feed: ReadFeed,
+  counts: ReadCounts,
+  writes: Promise<void>[],
+  pausedReadDelayMs: number,
+): Promise<void> {
   for (let taken = await feed.take(); taken; taken = await feed.take()) {
     const { batch, index } = taken;
     const record = batch.records[index];
@@ -139,5 +167,4 @@ export async function readLane(
     writes.push(written);
     if (writes.length > WRITES_IN_FLIGHT) await writes.shift();
   }
-  await Promise.all(writes);
 }

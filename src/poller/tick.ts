@@ -101,6 +101,8 @@ interface TickBounds {
  */
 class DueFeed implements ReadFeed {
   readonly #batches: Batch[] = [];
+  /** Whether sends are paused for the key, as this tick knows it (see `prepareBatch`). */
+  readonly #pause = { on: false };
   #claiming: Promise<void> | undefined;
   #over = false;
   #failure: { err: unknown } | undefined;
@@ -164,7 +166,7 @@ class DueFeed implements ReadFeed {
         leaseMsOf(ctx.config),
       );
       if (ids.length > 0) {
-        this.#batches.push(await prepareBatch(ctx, ids, nowMs));
+        this.#batches.push(await prepareBatch(ctx, ids, nowMs, this.#pause));
         this.#claimed = true;
         return;
       }

@@ -74,4 +74,25 @@ describe('the prompt under its own key', () => {
 
     expect(await ns.redis.exists(promptKey)).toBe(0);
   });
+
+  it('deletes the prompt of a record deleted by hand when the repair sweep drops it', async () => {
+    const { ns, store, ref, recordKey, promptKey } = await registered();
+    await ns.redis.del(recordKey);
+
+    await store.open.drop([ref.dispatchId]);
+
+    expect(await ns.redis.exists(promptKey)).toBe(0);
+    expect(await ns.redis.zscore(keysFor(ns.prefix).open, ref.dispatchId)).toBeNull();
+  });
+
+  it('sends the prompt a record holds itself before a prompt key of the same id', async () => {
+    const { ns, store, ref, recordKey, promptKey } = await registered();
+    // A record an earlier version wrote again under a key whose prompt key was left behind.
+    await ns.redis.hset(recordKey, 'prompt', 'in the record');
+    await ns.redis.set(promptKey, 'left behind');
+
+    expect((await store.sends.get(ref.dispatchId))?.prompt).toBe('in the record');
+    const verdict = await store.sends.acquire(ref, RATE, 1_000, 1_000, 'attempt-1');
+    expect(verdict).toMatchObject({ kind: 'go', prompt: 'in the record' });
+  });
 });

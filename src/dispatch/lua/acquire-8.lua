@@ -73,8 +73,10 @@ local stored = redis.call('HMGET', recordKey, 'state', 'prompt', 'attemptToken',
   'sendingAt')
 local state = stored[1]
 if not state then return {'missing', 0, ''} end
+-- A record written with its prompt in it (by an earlier version) is read as written: a prompt key
+-- of the same id could only be one an earlier version's FINISH left behind.
 local function prompt()
-  return redis.call('GET', promptKey) or stored[2] or ''
+  return stored[2] or redis.call('GET', promptKey) or ''
 end
 if state == 'sending' then
   local holder = stored[3] or ''
