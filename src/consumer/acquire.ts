@@ -2,11 +2,11 @@ import { randomUUID } from 'node:crypto';
 import type { Job } from 'bullmq';
 import { budgetRate } from '../dispatch/budget.js';
 import { sleep } from '../runtime/deadline.js';
-import { markSentRetryMs, sendInFlightMs } from '../runtime/in-flight.js';
+import { sendInFlightMs } from '../runtime/in-flight.js';
 import { dispatchJobSchema, type DispatchJobData } from '../runtime/jobs.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import { endUndeliverable, park, parkPaused, poison } from './endings.js';
-import { retryFor, retryOnConnectionError } from './redis-retry.js';
+import { retryOnConnectionError, retryOutcomeWrite } from './redis-retry.js';
 import { sendFollowUp, type SendContext } from './send.js';
 
 /**
@@ -127,8 +127,9 @@ export function createProcessor(ctx: SendContext) {
         // counts, and nothing changes if that attempt recorded its outcome meanwhile.
         // Retried like a send's own answer: once this job completes, nothing else marks it.
         ctx.logger.warn({ ...ref }, LIFECYCLE.followupAmbiguous);
-        await retryFor(
-          markSentRetryMs(ctx.config),
+        await retryOutcomeWrite(
+          ctx.config,
+          ctx.logger,
           () =>
             ctx.store.sends.markSent(
               ref,
@@ -137,7 +138,7 @@ export function createProcessor(ctx: SendContext) {
               ctx.config.pollMinIntervalMs,
               verdict.attemptToken,
             ),
-          (err, retryInMs) => ctx.logger.warn({ ...ref, err, retryInMs }, LIFECYCLE.redisError),
+          ref,
         );
         ctx.metrics.sends.inc({ outcome: 'ambiguous' });
         return 'unsettled after a crash';

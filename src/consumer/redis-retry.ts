@@ -1,4 +1,7 @@
 import { sleep } from '../runtime/deadline.js';
+import { markSentRetryMs, type SendTimeouts } from '../runtime/in-flight.js';
+import type { Logger } from '../telemetry/logger.js';
+import { LIFECYCLE } from '../telemetry/names.js';
 
 /**
  * Retries of the worker's own Redis commands. Only commands that are safe to run twice are
@@ -60,4 +63,20 @@ export async function retryFor<T>(
       await sleep(waitMs);
     }
   }
+}
+
+/**
+ * Runs a write that records what became of a send (MARK_SENT, REQUEUE) with {@link retryFor}, for
+ * as long as a send's answer may still be recorded (`markSentRetryMs`), logging each failure on
+ * `log` as a Redis error, with `fields`.
+ */
+export function retryOutcomeWrite<T>(
+  timeouts: SendTimeouts,
+  log: Logger,
+  command: () => Promise<T>,
+  fields: Record<string, unknown> = {},
+): Promise<T> {
+  return retryFor(markSentRetryMs(timeouts), command, (err, retryInMs) =>
+    log.warn({ ...fields, err, retryInMs }, LIFECYCLE.redisError),
+  );
 }

@@ -2,13 +2,13 @@ import { DelayedError, type Job } from 'bullmq';
 import { isAgentApiError, type AgentJob } from '../agent-api/index.js';
 import type { DispatchRef, MarkResult } from '../dispatch/store.js';
 import { pauseSends, resumeSends } from '../runtime/auth-pause.js';
-import { markSentRetryMs } from '../runtime/in-flight.js';
 import type { RoleContext } from '../runtime/role.js';
 import type { Logger } from '../telemetry/logger.js';
+import { errorCode } from '../telemetry/metrics.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import type { ConcurrencyController } from './concurrency.js';
 import { endUndeliverable, park } from './endings.js';
-import { retryFor } from './redis-retry.js';
+import { retryOutcomeWrite } from './redis-retry.js';
 import { classifySendFailure, type SendFailure } from './send-failure.js';
 
 /**
@@ -92,11 +92,12 @@ export async function recordOutcome(
 ): Promise<void> {
   let result: MarkResult;
   try {
-    result = await retryFor(
-      markSentRetryMs(ctx.config),
+    result = await retryOutcomeWrite(
+      ctx.config,
+      log,
       () =>
         ctx.store.sends.markSent(ref, state, agentJob, ctx.config.pollMinIntervalMs, attempt.token),
-      (err, retryInMs) => log.warn({ err, state, retryInMs }, LIFECYCLE.redisError),
+      { state },
     );
   } catch (err) {
     log.error(
@@ -186,10 +187,8 @@ function requeue(
   parkMs: number,
   log: Logger,
 ) {
-  return retryFor(
-    markSentRetryMs(ctx.config),
-    () => ctx.store.sends.requeue(ref, attempt.n, attempt.token, refund, parkMs),
-    (err, retryInMs) => log.warn({ err, retryInMs }, LIFECYCLE.redisError),
+  return retryOutcomeWrite(ctx.config, log, () =>
+    ctx.store.sends.requeue(ref, attempt.n, attempt.token, refund, parkMs),
   );
 }
 
@@ -206,11 +205,4 @@ export function rateLimitParkMs(
   if (retryAfterMs !== undefined && retryAfterMs >= 0) return Math.max(retryAfterMs, 100);
   const slotMs = rate.windowMs / rate.max;
   return Math.min(rate.windowMs, Math.max(1_000, slotMs * 2 ** Math.min(consecutive, 20)));
-}
-
-/** The `code` of an error, for the latency metric's outcome label; `error` when it has none. */
-function errorCode(err: unknown): string {
-  return typeof err === 'object' && err !== null && 'code' in err && typeof err.code === 'string'
-    ? err.code
-    : 'error';
 }

@@ -4,6 +4,7 @@ import { pauseSends, resumeSends } from '../runtime/auth-pause.js';
 import { addDispatchJob } from '../runtime/jobs.js';
 import { endDispatch, type RoleContext } from '../runtime/role.js';
 import type { Logger } from '../telemetry/logger.js';
+import { errorCode } from '../telemetry/metrics.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import { actionForRead, type Action, type Observation } from './read-action.js';
 
@@ -38,9 +39,8 @@ export async function pollOne(
     );
   } catch (error) {
     seen = { kind: 'error', error };
-    const code = (error as { code?: unknown }).code;
     ctx.metrics.apiLatency.observe(
-      { operation: 'get', outcome: typeof code === 'string' ? code : 'error' },
+      { operation: 'get', outcome: errorCode(error) },
       (performance.now() - started) / 1000,
     );
   }

@@ -57,6 +57,13 @@ export interface Metrics {
   watchRedis(source: RedisSource): void;
 }
 
+/** The `code` of an error, for the API latency metric's outcome label; `error` when it has none. */
+export function errorCode(err: unknown): string {
+  return typeof err === 'object' && err !== null && 'code' in err && typeof err.code === 'string'
+    ? err.code
+    : 'error';
+}
+
 /** Options of {@link createMetrics}. */
 export interface MetricsOptions {
   /** Logs failures of scrape-time Redis reads. Without it they are dropped silently. */
