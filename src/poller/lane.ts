@@ -26,6 +26,18 @@ const READ_WAIT_MS = 1_000;
  */
 const WRITES_IN_FLIGHT = 4;
 
+/**
+ * The dispatches this poller process is reading (the GET and its action), by store: a read the
+ * lane stopped waiting for ({@link READ_WAIT_MS}) runs on past its tick.
+ */
+const underWay = new WeakMap<object, Set<string>>();
+
+function readsUnderWay(ctx: TickContext): Set<string> {
+  let reading = underWay.get(ctx.store);
+  if (!reading) underWay.set(ctx.store, (reading = new Set()));
+  return reading;
+}
+
 /** Where lanes take their next read from: the current batch, then the tick's next claim. */
 export interface ReadFeed {
   /** The next dispatch to read; `undefined`: the tick reads no more. */
@@ -139,6 +151,14 @@ async function readFrom(
       await ctx.store.tracking.reschedule(record.dispatchId, pausedReadDelayMs);
       continue;
     }
+    const reading = readsUnderWay(ctx);
+    if (reading.has(record.dispatchId)) {
+      // A read of it from an earlier claim is still under way: a worker's MARK_SENT moved its
+      // next read ahead and cut that claim's lease short. That read acts on it; this one would
+      // only repeat the GET and, on a terminal status, the FINISH. Looked at again soon.
+      await ctx.store.tracking.reschedule(record.dispatchId, ctx.config.pollMinIntervalMs);
+      continue;
+    }
     batch.probing = batch.pause.on;
     counts.reads++;
     // In the follow-up's trace: the status read and the FINISH join the producer's trace.
@@ -150,8 +170,9 @@ async function readFrom(
       .then((ended) => {
         if (ended) counts.finished++;
       });
+    reading.add(record.dispatchId);
     // Awaited below, or logged when the lane moves on without it: never an unhandled rejection.
-    written.catch(() => {});
+    written.catch(() => {}).finally(() => reading.delete(record.dispatchId));
     const waited = await within(
       read.then(() => true),
       READ_WAIT_MS,

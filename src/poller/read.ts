@@ -2,7 +2,7 @@ import { configRejectionStatus, isAgentApiError, statusKind } from '../agent-api
 import type { DispatchRecord } from '../dispatch/record.js';
 import { pauseSends, resumeSends } from '../runtime/auth-pause.js';
 import { addDispatchJob } from '../runtime/jobs.js';
-import { endDispatch, type RoleContext } from '../runtime/role.js';
+import { finishAndHandOn, type RoleContext } from '../runtime/role.js';
 import type { Logger } from '../telemetry/logger.js';
 import { errorCode } from '../telemetry/metrics.js';
 import { LIFECYCLE } from '../telemetry/names.js';
@@ -105,12 +105,16 @@ async function act(
     case 'resend':
       return resend(ctx, record, log);
     case 'finish': {
-      const finished = await endDispatch(ctx, record, action.ending, record.state);
+      const { finished, found } = await finishAndHandOn(ctx, record, action.ending, record.state);
       if (finished) {
         log.info(
           { type: action.ending.type, reason: action.ending.reason },
           LIFECYCLE.followupFinished,
         );
+      } else if (found !== undefined && found !== 'done') {
+        // The record moved on after this read's snapshot (a late MARK_SENT turned `unsettled`
+        // into `sent`): read it again soon, not at the end of the claim's lease.
+        await ctx.store.tracking.reschedule(record.dispatchId, ctx.config.pollMinIntervalMs);
       }
       return finished;
     }
