@@ -73,18 +73,45 @@ export function roleOf(parts: RoleParts): Role {
   };
 }
 
-async function shutdown({ config, logger, worker, starting, after }: RoleParts): Promise<void> {
+/**
+ * What a role's shutdown takes beyond `SHUTDOWN_TIMEOUT`: a forced close of its BullMQ Worker,
+ * then its closing steps (queues, connections) in all. What outlasts them is abandoned: the
+ * process is about to exit, and a role in a test or in `start` lets it finish on its own.
+ */
+const FORCE_CLOSE_MS = 1_000;
+const CLOSE_STEPS_MS = 2_000;
+
+async function shutdown({
+  name,
+  config,
+  logger,
+  worker,
+  starting,
+  after,
+}: RoleParts): Promise<void> {
   logger.info({ deadlineMs: config.shutdownTimeoutMs }, LIFECYCLE.roleStopping);
-  await starting;
-  const timedOut = await closeWorkerWithin(worker, config.shutdownTimeoutMs);
-  for (const step of after) await step().catch(() => {});
+  const deadline = Date.now() + config.shutdownTimeoutMs;
+  // A start-up step waits for Redis; one that is down cannot hold the shutdown past its deadline.
+  await within(
+    Promise.resolve(starting).then(() => undefined),
+    config.shutdownTimeoutMs,
+    () => undefined,
+  ).catch(() => undefined);
+  const timedOut = await closeWorkerWithin(worker, Math.max(0, deadline - Date.now()));
+  await closeInOrder(
+    logger,
+    CLOSE_STEPS_MS,
+    after.map((step, i) => [`${name} step ${i + 1}`, step] as const),
+  );
   logger.info({ timedOut }, LIFECYCLE.roleStopped);
 }
 
 /**
  * Closes a BullMQ Worker, waiting for its active jobs at most `deadlineMs`, then forcing it.
  * Resolves to whether the deadline was hit. Jobs abandoned that way stall, and their reruns read
- * the dispatch record first, so nothing is lost or sent twice.
+ * the dispatch record first, so nothing is lost or sent twice. BullMQ's `close(true)` after a
+ * `close()` still waiting returns that same wait (a job that never ends would hold it for ever),
+ * so the forced close is bounded too.
  */
 async function closeWorkerWithin(
   worker: { close(force?: boolean): Promise<void> },
@@ -95,7 +122,13 @@ async function closeWorkerWithin(
     deadlineMs,
     () => true,
   ).catch(() => true);
-  if (timedOut) await worker.close(true).catch(() => {});
+  if (timedOut) {
+    await within(
+      worker.close(true).catch(() => {}),
+      FORCE_CLOSE_MS,
+      () => {},
+    );
+  }
   return timedOut;
 }
 

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import type { FollowUpInput } from '../../../src/dispatch/followup.js';
 import { createProducer, type Producer } from '../../../src/producer/index.js';
 import { keysFor } from '../../../src/redis/keys.js';
+import { within } from '../../../src/runtime/deadline.js';
 import type { Simulator } from '../../../src/simulator/index.js';
 import type { CliProcess } from '../../support/cli.js';
 import { fleetEnv } from '../../support/fleet.js';
@@ -151,7 +152,7 @@ export async function runAofDrill(
     const quiet = await settled(probe, ns, all, gone, o.finalSettleMs);
     for (const [c, run] of runs.entries())
       crashes.push(await booksOf(c, run, probe, simulator, quiet));
-    const exits = await terminate(processes);
+    const exits = await bounded(terminate(processes), 'the roles to stop on SIGTERM');
     keepLogs(processes);
     return {
       crashes,
@@ -207,7 +208,7 @@ async function crash(n: number, rig: Rig, o: AofDrillOptions): Promise<CrashRun>
         };
       });
       try {
-        const results = await producer.sendMany(batch);
+        const results = await bounded(producer.sendMany(batch), 'a send under load');
         accepted.push(...results.map((r, k) => ({ dispatchId: r.dispatchId, input: batch[k]! })));
       } catch {
         refused.push(...batch);
@@ -232,10 +233,13 @@ async function crash(n: number, rig: Rig, o: AofDrillOptions): Promise<CrashRun>
   // Refused sends may have been stored before the kill: the same key enqueues them at most once.
   for (let k = 0; k < refused.length; k += o.batch) {
     const batch = refused.slice(k, k + o.batch);
-    const results = await eventually(() => producer.sendMany(batch).catch(() => undefined), {
-      timeoutMs: 30_000,
-      what: 'the producer after the restart',
-    });
+    const results = await eventually(
+      () => bounded(producer.sendMany(batch), 'a send').catch(() => undefined),
+      {
+        timeoutMs: 30_000,
+        what: 'the producer after the restart',
+      },
+    );
     accepted.push(...results.map((r, j) => ({ dispatchId: r.dispatchId, input: batch[j]! })));
   }
   const keys = keysFor(ns.prefix);
@@ -252,6 +256,19 @@ async function crash(n: number, rig: Rig, o: AofDrillOptions): Promise<CrashRun>
     cutBytes: size - Math.min(keep, size),
     gone,
   };
+}
+
+/**
+ * The longest a drill waits for one producer call or for its roles to stop: a call in flight at
+ * the kill waits for the restart (ioredis re-sends it), a role stops within SHUTDOWN_TIMEOUT. A
+ * step that outlasts it fails the drill naming the step, not the test's whole timeout.
+ */
+const STEP_TIMEOUT_MS = 20_000;
+
+function bounded<T>(promise: Promise<T>, what: string): Promise<T> {
+  return within(promise, STEP_TIMEOUT_MS, () => {
+    throw new Error(`the drill waited ${STEP_TIMEOUT_MS} ms for ${what}`);
+  });
 }
 
 /** Waits at most `timeoutMs` until every surviving follow-up of `accepted` has an event. */
