@@ -8,6 +8,7 @@ import { assessOnce } from '../redis/durability.js';
 import { keysFor, QUEUE_NAMES, queueOptions } from '../redis/keys.js';
 import type { Logger } from '../telemetry/logger.js';
 import { LIFECYCLE } from '../telemetry/names.js';
+import { within } from './deadline.js';
 import type { RoleContext, RoleOptions } from './role.js';
 
 /**
@@ -15,6 +16,9 @@ import type { RoleContext, RoleOptions } from './role.js';
  * is woken early). An fsync takes milliseconds; seconds mean a disk in trouble.
  */
 export const DURABILITY_TIMEOUT_MS = 5_000;
+
+/** How long closing waits for the agent-API client's requests under way before it goes on. */
+const CLIENT_CLOSE_MS = 1_000;
 
 /** What a worker or poller process works with: its context, its connections; `close` releases all. */
 export interface RoleResources extends RoleContext {
@@ -75,10 +79,19 @@ export function openRoleResources(name: string, options: RoleOptions): RoleResou
     refreshKey: () => keyFile?.refresh() ?? false,
     async close() {
       keyFile?.close();
-      await queue.close().catch(() => {});
-      if (!api) await client.close().catch(() => {});
-      redis.disconnect();
-      workerRedis.disconnect();
+      try {
+        await queue.close().catch(() => {});
+        // undici's close waits for requests under way (up to SEND_TIMEOUT): not for long here.
+        if (!api)
+          await within(
+            client.close().catch(() => {}),
+            CLIENT_CLOSE_MS,
+            () => {},
+          );
+      } finally {
+        redis.disconnect();
+        workerRedis.disconnect();
+      }
     },
   };
 }
