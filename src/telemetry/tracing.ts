@@ -159,6 +159,7 @@ export async function inSettleSpan<T>(
   record: { readonly dispatchId: string; readonly traceparent?: string | undefined },
   type: string,
   fn: (traceparent: string | undefined) => Promise<T>,
+  settled: (result: T) => boolean = () => true,
 ): Promise<T> {
   const active = context.active();
   const parent = trace.getSpan(active) ? active : contextOf(record.traceparent, active);
@@ -170,7 +171,11 @@ export async function inSettleSpan<T>(
   const spanContext = trace.setSpan(parent, span);
   const traceparent = span.isRecording() ? traceparentOf(spanContext) : record.traceparent;
   try {
-    return await context.with(spanContext, () => fn(traceparent));
+    const result = await context.with(spanContext, () => fn(traceparent));
+    // A FINISH that found the dispatch moved on (ended, or in another state than its caller read)
+    // published nothing: its span says so, and the trace's one settlement is the other span.
+    if (!settled(result)) span.setAttribute(SPAN_ATTRIBUTES.outcome, 'unchanged');
+    return result;
   } catch (err) {
     fail(span, errorTypeOf(err));
     throw err;

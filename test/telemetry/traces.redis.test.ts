@@ -141,8 +141,12 @@ describe('OpenTelemetry traces', () => {
       expect(gets.length, id).toBeGreaterThan(0);
       for (const get of gets) expect(get.parentSpanId).toBe(send.spanId);
 
-      const settle = trace.filter((s) => s.name === 'settle dispatch');
+      // One FINISH settled it. A poller read whose record moved on meanwhile (a late answer
+      // turned `unsettled` into `sent`) may have run one more, which changed nothing and says so.
+      const settles = trace.filter((s) => s.name === 'settle dispatch');
+      const settle = settles.filter((s) => s.attributes['agent_dispatch.outcome'] !== 'unchanged');
       expect(settle, id).toHaveLength(1);
+      expect(settles.length, id).toBeLessThanOrEqual(2);
       expectMessaging(settle[0] as ReceivedSpan, 'settle', id);
       expect(settle[0]?.parentSpanId).toBe(send.spanId);
       const event = events.find((e) => e.dispatchId === id);
