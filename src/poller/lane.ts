@@ -133,6 +133,7 @@ async function readFrom(
   writes: Promise<void>[],
   pausedReadDelayMs: number,
 ): Promise<void> {
+  const reading = readsUnderWay(ctx);
   for (let taken = await feed.take(); taken; taken = await feed.take()) {
     const { batch, index } = taken;
     const record = batch.records[index];
@@ -151,7 +152,6 @@ async function readFrom(
       await ctx.store.tracking.reschedule(record.dispatchId, pausedReadDelayMs);
       continue;
     }
-    const reading = readsUnderWay(ctx);
     if (reading.has(record.dispatchId)) {
       // A read of it from an earlier claim is still under way: a worker's MARK_SENT moved its
       // next read ahead and cut that claim's lease short. That read acts on it; this one would

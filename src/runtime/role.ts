@@ -176,11 +176,8 @@ export async function finishAndHandOn(
   expected?: DispatchState,
 ): Promise<Finished> {
   // The event carries the trace context of this settle span (or the stored one, untraced here).
-  const result = await inSettleSpan(
-    record,
-    ending.type,
-    (traceparent) => ctx.store.tracking.finish({ ...record, traceparent }, ending, expected),
-    (finished) => finished.finished,
+  const result = await inSettleSpan(record, ending.type, (traceparent) =>
+    ctx.store.tracking.finish({ ...record, traceparent }, ending, expected),
   );
   if (result.finished) ctx.metrics?.eventsPublished.inc({ type: ending.type });
   if (result.nextDispatchId) await wakeDispatch(ctx.queue, result.nextDispatchId);

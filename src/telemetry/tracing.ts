@@ -153,13 +153,13 @@ export async function inProcessSpan<T>(
 /**
  * Runs FINISH in the `settle dispatch` span (INTERNAL), a child of the active span (a worker
  * attempt) or else of the follow-up's stored trace (the poller). `fn` gets the traceparent the
- * event carries: the settle span's, or the stored one where this process does not trace.
+ * event carries: the settle span's, or the stored one where this process does not trace. A FINISH
+ * that changed nothing (`finished` false) marks its span `unchanged`.
  */
-export async function inSettleSpan<T>(
+export async function inSettleSpan<T extends { readonly finished: boolean }>(
   record: { readonly dispatchId: string; readonly traceparent?: string | undefined },
   type: string,
   fn: (traceparent: string | undefined) => Promise<T>,
-  settled: (result: T) => boolean = () => true,
 ): Promise<T> {
   const active = context.active();
   const parent = trace.getSpan(active) ? active : contextOf(record.traceparent, active);
@@ -174,7 +174,7 @@ export async function inSettleSpan<T>(
     const result = await context.with(spanContext, () => fn(traceparent));
     // A FINISH that found the dispatch moved on (ended, or in another state than its caller read)
     // published nothing: its span says so, and the trace's one settlement is the other span.
-    if (!settled(result)) span.setAttribute(SPAN_ATTRIBUTES.outcome, 'unchanged');
+    if (!result.finished) span.setAttribute(SPAN_ATTRIBUTES.outcome, 'unchanged');
     return result;
   } catch (err) {
     fail(span, errorTypeOf(err));
