@@ -42,6 +42,8 @@ export interface Run {
   readonly endToEnd: number;
   /** Follow-ups per second draining a backlog enqueued into the paused queue. */
   readonly drain: number;
+  /** CPU the worker processes used per follow-up while the backlog drained, in µs. */
+  readonly drainWorkerCpuUs: number;
   readonly enqueueMs: number;
   readonly endToEndMs: number;
   readonly probe: ProbeResult;
@@ -58,6 +60,13 @@ const PROFILED = [
   'request',
   'moveToCompleted',
 ];
+
+/** CPU time of the worker processes over a probe's period, in ms. */
+function workerCpuMs(probe: ProbeResult): number {
+  return probe.cpu
+    .filter(({ label }) => label.startsWith('worker'))
+    .reduce((sum, { cpuMs }) => sum + cpuMs, 0);
+}
 
 /** Resolves once the simulator holds `total` deliveries; to the time of the last one. */
 async function delivered(simulator: Simulator, total: number): Promise<number> {
@@ -123,13 +132,15 @@ export async function once(
     const result = await probe.stop();
     const drainProbe = await startProbe(ctx.admin, watched);
     const drainRate = await drain(fleet, n, WARM_UP + n);
+    const drainProbeResult = await drainProbe.stop();
     return {
       endToEnd: (n * 1000) / endToEndMs,
       drain: drainRate,
+      drainWorkerCpuUs: (workerCpuMs(drainProbeResult) * 1000) / n,
       enqueueMs: await enqueued,
       endToEndMs,
       probe: result,
-      drainProbe: await drainProbe.stop(),
+      drainProbe: drainProbeResult,
       errors: await stopAll(fleet.processes).then(() => errorLines(fleet.processes)),
     };
   } finally {

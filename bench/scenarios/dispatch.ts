@@ -16,6 +16,7 @@ import { CONCURRENCY, once, profiledDrain, PROJECTS, WARM_UP, type Kind } from '
 async function configuration(ctx: BenchContext, kind: Kind, workers: number, n: number) {
   const repeats = ctx.repeats;
   let drains: number[] = [];
+  let cpus: number[] = [];
   const result = await repeated(
     repeats,
     async (r) => {
@@ -27,6 +28,7 @@ async function configuration(ctx: BenchContext, kind: Kind, workers: number, n: 
           `drain ${num(run.drain)}/s${errors}`,
       );
       drains = [...drains, run.drain];
+      cpus = [...cpus, run.drainWorkerCpuUs];
       return run;
     },
     (run) => run.endToEnd,
@@ -37,8 +39,10 @@ async function configuration(ctx: BenchContext, kind: Kind, workers: number, n: 
   return {
     endToEnd: result.median,
     drain: median(drains),
+    drainCpuUs: median(cpus),
     note:
-      `${label}: end to end ${runs(result.values)}/s, drain ${runs(drains)}/s; in the median run ` +
+      `${label}: end to end ${runs(result.values)}/s, drain ${runs(drains)}/s, worker CPU per ` +
+      `follow-up while draining ${runs(cpus)} µs; in the median run ` +
       `the enqueue of ${num(n)} ended after ${num(typical.enqueueMs)} ms of ${num(typical.endToEndMs)} ms`,
     evidence: [
       `${label}, end to end: ${describeCpu(typical.probe)}. Redis commands per follow-up: ` +
@@ -59,6 +63,7 @@ function row(workers: number, ours: Configuration, baseline: Configuration): str
     num(ours.drain),
     num(baseline.drain),
     num(ours.drain / baseline.drain, 2),
+    `${num(ours.drainCpuUs)} / ${num(baseline.drainCpuUs)} (${num(ours.drainCpuUs / baseline.drainCpuUs, 2)}×)`,
   ];
 }
 
@@ -81,6 +86,7 @@ const COLUMNS = [
   'drain: ours /s',
   'baseline /s',
   'ours / baseline',
+  'drain: worker CPU per follow-up, ours / baseline (µs)',
 ];
 
 /** The scenario's run (registered in run.ts). */
@@ -96,7 +102,8 @@ export const dispatchScenario: ScenarioRun = async (ctx, n) => {
     headline.push(
       `${workers} worker process${workers > 1 ? 'es' : ''}: ${num(ours.drain)}/s against ` +
         `${num(baseline.drain)}/s (${num(ours.drain / baseline.drain, 2)}×) draining a backlog, ` +
-        `${num(ours.endToEnd)}/s against ${num(baseline.endToEnd)}/s end to end`,
+        `${num(ours.endToEnd)}/s against ${num(baseline.endToEnd)}/s end to end, ` +
+        `${num(ours.drainCpuUs)} µs of worker CPU per follow-up against ${num(baseline.drainCpuUs)} µs`,
     );
     limitedBy.push(...ours.evidence, ...baseline.evidence);
     notes.push(ours.note, baseline.note);
