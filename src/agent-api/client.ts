@@ -157,11 +157,11 @@ export class AgentApiClient {
     request: Dispatcher.DispatchOptions,
     signal: AbortSignal | undefined,
   ): Promise<ExchangeResult> {
-    const call: HttpCall = {
+    const call = (): HttpCall => ({
       method: op === 'send' ? 'POST' : 'GET',
       template: `${this.#basePath}${op === 'send' ? SEND_TEMPLATE : GET_TEMPLATE}`,
       url: new URL(request.path, this.#origin),
-    };
+    });
     return inHttpSpan(
       call,
       (traceparent) =>
@@ -193,7 +193,10 @@ export class AgentApiClient {
     let json: unknown;
     try {
       // Scrubbed again once parsed: JSON escapes (\u0073...) hide the key from the text scrub.
-      json = scrubStrings(JSON.parse(text), this.#scrub);
+      // Without a backslash in the text there is no escape, and every parsed string is a piece
+      // of the scrubbed text already.
+      const parsed: unknown = JSON.parse(text);
+      json = text.includes('\\') ? scrubStrings(parsed, this.#scrub) : parsed;
     } catch (err) {
       throw badResponse(op, outcome.status, err);
     }

@@ -223,6 +223,29 @@ export function assessOnce(
   return assessing;
 }
 
+/**
+ * {@link assessOnce} for one server and setting, as a function a store calls on every write: the
+ * settled assessment is kept here, so a write costs no lookup (a probe that failed is dropped and
+ * tried again by the next call).
+ */
+export function assessor(
+  redisUrl: string,
+  setting: DurabilitySetting,
+  redis: Redis,
+): () => Promise<DurabilityAssessment> {
+  let assessing: Promise<DurabilityAssessment> | undefined;
+  return () => {
+    if (!assessing) {
+      const current = assessOnce(redisUrl, setting, redis);
+      assessing = current;
+      current.catch(() => {
+        if (assessing === current) assessing = undefined;
+      });
+    }
+    return assessing;
+  };
+}
+
 function oneOf<T extends string>(value: string, allowed: readonly T[]): T | 'unknown' {
   return (allowed as readonly string[]).includes(value) ? (value as T) : 'unknown';
 }

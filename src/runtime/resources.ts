@@ -4,7 +4,7 @@ import { AgentApiClient } from '../agent-api/index.js';
 import { DispatchStore } from '../dispatch/store.js';
 import { watchKeyFile, type Config, type KeyFileWatcher } from '../config/index.js';
 import { connect } from '../redis/connections.js';
-import { assessOnce } from '../redis/durability.js';
+import { assessor } from '../redis/durability.js';
 import { keysFor, QUEUE_NAMES, queueOptions } from '../redis/keys.js';
 import type { Logger } from '../telemetry/logger.js';
 import { LIFECYCLE } from '../telemetry/names.js';
@@ -48,7 +48,7 @@ export function openRoleResources(name: string, options: RoleOptions): RoleResou
     retentionMs: config.dispatchRetentionMs,
     promptMaxBytes: config.promptMaxBytes,
     durability: {
-      assessment: () => assessOnce(config.redisUrl ?? '', config.durability, redis),
+      assessment: assessor(config.redisUrl, config.durability, redis),
       timeoutMs: DURABILITY_TIMEOUT_MS,
     },
   });

@@ -1,6 +1,7 @@
 import {
   context,
   isSpanContextValid,
+  ProxyTracerProvider,
   SpanKind,
   SpanStatusCode,
   trace,
@@ -33,7 +34,22 @@ import { SPAN_ATTRIBUTES, SPAN_NAMES } from './names.js';
  * the record's field is a W3C traceparent whatever `OTEL_PROPAGATORS` says.
  */
 
-const tracer = () => trace.getTracer('agent-dispatch');
+const TRACER_NAME = 'agent-dispatch';
+const tracer = () => trace.getTracer(TRACER_NAME);
+
+/**
+ * Whether a tracer provider is registered (our SDK, or the library caller's). Without one, every
+ * span is a no-op, so the worker's and poller's hot paths skip building them: their attributes,
+ * URL and context switch were a few per cent of a worker's CPU. The stored `traceparent` still
+ * travels (records, events, the intake's header), which needs no span.
+ */
+function tracing(): boolean {
+  const provider = trace.getTracerProvider();
+  return (
+    !(provider instanceof ProxyTracerProvider) ||
+    provider.getDelegateTracer(TRACER_NAME) !== undefined
+  );
+}
 
 /** A W3C `traceparent` of version 00, as stored and accepted (lowercase hex). */
 export const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
@@ -128,6 +144,7 @@ export async function inProcessSpan<T>(
   parked: (err: unknown) => boolean,
   fn: () => Promise<T>,
 ): Promise<T> {
+  if (!tracing()) return fn();
   const traceparent = typeof job.traceparent === 'string' ? job.traceparent : undefined;
   const parent = contextOf(traceparent, context.active());
   const id = typeof job.dispatchId === 'string' ? job.dispatchId : '';
@@ -161,6 +178,7 @@ export async function inSettleSpan<T extends { readonly finished: boolean }>(
   type: string,
   fn: (traceparent: string | undefined) => Promise<T>,
 ): Promise<T> {
+  if (!tracing()) return fn(record.traceparent);
   const active = context.active();
   const parent = trace.getSpan(active) ? active : contextOf(record.traceparent, active);
   const attributes = {
@@ -199,14 +217,17 @@ export interface HttpOutcome {
 }
 
 /**
- * Runs one agent-API request in an HTTP client span (CLIENT, HTTP semconv). `fn` gets the
- * `traceparent` header to send (none when not tracing); `outcomeOf` says what came of it.
+ * Runs one agent-API request in an HTTP client span (CLIENT, HTTP semconv), described by
+ * `callOf` (called only when tracing). `fn` gets the `traceparent` header to send (none when not
+ * tracing); `outcomeOf` says what came of it.
  */
 export async function inHttpSpan<T>(
-  call: HttpCall,
+  callOf: () => HttpCall,
   fn: (traceparent: string | undefined) => Promise<T>,
   outcomeOf: (result: T) => HttpOutcome,
 ): Promise<T> {
+  if (!tracing()) return fn(undefined);
+  const call = callOf();
   const port = call.url.port || (call.url.protocol === 'https:' ? '443' : '80');
   const span = tracer().startSpan(`${call.method} ${call.template}`, {
     kind: SpanKind.CLIENT,

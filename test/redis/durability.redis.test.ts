@@ -2,6 +2,7 @@ import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
   assessDurability,
+  assessor,
   NotDurableError,
   parseDurability,
   probeServer,
@@ -93,6 +94,23 @@ describe('durability on real servers', () => {
     const assessed = assessDurability(FSYNC, facts);
     expect(assessed.mode).toBe('at-risk');
     expect(assessed.warning).toContain('appendfsync everysec');
+  });
+
+  it("a store's assessor probes once while it answers, and again after a probe failed", async () => {
+    const started = await startPrivateRedis('redis-server');
+    servers.push(started);
+    const client = new Redis(started.url, { maxRetriesPerRequest: 0, lazyConnect: true });
+    clients.push(client);
+    // A URL of its own: the process-wide cache of assessOnce holds nothing for it yet.
+    const assess = assessor(`${started.url}/assessor`, FSYNC, client);
+    client.disconnect();
+    const failed = assess();
+    await expect(failed).rejects.toThrow();
+    await client.connect();
+    const first = assess();
+    expect(first).not.toBe(failed);
+    expect((await first).mode).toBe('at-risk');
+    expect(assess()).toBe(first);
   });
 
   it('Redis 7.0 with appendfsync always keeps the promise without WAITAOF', async () => {
