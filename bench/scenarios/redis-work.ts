@@ -6,6 +6,7 @@ import { topCommands } from '../evidence.js';
 import { launchRoles, roleEnv, startBaseline } from '../fleet.js';
 import { probeWork, totalCalls, type ProbeResult } from '../probes.js';
 import type { ScenarioRun, ScenarioResult } from '../report.js';
+import { timeScripts, type ScriptTimes } from '../script-time.js';
 import { num } from '../stats.js';
 import { baselineQueue, benchSimulator, followUps, waitUntil } from '../workload.js';
 import { enqueueBaseline, enqueueOurs } from '../workload.js';
@@ -128,7 +129,44 @@ function summary(n: number, periods: Periods): string {
 /** Every measured period, labelled, in table order. */
 type Periods = readonly (readonly [string, ProbeResult])[];
 
-function report(n: number, periods: Periods): ScenarioResult {
+/** Script time per follow-up, ours (all roles together) beside the baseline, by script. */
+function scriptTable(n: number, ours: ScriptTimes, base: ScriptTimes) {
+  const names = [...new Set([...ours.keys(), ...base.keys()])];
+  const total = (times: ScriptTimes) => [...times.values()].reduce((a, t) => a + t.us, 0);
+  const usOf = (times: ScriptTimes, name: string) => times.get(name)?.us ?? 0;
+  const cells = (time: { calls: number; us: number } | undefined) =>
+    time ? [num(time.calls / n, 2), num(time.us / n, 1)] : ['', ''];
+  const rows = names
+    .map((name) => ({ name, us: usOf(ours, name) + usOf(base, name) }))
+    .filter(({ us }) => us / n >= 0.05)
+    .sort((a, b) => b.us - a.us)
+    .map(({ name }) => [name, ...cells(ours.get(name)), ...cells(base.get(name))]);
+  const sum = (times: ScriptTimes, side: string) =>
+    [...times].filter(([name]) => name.startsWith(side)).reduce((a, [, t]) => a + t.us, 0) / n;
+  return {
+    table: {
+      columns: [
+        'script',
+        'ours: calls per follow-up',
+        'ours: µs per follow-up',
+        'baseline: calls per follow-up',
+        'baseline: µs per follow-up',
+      ],
+      rows: [...rows, ['every script', '', num(total(ours) / n, 1), '', num(total(base) / n, 1)]],
+    },
+    line:
+      `Time inside scripts per follow-up (SLOWLOG, a run of its own): ours ${num(total(ours) / n, 1)} µs, ` +
+      `of which BullMQ's own scripts ${num(sum(ours, 'BullMQ'), 1)} µs and ours ` +
+      `${num(sum(ours, 'ours'), 1)} µs; baseline ${num(total(base) / n, 1)} µs.`,
+  };
+}
+
+function report(
+  n: number,
+  periods: Periods,
+  scripts: { ours: ScriptTimes; base: ScriptTimes },
+): ScenarioResult {
+  const byScript = scriptTable(n, scripts.ours, scripts.base);
   return {
     title: 'Redis work per follow-up',
     summary: summary(n, periods).replace(' The breakdown by command, per follow-up:', ''),
@@ -139,10 +177,17 @@ function report(n: number, periods: Periods): ScenarioResult {
       'worker sends all; one poller tracks all to their events), then again with worker and poller ' +
       `together (simulator runs last ${WORK_MS} ms; POLL_INTERVAL and POLL_MIN_INTERVAL 250ms, ` +
       'ACTIVE_GRACE 20s). Baseline: addBulk, then one bare BullMQ worker that POSTs. Measured once: ' +
-      'command counts barely vary between runs.',
-    tables: [{ columns: COLUMNS, rows: periods.map(([label, probe]) => row(label, probe, n)) }],
+      'command counts barely vary between runs. The second table times each script (ours and ' +
+      "BullMQ's) in one more run of each side with every command logged with its duration " +
+      "(SLOWLOG at 0 µs; a script's time includes the commands it runs; that run's CPU is not " +
+      'reported, the logging costs some).',
+    tables: [
+      { columns: COLUMNS, rows: periods.map(([label, probe]) => row(label, probe, n)) },
+      byScript.table,
+    ],
     limitedBy: [
       summary(n, periods),
+      byScript.line,
       ...periods.map(([label, probe]) => `${label}: ${topCommands(probe.commands, n, 8)}`),
     ],
     notes: [
@@ -164,12 +209,21 @@ export const redisWorkScenario: ScenarioRun = async (ctx, n) => {
   ctx.progress('redis-work', 'ours, all roles together: done');
   const [bEnqueue, bProcess] = (await baseline(ctx, n)) as [ProbeResult, ProbeResult];
   ctx.progress('redis-work', 'baseline: done');
-  return report(n, [
-    ['ours: enqueue (sendMany of 100)', enqueue],
-    ['ours: send (1 worker)', send],
-    ['ours: track to the event (1 poller, runs already over)', track],
-    ['ours: all roles together (1 worker + 1 poller, 1 s runs)', together],
-    ['baseline: addBulk of 100', bEnqueue],
-    ['baseline: process + POST (1 worker)', bProcess],
-  ]);
+  const scripts = {
+    ours: await timeScripts(ctx, () => ours(ctx, n, true)),
+    base: await timeScripts(ctx, () => baseline(ctx, n)),
+  };
+  ctx.progress('redis-work', 'script times: done');
+  return report(
+    n,
+    [
+      ['ours: enqueue (sendMany of 100)', enqueue],
+      ['ours: send (1 worker)', send],
+      ['ours: track to the event (1 poller, runs already over)', track],
+      ['ours: all roles together (1 worker + 1 poller, 1 s runs)', together],
+      ['baseline: addBulk of 100', bEnqueue],
+      ['baseline: process + POST (1 worker)', bProcess],
+    ],
+    scripts,
+  );
 };

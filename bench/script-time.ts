@@ -1,0 +1,96 @@
+import { createHash } from 'node:crypto';
+import { Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { LUA } from '../src/dispatch/lua.js';
+import type { BenchContext } from './context.js';
+
+/**
+ * Where a run's Redis time goes, script by script: every command is logged with its duration
+ * (`slowlog-log-slower-than 0`) while the run lasts, and the EVALSHA/EVAL entries are summed per
+ * script, named from their SHA1 (ours from our sources, BullMQ's from the scripts it defines on a
+ * connection). A script's duration includes the commands it runs. Logging every command costs
+ * Redis time itself, so a run timed this way is not one whose CPU is reported.
+ */
+
+/** Time spent in one script over a run. */
+export interface ScriptTime {
+  readonly calls: number;
+  readonly us: number;
+}
+
+/** Script name → its calls and time; the scripts of both sides under one naming. */
+export type ScriptTimes = ReadonlyMap<string, ScriptTime>;
+
+/** Entries kept: far more than the commands of one run, so none is dropped. */
+const LOG_LENGTH = 5_000_000;
+
+/** The scripts of both sides: ours by their store name, BullMQ's as BullMQ names them. */
+interface Known {
+  readonly name: string;
+  readonly source: string;
+}
+
+async function knownScripts(ctx: BenchContext): Promise<Known[]> {
+  const known = Object.entries(LUA).map(([name, { source }]) => ({
+    name: `ours: ${name}`,
+    source,
+  }));
+  const queue = new Queue('script-names', { connection: ctx.connection, prefix: 'bench-names' });
+  try {
+    const client = (await queue.backend.client) as unknown as {
+      scriptsSet: Record<string, { lua: string }>;
+    };
+    for (const [name, { lua }] of Object.entries(client.scriptsSet))
+      known.push({ name: `BullMQ: ${name}`, source: lua });
+  } finally {
+    await queue.close();
+  }
+  return known;
+}
+
+/** SLOWLOG keeps the first 128 characters of an argument: an EVAL's script is told by those. */
+const LOGGED_CHARS = 100;
+
+/** The name of the script an EVALSHA (its SHA1) or EVAL (its logged source) ran. */
+function namer(known: readonly Known[]): (command: string, script: string) => string {
+  const sha1 = (source: string) => createHash('sha1').update(source).digest('hex');
+  const bySha = new Map(known.map(({ name, source }) => [sha1(source), name]));
+  const byStart = new Map(known.map(({ name, source }) => [source.slice(0, LOGGED_CHARS), name]));
+  return (command, script) =>
+    (command === 'evalsha' ? bySha.get(script) : byStart.get(script.slice(0, LOGGED_CHARS))) ??
+    `unknown script ${script.slice(0, 8)}`;
+}
+
+/** Runs `work` with every command logged; returns the time of each script it ran. */
+export async function timeScripts(
+  ctx: BenchContext,
+  work: () => Promise<unknown>,
+): Promise<ScriptTimes> {
+  const nameOf = namer(await knownScripts(ctx));
+  const admin: Redis = ctx.admin;
+  const [, before] = (await admin.config('GET', 'slowlog-log-slower-than')) as [string, string];
+  const [, length] = (await admin.config('GET', 'slowlog-max-len')) as [string, string];
+  await admin.config('SET', 'slowlog-max-len', String(LOG_LENGTH));
+  await admin.slowlog('RESET');
+  await admin.config('SET', 'slowlog-log-slower-than', '0');
+  let entries: [number, number, number, string[]][];
+  try {
+    await work();
+  } finally {
+    await admin.config('SET', 'slowlog-log-slower-than', before);
+    entries = (await admin.call('SLOWLOG', 'GET', '-1')) as typeof entries;
+    await admin.slowlog('RESET');
+    await admin.config('SET', 'slowlog-max-len', length);
+  }
+  const times = new Map<string, { calls: number; us: number }>();
+  for (const [, , us, args] of entries) {
+    const command = String(args[0]).toLowerCase();
+    if (command !== 'evalsha' && command !== 'eval') continue;
+    const name = nameOf(command, String(args[1]));
+    const time = times.get(name) ?? { calls: 0, us: 0 };
+    time.calls += 1;
+    time.us += us;
+    times.set(name, time);
+  }
+  return times;
+}
