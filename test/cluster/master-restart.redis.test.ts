@@ -1,5 +1,6 @@
+import { Queue } from 'bullmq';
 import { describe, expect, it } from 'vitest';
-import { shardOf } from '../../src/redis/keys.js';
+import { keysFor, QUEUE_NAMES, shardOf } from '../../src/redis/keys.js';
 import { keySlot } from '../../src/redis/slot.js';
 import type { Simulator } from '../../src/simulator/index.js';
 import { useClusterFleet, type ClusterFleet } from '../support/cluster-fleet.js';
@@ -30,6 +31,55 @@ interface Loss {
  * the roles reconnect by themselves (the second batch ends on every shard), nothing is sent or
  * published twice, no CROSSSLOT. Resolves to what was lost, for the caller to judge.
  */
+/** A follow-up of the test: what it was sent with, and the id it was given. */
+interface Sent {
+  readonly projectId: string;
+  readonly prompt: string;
+  readonly dispatchId: string;
+}
+
+/**
+ * Where the follow-ups of `sent` that have no event are, and how each shard's poll queue stands,
+ * for a timed-out wait to say what it waited on: record state, BullMQ job state, lane position
+ * and when its status read falls due; per shard, the poll queue's counts and overdue ticks.
+ */
+async function whereStuck(
+  fleet: ClusterFleet,
+  onVictim: ReadonlySet<number>,
+  sent: readonly Sent[],
+): Promise<string> {
+  const { redis } = fleet;
+  const ended = new Set((await fleet.promptEvents()).map((e) => e.prompt));
+  const lines: string[] = [];
+  for (const shard of fleet.shards()) {
+    const poll = new Queue(QUEUE_NAMES.poll, { connection: redis, prefix: shard.prefix });
+    const counts = await poll.getJobCounts('active', 'wait', 'delayed', 'failed');
+    const overdue = (await poll.getDelayed()).filter((j) => j.timestamp + j.delay < Date.now());
+    const schedulers = (await poll.getJobSchedulers()).length;
+    await poll.close();
+    lines.push(
+      `shard ${shard.index}${onVictim.has(shard.index) ? ' (victim)' : ''}: poll queue ` +
+        `${JSON.stringify(counts)}, ${overdue.length} overdue ticks, ${schedulers} schedulers`,
+    );
+  }
+  for (const { projectId, prompt, dispatchId } of sent.filter((s) => !ended.has(s.prompt))) {
+    const shard = fleet.shards()[shardOf(projectId, fleet.shardCount)];
+    if (!shard) continue;
+    const keys = keysFor(shard.prefix);
+    const [state, jobId] = await redis.hmget(keys.dispatch(dispatchId), 'state', 'jobId');
+    const queue = new Queue(QUEUE_NAMES.dispatch, { connection: redis, prefix: shard.prefix });
+    const job = await queue.getJobState(dispatchId);
+    await queue.close();
+    const due = await redis.zscore(keys.tracked, dispatchId);
+    const lane = jobId ? await redis.lrange(keys.lane(projectId, jobId), 0, -1) : [];
+    lines.push(
+      `${prompt} (shard ${shard.index}): ${state ?? 'no record'}/${job}, lane position ` +
+        `${lane.indexOf(dispatchId)}, ${due === null ? 'untracked' : `read due in ${Number(due) - Date.now()} ms`}`,
+    );
+  }
+  return lines.join('\n');
+}
+
 async function killAndRestartMaster(
   fleet: ClusterFleet,
   simulator: Simulator,
@@ -58,6 +108,11 @@ async function killAndRestartMaster(
         });
       }),
     );
+  const sent: Sent[] = [];
+  const send = async (inputs: ReturnType<typeof batch>) => {
+    const results = await producer.sendMany(inputs);
+    inputs.forEach((i, k) => sent.push({ ...i, dispatchId: results[k]?.dispatchId ?? '' }));
+  };
   const endedAll = async (inputs: readonly { prompt: string }[], what: string) =>
     eventually(
       async () => {
@@ -66,12 +121,16 @@ async function killAndRestartMaster(
         return inputs.every((i) => ended.has(i.prompt)) ? events : undefined;
       },
       { timeoutMs: 90_000, intervalMs: 250, what },
-    );
+    ).catch(async (err: unknown) => {
+      throw new Error(`${String(err)}\n${await whereStuck(fleet, onVictim, sent)}`, {
+        cause: err,
+      });
+    });
 
   const before = batch('a');
   const producer = fleet.producer();
   try {
-    await producer.sendMany(before);
+    await send(before);
     await eventually(
       async () => ((await fleet.promptEvents()).length >= before.length / 3 ? true : undefined),
       { timeoutMs: 60_000, what: 'a third of the events' },
@@ -89,7 +148,7 @@ async function killAndRestartMaster(
     // The roles reconnected by themselves: a new batch ends on every shard, the restarted
     // master's too (its poll scheduler is upserted again, its scripts loaded again).
     const after = batch('b');
-    await producer.sendMany(after);
+    await send(after);
     const events = await endedAll(after, 'the events of the batch sent after the restart');
 
     const delivered = simulator.deliveries.map((d) => d.prompt);
