@@ -1,1 +1,1 @@
-export { startPoller, POLL_SCHEDULER_ID } from './role.js';
+export { startPoller, POLL_SCHEDULER_ID, type PollerOptions } from './role.js';

@@ -47,6 +47,8 @@ export const LIFECYCLE = {
   pollTick: 'poll:tick',
   pollSkipped: 'poll:skipped',
   pollError: 'poll:error',
+  /** The tick Worker took no tick while ticks fell due: forced closed and made again. */
+  pollWorkerRestarted: 'poll:worker-restarted',
   redisError: 'redis:error',
   /** Redis answers again after an outage that was reported. */
   redisReady: 'redis:ready',

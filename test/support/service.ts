@@ -1,6 +1,6 @@
 import { startConsumer } from '../../src/consumer/index.js';
 import type { Config, SettingName } from '../../src/config/index.js';
-import { startPoller } from '../../src/poller/index.js';
+import { startPoller, type PollerOptions } from '../../src/poller/index.js';
 import { createProducer, type Producer } from '../../src/producer/index.js';
 import { createLogger, type Logger } from '../../src/telemetry/logger.js';
 import { createMetrics, type Metrics } from '../../src/telemetry/metrics.js';
@@ -35,7 +35,7 @@ export function startService(
   ns: Namespace,
   simulator: Simulator,
   settings: Partial<Record<SettingName, string>> = {},
-  roles: { worker?: boolean; poller?: boolean } = {},
+  roles: { worker?: boolean; poller?: boolean; watchdog?: PollerOptions['watchdog'] } = {},
 ): InProcessService {
   const config = ns.config({
     ...FAST_SETTINGS,
@@ -47,7 +47,9 @@ export function startService(
   const metrics = createMetrics();
   const started = [
     ...(roles.worker === false ? [] : [startConsumer({ config, logger, metrics })]),
-    ...(roles.poller === false ? [] : [startPoller({ config, logger, metrics })]),
+    ...(roles.poller === false
+      ? []
+      : [startPoller({ config, logger, metrics, watchdog: roles.watchdog })]),
   ];
   const producer = createProducer({
     redisUrl: ns.redisUrl,
