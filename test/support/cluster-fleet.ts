@@ -6,7 +6,13 @@ import { connect } from '../../src/redis/connections.js';
 import { shardLayout, shardOf, type Shard } from '../../src/redis/keys.js';
 import type { Simulator } from '../../src/simulator/index.js';
 import type { CliProcess } from './cli.js';
-import { startLocalCluster, type ClusterPersistence, type LocalCluster } from './redis-cluster.js';
+import { keySlot } from '../../src/redis/slot.js';
+import {
+  nodeOfSlot,
+  startLocalCluster,
+  type ClusterPersistence,
+  type LocalCluster,
+} from './redis-cluster.js';
 import { stopAll } from './roles.js';
 import { FAST_SETTINGS } from './service.js';
 import { TEST_API_KEY } from './simulator.js';
@@ -43,7 +49,8 @@ export function useClusterFleet(
   beforeAll(async () => {
     const cluster = await startLocalCluster(options.masters, options.persistence);
     const redis = connect({ redisUrl: cluster.url, redisCluster: true }, 'worker', 'test');
-    fleet = fleetOn(cluster, redis, options.shards, simulator);
+    const prefix = await evenPrefix(cluster, options.shards, options.masters);
+    fleet = fleetOn(cluster, redis, prefix, options.shards, simulator);
   }, 60_000);
   afterAll(async () => {
     try {
@@ -59,13 +66,33 @@ export function useClusterFleet(
   };
 }
 
+/**
+ * A random prefix whose shards sit `shards / masters` on each master of `cluster`. The layout
+ * splits the slot space at floor(i × 16384 / shards), `redis-cli --cluster create` at its own
+ * rounding: where the two differ by one slot (10922, with 6 shards on 3 masters), about one prefix
+ * in 3,300 puts a shard on the next master (CHANGELOG, known issues). The tests are about what an
+ * even layout does, so they are given one.
+ */
+async function evenPrefix(cluster: LocalCluster, shards: number, masters: number): Promise<string> {
+  for (;;) {
+    const prefix = `t-cluster-${randomBytes(4).toString('hex')}`;
+    if (shards % masters !== 0) return prefix;
+    const perMaster = new Map<number, number>();
+    for (const shard of shardLayout(prefix, `${prefix}:events`, shards, true)) {
+      const master = await nodeOfSlot(cluster, keySlot(shard.prefix));
+      perMaster.set(master, (perMaster.get(master) ?? 0) + 1);
+    }
+    if ([...perMaster.values()].every((n) => n === shards / masters)) return prefix;
+  }
+}
+
 function fleetOn(
   cluster: LocalCluster,
   redis: Redis,
+  prefix: string,
   shardCount: number,
   simulator: () => Simulator,
 ): ClusterFleet {
-  const prefix = `t-cluster-${randomBytes(4).toString('hex')}`;
   const eventsStream = `${prefix}:events`;
   const shards = () => shardLayout(prefix, eventsStream, shardCount, true);
   return {
