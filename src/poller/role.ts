@@ -128,7 +128,8 @@ export function startPoller(options: PollerOptions): Role {
       .catch((err: unknown) => logger.error({ err }, LIFECYCLE.pollError));
   const scheduled = schedule();
   // A Redis (or a cluster master) that restarted without its data forgot the scheduler: upserting
-  // it again now and then (a no-op while it exists) restarts the ticks without a poller restart.
+  // it again now and then (while it exists, BullMQ only adds its pending tick anew) restarts the
+  // ticks without a poller restart.
   // A tick Worker can wedge for good after a cluster master's restart (its blocking connection
   // waits on a reconnect that never settles: see CHANGELOG, known issues), while ticks fall due
   // and nobody takes them. Seen wedged, it is forced closed and made again.
