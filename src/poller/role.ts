@@ -127,9 +127,6 @@ export function startPoller(options: PollerOptions): Role {
       )
       .catch((err: unknown) => logger.error({ err }, LIFECYCLE.pollError));
   const scheduled = schedule();
-  // A Redis (or a cluster master) that restarted without its data forgot the scheduler: upserting
-  // it again now and then (while it exists, BullMQ only adds its pending tick anew) restarts the
-  // ticks without a poller restart.
   // A tick Worker can wedge for good after a cluster master's restart (its blocking connection
   // waits on a reconnect that never settles: see CHANGELOG, known issues), while ticks fall due
   // and nobody takes them. Seen wedged, it is forced closed and made again.
@@ -151,6 +148,9 @@ export function startPoller(options: PollerOptions): Role {
     // A wedged Worker's close may never end: it is not waited for past FORCE_CLOSE_MS.
     void within(wedged.close(true), FORCE_CLOSE_MS, () => undefined).catch(() => undefined);
   };
+  // A Redis (or a cluster master) that restarted without its data forgot the scheduler: upserting
+  // it again now and then (while it exists, BullMQ only adds its pending tick anew) restarts the
+  // ticks without a poller restart. The watchdog looks at the same pace.
   const reschedule = setInterval(() => {
     void schedule();
     void watch();

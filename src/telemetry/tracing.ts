@@ -10,6 +10,7 @@ import {
   type Context,
   type Span,
   type SpanContext,
+  type Tracer,
 } from '@opentelemetry/api';
 import {
   ATTR_ERROR_TYPE,
@@ -35,20 +36,19 @@ import { SPAN_ATTRIBUTES, SPAN_NAMES } from './names.js';
  */
 
 const TRACER_NAME = 'agent-dispatch';
-const tracer = () => trace.getTracer(TRACER_NAME);
 
 /**
- * Whether a tracer provider is registered (our SDK, or the library caller's). Without one, every
- * span is a no-op, so the worker's and poller's hot paths skip building them: their attributes,
- * URL and context switch were a few per cent of a worker's CPU. The stored `traceparent` still
- * travels (records, events, the intake's header), which needs no span.
+ * The tracer of the registered tracer provider (our SDK, or the library caller's); `undefined`
+ * when none is registered. Then every span would be a no-op, so the worker's and poller's hot
+ * paths skip building them: their attributes, URL and context switch were a few per cent of a
+ * worker's CPU. The stored `traceparent` still travels (records, events, the intake's header),
+ * which needs no span.
  */
-function tracing(): boolean {
+function activeTracer(): Tracer | undefined {
   const provider = trace.getTracerProvider();
-  return (
-    !(provider instanceof ProxyTracerProvider) ||
-    provider.getDelegateTracer(TRACER_NAME) !== undefined
-  );
+  return provider instanceof ProxyTracerProvider
+    ? provider.getDelegateTracer(TRACER_NAME)
+    : provider.getTracer(TRACER_NAME);
 }
 
 /** A W3C `traceparent` of version 00, as stored and accepted (lowercase hex). */
@@ -120,7 +120,8 @@ export function startSendSpans(count: number): {
 } {
   const parent = context.active();
   const spans = Array.from({ length: count }, () =>
-    tracer().startSpan(SPAN_NAMES.send, { kind: SpanKind.PRODUCER }, parent),
+    // Without a provider, a no-op span that still carries the caller's context (propagation).
+    trace.getTracer(TRACER_NAME).startSpan(SPAN_NAMES.send, { kind: SpanKind.PRODUCER }, parent),
   );
   return {
     traceparents: spans.map((span) => traceparentOf(trace.setSpan(parent, span))),
@@ -144,12 +145,13 @@ export async function inProcessSpan<T>(
   parked: (err: unknown) => boolean,
   fn: () => Promise<T>,
 ): Promise<T> {
-  if (!tracing()) return fn();
+  const tracer = activeTracer();
+  if (!tracer) return fn();
   const traceparent = typeof job.traceparent === 'string' ? job.traceparent : undefined;
   const parent = contextOf(traceparent, context.active());
   const id = typeof job.dispatchId === 'string' ? job.dispatchId : '';
   const attributes = { ...messaging('process', id), [SPAN_ATTRIBUTES.attempt]: job.attempt };
-  const span = tracer().startSpan(
+  const span = tracer.startSpan(
     SPAN_NAMES.process,
     { kind: SpanKind.CONSUMER, attributes },
     parent,
@@ -178,14 +180,15 @@ export async function inSettleSpan<T extends { readonly finished: boolean }>(
   type: string,
   fn: (traceparent: string | undefined) => Promise<T>,
 ): Promise<T> {
-  if (!tracing()) return fn(record.traceparent);
+  const tracer = activeTracer();
+  if (!tracer) return fn(record.traceparent);
   const active = context.active();
   const parent = trace.getSpan(active) ? active : contextOf(record.traceparent, active);
   const attributes = {
     ...messaging('settle', record.dispatchId),
     [SPAN_ATTRIBUTES.eventType]: type,
   };
-  const span = tracer().startSpan(SPAN_NAMES.settle, { attributes }, parent);
+  const span = tracer.startSpan(SPAN_NAMES.settle, { attributes }, parent);
   const spanContext = trace.setSpan(parent, span);
   const traceparent = span.isRecording() ? traceparentOf(spanContext) : record.traceparent;
   try {
@@ -226,10 +229,11 @@ export async function inHttpSpan<T>(
   fn: (traceparent: string | undefined) => Promise<T>,
   outcomeOf: (result: T) => HttpOutcome,
 ): Promise<T> {
-  if (!tracing()) return fn(undefined);
+  const tracer = activeTracer();
+  if (!tracer) return fn(undefined);
   const call = callOf();
   const port = call.url.port || (call.url.protocol === 'https:' ? '443' : '80');
-  const span = tracer().startSpan(`${call.method} ${call.template}`, {
+  const span = tracer.startSpan(`${call.method} ${call.template}`, {
     kind: SpanKind.CLIENT,
     attributes: {
       [ATTR_HTTP_REQUEST_METHOD]: call.method,

@@ -1,6 +1,6 @@
 import { Queue } from 'bullmq';
 import { describe, expect, it } from 'vitest';
-import { keysFor, QUEUE_NAMES, shardOf } from '../../src/redis/keys.js';
+import { QUEUE_NAMES, shardOf } from '../../src/redis/keys.js';
 import { keySlot } from '../../src/redis/slot.js';
 import type { Simulator } from '../../src/simulator/index.js';
 import { useClusterFleet, type ClusterFleet } from '../support/cluster-fleet.js';
@@ -10,6 +10,7 @@ import { eventually } from '../support/namespace.js';
 import { nodeOfSlot } from '../support/redis-cluster.js';
 import { startRoles, stopAll, waitForWorkers } from '../support/roles.js';
 import { useSimulator } from '../support/simulator.js';
+import { whereIs } from '../support/where-is.js';
 
 const MASTERS = 3;
 const SHARDS = 6;
@@ -23,14 +24,6 @@ interface Loss {
   readonly lost: { projectId: string; prompt: string; sent: boolean }[];
 }
 
-/**
- * 2 workers and a poller; 120 follow-ups of 12 projects; once a third have ended, master
- * {@link VICTIM} is SIGKILLed and restarted on its data folder; then a second batch. Checks what
- * must hold whatever the persistence: every shard of the other masters (every shard, when the
- * master `keptAll` its writes) ends all its follow-ups,
- * the roles reconnect by themselves (the second batch ends on every shard), nothing is sent or
- * published twice, no CROSSSLOT. Resolves to what was lost, for the caller to judge.
- */
 /** A follow-up of the test: what it was sent with, and the id it was given. */
 interface Sent {
   readonly projectId: string;
@@ -40,8 +33,8 @@ interface Sent {
 
 /**
  * Where the follow-ups of `sent` that have no event are, and how each shard's poll queue stands,
- * for a timed-out wait to say what it waited on: record state, BullMQ job state, lane position
- * and when its status read falls due; per shard, the poll queue's counts and overdue ticks.
+ * for a timed-out wait to say what it waited on (`whereIs`); per shard, the poll queue's counts,
+ * overdue ticks and schedulers.
  */
 async function whereStuck(
   fleet: ClusterFleet,
@@ -65,21 +58,22 @@ async function whereStuck(
   for (const { projectId, prompt, dispatchId } of sent.filter((s) => !ended.has(s.prompt))) {
     const shard = fleet.shards()[shardOf(projectId, fleet.shardCount)];
     if (!shard) continue;
-    const keys = keysFor(shard.prefix);
-    const [state, jobId] = await redis.hmget(keys.dispatch(dispatchId), 'state', 'jobId');
     const queue = new Queue(QUEUE_NAMES.dispatch, { connection: redis, prefix: shard.prefix });
-    const job = await queue.getJobState(dispatchId);
+    const where = await whereIs(redis, shard.prefix, dispatchId, (id) => queue.getJobState(id));
     await queue.close();
-    const due = await redis.zscore(keys.tracked, dispatchId);
-    const lane = jobId ? await redis.lrange(keys.lane(projectId, jobId), 0, -1) : [];
-    lines.push(
-      `${prompt} (shard ${shard.index}): ${state ?? 'no record'}/${job}, lane position ` +
-        `${lane.indexOf(dispatchId)}, ${due === null ? 'untracked' : `read due in ${Number(due) - Date.now()} ms`}`,
-    );
+    lines.push(`${prompt} (shard ${shard.index}): ${where}`);
   }
   return lines.join('\n');
 }
 
+/**
+ * 2 workers and a poller; 120 follow-ups of 12 projects; once a third have ended, master
+ * {@link VICTIM} is SIGKILLed and restarted on its data folder; then a second batch. Checks what
+ * must hold whatever the persistence: every shard of the other masters (every shard, when the
+ * master `keptAll` its writes) ends all its follow-ups,
+ * the roles reconnect by themselves (the second batch ends on every shard), nothing is sent or
+ * published twice, no CROSSSLOT. Resolves to what was lost, for the caller to judge.
+ */
 async function killAndRestartMaster(
   fleet: ClusterFleet,
   simulator: Simulator,

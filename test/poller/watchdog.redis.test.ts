@@ -27,15 +27,16 @@ describe("the poller's watchdog", () => {
       running.add(this);
       return wedged.has(this) ? new Promise<number>(() => {}) : waitForJob.apply(this, args);
     };
-    const service = startService(
-      ns(),
-      simulator(),
-      { POLL_INTERVAL: '200ms' },
-      { worker: false, watchdog: { everyMs: 500, afterMs: 2_000 } },
-    );
     const queue = new Queue(QUEUE_NAMES.poll, { connection: ns().redis, prefix: ns().prefix });
     const ticks = async () => (await queue.getJobCounts('completed')).completed ?? 0;
+    let service: ReturnType<typeof startService> | undefined;
     try {
+      service = startService(
+        ns(),
+        simulator(),
+        { POLL_INTERVAL: '200ms' },
+        { worker: false, watchdog: { everyMs: 500, afterMs: 2_000 } },
+      );
       await eventually(async () => ((await ticks()) >= 3 ? true : undefined), {
         timeoutMs: 10_000,
         what: 'three poll ticks',
@@ -63,7 +64,7 @@ describe("the poller's watchdog", () => {
     } finally {
       prototype.waitForJob = waitForJob;
       await queue.close();
-      await service.close();
+      await service?.close();
     }
   }, 60_000);
 });

@@ -11,6 +11,7 @@ import { eventually, useNamespace, type Namespace } from '../../support/namespac
 import { startPrivateRedis, type PrivateRedis } from '../../support/redis-server.js';
 import { startRoles, terminate, uncleanExits } from '../../support/roles.js';
 import { useSimulator } from '../../support/simulator.js';
+import { whereIs } from '../../support/where-is.js';
 import { startAofProxy, type AofProxy } from './aof-proxy.js';
 import { randomMoment } from './drill.js';
 import { tally, type Accepted, type Tally } from './ledger.js';
@@ -316,7 +317,7 @@ async function booksOf(
   const odd = [...ids].filter((id) => perId.get(id) !== 1);
   const stranded: Record<string, number> = {};
   for (const id of odd) {
-    const where = await whereIs(probe, id, perId.get(id) ?? 0);
+    const where = `${perId.get(id) ?? 0} events, ${await whereIs(probe.redis, probe.prefix, id, (job) => probe.jobState(job))}`;
     stranded[where] = (stranded[where] ?? 0) + 1;
     if (process.env['DURABILITY_DRILL_LOGS']) console.log(`stranded ${id}: ${where}`);
   }
@@ -330,29 +331,6 @@ async function booksOf(
     quiet,
     stranded,
   };
-}
-
-/**
- * Where one follow-up is: `<events> events, <record state>/<BullMQ job state>`, with `, head`
- * when it heads its lane and `, not in lane` when its lane does not name it.
- */
-async function whereIs(probe: Probe, dispatchId: string, events: number): Promise<string> {
-  const keys = keysFor(probe.prefix);
-  const [state, projectId, jobId] = await probe.redis.hmget(
-    keys.dispatch(dispatchId),
-    'state',
-    'projectId',
-    'jobId',
-  );
-  const job = await probe.jobState(dispatchId);
-  const due = await probe.redis.zscore(keys.tracked, dispatchId);
-  const tracked = due === null ? ', untracked' : `, due in ${Number(due) - Date.now()} ms`;
-  let lane = '';
-  if (projectId && jobId) {
-    const ids = await probe.redis.lrange(keys.lane(projectId, jobId), 0, -1);
-    lane = ids[0] === dispatchId ? ', head' : ids.includes(dispatchId) ? '' : ', not in lane';
-  }
-  return `${events} events, ${state ?? 'gone'}/${job}${lane}${tracked}`;
 }
 
 /**

@@ -1,0 +1,32 @@
+import type { Redis } from 'ioredis';
+import { keysFor } from '../../src/redis/keys.js';
+
+/**
+ * Where one follow-up of the namespace `prefix` is, for a failing drill or test to say what it
+ * waited on: `<record state>/<BullMQ job state>`, with `, head` when it heads its lane and
+ * `, not in lane` when its lane does not name it, then `, untracked` or when its status read
+ * falls due. `jobState` reads the dispatch job's state (the caller's queue).
+ */
+export async function whereIs(
+  redis: Redis,
+  prefix: string,
+  dispatchId: string,
+  jobState: (dispatchId: string) => Promise<string>,
+): Promise<string> {
+  const keys = keysFor(prefix);
+  const [state, projectId, jobId] = await redis.hmget(
+    keys.dispatch(dispatchId),
+    'state',
+    'projectId',
+    'jobId',
+  );
+  const job = await jobState(dispatchId);
+  const due = await redis.zscore(keys.tracked, dispatchId);
+  const tracked = due === null ? ', untracked' : `, due in ${Number(due) - Date.now()} ms`;
+  let lane = '';
+  if (projectId && jobId) {
+    const ids = await redis.lrange(keys.lane(projectId, jobId), 0, -1);
+    lane = ids[0] === dispatchId ? ', head' : ids.includes(dispatchId) ? '' : ', not in lane';
+  }
+  return `${state ?? 'gone'}/${job}${lane}${tracked}`;
+}
