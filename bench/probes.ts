@@ -119,6 +119,12 @@ export interface ProbeResult {
   /** CPU other programs used meanwhile, as a share of one core (machine busy minus watched). */
   readonly otherShare: number;
   readonly commands: CommandStats;
+  /**
+   * Socket reads Redis served (INFO stats `total_reads_processed`): about one per round trip of
+   * a client, however many commands it carries. The probe's own INFO reads are left out, and
+   * by {@link probeWork} the bench's own commands too.
+   */
+  readonly reads: number;
 }
 
 /** Starts measuring; `stop()` returns what changed since. */
@@ -126,6 +132,7 @@ export async function startProbe(
   redis: Redis,
   watched: readonly Watched[],
 ): Promise<{ stop(): Promise<ProbeResult> }> {
+  const readsBefore = await infoNumber(redis, 'stats', 'total_reads_processed');
   const commandsBefore = await commandStats(redis);
   const cpuBefore = watched.map((w) => cpuMsOf(w.pid));
   const machineBefore = machineBusyMs();
@@ -142,7 +149,9 @@ export async function startProbe(
       const otherShare = Math.max(0, machineBusyMs() - machineBefore - watchedMs) / wallMs;
       const benchElu = performance.eventLoopUtilization(eluBefore).utilization;
       const commands = commandDelta(commandsBefore, await commandStats(redis));
-      return { wallMs, cpu, benchElu, otherShare, commands };
+      // The probe's own INFO reads after the first one: commandstats twice, then this one.
+      const reads = (await infoNumber(redis, 'stats', 'total_reads_processed')) - readsBefore - 3;
+      return { wallMs, cpu, benchElu, otherShare, commands, reads };
     },
   };
 }
@@ -159,8 +168,13 @@ export async function probeWork(
   const probe = await startProbe(redis, watched);
   await work();
   const result = await probe.stop();
-  for (const own of BENCH_OWN_COMMANDS) result.commands.delete(own);
-  return result;
+  let reads = result.reads;
+  for (const own of BENCH_OWN_COMMANDS) {
+    // One at a time: a round trip each.
+    reads -= result.commands.get(own)?.calls ?? 0;
+    result.commands.delete(own);
+  }
+  return { ...result, reads };
 }
 
 /**

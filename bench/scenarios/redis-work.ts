@@ -98,6 +98,7 @@ function row(label: string, probe: ProbeResult, n: number): string[] {
     label,
     num(totalCalls(probe.commands) / n, 1),
     num(scripts / n, 2),
+    num(probe.reads / n, 1),
     num((redisMs * 1000) / n),
   ];
 }
@@ -106,6 +107,7 @@ const COLUMNS = [
   '',
   'Redis commands per follow-up',
   'of which script calls (EVALSHA/EVAL)',
+  'round trips: socket reads by Redis',
   'redis-server CPU per follow-up (µs)',
 ];
 
