@@ -43,11 +43,13 @@ async function keySizes(ctx: BenchContext, ns: Namespace): Promise<string> {
   const record = await size(keys.dispatch(first));
   const encoding = await ctx.admin.object('ENCODING', keys.dispatch(first));
   const prompt = await size(keys.prompt(first));
-  const job = await size(`${ns.prefix}:${QUEUE_NAMES.dispatch}:${first}`);
+  const jobKey = `${ns.prefix}:${QUEUE_NAMES.dispatch}:${first}`;
+  const job = await size(jobKey);
+  const jobEncoding = await ctx.admin.object('ENCODING', jobKey);
   const lane = await size(keys.lane('p0', 'j0'));
   return (
     `dispatch record hash ${bytes(record)} (${String(encoding)}), prompt string ${bytes(prompt)}, ` +
-    `BullMQ job hash ${bytes(job)}, lane list ${bytes(lane)}`
+    `BullMQ job hash ${bytes(job)} (${String(jobEncoding)}), lane list ${bytes(lane)}`
   );
 }
 
@@ -159,7 +161,8 @@ function report(
       `What a queued follow-up is made of (ours, MEMORY USAGE): ${ours.sizes}; plus its entry in ` +
         "BullMQ's wait list, as for the baseline, and its entry in the open index. The prompt is " +
         'stored once, under its own key, so that every field of the record is short enough for a ' +
-        "listpack; the BullMQ job carries ids only. BullMQ's event stream is capped near 100 " +
+        'listpack; the BullMQ job carries ids only, in a payload and options short enough for a ' +
+        "listpack too (src/runtime/jobs.ts). BullMQ's event stream is capped near 100 " +
         'entries (both sides), so it holds nothing per follow-up.',
       PARKED,
     ],

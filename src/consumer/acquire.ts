@@ -3,7 +3,7 @@ import type { Job } from 'bullmq';
 import { budgetRate } from '../dispatch/budget.js';
 import { sleep } from '../runtime/deadline.js';
 import { sendInFlightMs } from '../runtime/in-flight.js';
-import { dispatchJobSchema, type DispatchJobData } from '../runtime/jobs.js';
+import { type DispatchJobData, type DispatchJobRef } from '../runtime/jobs.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import { endUndeliverable, park, parkPaused, poison } from './endings.js';
 import { retryOnConnectionError, retryOutcomeWrite } from './redis-retry.js';
@@ -48,14 +48,14 @@ export function createProcessor(ctx: SendContext) {
   // SEND_RATE_LIMIT; a project's own limit, when the operator set one, replaces it in ACQUIRE.
   const { toleranceMs, ...rate } = budgetRate(ctx.config.sendRateLimit);
 
+  /** `ref`: what the job's payload names (`readDispatchJob`); `undefined`: a poison job. */
   return async function runJob(
     job: Job<DispatchJobData>,
+    ref: DispatchJobRef | undefined,
     token?: string,
     round = 0,
   ): Promise<string> {
-    const parsed = dispatchJobSchema.safeParse(job.data);
-    if (!parsed.success) return poison(ctx, job, 'invalid_payload');
-    const ref = parsed.data;
+    if (!ref) return poison(ctx, job, 'invalid_payload');
     // A fresh token per run: a retried or resent ACQUIRE of this run is answered `go` again, any
     // other run's (a rerun of a job thought stalled) `sending`.
     const attemptToken = randomUUID();
@@ -95,7 +95,7 @@ export function createProcessor(ctx: SendContext) {
         // second), so the job is parked until shortly before its slot and waits the rest here.
         if (verdict.kind === 'over' && waitMs <= NEAR_SLOT_MS && round < MAX_NEAR_WAITS) {
           await sleep(Math.max(0, waitMs));
-          return runJob(job, token, round + 1);
+          return runJob(job, ref, token, round + 1);
         }
         return park(
           ctx,
@@ -138,7 +138,7 @@ export function createProcessor(ctx: SendContext) {
               ctx.config.pollMinIntervalMs,
               verdict.attemptToken,
             ),
-          ref,
+          { ...ref },
         );
         ctx.metrics.sends.inc({ outcome: 'ambiguous' });
         return 'unsettled after a crash';

@@ -1,7 +1,7 @@
 import { DelayedError, type Job } from 'bullmq';
 import { EVENT_TYPES } from '../dispatch/event.js';
 import type { DispatchRef } from '../dispatch/store.js';
-import { wakeDispatch } from '../runtime/jobs.js';
+import { claimedIds, wakeDispatch } from '../runtime/jobs.js';
 import { endDispatch, type RoleContext } from '../runtime/role.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 
@@ -74,8 +74,8 @@ export async function endUndeliverable(
  */
 export async function poison(ctx: RoleContext, job: Job, reason: string): Promise<string> {
   // An empty id names nothing: fall back to the job's own id, so the orphan event still goes out.
-  const claimed: unknown = job.data?.dispatchId;
-  const dispatchId = typeof claimed === 'string' && claimed !== '' ? claimed : job.id;
+  const ids = claimedIds(job);
+  const dispatchId = ids.dispatchId;
   const bullJobId = job.id ?? dispatchId;
   if (!dispatchId || !bullJobId) {
     ctx.logger.error({ bullJobId, reason }, LIFECYCLE.followupPoison);
@@ -88,7 +88,7 @@ export async function poison(ctx: RoleContext, job: Job, reason: string): Promis
     const jobKey = ctx.queue.toKey(bullJobId);
     const published = await ctx.store.tracking.publishOrphan(
       { bullJobId, dispatchId, jobKey },
-      job.data,
+      ids,
       reason,
     );
     if (published === 'job-gone' || published === 'record-exists') {

@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import { DelayedError, Worker, type Job } from 'bullmq';
 import { QUEUE_NAMES } from '../redis/keys.js';
-import { DISPATCH_JOB_RETENTION, type DispatchJobData } from '../runtime/jobs.js';
+import { DISPATCH_JOB_RETENTION, readDispatchJob, type DispatchJobData } from '../runtime/jobs.js';
 import { openRoleResources } from '../runtime/resources.js';
 import {
   endDispatch,
@@ -49,12 +49,16 @@ export function startConsumer(options: RoleOptions): Role {
       metrics.inFlight.set({ worker: workerId }, ++inFlight);
       try {
         // One `process dispatch` span per run, in the follow-up's trace; a park is no failure.
-        // The payload is checked in the processor; here it may be anything (a poison job).
-        const data = job.data as Partial<DispatchJobData> | undefined;
+        // A payload this version cannot read is a poison job, ended by the processor.
+        const ref = readDispatchJob(job);
         return await inProcessSpan(
-          { ...data, attempt: job.attemptsMade + 1 },
+          {
+            dispatchId: ref?.dispatchId,
+            traceparent: ref?.traceparent,
+            attempt: job.attemptsMade + 1,
+          },
           (err) => err instanceof DelayedError,
-          () => processJob(job, token),
+          () => processJob(job, ref, token),
         );
       } finally {
         metrics.inFlight.set({ worker: workerId }, --inFlight);
@@ -92,7 +96,8 @@ async function onFailed(ctx: RoleContext, job: Job<DispatchJobData>, err: Error)
   const { store, logger } = ctx;
   try {
     if ((await job.getState()) !== 'failed') return;
-    const record = await store.sends.get(job.data.dispatchId);
+    const ref = readDispatchJob(job);
+    const record = ref && (await store.sends.get(ref.dispatchId));
     if (!record) return;
     if (record.state === 'sending') {
       // Its last attempt recorded an intent and no outcome: the prompt may have gone out. Marked
@@ -108,6 +113,9 @@ async function onFailed(ctx: RoleContext, job: Job<DispatchJobData>, err: Error)
     const reason = `worker_failed:${err.name}`;
     await endDispatch(ctx, record, { type: EVENT_TYPES.undeliverable, reason }, 'queued');
   } catch (error) {
-    logger.error({ err: error, dispatchId: job.data?.dispatchId }, LIFECYCLE.followupEndFailed);
+    logger.error(
+      { err: error, dispatchId: readDispatchJob(job)?.dispatchId },
+      LIFECYCLE.followupEndFailed,
+    );
   }
 }

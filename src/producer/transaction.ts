@@ -1,7 +1,12 @@
 import type { Queue } from 'bullmq';
 import type { ChainableCommander, Redis } from 'ioredis';
 import type { FollowUp } from '../dispatch/followup.js';
-import { dispatchJobJson, newDispatchId, type DispatchJobData } from '../runtime/jobs.js';
+import {
+  dispatchJobJson,
+  dispatchJobOptions,
+  newDispatchId,
+  type DispatchJobData,
+} from '../runtime/jobs.js';
 import type { DispatchStore, Registration } from '../dispatch/store.js';
 import {
   asRedisFailure,
@@ -85,16 +90,15 @@ function addJobInto(
   followUp: Registration,
   attempts: number,
 ): Promise<string> {
-  const data: DispatchJobData = {
-    v: 1,
+  const ref = {
     dispatchId,
     projectId: followUp.projectId,
     jobId: followUp.jobId,
+    traceparent: followUp.traceparent,
   };
-  if (followUp.traceparent) data.traceparent = followUp.traceparent;
   return queue.backend.addJobToTransaction(
     multi as unknown as BullTransaction,
-    dispatchJobJson(data, attempts),
+    dispatchJobJson(ref, dispatchJobOptions(attempts)),
     dispatchId,
   );
 }

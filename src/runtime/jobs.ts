@@ -9,9 +9,17 @@ import { TRACEPARENT } from '../telemetry/tracing.js';
  * The BullMQ job that carries a dispatch to a worker. Its payload holds ids only: the prompt and
  * everything else live in the dispatch record, so a job written by an older version still finds
  * the current truth, and nothing large or sensitive sits in BullMQ's hashes or the dashboard.
- * Unknown fields are ignored, so a worker of an older version reads a newer payload.
+ *
+ * Two formats are read. This version writes the second, the compact one:
+ * `{"p": projectId, "j": jobId}`, with `"d": dispatchId` only when the BullMQ job id is not the
+ * dispatch id (a resend's or a repair's job) and `"t": traceparent` for a traced follow-up. Every
+ * field of a job hash then stays within Redis's `hash-max-listpack-value` (64 bytes) while the two
+ * ids take at most 49 bytes together (as JSON), and Redis keeps the hash as a listpack: about 420
+ * bytes less per queued follow-up than the first format, `{"v": 1, "dispatchId", "projectId",
+ * "jobId", "traceparent"}`, which is still read (jobs queued before an upgrade). A worker of an
+ * earlier version cannot read the compact one: upgrade workers before producers.
  */
-export const dispatchJobSchema = z.object({
+const payloadV1 = z.object({
   v: z.literal(1),
   dispatchId: z.string().min(1),
   // Checked as the producer checks them, before ACQUIRE spends anything on the job: the ids go
@@ -23,7 +31,80 @@ export const dispatchJobSchema = z.object({
   traceparent: z.string().regex(TRACEPARENT).optional().catch(undefined),
 });
 
-export type DispatchJobData = z.infer<typeof dispatchJobSchema>;
+/** The compact format (see above): no `v`; `d` defaults to the BullMQ job's id. */
+const payloadV2 = z.object({
+  p: identifier,
+  j: identifier,
+  d: z.string().min(1).optional(),
+  t: z.string().regex(TRACEPARENT).optional().catch(undefined),
+});
+
+/** What a dispatch's BullMQ job holds as its `data`, in either format. */
+export type DispatchJobData = z.input<typeof payloadV1> | z.input<typeof payloadV2>;
+
+/** What a worker reads from a dispatch's BullMQ job: which dispatch, and its trace context. */
+export interface DispatchJobRef extends DispatchRef {
+  readonly traceparent?: string | undefined;
+}
+
+/** The payload of the BullMQ job `bullJobId` that carries dispatch `ref` (the compact format). */
+export function dispatchJobPayload(ref: DispatchJobRef, bullJobId: string): DispatchJobData {
+  return {
+    p: ref.projectId,
+    j: ref.jobId,
+    ...(bullJobId === ref.dispatchId ? {} : { d: ref.dispatchId }),
+    ...(ref.traceparent ? { t: ref.traceparent } : {}),
+  };
+}
+
+/**
+ * Reads the dispatch a BullMQ job carries, in either format; `undefined` when its payload is not
+ * one this version can read (a poison job).
+ */
+export function readDispatchJob(job: {
+  readonly id?: string | undefined;
+  readonly data: unknown;
+}): DispatchJobRef | undefined {
+  const data: unknown = job.data;
+  if (typeof data !== 'object' || data === null) return undefined;
+  if ('v' in data) {
+    const v1 = payloadV1.safeParse(data);
+    if (!v1.success) return undefined;
+    const { dispatchId, projectId, jobId, traceparent } = v1.data;
+    return { dispatchId, projectId, jobId, traceparent };
+  }
+  const v2 = payloadV2.safeParse(data);
+  const dispatchId = v2.data?.d ?? job.id;
+  if (!v2.success || !dispatchId) return undefined;
+  return { dispatchId, projectId: v2.data.p, jobId: v2.data.j, traceparent: v2.data.t };
+}
+
+/**
+ * The ids a job's payload names, read field by field in either format, `''` for what it lacks:
+ * the event of a job whose payload cannot be read carries what there is.
+ */
+export function claimedIds(job: { readonly id?: string | undefined; readonly data: unknown }): {
+  dispatchId: string;
+  projectId: string;
+  jobId: string;
+} {
+  const data = (typeof job.data === 'object' && job.data !== null ? job.data : {}) as Record<
+    string,
+    unknown
+  >;
+  const text = (...names: string[]) => {
+    for (const name of names) {
+      const value = data[name];
+      if (typeof value === 'string' && value !== '') return value;
+    }
+    return '';
+  };
+  return {
+    dispatchId: text('dispatchId', 'd') || (job.id ?? ''),
+    projectId: text('projectId', 'p'),
+    jobId: text('jobId', 'j'),
+  };
+}
 
 /** BullMQ job name of a dispatch (shown on the dashboard). */
 export const DISPATCH_JOB_NAME = 'followup';
@@ -42,17 +123,22 @@ export const DISPATCH_JOB_RETENTION = {
 } as const;
 
 /**
+ * Retries of transient failures (5xx, not connected) wait `base × 2^(n-1)` ms; 429s and budget
+ * waits park the job without spending an attempt. `base` is drawn per job from 500 to 1,000 ms:
+ * a fleet's retries after an outage spread over the same range as with BullMQ's `jitter: 0.5`,
+ * and the options stay within 64 bytes (see the payload above), which `jitter` would not.
+ */
+export function backoffBaseMs(): number {
+  return 500 + Math.floor(Math.random() * 501);
+}
+
+/**
  * The job options of one dispatch. Its id, the dispatch id (so adding it twice is a no-op), is
  * not among them: the producer hands it to BullMQ beside them, so that it is not stored again in
  * every job's options; `queue.add` takes it among them (`addDispatchJob`).
  */
-export function dispatchJobOptions(attempts: number): JobsOptions {
-  return {
-    attempts,
-    // Transient failures only (5xx, not connected); 429s and budget waits park the job without
-    // spending an attempt. Jitter spreads a fleet's retries after an outage.
-    backoff: { type: 'exponential', delay: 1_000, jitter: 0.5 },
-  };
+export function dispatchJobOptions(attempts: number, baseMs = backoffBaseMs()): JobsOptions {
+  return { attempts, backoff: { type: 'exponential', delay: baseMs } };
 }
 
 /**
@@ -61,15 +147,15 @@ export function dispatchJobOptions(attempts: number): JobsOptions {
  * built directly, since a `Job` instance per follow-up cost the producer more than the add.
  */
 export function dispatchJobJson(
-  data: DispatchJobData,
-  attempts: number,
+  ref: DispatchJobRef,
+  opts: JobsOptions,
   timestamp = Date.now(),
 ): JobJson {
   return {
-    id: data.dispatchId,
+    id: ref.dispatchId,
     name: DISPATCH_JOB_NAME,
-    data: JSON.stringify(data),
-    opts: dispatchJobOptions(attempts),
+    data: JSON.stringify(dispatchJobPayload(ref, ref.dispatchId)),
+    opts,
     progress: 0,
     attemptsMade: 0,
     attemptsStarted: 0,
@@ -94,18 +180,14 @@ export function newDispatchId(key: string | undefined): string {
 /** Adds the BullMQ job `bullJobId` that carries dispatch `ref` to a worker. */
 export async function addDispatchJob(
   queue: Queue,
-  ref: DispatchRef & { readonly traceparent?: string | undefined },
+  ref: DispatchJobRef,
   bullJobId: string,
   attempts: number,
 ): Promise<void> {
-  const data: DispatchJobData = {
-    v: 1,
-    dispatchId: ref.dispatchId,
-    projectId: ref.projectId,
-    jobId: ref.jobId,
-    ...(ref.traceparent ? { traceparent: ref.traceparent } : {}),
-  };
-  await queue.add(DISPATCH_JOB_NAME, data, { ...dispatchJobOptions(attempts), jobId: bullJobId });
+  await queue.add(DISPATCH_JOB_NAME, dispatchJobPayload(ref, bullJobId), {
+    ...dispatchJobOptions(attempts),
+    jobId: bullJobId,
+  });
 }
 
 /**

@@ -42,6 +42,18 @@ export function poisonCases(promptMaxBytes: number): PoisonCase[] {
       reason: 'missing_record',
     },
     {
+      name: 'compact payload with an empty project id',
+      jobId: 'poison-empty-project',
+      data: { p: '', j: 'j' },
+      reason: 'invalid_payload',
+    },
+    {
+      name: 'compact payload whose dispatch record is missing',
+      jobId: 'poison-ghost-compact',
+      data: { p: 'p', j: 'poison-ghost-compact' },
+      reason: 'missing_record',
+    },
+    {
       name: 'record whose prompt is empty',
       jobId: 'poison-empty-prompt',
       data: v1('poison-empty-prompt'),
