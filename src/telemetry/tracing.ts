@@ -111,6 +111,25 @@ function fail(span: Span, errorType: string): void {
 }
 
 /**
+ * Runs `fn` while `span` is open and ends it after. A thrown error is rethrown, once `failed`
+ * marked the span with it (by default: failed, with the error's `error.type`).
+ */
+async function spanning<T>(
+  span: Span,
+  fn: () => Promise<T>,
+  failed: (err: unknown) => void = (err) => fail(span, errorTypeOf(err)),
+): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    failed(err);
+    throw err;
+  } finally {
+    span.end();
+  }
+}
+
+/**
  * The producer's spans, one `send dispatch` (PRODUCER) per follow-up, children of the caller's
  * active context. `traceparents[i]` goes into follow-up i's record; `end` closes them all.
  */
@@ -156,17 +175,18 @@ export async function inProcessSpan<T>(
     { kind: SpanKind.CONSUMER, attributes },
     parent,
   );
-  try {
-    const result = await context.with(trace.setSpan(parent, span), fn);
-    if (typeof result === 'string') span.setAttribute(SPAN_ATTRIBUTES.outcome, result);
-    return result;
-  } catch (err) {
-    if (parked(err)) span.setAttribute(SPAN_ATTRIBUTES.outcome, 'parked');
-    else fail(span, errorTypeOf(err));
-    throw err;
-  } finally {
-    span.end();
-  }
+  return spanning(
+    span,
+    async () => {
+      const result = await context.with(trace.setSpan(parent, span), fn);
+      if (typeof result === 'string') span.setAttribute(SPAN_ATTRIBUTES.outcome, result);
+      return result;
+    },
+    (err) => {
+      if (parked(err)) span.setAttribute(SPAN_ATTRIBUTES.outcome, 'parked');
+      else fail(span, errorTypeOf(err));
+    },
+  );
 }
 
 /**
@@ -191,18 +211,13 @@ export async function inSettleSpan<T extends { readonly finished: boolean }>(
   const span = tracer.startSpan(SPAN_NAMES.settle, { attributes }, parent);
   const spanContext = trace.setSpan(parent, span);
   const traceparent = span.isRecording() ? traceparentOf(spanContext) : record.traceparent;
-  try {
+  return spanning(span, async () => {
     const result = await context.with(spanContext, () => fn(traceparent));
     // A FINISH that found the dispatch moved on (ended, or in another state than its caller read)
     // published nothing: its span says so, and the trace's one settlement is the other span.
     if (!result.finished) span.setAttribute(SPAN_ATTRIBUTES.outcome, 'unchanged');
     return result;
-  } catch (err) {
-    fail(span, errorTypeOf(err));
-    throw err;
-  } finally {
-    span.end();
-  }
+  });
 }
 
 /** What the agent-API client tells of one request, for its HTTP client span. */
@@ -246,7 +261,7 @@ export async function inHttpSpan<T>(
   const traceparent = span.isRecording()
     ? traceparentOf(trace.setSpan(context.active(), span))
     : undefined;
-  try {
+  return spanning(span, async () => {
     const result = await fn(traceparent);
     const { status, cause } = outcomeOf(result);
     if (status !== undefined) span.setAttribute(ATTR_HTTP_RESPONSE_STATUS_CODE, status);
@@ -254,10 +269,5 @@ export async function inHttpSpan<T>(
     if (status !== undefined && status >= 400) fail(span, String(status));
     else if (status === undefined || cause !== undefined) fail(span, errorTypeOf(cause));
     return result;
-  } catch (err) {
-    fail(span, errorTypeOf(err));
-    throw err;
-  } finally {
-    span.end();
-  }
+  });
 }
