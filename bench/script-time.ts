@@ -8,14 +8,19 @@ import type { BenchContext } from './context.js';
  * Where a run's Redis time goes, script by script: every command is logged with its duration
  * (`slowlog-log-slower-than 0`) while the run lasts, and the EVALSHA/EVAL entries are summed per
  * script, named from their SHA1 (ours from our sources, BullMQ's from the scripts it defines on a
- * connection). A script's duration includes the commands it runs. Logging every command costs
- * Redis time itself, so a run timed this way is not one whose CPU is reported.
+ * connection). A script's duration includes the commands it runs, and SLOWLOG logs each of those
+ * too (as client `?:0`, just before the script's own entry), inside the script's time: a script
+ * that runs many commands reads high by their logging. Each script's commands are counted, so a
+ * reader can weigh that. Logging every command costs Redis time itself, so a run timed this way
+ * is not one whose CPU is reported.
  */
 
 /** Time spent in one script over a run. */
 export interface ScriptTime {
   readonly calls: number;
   readonly us: number;
+  /** Commands the script ran, over all its calls (each logged inside its time). */
+  readonly commands: number;
 }
 
 /** Script name → its calls and time; the scripts of both sides under one naming. */
@@ -61,11 +66,21 @@ function namer(known: readonly Known[]): (command: string, script: string) => st
     `unknown script ${script.slice(0, 8)}`;
 }
 
+/** What a timed run gave: each script's time, how many entries were logged, and `work`'s result. */
+export interface TimedRun<T> {
+  readonly times: ScriptTimes;
+  readonly logged: number;
+  readonly result: T;
+}
+
+/** The client SLOWLOG names for a command a script ran. */
+const SCRIPT_CLIENT = '?:0';
+
 /** Runs `work` with every command logged; returns the time of each script it ran. */
-export async function timeScripts(
+export async function timeScripts<T>(
   ctx: BenchContext,
-  work: () => Promise<unknown>,
-): Promise<ScriptTimes> {
+  work: () => Promise<T>,
+): Promise<TimedRun<T>> {
   const nameOf = namer(await knownScripts(ctx));
   const admin: Redis = ctx.admin;
   const [, before] = (await admin.config('GET', 'slowlog-log-slower-than')) as [string, string];
@@ -73,24 +88,30 @@ export async function timeScripts(
   await admin.config('SET', 'slowlog-max-len', String(LOG_LENGTH));
   await admin.slowlog('RESET');
   await admin.config('SET', 'slowlog-log-slower-than', '0');
-  let entries: [number, number, number, string[]][];
+  let entries: [number, number, number, string[], string?][];
+  let result: T;
   try {
-    await work();
+    result = await work();
   } finally {
     await admin.config('SET', 'slowlog-log-slower-than', before);
     entries = (await admin.call('SLOWLOG', 'GET', '-1')) as typeof entries;
     await admin.slowlog('RESET');
     await admin.config('SET', 'slowlog-max-len', length);
   }
-  const times = new Map<string, { calls: number; us: number }>();
-  for (const [, , us, args] of entries) {
+  const times = new Map<string, { calls: number; us: number; commands: number }>();
+  // Oldest first: a script's commands are logged before the script itself.
+  let ran = 0;
+  for (const [, , us, args, client] of entries.reverse()) {
     const command = String(args[0]).toLowerCase();
+    if (client === SCRIPT_CLIENT) ran += 1;
     if (command !== 'evalsha' && command !== 'eval') continue;
     const name = nameOf(command, String(args[1]));
-    const time = times.get(name) ?? { calls: 0, us: 0 };
+    const time = times.get(name) ?? { calls: 0, us: 0, commands: 0 };
     time.calls += 1;
     time.us += us;
+    time.commands += ran;
+    ran = 0;
     times.set(name, time);
   }
-  return times;
+  return { times, logged: entries.length, result };
 }
