@@ -135,6 +135,8 @@ export function startPoller(options: PollerOptions): Role {
     afterMs: Math.max(WEDGED_AFTER_TICKS * config.pollIntervalMs, WEDGED_AFTER_MS),
   };
   const watch = async () => {
+    // A Worker that took a tick lately is not wedged: the queue is read only when it did not.
+    if (closing || Date.now() - lastTickAt < afterMs) return;
     const ticks = await queueTicks(pollQueue).catch(() => undefined);
     const now = Date.now();
     if (closing || !ticks || !tickWorkerWedged(now, lastTickAt, ticks, afterMs)) return;

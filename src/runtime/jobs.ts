@@ -49,12 +49,10 @@ export interface DispatchJobRef extends DispatchRef {
 
 /** The payload of the BullMQ job `bullJobId` that carries dispatch `ref` (the compact format). */
 export function dispatchJobPayload(ref: DispatchJobRef, bullJobId: string): DispatchJobData {
-  return {
-    p: ref.projectId,
-    j: ref.jobId,
-    ...(bullJobId === ref.dispatchId ? {} : { d: ref.dispatchId }),
-    ...(ref.traceparent ? { t: ref.traceparent } : {}),
-  };
+  const payload: z.input<typeof payloadV2> = { p: ref.projectId, j: ref.jobId };
+  if (bullJobId !== ref.dispatchId) payload.d = ref.dispatchId;
+  if (ref.traceparent) payload.t = ref.traceparent;
+  return payload;
 }
 
 /**
@@ -128,7 +126,7 @@ export const DISPATCH_JOB_RETENTION = {
  * a fleet's retries after an outage spread over the same range as with BullMQ's `jitter: 0.5`,
  * and the options stay within 64 bytes (see the payload above), which `jitter` would not.
  */
-export function backoffBaseMs(): number {
+function backoffBaseMs(): number {
   return 500 + Math.floor(Math.random() * 501);
 }
 
