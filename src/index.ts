@@ -27,7 +27,8 @@ export type { FollowUpInput, FieldProblem } from './dispatch/followup.js';
 export type { DispatchStatus } from './dispatch/status.js';
 export type { DispatchState } from './dispatch/record.js';
 export { EVENT_TYPES, type EventType } from './dispatch/event.js';
-export { NotDurableError, type DurabilitySetting } from './redis/durability.js';
+export { NotDurableError } from './redis/disk-wait.js';
+export type { DurabilitySetting } from './redis/durability.js';
 export {
   createEventReader,
   type CompletionEvent,

@@ -1,9 +1,8 @@
 import type { ChainableCommander } from 'ioredis';
 import type { AgentJob } from '../agent-api/index.js';
 import type { Rate } from '../config/index.js';
-import { NotDurableError } from '../redis/durability.js';
+import { afterWrite, beforeWrite, notOnDisk, NotDurableError } from '../redis/disk-wait.js';
 import { LUA } from './lua.js';
-import { onDisk, wroteOn } from './on-disk.js';
 import { queueRegister, type Registration } from './register.js';
 import {
   FIELDS_BUT_PROMPT,
@@ -101,7 +100,7 @@ export class Sends {
   ): Promise<Verdict> {
     const state = this.#state;
     const { keys } = state;
-    const connection = await wroteOn(state);
+    const connection = await beforeWrite(state.options.durability, state.redis, keys.tracked);
     const reply = (await state.scripts.run(
       'acquire',
       [
@@ -131,7 +130,7 @@ export class Sends {
       case 'go': {
         // The intent must be on disk before the prompt leaves: a crash that took it back would
         // make the follow-up `queued` again, and it would be sent twice.
-        const notDurable = await onDisk(state, connection);
+        const notDurable = await notOnDisk(state.options.durability, connection);
         if (notDurable === undefined) return { kind, attempt: n, prompt: text, probe: probe === 1 };
         // Its own wait may fail too: the next run of the job then finds the intent in doubt.
         await this.requeue(ref, n, attemptToken, true, 0).catch((err: unknown) => {
@@ -166,7 +165,7 @@ export class Sends {
     attemptToken: string,
   ): Promise<MarkResult> {
     const state = this.#state;
-    const connection = await wroteOn(state);
+    const connection = await beforeWrite(state.options.durability, state.redis, state.keys.tracked);
     const reply = await state.scripts.run(
       'markSent',
       [state.keys.dispatch(ref.dispatchId), state.keys.tracked],
@@ -185,8 +184,7 @@ export class Sends {
     // The answer must be on disk before the BullMQ job completes: a crash that took it back while
     // the job's completion (resent by ioredis after the reconnect) survived would leave the
     // dispatch `sending` with no job left to settle it. Run again, MARK_SENT finds its own state.
-    const notDurable = result === 'marked' ? await onDisk(state, connection) : undefined;
-    if (notDurable !== undefined) throw new NotDurableError(notDurable);
+    if (result === 'marked') await afterWrite(state.options.durability, connection);
     return result;
   }
 
@@ -203,8 +201,8 @@ export class Sends {
     parkMs = 0,
   ): Promise<number | Exclude<MarkResult, 'marked'>> {
     const state = this.#state;
-    const connection = await wroteOn(state);
     const { dispatch, budget, park, tracked } = state.keys;
+    const connection = await beforeWrite(state.options.durability, state.redis, tracked);
     const reply = (await state.scripts.run(
       'requeue',
       [dispatch(ref.dispatchId), budget(ref.projectId), park(ref.projectId), tracked],
@@ -214,8 +212,7 @@ export class Sends {
     if (reply === -2) return 'stale';
     // On disk before the job moves on: a crash that took it back would leave the dispatch
     // `sending` under this token, and the job's next run would end it `ambiguous`, unsent.
-    const notDurable = await onDisk(state, connection);
-    if (notDurable !== undefined) throw new NotDurableError(notDurable);
+    await afterWrite(state.options.durability, connection);
     return reply;
   }
 

@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import type { DurabilityAssessment } from '../redis/durability.js';
+import type { DiskWait } from '../redis/disk-wait.js';
 import type { Keys } from '../redis/keys.js';
 import type { Scripts } from './lua.js';
 import type { DispatchState } from './record.js';
@@ -16,10 +16,7 @@ export interface StoreOptions {
    * for the disk as this assessment says (WAITAOF on its connection), at most `timeoutMs`.
    * Without it, nothing is waited for.
    */
-  readonly durability?: {
-    readonly assessment: () => Promise<Pick<DurabilityAssessment, 'mode' | 'replicas'>>;
-    readonly timeoutMs: number;
-  };
+  readonly durability?: DiskWait;
 }
 
 /** What the store's modules share: its connection, keys, settings and scripts. Never exported. */

@@ -1,6 +1,6 @@
+import { beforeWrite, notOnDisk } from '../redis/disk-wait.js';
 import type { DispatchState, DispatchRecord } from './record.js';
 import { eventFields, orphanEventFields, type Ending } from './event.js';
-import { onDisk, wroteOn } from './on-disk.js';
 import { laneOf, type StoreState } from './store-state.js';
 
 /**
@@ -54,7 +54,7 @@ export class Tracking {
     const { keys, options } = state;
     const finishedAt = Date.now();
     const job = ending.job ?? record.job;
-    const connection = await wroteOn(state);
+    const connection = await beforeWrite(options.durability, state.redis, keys.tracked);
     const reply = (await state.scripts.run(
       'finish',
       [
@@ -85,7 +85,10 @@ export class Tracking {
     // The lane's release must be on disk before its next follow-up is woken. When it is not, the
     // next one is not woken now: it looks at the lane by itself later, and its own ACQUIRE's wait
     // covers this FINISH too (the AOF is one file, fsynced in order).
-    if (nextDispatchId !== undefined && (await onDisk(state, connection)) !== undefined)
+    if (
+      nextDispatchId !== undefined &&
+      (await notOnDisk(options.durability, connection)) !== undefined
+    )
       return { finished, nextDispatchId: undefined, found };
     return { finished, nextDispatchId, found };
   }

@@ -11,7 +11,7 @@ import type { Logger } from '../telemetry/logger.js';
 import { bearerToken, secretsEqual } from './auth.js';
 import { sendError } from './errors.js';
 import { LIFECYCLE } from '../telemetry/names.js';
-import { withTraceparent } from '../telemetry/tracing.js';
+import { withTraceparent } from '../telemetry/trace-context.js';
 
 /**
  * Longest wait for the producer. Its connection fails fast once it has been up, but waits for the

@@ -2,7 +2,7 @@ import { AUTH_PROBE_BACKOFF } from '../dispatch/store.js';
 import type { DispatchRecord } from '../dispatch/record.js';
 import { within } from '../runtime/deadline.js';
 import { LIFECYCLE } from '../telemetry/names.js';
-import { withTraceparent } from '../telemetry/tracing.js';
+import { withTraceparent } from '../telemetry/trace-context.js';
 import { pollOne, type TickContext } from './read.js';
 
 /**

@@ -1,31 +1,33 @@
 import type { Redis } from 'ioredis';
+import { afterWrite, NotDurableError, type DiskWait, type WriteMark } from '../redis/disk-wait.js';
 import {
   assessDurability,
-  NotDurableError,
   probeServer,
-  waitForDisk,
   type DurabilityAssessment,
   type DurabilitySetting,
 } from '../redis/durability.js';
-import type { WriteMark } from '../redis/write-mark.js';
 import { asRedisFailure, RedisUnavailableError } from './errors.js';
 
 /** `REDIS_DURABILITY`'s default. */
 const FSYNC: DurabilitySetting = { mode: 'fsync', replicas: 0, strict: false };
 
-/** What the producer asks of the disk before it answers: see {@link diskGuard}. */
-export interface DiskGuard {
+/**
+ * What the producer asks of the disk before it answers: the store's {@link DiskWait} (mark the
+ * transaction's connection with `beforeWrite`, then {@link DiskGuard.onDisk}), with the server
+ * assessed first and the failures told as the producer's errors.
+ */
+export interface DiskGuard extends DiskWait {
   /**
-   * What this server keeps, read once per producer (INFO and CONFIG GET, one round trip each).
-   * Rejects with {@link NotDurableError} when the setting is strict and the server cannot keep it.
+   * What this server keeps, read once per producer (INFO and CONFIG GET, one round trip each),
+   * before its first write. Rejects with {@link NotDurableError} when the setting is strict and
+   * the server cannot keep it.
    */
   assess(client: Redis): Promise<DurabilityAssessment>;
   /**
-   * Waits until the write marked `mark` is on disk (WAITAOF on the connection that took it: on a
-   * cluster, the shard's master's). A timeout is a retryable failure: the follow-ups may or may
-   * not be kept, so retry with the same key.
+   * Waits until the write marked `mark` is on disk (`afterWrite`). A timeout is a retryable
+   * failure: the follow-ups may or may not be kept, so retry with the same key.
    */
-  onDisk(assessment: DurabilityAssessment, mark: WriteMark | undefined): Promise<void>;
+  onDisk(mark: WriteMark | undefined): Promise<void>;
 }
 
 /** The producer's {@link DiskGuard} for `REDIS_DURABILITY` `setting` (default `fsync`). */
@@ -35,7 +37,10 @@ export function diskGuard(
   redis: Redis,
 ): DiskGuard {
   let assessing: Promise<DurabilityAssessment> | undefined;
-  return {
+  const guard: DiskGuard = {
+    timeoutMs,
+    assessment: () =>
+      assessing ?? Promise.reject(new Error('the producer has not assessed its server yet')),
     async assess(client) {
       assessing ??= probeServer(client).then(
         (facts) => assessDurability(setting, facts),
@@ -49,11 +54,9 @@ export function diskGuard(
         throw new NotDurableError(`REDIS_DURABILITY is strict, and ${assessment.warning}`);
       return assessment;
     },
-    async onDisk(assessment, mark) {
-      // Marked before the write whenever the assessment waits (see the producer).
-      if (!mark) return;
+    async onDisk(mark) {
       try {
-        await waitForDisk(mark, assessment, timeoutMs);
+        await afterWrite(guard, mark);
       } catch (err) {
         throw err instanceof NotDurableError
           ? new RedisUnavailableError(`${err.message}; retry with the same key`, err)
@@ -61,4 +64,5 @@ export function diskGuard(
       }
     },
   };
+  return guard;
 }

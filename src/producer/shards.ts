@@ -2,8 +2,7 @@ import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { FollowUp } from '../dispatch/followup.js';
 import { DispatchStore } from '../dispatch/store.js';
-import type { DurabilityAssessment } from '../redis/durability.js';
-import { markWrite } from '../redis/write-mark.js';
+import { beforeWrite } from '../redis/disk-wait.js';
 import { keysFor, QUEUE_NAMES, queueOptions, shardOf, type Shard } from '../redis/keys.js';
 import { newDispatchId, type DispatchJobData } from '../runtime/jobs.js';
 import type { DiskGuard } from './disk.js';
@@ -174,7 +173,7 @@ export async function enqueueByShard(
   followUps: readonly FollowUp[],
   traceparents: readonly (string | undefined)[],
 ): Promise<SendResult[]> {
-  const assessment = await ctx.disk.assess(client);
+  await ctx.disk.assess(client);
   const taken = await keysTakenElsewhere(client, shards, followUps).catch((err: unknown) => {
     throw asRedisFailure(err, ctx.redis);
   });
@@ -184,7 +183,6 @@ export async function enqueueByShard(
       enqueueIn(
         ctx,
         client,
-        assessment,
         shards[b.shard] as ProducerShard,
         b.followUps,
         b.indexes.map((i) => traceparents[i]),
@@ -198,7 +196,6 @@ export async function enqueueByShard(
 async function enqueueIn(
   { redis, attempts, disk }: EnqueueContext,
   client: Redis,
-  assessment: DurabilityAssessment,
   shard: ProducerShard,
   followUps: readonly FollowUp[],
   traceparents: readonly (string | undefined)[],
@@ -212,16 +209,13 @@ async function enqueueIn(
     attempts,
     traceparents,
   );
-  const mark =
-    assessment.mode === 'waitaof'
-      ? await markWrite(client, keysFor(shard.shard.prefix).open)
-      : undefined;
+  const mark = await beforeWrite(disk, client, keysFor(shard.shard.prefix).open);
   const first = await execute(transaction, redis);
   const replies = await addMissingJobs(shard.queue, client, transaction, first, attempts).catch(
     (err: unknown) => {
       throw asRedisFailure(err, redis);
     },
   );
-  await disk.onDisk(assessment, mark);
+  await disk.onDisk(mark);
   return resultsOf(followUps, transaction, replies, redis);
 }

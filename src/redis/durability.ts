@@ -1,5 +1,4 @@
 import type { Cluster, Redis } from 'ioredis';
-import { connectionOf, nodeConnection, type WriteMark } from './write-mark.js';
 
 /**
  * What survives a Redis crash (contract, promise 7). Redis acknowledges a write once it is in
@@ -149,56 +148,6 @@ export function assessDurability(
   return atRisk(
     `${facts.server} has no WAITAOF and runs with appendfsync ${facts.appendfsync}: ${loses}, up to about 2 s of them. Use appendfsync always, or Redis 7.2+ / Valkey.`,
   );
-}
-
-/**
- * A write could not be made durable as `REDIS_DURABILITY` asks (WAITAOF timed out or fell short,
- * or the server cannot keep the promise and the setting is strict): nothing that depends on it
- * went ahead. Code `not_durable`.
- */
-export class NotDurableError extends Error {
-  readonly code = 'not_durable';
-  constructor(message: string) {
-    super(message);
-    this.name = 'NotDurableError';
-  }
-}
-
-/**
- * Waits until the write marked by `mark` (and every earlier write of its connection) is fsynced:
- * WAITAOF 1 N on the connection that took it (on a cluster, the master of the write's slot), at
- * most `timeoutMs`. Does nothing unless the assessment is `waitaof`. Throws
- * {@link NotDurableError} when WAITAOF timed out or reported fewer copies than asked, or when the
- * master was unknown, its connection was re-established, or the slot moved since the mark: the
- * caller must not go on as if it were kept.
- */
-export async function waitForDisk(
-  mark: WriteMark,
-  assessment: Pick<DurabilityAssessment, 'mode' | 'replicas'>,
-  timeoutMs: number,
-): Promise<void> {
-  if (assessment.mode !== 'waitaof') return;
-  const { node } = mark;
-  if (!node) {
-    throw new NotDurableError(
-      'Redis did not confirm the write on disk: no master of its slot was known when it was sent',
-    );
-  }
-  const reply = (await node.call('WAITAOF', 1, assessment.replicas, timeoutMs)) as [number, number];
-  const [local, replicas] = reply;
-  if (local < 1 || replicas < assessment.replicas) {
-    throw new NotDurableError(
-      `Redis did not confirm the write on disk: WAITAOF answered ${local} local and ${replicas} replica fsync(s) within ${timeoutMs} ms`,
-    );
-  }
-  // WAITAOF speaks for the writes of its own connection only. One sent again after a reconnect
-  // (ioredis resends what was in flight) runs on a new connection and vouches for nothing earlier;
-  // a write redirected to another master (the slot moved) is not on this one's disk.
-  if (connectionOf(node) !== mark.connection || nodeConnection(mark.redis, mark.key) !== node) {
-    throw new NotDurableError(
-      'Redis did not confirm the write on disk: the connection was re-established (or the slot moved) after the write, so WAITAOF cannot vouch for it',
-    );
-  }
 }
 
 const assessments = new Map<string, Promise<DurabilityAssessment>>();

@@ -5,7 +5,7 @@ import calculateSlot from 'cluster-key-slot';
  * version ioredis pins), so the shard layout can give shard `i` of `N` a hash tag in the `i`-th
  * `N`th of the slot space: a cluster whose masters own equal contiguous slot ranges (what
  * `redis-cli --cluster create` and most managed clusters set up) then holds `N / masters` shards
- * on each master. WAITAOF's routing (write-mark.ts) looks the master up by the same slot.
+ * on each master. WAITAOF's routing (disk-wait.ts) looks the master up by the same slot.
  */
 
 /** Number of slots of a Redis Cluster. */

@@ -3,7 +3,7 @@ import { Job, type JobJson, type JobsOptions, type Queue } from 'bullmq';
 import { z } from 'zod';
 import { identifier } from '../dispatch/followup.js';
 import type { DispatchRef } from '../dispatch/store.js';
-import { TRACEPARENT } from '../telemetry/tracing.js';
+import { TRACEPARENT } from '../telemetry/trace-context.js';
 
 /**
  * The BullMQ job that carries a dispatch to a worker. Its payload holds ids only: the prompt and

@@ -1,15 +1,11 @@
 import {
   context,
-  isSpanContextValid,
   ProxyTracerProvider,
   SpanKind,
   SpanStatusCode,
   trace,
-  TraceFlags,
   type Attributes,
-  type Context,
   type Span,
-  type SpanContext,
   type Tracer,
 } from '@opentelemetry/api';
 import {
@@ -22,17 +18,14 @@ import {
 } from '@opentelemetry/semantic-conventions';
 import { QUEUE_NAMES } from '../redis/keys.js';
 import { SPAN_ATTRIBUTES, SPAN_NAMES } from './names.js';
+import { contextOf, traceparentOf } from './trace-context.js';
 
 /**
  * The service's spans, all of them here; roles call these thin functions at the points of use.
  * Only the OpenTelemetry API is used: without an SDK registered (no OTEL_TRACES_EXPORTER, see
  * `tracing-sdk.ts`) every span is a no-op and no trace context is made up. The library's caller
- * may register its own SDK: its active context is then the parent of `send dispatch`.
- *
- * The trace context of a follow-up travels as a W3C `traceparent` string, stored in its dispatch
- * record (and the BullMQ job's ids-only payload), so every attempt, status read and the event of
- * one follow-up join the producer's trace. It is written here, not by the global propagator:
- * the record's field is a W3C traceparent whatever `OTEL_PROPAGATORS` says.
+ * may register its own SDK: its active context is then the parent of `send dispatch`. How a
+ * follow-up's trace context travels between the roles is `trace-context.ts`.
  */
 
 const TRACER_NAME = 'agent-dispatch';
@@ -49,38 +42,6 @@ function activeTracer(): Tracer | undefined {
   return provider instanceof ProxyTracerProvider
     ? provider.getDelegateTracer(TRACER_NAME)
     : provider.getTracer(TRACER_NAME);
-}
-
-/** A W3C `traceparent` of version 00, as stored and accepted (lowercase hex). */
-export const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
-
-/** The W3C `traceparent` of the span active in `ctx`, or `undefined` when there is none. */
-export function traceparentOf(ctx: Context = context.active()): string | undefined {
-  const span = trace.getSpanContext(ctx);
-  if (!span || !isSpanContextValid(span)) return undefined;
-  const flags = (span.traceFlags & 0xff).toString(16).padStart(2, '0');
-  return `00-${span.traceId}-${span.spanId}-${flags}`;
-}
-
-/** `base` continuing `traceparent` (a remote parent); `base` when it is absent or malformed. */
-export function contextOf(
-  traceparent: string | undefined,
-  base: Context = context.active(),
-): Context {
-  const match = traceparent === undefined ? null : TRACEPARENT.exec(traceparent.trim());
-  if (!match) return base;
-  const parent: SpanContext = {
-    traceId: match[1] as string,
-    spanId: match[2] as string,
-    traceFlags: parseInt(match[3] as string, 16) & TraceFlags.SAMPLED,
-    isRemote: true,
-  };
-  return isSpanContextValid(parent) ? trace.setSpanContext(base, parent) : base;
-}
-
-/** Runs `fn` with the follow-up's stored trace context active (e.g. a status read). */
-export function withTraceparent<T>(traceparent: string | undefined, fn: () => T): T {
-  return context.with(contextOf(traceparent), fn);
 }
 
 /** The messaging attributes of an operation on one follow-up (OpenTelemetry semconv). */

@@ -1,15 +1,13 @@
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
+import { markWrite, NotDurableError, waitForDisk } from '../../src/redis/disk-wait.js';
 import {
   assessDurability,
   assessor,
-  NotDurableError,
   parseDurability,
   probeServer,
-  waitForDisk,
   type ServerFacts,
 } from '../../src/redis/durability.js';
-import { markWrite } from '../../src/redis/write-mark.js';
 import { createProducer, RedisUnavailableError } from '../../src/producer/index.js';
 import { NotDurableError as ExportedNotDurable } from '../../src/index.js';
 import {

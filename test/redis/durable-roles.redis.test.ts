@@ -3,12 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DispatchStore, type DispatchRef } from '../../src/dispatch/store.js';
 import { createProducer } from '../../src/producer/index.js';
 import { keysFor } from '../../src/redis/keys.js';
-import {
-  NotDurableError,
-  waitForDisk,
-  type DurabilityAssessment,
-} from '../../src/redis/durability.js';
-import { markWrite } from '../../src/redis/write-mark.js';
+import { markWrite, NotDurableError, waitForDisk } from '../../src/redis/disk-wait.js';
+import type { DurabilityAssessment } from '../../src/redis/durability.js';
 import { logLines, runCli, runCliToEnd } from '../support/cli.js';
 import { eventually } from '../support/namespace.js';
 import {
