@@ -34,10 +34,10 @@ async function budgetBytes(ctx: BenchContext, ns: Namespace): Promise<number> {
   return total;
 }
 
-/** Bytes per key kind of the first follow-up, by MEMORY USAGE. */
-async function keySizes(ctx: BenchContext, ns: Namespace): Promise<string> {
+/** Bytes per key kind of the first follow-up, by MEMORY USAGE; `perProject` follow-ups each. */
+async function keySizes(ctx: BenchContext, ns: Namespace, perProject: number): Promise<string> {
   const keys = keysFor(ns.prefix);
-  const [first] = (await ctx.admin.lrange(keys.lane('p0', 'j0'), 0, 0)) as [string?];
+  const first = await ctx.admin.hget(keys.laneHeads('p0'), 'j0');
   if (!first) return 'no record found';
   const size = async (key: string) => Number(await ctx.admin.memory('USAGE', key, 'SAMPLES', 0));
   const record = await size(keys.dispatch(first));
@@ -46,11 +46,18 @@ async function keySizes(ctx: BenchContext, ns: Namespace): Promise<string> {
   const jobKey = `${ns.prefix}:${QUEUE_NAMES.dispatch}:${first}`;
   const job = await size(jobKey);
   const jobEncoding = await ctx.admin.object('ENCODING', jobKey);
-  const lane = await size(keys.lane('p0', 'j0'));
+  const heads = await size(keys.laneHeads('p0'));
+  const headsEncoding = await ctx.admin.object('ENCODING', keys.laneHeads('p0'));
   return (
     `dispatch record hash ${bytes(record)} (${String(encoding)}), prompt string ${bytes(prompt)}, ` +
-    `BullMQ job hash ${bytes(job)} (${String(jobEncoding)}), lane list ${bytes(lane)}`
+    `BullMQ job hash ${bytes(job)} (${String(jobEncoding)}), its lane (one follow-up: a field of ` +
+    `its project's lane heads hash, ${String(headsEncoding)}) ${bytes(heads / perProject)}`
   );
+}
+
+/** The mean UTF-8 size of the prompts: both sides store each prompt once. */
+function promptBytes(inputs: readonly { prompt: string }[]): number {
+  return inputs.reduce((sum, i) => sum + Buffer.byteLength(i.prompt), 0) / inputs.length;
 }
 
 async function queuedBytes(ctx: BenchContext, kind: 'ours' | 'baseline', n: number) {
@@ -58,12 +65,13 @@ async function queuedBytes(ctx: BenchContext, kind: 'ours' | 'baseline', n: numb
   const producer = createProducer({ redisUrl: ctx.redisUrl, prefix: ns.prefix });
   const queue = baselineQueue(ctx, ns);
   try {
+    const inputs = followUps(n, PROJECTS);
     const before = await usedMemory(ctx.admin);
-    if (kind === 'ours') await enqueueOurs(producer, followUps(n, PROJECTS));
-    else await enqueueBaseline(queue, followUps(n, PROJECTS));
+    if (kind === 'ours') await enqueueOurs(producer, inputs);
+    else await enqueueBaseline(queue, inputs);
     const delta = (await usedMemory(ctx.admin)) - before;
-    const sizes = kind === 'ours' ? await keySizes(ctx, ns) : '';
-    return { delta, sizes };
+    const sizes = kind === 'ours' ? await keySizes(ctx, ns, n / PROJECTS) : '';
+    return { delta, sizes, beyondPrompt: delta / n - promptBytes(inputs) };
   } finally {
     await Promise.all([producer.close(), queue.close()]);
   }
@@ -120,11 +128,20 @@ async function loaderOverhead(): Promise<number> {
 type Queued = Awaited<ReturnType<typeof queuedBytes>>;
 type Parked = Awaited<ReturnType<typeof parkedWorker>>;
 
+/** Ours over the baseline, in memory beyond the prompt. */
+function ratio(ours: Queued, baseline: Queued): string {
+  return `${num(ours.beyondPrompt / baseline.beyondPrompt, 2)}×`;
+}
+
 function rows(n: number, ours: Queued, baseline: Queued, worker: Parked): string[][] {
   const per10k = (b: number) => bytes((b * 10_000) / n);
   return [
     ['Redis used_memory per 10,000 queued (ours)', per10k(ours.delta)],
     ['Redis used_memory per 10,000 queued (baseline: bare BullMQ jobs)', per10k(baseline.delta)],
+    [
+      'Redis memory per queued follow-up beyond its prompt, ours / baseline',
+      `${bytes(ours.beyondPrompt)} / ${bytes(baseline.beyondPrompt)} (${ratio(ours, baseline)})`,
+    ],
     [
       'Redis: budget sorted sets holding the reservations, per 10,000 parked (ours)',
       per10k(worker.reservations),
@@ -148,12 +165,14 @@ function report(
     title: 'Memory',
     summary:
       `${bytes((ours.delta * 10_000) / n)} of Redis memory per 10,000 queued follow-ups against ` +
-      `${bytes((baseline.delta * 10_000) / n)} for bare BullMQ jobs; worker RSS ` +
+      `${bytes((baseline.delta * 10_000) / n)} for bare BullMQ jobs (beyond the prompt: ` +
+      `${ratio(ours, baseline)}); worker RSS ` +
       `${bytes(worker.idle)} idle, ${bytes(worker.after.rss)} after parking ${num(n)}.`,
     setup:
       `Redis: \`used_memory\` before and after enqueueing ${num(n)} follow-ups (one per agent job, ` +
       `${PROJECTS} projects, ~150-byte prompts) with no worker running, ours beside bare BullMQ jobs ` +
-      'with the same fields. Worker: RSS (/proc VmRSS, VmHWM) of one `src/cli.ts worker` process, ' +
+      'with the same fields; beyond its prompt = per follow-up, less the mean size of the prompts ' +
+      '(each side stores a prompt once). Worker: RSS (/proc VmRSS, VmHWM) of one `src/cli.ts worker` process, ' +
       `idle, then after it took all ${num(n)} with SEND_RATE_LIMIT=1/1h: ${PROJECTS} sent, the rest ` +
       "parked in BullMQ's delayed set with a reserved budget slot each. Measured once.",
     tables: [{ columns: ['figure', 'value'], rows: rows(n, ours, baseline, worker) }],

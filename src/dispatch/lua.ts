@@ -19,13 +19,13 @@ import type { ChainableCommander, Redis } from 'ioredis';
 /** Each script's file under `./lua/`, without `.lua`. */
 const FILES = {
   register: 'register-n',
-  acquire: 'acquire-8',
+  acquire: 'acquire-9',
   markSent: 'markSent-2',
   requeue: 'requeue-4',
-  finish: 'finish-7',
+  finish: 'finish-8',
   reschedule: 'reschedule-2',
   due: 'due-1',
-  isNext: 'isNext-2',
+  isNext: 'isNext-3',
   carry: 'carry-1',
   publishOrphan: 'publishOrphan-5',
   pauseSends: 'pauseSends-1',

@@ -47,7 +47,7 @@ function queueChunk(
   const args: string[] = [at.dispatch('')];
   for (const [i, followUp] of followUps.entries()) {
     const dispatchId = dispatchIds[i] as string;
-    keys.push(at.dispatch(dispatchId), laneOf(state, followUp), at.prompt(dispatchId));
+    keys.push(at.dispatch(dispatchId), ...laneOf(state, followUp), at.prompt(dispatchId));
     args.push(
       followUp.projectId,
       followUp.jobId,

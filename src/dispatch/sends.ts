@@ -89,7 +89,7 @@ export class Sends {
   /**
    * Checks lane, pauses, park and budget (the project's own limit replaces `rate`); when all allow
    * it, records the intent to send and tracks the dispatch (first read in `firstPollMs`). See
-   * acquire-8.lua for `toleranceMs`, and why a retry with the same `attemptToken` spends nothing.
+   * acquire-9.lua for `toleranceMs`, and why a retry with the same `attemptToken` spends nothing.
    */
   async acquire(
     ref: DispatchRef,
@@ -105,7 +105,7 @@ export class Sends {
       'acquire',
       [
         keys.dispatch(ref.dispatchId),
-        laneOf(state, ref),
+        ...laneOf(state, ref),
         keys.budget(ref.projectId),
         keys.park(ref.projectId),
         keys.tracked,
@@ -122,6 +122,7 @@ export class Sends {
         attemptToken,
         keys.dispatch(''),
         state.options.promptMaxBytes ?? 0,
+        ref.jobId,
       ],
     )) as [string, number, string, number?, number?];
     const [kind, n, text, probe, redisNowMs] = reply;
@@ -221,8 +222,8 @@ export class Sends {
     const state = this.#state;
     const reply = await state.scripts.run(
       'isNext',
-      [state.keys.dispatch(ref.dispatchId), laneOf(state, ref)],
-      [ref.dispatchId],
+      [state.keys.dispatch(ref.dispatchId), ...laneOf(state, ref)],
+      [ref.dispatchId, ref.jobId],
     );
     return reply === 1;
   }

@@ -85,9 +85,12 @@ export type Verdict =
  */
 export type MarkResult = 'marked' | 'moved-on' | 'stale';
 
-/** The lane key of a dispatch. */
-export function laneOf(state: StoreState, ref: Omit<DispatchRef, 'dispatchId'>): string {
-  return state.keys.lane(ref.projectId, ref.jobId);
+/** The keys of a dispatch's lane: its project's lane heads, and the list of those behind. */
+export function laneOf(
+  state: StoreState,
+  ref: Omit<DispatchRef, 'dispatchId'>,
+): [heads: string, lane: string] {
+  return [state.keys.laneHeads(ref.projectId), state.keys.lane(ref.projectId, ref.jobId)];
 }
 
 /** Redis's clock in epoch milliseconds (`TIME`), one clock for the whole fleet. */

@@ -59,7 +59,7 @@ export class Tracking {
       'finish',
       [
         keys.dispatch(record.dispatchId),
-        laneOf(state, record),
+        ...laneOf(state, record),
         keys.tracked,
         options.eventsStream,
         keys.open,
@@ -76,6 +76,7 @@ export class Tracking {
         options.eventsMaxLen,
         ending.job ? JSON.stringify(ending.job) : '',
         job?.status ?? '',
+        record.jobId,
         ...eventFields(record, ending, finishedAt),
       ],
     )) as [number, string, string, string?];

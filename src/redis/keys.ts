@@ -42,7 +42,15 @@ export interface Keys {
    * (about 240 bytes) instead of a hash table (about 950).
    */
   prompt(dispatchId: string): string;
-  /** List: dispatch ids of one agent job in enqueue order; the head is the one in flight or next. */
+  /**
+   * Hash: the head of each of a project's lanes (field: the agent job id; value: the dispatch id in
+   * flight or next). A lane of one follow-up is this field alone, with no list of its own.
+   */
+  laneHeads(projectId: string): string;
+  /**
+   * List: the dispatch ids of one agent job waiting behind its lane's head, in enqueue order (a list
+   * written by an earlier version holds its head too, first: see `includes/lane.lua`).
+   */
   lane(projectId: string, jobId: string): string;
   /** Sorted set: the sliding-window send log of one project (score = send time in ms). */
   budget(projectId: string): string;
@@ -95,6 +103,7 @@ export function keysFor(prefix: string): Keys {
     prefix,
     dispatch: (dispatchId: string) => k('d', dispatchId),
     prompt: (dispatchId: string) => k('prompt', dispatchId),
+    laneHeads: (projectId: string) => k('heads', `${projectId.length}.${projectId}`),
     lane: (projectId: string, jobId: string) =>
       k('lane', `${projectId.length}.${projectId}`, jobId),
     budget: (projectId: string) => k('budget', projectId),

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { DispatchRef } from '../../src/dispatch/store.js';
 import { keysFor } from '../../src/redis/keys.js';
 import { useStore } from '../support/store.js';
+import { laneIds } from '../support/where-is.js';
 
 const RATE = { max: 100, windowMs: 60_000 };
 
@@ -30,11 +31,78 @@ describe('a lane (ACQUIRE)', () => {
     const keys = keysFor(ns.prefix);
     await ns.redis.del(keys.dispatch((first as DispatchRef).dispatchId));
     expect(await acquire(second as DispatchRef)).toMatchObject({ kind: 'go', prompt: 'two' });
-    expect(await ns.redis.lrange(keys.lane('p', 'j'), 0, -1)).toEqual([
+    expect(await laneIds(ns.redis, ns.prefix, 'p', 'j')).toEqual([
       second?.dispatchId,
       third?.dispatchId,
     ]);
     // A head whose record exists still blocks the next.
     expect((await acquire(third as DispatchRef)).kind).toBe('blocked');
+  });
+
+  it('drops a head whose record has ended (a FINISH that did not hand the lane on)', async () => {
+    const [first, second] = (await lane(['one', 'two'])) as DispatchRef[];
+    const { ns } = fixture();
+    // What an earlier version's FINISH leaves of a newer lane: the record done, the head kept.
+    await ns.redis.hset(keysFor(ns.prefix).dispatch(first?.dispatchId ?? ''), 'state', 'done');
+    expect(await acquire(second as DispatchRef)).toMatchObject({ kind: 'go', prompt: 'two' });
+    expect(await laneIds(ns.redis, ns.prefix, 'p', 'j')).toEqual([second?.dispatchId]);
+  });
+
+  const finish = async (ref: DispatchRef) => {
+    const record = await fixture().store.sends.get(ref.dispatchId);
+    if (!record) throw new Error(`no record of ${ref.dispatchId}`);
+    return fixture().store.tracking.finish(record, { type: 'followup.cancelled' });
+  };
+
+  it("keeps a lane of one as its project's head field, with no list; those behind wait in a list", async () => {
+    const { ns } = fixture();
+    const keys = keysFor(ns.prefix);
+    const [first] = (await lane(['one'])) as DispatchRef[];
+    expect(await ns.redis.hget(keys.laneHeads('p'), 'j')).toBe(first?.dispatchId);
+    expect(await ns.redis.exists(keys.lane('p', 'j'))).toBe(0);
+    const [second, third] = (await lane(['two', 'three'])) as DispatchRef[];
+    expect(await ns.redis.lrange(keys.lane('p', 'j'), 0, -1)).toEqual([
+      second?.dispatchId,
+      third?.dispatchId,
+    ]);
+    // The head ends: the next one heads the lane, and the lane's list holds the rest.
+    expect(await finish(first as DispatchRef)).toMatchObject({
+      nextDispatchId: second?.dispatchId,
+    });
+    expect(await laneIds(ns.redis, ns.prefix, 'p', 'j')).toEqual([
+      second?.dispatchId,
+      third?.dispatchId,
+    ]);
+    // One behind the head ends (a cancel): the head stays, and is named as the lane's head.
+    expect(await finish(third as DispatchRef)).toMatchObject({
+      nextDispatchId: second?.dispatchId,
+    });
+    expect(await ns.redis.exists(keys.lane('p', 'j'))).toBe(0);
+    expect(await finish(second as DispatchRef)).toMatchObject({ nextDispatchId: undefined });
+    expect(await ns.redis.exists(keys.laneHeads('p'))).toBe(0);
+  });
+
+  it('keeps the order of a lane written by an earlier version (a list headed by its head)', async () => {
+    const { ns } = fixture();
+    const keys = keysFor(ns.prefix);
+    const [first, second] = (await lane(['one', 'two'])) as DispatchRef[];
+    // As an earlier version left it: the whole lane in its list, no head field.
+    await ns.redis.hdel(keys.laneHeads('p'), 'j');
+    await ns.redis.del(keys.lane('p', 'j'));
+    await ns.redis.rpush(keys.lane('p', 'j'), first?.dispatchId ?? '', second?.dispatchId ?? '');
+    const [third] = (await lane(['three'])) as DispatchRef[];
+    expect(await laneIds(ns.redis, ns.prefix, 'p', 'j')).toEqual(
+      [first, second, third].map((r) => r?.dispatchId),
+    );
+    expect(await fixture().store.sends.isNext(second as DispatchRef)).toBe(false);
+    expect(await fixture().store.sends.isNext(first as DispatchRef)).toBe(true);
+    expect((await acquire(third as DispatchRef)).kind).toBe('blocked');
+    expect((await acquire(first as DispatchRef)).kind).toBe('go');
+    expect(await ns.redis.hget(keys.laneHeads('p'), 'j')).toBe(first?.dispatchId);
+    expect(await finish(first as DispatchRef)).toMatchObject({
+      nextDispatchId: second?.dispatchId,
+    });
+    expect((await acquire(third as DispatchRef)).kind).toBe('blocked');
+    expect(await acquire(second as DispatchRef)).toMatchObject({ kind: 'go', prompt: 'two' });
   });
 });

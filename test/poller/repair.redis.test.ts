@@ -8,6 +8,7 @@ import { startRoles, stopAll, waitForWorkers } from '../support/roles.js';
 import { createNamespace, eventually } from '../support/namespace.js';
 import { startService } from '../support/service.js';
 import { useSimulator } from '../support/simulator.js';
+import { laneIds } from '../support/where-is.js';
 
 describe('the poller repairs a dispatch whose BullMQ job vanished', () => {
   const simulator = useSimulator({ workTimeMs: 200, sendLimit: { max: 20, windowMs: 2_000 } });
@@ -60,9 +61,9 @@ describe('the poller repairs a dispatch whose BullMQ job vanished', () => {
     const deliveries = simulator().deliveries.map((d) => d.prompt);
     expect(duplicates(deliveries)).toEqual([]);
     expect(deliveries.sort()).toEqual(inputs.map((i) => i.prompt).sort());
-    const keys = keysFor(ns.prefix);
     for (let p = 0; p < 5; p++)
-      for (let j = 0; j < 4; j++) expect(await ns.redis.llen(keys.lane(`p${p}`, `j${j}`))).toBe(0);
+      for (let j = 0; j < 4; j++)
+        expect(await laneIds(ns.redis, ns.prefix, `p${p}`, `j${j}`)).toEqual([]);
 
     await stopAll(fleet().processes);
     const repaired = pollers.flatMap((p) =>

@@ -4,6 +4,7 @@ import { createProducer, IdempotencyConflictError } from '../../src/producer/ind
 import { keysFor, QUEUE_NAMES } from '../../src/redis/keys.js';
 import { useOpened } from '../support/hooks.js';
 import { useNamespace } from '../support/namespace.js';
+import { laneIds } from '../support/where-is.js';
 
 /**
  * One REGISTER registers a whole batch (register-n.lua): a key repeated within the batch is
@@ -41,7 +42,7 @@ describe('sendMany: one REGISTER per batch', () => {
     expect(again?.dispatchId).toBe(first?.dispatchId);
     expect(error.conflicts).toEqual([{ index: 3, key: 'k-1', dispatchId: first?.dispatchId }]);
     const keys = keysFor(ns().prefix);
-    expect(await ns().redis.lrange(keys.lane('p', 'j'), 0, -1)).toEqual([
+    expect(await laneIds(ns().redis, ns().prefix, 'p', 'j')).toEqual([
       first?.dispatchId,
       plain?.dispatchId,
     ]);
@@ -66,7 +67,7 @@ describe('sendMany: one REGISTER per batch', () => {
     const keys = keysFor(ns().prefix);
     expect(await ns().redis.zcard(keys.open)).toBe(2_500);
     expect(await ns().redis.get(keys.prompt(results[1_999]?.dispatchId ?? ''))).toBe('#1999');
-    expect(await ns().redis.lrange(keys.lane('p9', 'j2499'), 0, -1)).toEqual([
+    expect(await laneIds(ns().redis, ns().prefix, 'p9', 'j2499')).toEqual([
       results[2_499]?.dispatchId,
     ]);
     expect(await queue().getJobCounts('wait')).toEqual({ wait: 2_500 });

@@ -14,6 +14,7 @@ import { EVENT_TYPES } from '../../src/dispatch/event.js';
 import { useOpened } from '../support/hooks.js';
 import { eventually, useNamespace } from '../support/namespace.js';
 import { startPrivateRedis } from '../support/redis-server.js';
+import { laneIds } from '../support/where-is.js';
 
 /** A follow-up with an idempotency key, sent again (or changed) by the key tests. */
 const ORDER_1 = { projectId: 'p', jobId: 'j', prompt: 'a', key: 'order-1' } as const;
@@ -29,8 +30,8 @@ describe('createProducer', () => {
       new Queue(QUEUE_NAMES.dispatch, { connection: ns().redis.duplicate(), prefix: ns().prefix }),
   );
 
-  /** The lane of agent job p/j. */
-  const lane = () => `${ns().prefix}:lane:1.p:j`;
+  /** The lane of agent job p/j, its head first. */
+  const lane = () => laneIds(ns().redis, ns().prefix, 'p', 'j');
 
   async function enqueuedKeys(): Promise<string[]> {
     return (await ns().redis.keys(`${ns().prefix}:*`)).filter((k) => !k.endsWith(':meta'));
@@ -80,7 +81,7 @@ describe('createProducer', () => {
     expect(inBatch).toEqual({ dispatchId: first.dispatchId, deduplicated: true });
     expect(other?.deduplicated).toBe(false);
     expect(await queue().getJobCounts('wait')).toEqual({ wait: 2 });
-    expect(await ns().redis.llen(lane())).toBe(2);
+    expect(await lane()).toHaveLength(2);
   });
 
   it('refuses a repeated key with different content: IdempotencyConflictError naming key', async () => {
@@ -106,7 +107,7 @@ describe('createProducer', () => {
     // The first follow-up is kept as it was; nothing else was enqueued.
     expect(await ns().redis.get(`${ns().prefix}:prompt:${first.dispatchId}`)).toBe('a');
     expect(await queue().getJobCounts('wait')).toEqual({ wait: 1 });
-    expect(await ns().redis.llen(lane())).toBe(1);
+    expect(await lane()).toHaveLength(1);
   });
 
   it('in a batch, reports the conflicting index and the results of the others, which are enqueued', async () => {
@@ -129,7 +130,7 @@ describe('createProducer', () => {
     ]);
     expect(error.message).toContain('[1] key');
     expect(await queue().getJobCounts('wait')).toEqual({ wait: 3 });
-    expect(await ns().redis.lrange(lane(), 0, -1)).toEqual([
+    expect(await lane()).toEqual([
       first.dispatchId,
       error.results[0]?.dispatchId,
       error.results[3]?.dispatchId,

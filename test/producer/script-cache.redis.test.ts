@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { createProducer } from '../../src/producer/index.js';
 import { keysFor, QUEUE_NAMES } from '../../src/redis/keys.js';
 import { usePrivateRedis } from '../support/redis-server.js';
+import { laneIds } from '../support/where-is.js';
 
 /**
  * The producer's MULTI holds REGISTER and BullMQ's job add. A script the server forgot (SCRIPT
@@ -34,7 +35,7 @@ describe('the producer after the server forgot its scripts', () => {
         expect(await served().redis.hget(keys.dispatch(id), 'state')).toBe('queued');
         expect(await queue.getJobState(id)).toBe('waiting');
       }
-      expect(await served().redis.lrange(keys.lane('p', 'j'), 0, -1)).toEqual(ids.slice(0, 2));
+      expect(await laneIds(served().redis, keys.prefix, 'p', 'j')).toEqual(ids.slice(0, 2));
       expect(await served().redis.zcard(keys.open)).toBe(3);
     } finally {
       await queue.close();

@@ -2,6 +2,25 @@ import type { Redis } from 'ioredis';
 import { keysFor } from '../../src/redis/keys.js';
 
 /**
+ * The dispatch ids of one agent job's lane in namespace `prefix`, its head first: the head is a
+ * field of the project's lane heads, the rest a list (a list written by an earlier version holds
+ * its head too, first, and no field).
+ */
+export async function laneIds(
+  redis: Redis,
+  prefix: string,
+  projectId: string,
+  jobId: string,
+): Promise<string[]> {
+  const keys = keysFor(prefix);
+  const [head, behind] = await Promise.all([
+    redis.hget(keys.laneHeads(projectId), jobId),
+    redis.lrange(keys.lane(projectId, jobId), 0, -1),
+  ]);
+  return head === null ? behind : [head, ...behind];
+}
+
+/**
  * Where one follow-up of the namespace `prefix` is, for a failing drill or test to say what it
  * waited on: `<record state>/<BullMQ job state>`, with `, head` when it heads its lane and
  * `, not in lane` when its lane does not name it, then `, untracked` or when its status read
@@ -25,7 +44,7 @@ export async function whereIs(
   const tracked = due === null ? ', untracked' : `, due in ${Number(due) - Date.now()} ms`;
   let lane = '';
   if (projectId && jobId) {
-    const ids = await redis.lrange(keys.lane(projectId, jobId), 0, -1);
+    const ids = await laneIds(redis, prefix, projectId, jobId);
     lane = ids[0] === dispatchId ? ', head' : ids.includes(dispatchId) ? '' : ', not in lane';
   }
   return `${state ?? 'gone'}/${job}${lane}${tracked}`;

@@ -1,9 +1,11 @@
 --[[
-  Registers a batch of follow-ups, in order: per follow-up its record, its place in its lane, and
+  Registers a batch of follow-ups, in order: per follow-up its record, its place in its lane (see
+  includes/lane.lua), and
   its entry in the open index (scored by the batch's enqueue time) until FINISH. The producer runs
   it once per thousand follow-ups of a batch (`REGISTER_CHUNK`), in the MULTI beside BullMQ's job
   adds, so a thousand follow-ups cost one script call, one TIME, one EXISTS, one MSET (the
-  prompts) and one ZADD, and an HSET and an RPUSH each.
+  prompts) and one ZADD, and an HSET each and its place in the lane (an EXISTS and an HSETNX, or
+  an RPUSH behind a head).
 
   The prompt goes under its own key, so that every field of the record stays short enough for
   Redis to keep the record as a listpack. The digest outlives the prompt (FINISH deletes that),
@@ -13,9 +15,10 @@
 
   Input (n: the number of follow-ups; i from 1 to n):
     KEYS[1]      open index
-    KEYS[3i - 1] record of follow-up i
-    KEYS[3i]     lane of follow-up i
-    KEYS[3i + 1] prompt of follow-up i
+    KEYS[4i - 2] record of follow-up i
+    KEYS[4i - 1] lane heads of follow-up i's project
+    KEYS[4i]     lane of follow-up i (those behind the head)
+    KEYS[4i + 1] prompt of follow-up i
 
     ARGV[1]      key prefix of records: a record's key is it and the dispatch id
     ARGV[7i - 5] projectId
@@ -32,8 +35,9 @@
     -1 this id exists with another digest: the key was used for a different follow-up
 ]]
 local openKey, idsFrom = KEYS[1], #ARGV[1] + 1
-local n = (#KEYS - 1) / 3
+local n = (#KEYS - 1) / 4
 --- @include "includes/now"
+--- @include "includes/lane"
 -- Written as text once: Redis formats a Lua number with printf each time it is passed.
 local nowText = tostring(now)
 
@@ -58,7 +62,7 @@ end
 -- One EXISTS for the whole batch: when none of its records exists (the usual case), no record
 -- needs a look of its own. Records registered earlier in this batch are known by their digests.
 local records = {}
-for i = 1, n do records[i] = KEYS[3 * i - 1] end
+for i = 1, n do records[i] = KEYS[4 * i - 2] end
 local anyExisted = inChunks('EXISTS', nil, records, 1) > 0
 local registered = {}
 
@@ -79,7 +83,8 @@ end
 
 local answers, opened, prompts = {}, {}, {}
 for i = 1, n do
-  local recordKey, laneKey, promptKey = KEYS[3 * i - 1], KEYS[3 * i], KEYS[3 * i + 1]
+  local recordKey, headsKey, laneKey, promptKey =
+    KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i], KEYS[4 * i + 1]
   local a = 7 * (i - 1)
   local dispatchId = string.sub(recordKey, idsFrom)
   local digest, traceparent = ARGV[a + 7], ARGV[a + 8]
@@ -98,7 +103,7 @@ for i = 1, n do
     redis.call('HSET', recordKey, unpack(fields))
     prompts[#prompts + 1] = promptKey
     prompts[#prompts + 1] = ARGV[a + 4]
-    redis.call('RPUSH', laneKey, dispatchId)
+    laneJoin(headsKey, laneKey, ARGV[a + 3], dispatchId)
     registered[recordKey] = digest
     opened[#opened + 1] = nowText
     opened[#opened + 1] = dispatchId

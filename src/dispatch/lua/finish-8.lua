@@ -4,7 +4,7 @@
   second time for the same dispatch does nothing: exactly one event.
   The record keeps what the event says (type, reason, the last agent job and its status) for
   `retentionMs`, so `status` answers after the end; only the prompt is deleted. A budget slot the
-  dispatch had reserved while queued (`r:<id>`, see acquire-8.lua) is given back (a reservation
+  dispatch had reserved while queued (`r:<id>`, see acquire-9.lua) is given back (a reservation
   exists only in state `queued`).
 
   An operator's cancel is this script with expected state `queued`: ACQUIRE moves a dispatch out
@@ -12,12 +12,13 @@
 
   Input:
     KEYS[1] record
-    KEYS[2] lane
-    KEYS[3] tracked set
-    KEYS[4] events stream
-    KEYS[5] open index
-    KEYS[6] the project's budget
-    KEYS[7] prompt
+    KEYS[2] the project's lane heads (see includes/lane.lua)
+    KEYS[3] lane (the follow-ups behind the head)
+    KEYS[4] tracked set
+    KEYS[5] events stream
+    KEYS[6] open index
+    KEYS[7] the project's budget
+    KEYS[8] prompt
 
     ARGV[1] dispatchId
     ARGV[2] expected state ('' = any but done)
@@ -28,14 +29,15 @@
     ARGV[7] stream MAXLEN (approximate)
     ARGV[8] agent job as JSON ('' = keep the stored one)
     ARGV[9] last status ('' = keep)
-    ARGV[10...] the stream entry's field/value pairs
+    ARGV[10] jobId (the lane's field in KEYS[2])
+    ARGV[11...] the stream entry's field/value pairs
 
   Output: {1, next dispatchId of the lane or '', stream entry id}, or {0, '', '', the state found
   ('' = no record)} when nothing changed
 ]]
-local recordKey, laneKey, trackedKey, streamKey, openKey, budgetKey, promptKey =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
-local dispatchId, expected = ARGV[1], ARGV[2]
+local recordKey, headsKey, laneKey, trackedKey, streamKey, openKey, budgetKey, promptKey =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local dispatchId, expected, jobId = ARGV[1], ARGV[2], ARGV[10]
 
 local state = redis.call('HGET', recordKey, 'state')
 if not state or state == 'done' then return {0, '', '', state or ''} end
@@ -51,8 +53,14 @@ redis.call('ZREM', trackedKey, dispatchId)
 redis.call('ZREM', openKey, dispatchId)
 -- A reservation is held only while queued: ACQUIRE drops it before it moves a dispatch on.
 if state == 'queued' then redis.call('ZREM', budgetKey, 'r:' .. dispatchId) end
--- From the head on: the lane's head is found at once (what LINDEX + LPOP did, in one command).
-redis.call('LREM', laneKey, 1, dispatchId)
-local entry = redis.call('XADD', streamKey, 'MAXLEN', '~', ARGV[7], '*', unpack(ARGV, 10))
-local nextId = redis.call('LINDEX', laneKey, 0) or ''
-return {1, nextId, entry}
+-- The lane goes on without it: from the head, the next one takes its turn; from behind (a cancel
+-- of a follow-up still waiting), the head stays. Either way the head after it is answered.
+--- @include "includes/lane"
+local nextId = laneHead(headsKey, laneKey, jobId)
+if nextId == dispatchId then
+  nextId = laneAdvance(headsKey, laneKey, jobId)
+else
+  redis.call('LREM', laneKey, 1, dispatchId)
+end
+local entry = redis.call('XADD', streamKey, 'MAXLEN', '~', ARGV[7], '*', unpack(ARGV, 11))
+return {1, nextId or '', entry}

@@ -22,7 +22,7 @@
   of all at once every time a slot frees. A reservation woken later than `toleranceMs` (a worker
   was busy, or a 429 parked the project meanwhile) is dropped and taken again.
 
-  An operator's controls of the project (KEYS[7], see projectPause-3.lua and projectLimit-3.lua)
+  An operator's controls of the project (KEYS[8], see projectPause-3.lua and projectLimit-3.lua)
   are read here, so every worker honours them from its next ACQUIRE: a paused project answers
   `paused` before anything is spent; a project limit replaces ARGV[2..4]. The log keeps entries
   for the longer of the two windows, so the default holds again at once when a limit is cleared;
@@ -30,13 +30,14 @@
 
   Input:
     KEYS[1] record
-    KEYS[2] lane
-    KEYS[3] budget
-    KEYS[4] park
-    KEYS[5] tracked set
-    KEYS[6] send pause
-    KEYS[7] project controls
-    KEYS[8] prompt (a record written before prompts had their own key holds it in `prompt`)
+    KEYS[2] the project's lane heads (see includes/lane.lua)
+    KEYS[3] lane (the follow-ups behind the head)
+    KEYS[4] budget
+    KEYS[5] park
+    KEYS[6] tracked set
+    KEYS[7] send pause
+    KEYS[8] project controls
+    KEYS[9] prompt (a record written before prompts had their own key holds it in `prompt`)
 
     ARGV[1] dispatchId
     ARGV[2] max sends per window (the default: SEND_RATE_LIMIT)
@@ -46,11 +47,13 @@
     ARGV[6] attemptToken
     ARGV[7] the prefix of every record key (a lane head's record is that prefix and its id)
     ARGV[8] largest prompt that may be sent, in bytes (PROMPT_MAX_BYTES; 0 = no limit)
+    ARGV[9] jobId (the lane's field in KEYS[2])
 
   Output: {verdict, n, text, probe, now}
     go          n = attempt, text = prompt, probe = 1 when it is the fleet's probe of a rejected key,
                 now = Redis's time
-    blocked     another dispatch heads the lane (heads with no record are dropped first)
+    blocked     another dispatch heads the lane (heads with no record, or an ended one, are
+                dropped first)
     invalid     n = the prompt's size in bytes: empty, or over ARGV[8]; nothing is spent
     auth_paused n = next probe time
     paused      the operator paused the project
@@ -60,9 +63,9 @@
     sending     n = when that attempt started, text = its token
     <state>     the record's state when not queued
 ]]
-local recordKey, laneKey, budgetKey, parkKey, trackedKey, pauseKey, controlsKey, promptKey =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
-local dispatchId, token = ARGV[1], ARGV[6]
+local recordKey, headsKey, laneKey, budgetKey, parkKey, trackedKey, pauseKey, controlsKey,
+  promptKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
+local dispatchId, token, jobId = ARGV[1], ARGV[6], ARGV[9]
 local max, window, tolerance = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local keepFor = window
 local firstPollMs = tonumber(ARGV[5])
@@ -85,12 +88,18 @@ if state == 'sending' then
 end
 if state ~= 'queued' then return {state, 0, ''} end
 -- A lane head whose record is gone (deleted by hand, or lost with a Redis crash) would block its
--- agent job for ever: it is dropped, and the next head takes its turn. Records share the lane's
--- prefix (and hash tag), so the head's record key is built from ARGV[7].
-local head = redis.call('LINDEX', laneKey, 0)
-while head and head ~= dispatchId and redis.call('EXISTS', recordPrefix .. head) == 0 do
-  redis.call('LPOP', laneKey)
-  head = redis.call('LINDEX', laneKey, 0)
+-- agent job for ever, and one whose record has ended (`done`: a FINISH of an earlier version did
+-- not hand the lane on) until the record expires: it is dropped, and the next head takes its
+-- turn. Records share the lane's prefix (and hash tag), so the head's record key is built from
+-- ARGV[7].
+--- @include "includes/lane"
+local function ended(id)
+  local headState = redis.call('HGET', recordPrefix .. id, 'state')
+  return not headState or headState == 'done'
+end
+local head = laneHead(headsKey, laneKey, jobId)
+while head and head ~= dispatchId and ended(head) do
+  head = laneAdvance(headsKey, laneKey, jobId)
 end
 if head ~= dispatchId then return {'blocked', 0, ''} end
 -- The worker checks the payload it reads here before any budget unit is spent on it: a record
