@@ -60,21 +60,33 @@ function promptBytes(inputs: readonly { prompt: string }[]): number {
   return inputs.reduce((sum, i) => sum + Buffer.byteLength(i.prompt), 0) / inputs.length;
 }
 
+/**
+ * Redis memory that `n` queued follow-ups take. Read with no client but the bench's admin
+ * connected, before and after: a client's query and reply buffers count in `used_memory`, and a
+ * bulk writer's may not have shrunk yet when its last write is answered.
+ */
 async function queuedBytes(ctx: BenchContext, kind: 'ours' | 'baseline', n: number) {
   const ns = await ctx.fresh('memory');
+  const inputs = followUps(n, PROJECTS);
+  const clients = await infoNumber(ctx.admin, 'clients', 'connected_clients');
+  const before = await usedMemory(ctx.admin);
   const producer = createProducer({ redisUrl: ctx.redisUrl, prefix: ns.prefix });
   const queue = baselineQueue(ctx, ns);
   try {
-    const inputs = followUps(n, PROJECTS);
-    const before = await usedMemory(ctx.admin);
     if (kind === 'ours') await enqueueOurs(producer, inputs);
     else await enqueueBaseline(queue, inputs);
-    const delta = (await usedMemory(ctx.admin)) - before;
-    const sizes = kind === 'ours' ? await keySizes(ctx, ns, n / PROJECTS) : '';
-    return { delta, sizes, beyondPrompt: delta / n - promptBytes(inputs) };
   } finally {
     await Promise.all([producer.close(), queue.close()]);
   }
+  await waitUntil(
+    async () => (await infoNumber(ctx.admin, 'clients', 'connected_clients')) <= clients,
+    "the enqueuers' connections closed",
+    5_000,
+    20,
+  );
+  const delta = (await usedMemory(ctx.admin)) - before;
+  const sizes = kind === 'ours' ? await keySizes(ctx, ns, n / PROJECTS) : '';
+  return { delta, sizes, beyondPrompt: delta / n - promptBytes(inputs) };
 }
 
 /** A worker's RSS idle, then after parking `n` over-budget follow-ups; Redis memory meanwhile. */
@@ -170,7 +182,8 @@ function report(
       `${bytes(worker.idle)} idle, ${bytes(worker.after.rss)} after parking ${num(n)}.`,
     setup:
       `Redis: \`used_memory\` before and after enqueueing ${num(n)} follow-ups (one per agent job, ` +
-      `${PROJECTS} projects, ~150-byte prompts) with no worker running, ours beside bare BullMQ jobs ` +
+      `${PROJECTS} projects, ~100-byte prompts) with no worker running and no client but the ` +
+      "bench's admin connected at either reading, ours beside bare BullMQ jobs " +
       'with the same fields; beyond its prompt = per follow-up, less the mean size of the prompts ' +
       '(each side stores a prompt once). Worker: RSS (/proc VmRSS, VmHWM) of one `src/cli.ts worker` process, ' +
       `idle, then after it took all ${num(n)} with SEND_RATE_LIMIT=1/1h: ${PROJECTS} sent, the rest ` +
