@@ -1,6 +1,7 @@
 import { Queue } from 'bullmq';
 import type { FollowUpInput } from '../src/dispatch/followup.js';
 import type { Producer } from '../src/producer/index.js';
+import { queueOptions } from '../src/redis/keys.js';
 import { startSimulator, type Simulator, type SimulatorOptions } from '../src/simulator/index.js';
 import { BENCH_API_KEY, type BenchContext, type Namespace } from './context.js';
 
@@ -57,11 +58,15 @@ export async function enqueueOurs(
   return ids;
 }
 
-/** The baseline's producer side: a bare BullMQ queue. */
+/**
+ * The baseline's producer side: a bare BullMQ queue. Its event stream is capped as ours is
+ * (`queueOptions`): BullMQ's default keeps 10,000 entries, a fixed cost that would count as about
+ * 40 bytes per follow-up at the bench's 10,000 and nothing per follow-up past that.
+ */
 export function baselineQueue(ctx: BenchContext, ns: Namespace): Queue<BaselineJob> {
   const queue = new Queue<BaselineJob>(BASELINE_QUEUE, {
     connection: ctx.connection,
-    prefix: ns.prefix,
+    ...queueOptions(ns.prefix),
   });
   queue.on('error', () => {
     // Surfaces through the rejected addBulk.

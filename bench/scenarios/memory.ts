@@ -8,8 +8,14 @@ import type { BenchContext, Namespace } from '../context.js';
 import { launchRoles, roleEnv } from '../fleet.js';
 import { infoNumber, memoryOf } from '../probes.js';
 import type { ScenarioRun, ScenarioResult } from '../report.js';
-import { bytes, num } from '../stats.js';
-import { baselineQueue, benchSimulator, followUps, waitUntil } from '../workload.js';
+import { bytes, medianIndex, num } from '../stats.js';
+import {
+  BASELINE_QUEUE,
+  baselineQueue,
+  benchSimulator,
+  followUps,
+  waitUntil,
+} from '../workload.js';
 import { enqueueBaseline, enqueueOurs } from '../workload.js';
 
 /**
@@ -55,6 +61,13 @@ async function keySizes(ctx: BenchContext, ns: Namespace, perProject: number): P
   );
 }
 
+/** MEMORY USAGE of the baseline's first job hash, with its encoding. */
+async function baselineJobSize(ctx: BenchContext, ns: Namespace): Promise<string> {
+  const key = `${ns.prefix}:${BASELINE_QUEUE}:1`;
+  const size = Number(await ctx.admin.memory('USAGE', key, 'SAMPLES', 0));
+  return `${bytes(size)} (${String(await ctx.admin.object('ENCODING', key))})`;
+}
+
 /** The mean UTF-8 size of the prompts: both sides store each prompt once. */
 function promptBytes(inputs: readonly { prompt: string }[]): number {
   return inputs.reduce((sum, i) => sum + Buffer.byteLength(i.prompt), 0) / inputs.length;
@@ -85,7 +98,8 @@ async function queuedBytes(ctx: BenchContext, kind: 'ours' | 'baseline', n: numb
     20,
   );
   const delta = (await usedMemory(ctx.admin)) - before;
-  const sizes = kind === 'ours' ? await keySizes(ctx, ns, n / PROJECTS) : '';
+  const sizes =
+    kind === 'ours' ? await keySizes(ctx, ns, n / PROJECTS) : await baselineJobSize(ctx, ns);
   return { delta, sizes, beyondPrompt: delta / n - promptBytes(inputs) };
 }
 
@@ -138,6 +152,11 @@ async function loaderOverhead(): Promise<number> {
 }
 
 type Queued = Awaited<ReturnType<typeof queuedBytes>>;
+
+/** The run of median `delta`. */
+function medianRun(runs: readonly Queued[]): Queued {
+  return runs[medianIndex(runs.map((r) => r.delta))] as Queued;
+}
 type Parked = Awaited<ReturnType<typeof parkedWorker>>;
 
 /** Ours over the baseline, in memory beyond the prompt. */
@@ -168,11 +187,15 @@ function rows(n: number, ours: Queued, baseline: Queued, worker: Parked): string
 
 function report(
   n: number,
-  ours: Queued,
-  baseline: Queued,
+  runs: readonly { ours: Queued; baseline: Queued }[],
   worker: Parked,
   loader: number,
 ): ScenarioResult {
+  const ours = medianRun(runs.map((r) => r.ours));
+  const baseline = medianRun(runs.map((r) => r.baseline));
+  const perRun = (side: 'ours' | 'baseline') =>
+    runs.map((r) => bytes(r[side].beyondPrompt)).join(', ');
+  const baselineJobs = runs.map((r) => r.baseline.sizes).join(', ');
   return {
     title: 'Memory',
     summary:
@@ -187,7 +210,8 @@ function report(
       'with the same fields; beyond its prompt = per follow-up, less the mean size of the prompts ' +
       '(each side stores a prompt once). Worker: RSS (/proc VmRSS, VmHWM) of one `src/cli.ts worker` process, ' +
       `idle, then after it took all ${num(n)} with SEND_RATE_LIMIT=1/1h: ${PROJECTS} sent, the rest ` +
-      "parked in BullMQ's delayed set with a reserved budget slot each. Measured once.",
+      "parked in BullMQ's delayed set with a reserved budget slot each. Redis: median of " +
+      `${runs.length} runs of each side, alternated; the worker: measured once.`,
     tables: [{ columns: ['figure', 'value'], rows: rows(n, ours, baseline, worker) }],
     limitedBy: [
       `What a queued follow-up is made of (ours, MEMORY USAGE): ${ours.sizes}; plus its entry in ` +
@@ -203,6 +227,8 @@ function report(
         'measured here as the RSS of an idle `node --import tsx` minus an idle `node`; ' +
         '`node dist/cli.js worker` would not carry it.',
       `${worker.sent} of ${num(n)} were sent (1 per project per hour), as expected.`,
+      `Beyond the prompt, run by run: ours ${perRun('ours')}; baseline ${perRun('baseline')} ` +
+        `(a bare BullMQ job's hash, run by run: ${baselineJobs}).`,
     ],
   };
 }
@@ -216,16 +242,23 @@ const PARKED =
 
 /** The scenario's run (registered in run.ts). */
 export const memoryScenario: ScenarioRun = async (ctx, n) => {
-  const ours = await queuedBytes(ctx, 'ours', n);
-  const baseline = await queuedBytes(ctx, 'baseline', n);
-  ctx.progress(
-    'memory',
-    `queued ${num(n)}: ours ${bytes(ours.delta)}, baseline ${bytes(baseline.delta)}`,
-  );
+  const runs: { ours: Queued; baseline: Queued }[] = [];
+  for (let r = 0; r < ctx.repeats; r++) {
+    const run = {
+      ours: await queuedBytes(ctx, 'ours', n),
+      baseline: await queuedBytes(ctx, 'baseline', n),
+    };
+    runs.push(run);
+    ctx.progress(
+      'memory',
+      `queued ${num(n)}, run ${r + 1}/${ctx.repeats}: ours ${bytes(run.ours.delta)}, ` +
+        `baseline ${bytes(run.baseline.delta)}`,
+    );
+  }
   const worker = await parkedWorker(ctx, n);
   ctx.progress(
     'memory',
     `worker RSS ${bytes(worker.idle)} idle, ${bytes(worker.after.rss)} after parking`,
   );
-  return report(n, ours, baseline, worker, await loaderOverhead());
+  return report(n, runs, worker, await loaderOverhead());
 };
