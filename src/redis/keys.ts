@@ -43,13 +43,13 @@ export interface Keys {
    */
   prompt(dispatchId: string): string;
   /**
-   * Hash: the head of each of a project's lanes (field: the agent job id; value: the dispatch id in
-   * flight or next). A lane of one follow-up is this field alone, with no list of its own.
+   * Hash: a project's lanes of one follow-up (field: the agent job id; value: the dispatch id in
+   * flight or next), each without a list of its own (see `lua/includes/lane.lua`).
    */
   laneHeads(projectId: string): string;
   /**
-   * List: the dispatch ids of one agent job waiting behind its lane's head, in enqueue order (a list
-   * written by an earlier version holds its head too, first: see `includes/lane.lua`).
+   * List: the dispatch ids of one agent job with two or more follow-ups, in enqueue order; the
+   * head, first, is the one in flight or next.
    */
   lane(projectId: string, jobId: string): string;
   /** Sorted set: the sliding-window send log of one project (score = send time in ms). */

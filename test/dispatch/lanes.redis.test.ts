@@ -40,10 +40,12 @@ describe('a lane (ACQUIRE)', () => {
   });
 
   it('drops a head whose record has ended (a FINISH that did not hand the lane on)', async () => {
-    const [first, second] = (await lane(['one', 'two'])) as DispatchRef[];
+    const [first] = (await lane(['one'])) as DispatchRef[];
     const { ns } = fixture();
-    // What an earlier version's FINISH leaves of a newer lane: the record done, the head kept.
+    // What an earlier version's FINISH leaves of a lane of one kept as a field: the record done,
+    // the field kept. The next follow-up of the job must not wait for the record to expire.
     await ns.redis.hset(keysFor(ns.prefix).dispatch(first?.dispatchId ?? ''), 'state', 'done');
+    const [second] = (await lane(['two'])) as DispatchRef[];
     expect(await acquire(second as DispatchRef)).toMatchObject({ kind: 'go', prompt: 'two' });
     expect(await laneIds(ns.redis, ns.prefix, 'p', 'j')).toEqual([second?.dispatchId]);
   });
@@ -54,18 +56,19 @@ describe('a lane (ACQUIRE)', () => {
     return fixture().store.tracking.finish(record, { type: 'followup.cancelled' });
   };
 
-  it("keeps a lane of one as its project's head field, with no list; those behind wait in a list", async () => {
+  it("keeps a lane of one as its project's lane heads field; two or more as a list, head first", async () => {
     const { ns } = fixture();
     const keys = keysFor(ns.prefix);
     const [first] = (await lane(['one'])) as DispatchRef[];
     expect(await ns.redis.hget(keys.laneHeads('p'), 'j')).toBe(first?.dispatchId);
     expect(await ns.redis.exists(keys.lane('p', 'j'))).toBe(0);
+    // A second follow-up moves the lane into its list, laid out as earlier versions read it.
     const [second, third] = (await lane(['two', 'three'])) as DispatchRef[];
-    expect(await ns.redis.lrange(keys.lane('p', 'j'), 0, -1)).toEqual([
-      second?.dispatchId,
-      third?.dispatchId,
-    ]);
-    // The head ends: the next one heads the lane, and the lane's list holds the rest.
+    expect(await ns.redis.hget(keys.laneHeads('p'), 'j')).toBeNull();
+    expect(await ns.redis.lrange(keys.lane('p', 'j'), 0, -1)).toEqual(
+      [first, second, third].map((r) => r?.dispatchId),
+    );
+    // The head ends: the next one takes its turn.
     expect(await finish(first as DispatchRef)).toMatchObject({
       nextDispatchId: second?.dispatchId,
     });
@@ -77,31 +80,27 @@ describe('a lane (ACQUIRE)', () => {
     expect(await finish(third as DispatchRef)).toMatchObject({
       nextDispatchId: second?.dispatchId,
     });
-    expect(await ns.redis.exists(keys.lane('p', 'j'))).toBe(0);
     expect(await finish(second as DispatchRef)).toMatchObject({ nextDispatchId: undefined });
-    expect(await ns.redis.exists(keys.laneHeads('p'))).toBe(0);
+    expect(await ns.redis.exists(keys.lane('p', 'j'), keys.laneHeads('p'))).toBe(0);
   });
 
-  it('keeps the order of a lane written by an earlier version (a list headed by its head)', async () => {
+  it("keeps the order when an earlier version's producer pushed onto a lane of one", async () => {
     const { ns } = fixture();
     const keys = keysFor(ns.prefix);
     const [first, second] = (await lane(['one', 'two'])) as DispatchRef[];
-    // As an earlier version left it: the whole lane in its list, no head field.
-    await ns.redis.hdel(keys.laneHeads('p'), 'j');
+    // What an earlier version's REGISTER (an RPUSH) makes of a lane of one kept as a field.
     await ns.redis.del(keys.lane('p', 'j'));
-    await ns.redis.rpush(keys.lane('p', 'j'), first?.dispatchId ?? '', second?.dispatchId ?? '');
+    await ns.redis.hset(keys.laneHeads('p'), 'j', first?.dispatchId ?? '');
+    await ns.redis.rpush(keys.lane('p', 'j'), second?.dispatchId ?? '');
     const [third] = (await lane(['three'])) as DispatchRef[];
     expect(await laneIds(ns.redis, ns.prefix, 'p', 'j')).toEqual(
       [first, second, third].map((r) => r?.dispatchId),
     );
     expect(await fixture().store.sends.isNext(second as DispatchRef)).toBe(false);
     expect(await fixture().store.sends.isNext(first as DispatchRef)).toBe(true);
-    expect((await acquire(third as DispatchRef)).kind).toBe('blocked');
+    expect((await acquire(second as DispatchRef)).kind).toBe('blocked');
     expect((await acquire(first as DispatchRef)).kind).toBe('go');
-    expect(await ns.redis.hget(keys.laneHeads('p'), 'j')).toBe(first?.dispatchId);
-    expect(await finish(first as DispatchRef)).toMatchObject({
-      nextDispatchId: second?.dispatchId,
-    });
+    await finish(first as DispatchRef);
     expect((await acquire(third as DispatchRef)).kind).toBe('blocked');
     expect(await acquire(second as DispatchRef)).toMatchObject({ kind: 'go', prompt: 'two' });
   });

@@ -30,8 +30,8 @@
 
   Input:
     KEYS[1] record
-    KEYS[2] the project's lane heads (see includes/lane.lua)
-    KEYS[3] lane (the follow-ups behind the head)
+    KEYS[2] the project's lane heads (a lane of one; see includes/lane.lua)
+    KEYS[3] lane (a lane of two or more)
     KEYS[4] budget
     KEYS[5] park
     KEYS[6] tracked set
@@ -99,7 +99,8 @@ local function ended(id)
 end
 local head = laneHead(headsKey, laneKey, jobId)
 while head and head ~= dispatchId and ended(head) do
-  head = laneAdvance(headsKey, laneKey, jobId)
+  laneAdvance(headsKey, laneKey, jobId)
+  head = laneHead(headsKey, laneKey, jobId)
 end
 if head ~= dispatchId then return {'blocked', 0, ''} end
 -- The worker checks the payload it reads here before any budget unit is spent on it: a record

@@ -12,8 +12,8 @@
 
   Input:
     KEYS[1] record
-    KEYS[2] the project's lane heads (see includes/lane.lua)
-    KEYS[3] lane (the follow-ups behind the head)
+    KEYS[2] the project's lane heads (a lane of one; see includes/lane.lua)
+    KEYS[3] lane (a lane of two or more)
     KEYS[4] tracked set
     KEYS[5] events stream
     KEYS[6] open index

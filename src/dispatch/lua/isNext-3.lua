@@ -3,8 +3,8 @@
 
   Input:
     KEYS[1] record
-    KEYS[2] the project's lane heads (see includes/lane.lua)
-    KEYS[3] lane (the follow-ups behind the head)
+    KEYS[2] the project's lane heads (a lane of one; see includes/lane.lua)
+    KEYS[3] lane (a lane of two or more)
 
     ARGV[1] dispatchId
     ARGV[2] jobId (the lane's field in KEYS[2])

@@ -1,11 +1,10 @@
 --[[
   Registers a batch of follow-ups, in order: per follow-up its record, its place in its lane (see
-  includes/lane.lua), and
-  its entry in the open index (scored by the batch's enqueue time) until FINISH. The producer runs
-  it once per thousand follow-ups of a batch (`REGISTER_CHUNK`), in the MULTI beside BullMQ's job
-  adds, so a thousand follow-ups cost one script call, one TIME, one EXISTS, one MSET (the
-  prompts) and one ZADD, and an HSET each and its place in the lane (an EXISTS and an HSETNX, or
-  an RPUSH behind a head).
+  includes/lane.lua), and its entry in the open index (scored by the batch's enqueue time) until
+  FINISH. The producer runs it once per thousand follow-ups of a batch (`REGISTER_CHUNK`), in the
+  MULTI beside BullMQ's job adds, so a thousand follow-ups cost one script call, one TIME, one
+  EXISTS, one MSET (the prompts) and one ZADD, and an HSET each and their places in their lanes
+  (an EXISTS and an HSETNX each, or an RPUSH into a lane of two or more).
 
   The prompt goes under its own key, so that every field of the record stays short enough for
   Redis to keep the record as a listpack. The digest outlives the prompt (FINISH deletes that),
@@ -16,8 +15,8 @@
   Input (n: the number of follow-ups; i from 1 to n):
     KEYS[1]      open index
     KEYS[4i - 2] record of follow-up i
-    KEYS[4i - 1] lane heads of follow-up i's project
-    KEYS[4i]     lane of follow-up i (those behind the head)
+    KEYS[4i - 1] lane heads of follow-up i's project (a lane of one)
+    KEYS[4i]     lane of follow-up i (a lane of two or more)
     KEYS[4i + 1] prompt of follow-up i
 
     ARGV[1]      key prefix of records: a record's key is it and the dispatch id

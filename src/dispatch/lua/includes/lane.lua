@@ -1,35 +1,31 @@
--- A lane: one agent job's follow-ups in enqueue order, sent one at a time. Its head (the one in
--- flight or next) is the field `jobId` of the project's heads hash (`headsKey`); the follow-ups
--- behind it wait in the list `laneKey`, which exists only while there are some. A lane of one is a
--- hash field, not a key of its own: most lanes hold one follow-up, and a list key costs about
--- twice as much memory. A lane that an earlier version wrote is a list headed by its head: the
--- first read moves that head into the hash.
+-- A lane: one agent job's follow-ups in enqueue order, sent one at a time, head first. A lane of
+-- one follow-up (most lanes) is the field `jobId` of its project's lane heads hash (`headsKey`):
+-- a list key costs about twice as much memory. A lane of two or more is the list `laneKey`, head
+-- first, as earlier versions kept every lane, so a worker of an earlier version reads it right.
+-- (A field beside a list is a lane of one that an earlier version's producer pushed onto: the
+-- field is the head, the list is behind it.)
 
--- The head of the lane, or nil when it is empty.
+-- The head of the lane, or false when it is empty.
 local function laneHead(headsKey, laneKey, jobId)
-  local head = redis.call('HGET', headsKey, jobId)
-  if head then return head end
-  head = redis.call('LPOP', laneKey)
-  if head then redis.call('HSET', headsKey, jobId, head) end
-  return head
+  return redis.call('HGET', headsKey, jobId) or redis.call('LINDEX', laneKey, 0)
 end
 
--- Drops the head: the first follow-up behind it becomes the head. Returns it, or nil.
+-- Drops the lane's head. Answers the next one, or false when none follows or it is not known
+-- here (behind a field: it finds its lane by itself).
 local function laneAdvance(headsKey, laneKey, jobId)
-  local nextId = redis.call('LPOP', laneKey)
-  if nextId then
-    redis.call('HSET', headsKey, jobId, nextId)
-  else
-    redis.call('HDEL', headsKey, jobId)
-  end
-  return nextId
+  if redis.call('HDEL', headsKey, jobId) == 1 then return false end
+  redis.call('LPOP', laneKey)
+  return redis.call('LINDEX', laneKey, 0)
 end
 
--- Puts a follow-up at the end of the lane: its head when the lane is empty.
+-- Puts a follow-up at the end of the lane: a field when the lane is empty; a second one moves
+-- the lane into its list.
 local function laneJoin(headsKey, laneKey, jobId, dispatchId)
-  -- A list (behind a head, or an earlier version's lane) means the lane has a head already.
-  if redis.call('EXISTS', laneKey) == 0 and
-      redis.call('HSETNX', headsKey, jobId, dispatchId) == 1 then
+  if redis.call('EXISTS', laneKey) == 0 then
+    if redis.call('HSETNX', headsKey, jobId, dispatchId) == 1 then return end
+    local head = redis.call('HGET', headsKey, jobId)
+    redis.call('HDEL', headsKey, jobId)
+    redis.call('RPUSH', laneKey, head, dispatchId)
     return
   end
   redis.call('RPUSH', laneKey, dispatchId)
