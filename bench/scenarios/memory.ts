@@ -8,7 +8,7 @@ import type { BenchContext, Namespace } from '../context.js';
 import { launchRoles, roleEnv } from '../fleet.js';
 import { infoNumber, memoryOf } from '../probes.js';
 import type { ScenarioRun, ScenarioResult } from '../report.js';
-import { bytes, medianIndex, num } from '../stats.js';
+import { bytes, num, repeated, runs, type Repeated } from '../stats.js';
 import {
   BASELINE_QUEUE,
   baselineQueue,
@@ -152,11 +152,6 @@ async function loaderOverhead(): Promise<number> {
 }
 
 type Queued = Awaited<ReturnType<typeof queuedBytes>>;
-
-/** The run of median `delta`. */
-function medianRun(runs: readonly Queued[]): Queued {
-  return runs[medianIndex(runs.map((r) => r.delta))] as Queued;
-}
 type Parked = Awaited<ReturnType<typeof parkedWorker>>;
 
 /** Ours over the baseline, in memory beyond the prompt. */
@@ -187,15 +182,12 @@ function rows(n: number, ours: Queued, baseline: Queued, worker: Parked): string
 
 function report(
   n: number,
-  runs: readonly { ours: Queued; baseline: Queued }[],
+  measured: { readonly ours: Repeated<Queued>; readonly baseline: Repeated<Queued> },
   worker: Parked,
   loader: number,
 ): ScenarioResult {
-  const ours = medianRun(runs.map((r) => r.ours));
-  const baseline = medianRun(runs.map((r) => r.baseline));
-  const perRun = (side: 'ours' | 'baseline') =>
-    runs.map((r) => bytes(r[side].beyondPrompt)).join(', ');
-  const baselineJobs = runs.map((r) => r.baseline.sizes).join(', ');
+  const ours = measured.ours.typical;
+  const baseline = measured.baseline.typical;
   return {
     title: 'Memory',
     summary:
@@ -210,8 +202,8 @@ function report(
       'with the same fields; beyond its prompt = per follow-up, less the mean size of the prompts ' +
       '(each side stores a prompt once). Worker: RSS (/proc VmRSS, VmHWM) of one `src/cli.ts worker` process, ' +
       `idle, then after it took all ${num(n)} with SEND_RATE_LIMIT=1/1h: ${PROJECTS} sent, the rest ` +
-      "parked in BullMQ's delayed set with a reserved budget slot each. Redis: median of " +
-      `${runs.length} runs of each side, alternated; the worker: measured once.`,
+      "parked in BullMQ's delayed set with a reserved budget slot each. Redis: the run of median " +
+      'memory of the runs of each side listed in the notes; the worker: measured once.',
     tables: [{ columns: ['figure', 'value'], rows: rows(n, ours, baseline, worker) }],
     limitedBy: [
       `What a queued follow-up is made of (ours, MEMORY USAGE): ${ours.sizes}; plus its entry in ` +
@@ -227,8 +219,9 @@ function report(
         'measured here as the RSS of an idle `node --import tsx` minus an idle `node`; ' +
         '`node dist/cli.js worker` would not carry it.',
       `${worker.sent} of ${num(n)} were sent (1 per project per hour), as expected.`,
-      `Beyond the prompt, run by run: ours ${perRun('ours')}; baseline ${perRun('baseline')} ` +
-        `(a bare BullMQ job's hash, run by run: ${baselineJobs}).`,
+      `Beyond the prompt, run by run: ours ${runs(measured.ours.values, bytes)}; baseline ` +
+        `${runs(measured.baseline.values, bytes)} (a bare BullMQ job's hash in its median run: ` +
+        `${baseline.sizes}).`,
     ],
   };
 }
@@ -242,23 +235,22 @@ const PARKED =
 
 /** The scenario's run (registered in run.ts). */
 export const memoryScenario: ScenarioRun = async (ctx, n) => {
-  const runs: { ours: Queued; baseline: Queued }[] = [];
-  for (let r = 0; r < ctx.repeats; r++) {
-    const run = {
-      ours: await queuedBytes(ctx, 'ours', n),
-      baseline: await queuedBytes(ctx, 'baseline', n),
-    };
-    runs.push(run);
-    ctx.progress(
-      'memory',
-      `queued ${num(n)}, run ${r + 1}/${ctx.repeats}: ours ${bytes(run.ours.delta)}, ` +
-        `baseline ${bytes(run.baseline.delta)}`,
+  const measure = (kind: 'ours' | 'baseline') =>
+    repeated(
+      ctx.repeats,
+      async (run) => {
+        const queued = await queuedBytes(ctx, kind, n);
+        ctx.progress('memory', `queued ${num(n)}, ${kind} run ${run + 1}: ${bytes(queued.delta)}`);
+        return queued;
+      },
+      (queued) => queued.beyondPrompt,
+      ctx.mayRepeat,
     );
-  }
+  const measured = { ours: await measure('ours'), baseline: await measure('baseline') };
   const worker = await parkedWorker(ctx, n);
   ctx.progress(
     'memory',
     `worker RSS ${bytes(worker.idle)} idle, ${bytes(worker.after.rss)} after parking`,
   );
-  return report(n, runs, worker, await loaderOverhead());
+  return report(n, measured, worker, await loaderOverhead());
 };

@@ -94,9 +94,9 @@ export function startConsumer(options: RoleOptions): Role {
  */
 async function onFailed(ctx: RoleContext, job: Job<DispatchJobData>, err: Error): Promise<void> {
   const { store, logger } = ctx;
+  const ref = readDispatchJob(job);
   try {
     if ((await job.getState()) !== 'failed') return;
-    const ref = readDispatchJob(job);
     const record = ref && (await store.sends.get(ref.dispatchId));
     if (!record) return;
     if (record.state === 'sending') {
@@ -113,9 +113,6 @@ async function onFailed(ctx: RoleContext, job: Job<DispatchJobData>, err: Error)
     const reason = `worker_failed:${err.name}`;
     await endDispatch(ctx, record, { type: EVENT_TYPES.undeliverable, reason }, 'queued');
   } catch (error) {
-    logger.error(
-      { err: error, dispatchId: readDispatchJob(job)?.dispatchId },
-      LIFECYCLE.followupEndFailed,
-    );
+    logger.error({ err: error, dispatchId: ref?.dispatchId }, LIFECYCLE.followupEndFailed);
   }
 }

@@ -121,16 +121,21 @@ export function startSendSpans(count: number): {
  * the trace stored with the follow-up. `parked` tells a thrown park (no failure) from a failure.
  */
 export async function inProcessSpan<T>(
-  job: { readonly dispatchId?: unknown; readonly traceparent?: unknown; readonly attempt: number },
+  job: {
+    readonly dispatchId: string | undefined;
+    readonly traceparent: string | undefined;
+    readonly attempt: number;
+  },
   parked: (err: unknown) => boolean,
   fn: () => Promise<T>,
 ): Promise<T> {
   const tracer = activeTracer();
   if (!tracer) return fn();
-  const traceparent = typeof job.traceparent === 'string' ? job.traceparent : undefined;
-  const parent = contextOf(traceparent, context.active());
-  const id = typeof job.dispatchId === 'string' ? job.dispatchId : '';
-  const attributes = { ...messaging('process', id), [SPAN_ATTRIBUTES.attempt]: job.attempt };
+  const parent = contextOf(job.traceparent, context.active());
+  const attributes = {
+    ...messaging('process', job.dispatchId ?? ''),
+    [SPAN_ATTRIBUTES.attempt]: job.attempt,
+  };
   const span = tracer.startSpan(
     SPAN_NAMES.process,
     { kind: SpanKind.CONSUMER, attributes },
