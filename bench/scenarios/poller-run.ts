@@ -49,6 +49,9 @@ export interface PollerRun {
   readonly idleTicks: Ticks;
   /** Run end (in the simulator) → event on the stream, per follow-up. */
   readonly latencies: readonly number[];
+  /** The same, of the runs that ended while follow-ups were still being sent, and of the others. */
+  readonly latenciesWhileSending: readonly number[];
+  readonly latenciesAfterSends: readonly number[];
   /** Follow-ups whose event came only once ACTIVE_GRACE had passed, and the GETs they took. */
   readonly graceEnded: number;
   readonly graceGets: number;
@@ -73,21 +76,28 @@ async function readEvents(
   ns: Namespace,
   ends: ReadonlyMap<string, number>,
   simulator: Simulator,
+  lastSendMs: number,
 ) {
   const latencies: number[] = [];
+  const latenciesWhileSending: number[] = [];
+  const latenciesAfterSends: number[] = [];
   let graceEnded = 0;
   let graceGets = 0;
   for (const [id, fields] of await admin.xrange(ns.eventsStream, '-', '+')) {
     const field = (name: string) => fields[fields.indexOf(name) + 1] ?? '';
     const end = ends.get(`${field('projectId')}/${field('jobId')}`);
-    if (end !== undefined) latencies.push(Number(id.split('-')[0]) - end);
+    if (end !== undefined) {
+      const latency = Number(id.split('-')[0]) - end;
+      latencies.push(latency);
+      (end < lastSendMs ? latenciesWhileSending : latenciesAfterSends).push(latency);
+    }
     const event = JSON.parse(field('event')) as { sentAt: string; finishedAt: string };
     if (Date.parse(event.finishedAt) - Date.parse(event.sentAt) >= ACTIVE_GRACE_MS) {
       graceEnded += 1;
       graceGets += simulator.countGets(field('projectId'), field('jobId'));
     }
   }
-  return { latencies, graceEnded, graceGets };
+  return { latencies, latenciesWhileSending, latenciesAfterSends, graceEnded, graceGets };
 }
 
 /** A simulator whose runs last 2 to 5 s, recording when each will end; a poller; workers. */
@@ -127,6 +137,7 @@ export async function measurePoller(ctx: BenchContext, n: number): Promise<Polle
       await enqueueOurs(producer, followUps(n, 100));
       await waitUntil(() => simulator.deliveries.length >= n, `${n} deliveries`, 120_000, 20);
     });
+    const lastSendMs = Date.now();
     await stopAll(workers);
     const getsWhileSending = simulator.countGets();
     ctx.progress('poller', `${num(n)} sent; ${num(getsWhileSending)} GETs so far`);
@@ -146,7 +157,7 @@ export async function measurePoller(ctx: BenchContext, n: number): Promise<Polle
       ...{ n, gets, getsWhileSending, pollerCpuMs, sending, tracking, idle },
       trackingTicks: await ticksBetween(ctx.admin, ns, trackingStart, idleStart),
       idleTicks: await ticksBetween(ctx.admin, ns, idleStart, Date.now()),
-      ...(await readEvents(ctx.admin, ns, ends, simulator)),
+      ...(await readEvents(ctx.admin, ns, ends, simulator, lastSendMs)),
     };
   } finally {
     await stopAll([...workers, ...poller]);
