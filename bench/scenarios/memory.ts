@@ -40,32 +40,70 @@ async function budgetBytes(ctx: BenchContext, ns: Namespace): Promise<number> {
   return total;
 }
 
-/** Bytes per key kind of the first follow-up, by MEMORY USAGE; `perProject` follow-ups each. */
-async function keySizes(ctx: BenchContext, ns: Namespace, perProject: number): Promise<string> {
-  const keys = keysFor(ns.prefix);
-  const first = await ctx.admin.hget(keys.laneHeads('p0'), 'j0');
-  if (!first) return 'no record found';
-  const size = async (key: string) => Number(await ctx.admin.memory('USAGE', key, 'SAMPLES', 0));
-  const record = await size(keys.dispatch(first));
-  const encoding = await ctx.admin.object('ENCODING', keys.dispatch(first));
-  const prompt = await size(keys.prompt(first));
-  const jobKey = `${ns.prefix}:${QUEUE_NAMES.dispatch}:${first}`;
-  const job = await size(jobKey);
-  const jobEncoding = await ctx.admin.object('ENCODING', jobKey);
-  const heads = await size(keys.laneHeads('p0'));
-  const headsEncoding = await ctx.admin.object('ENCODING', keys.laneHeads('p0'));
-  return (
-    `dispatch record hash ${bytes(record)} (${String(encoding)}), prompt string ${bytes(prompt)}, ` +
-    `BullMQ job hash ${bytes(job)} (${String(jobEncoding)}), its lane (one follow-up: a field of ` +
-    `its project's lane heads hash, ${String(headsEncoding)}) ${bytes(heads / perProject)}`
-  );
+/** One kind of key that queued follow-ups are kept in, and those keys. */
+interface Part {
+  readonly label: string;
+  readonly keys: readonly string[];
 }
 
-/** MEMORY USAGE of the baseline's first job hash, with its encoding. */
-async function baselineJobSize(ctx: BenchContext, ns: Namespace): Promise<string> {
-  const key = `${ns.prefix}:${BASELINE_QUEUE}:1`;
-  const size = Number(await ctx.admin.memory('USAGE', key, 'SAMPLES', 0));
-  return `${bytes(size)} (${String(await ctx.admin.object('ENCODING', key))})`;
+/**
+ * What the queued follow-ups' memory is made of, per follow-up: the keys of each part are deleted
+ * in turn, and `used_memory` falls by that part's share (the dictionary entries, key names and
+ * allocator rounding included, which MEMORY USAGE of one key leaves out or estimates). What is
+ * left of `delta` is the rest: the queue's meta, id counter, marker and capped event stream.
+ */
+async function breakdown(
+  ctx: BenchContext,
+  parts: readonly Part[],
+  n: number,
+  delta: number,
+): Promise<string> {
+  const shares: string[] = [];
+  let freed = 0;
+  for (const { label, keys } of parts) {
+    const before = await usedMemory(ctx.admin);
+    for (let i = 0; i < keys.length; i += 1_000) await ctx.admin.del(...keys.slice(i, i + 1_000));
+    const part = before - (await usedMemory(ctx.admin));
+    freed += part;
+    shares.push(`${label} ${bytes(part / n)}`);
+  }
+  return [...shares, `the rest ${bytes((delta - freed) / n)}`].join(', ');
+}
+
+/** The encoding Redis keeps `key` in (listpack, hashtable, ...). */
+async function encodingOf(ctx: BenchContext, key: string): Promise<string> {
+  return String(await ctx.admin.object('ENCODING', key));
+}
+
+/** The parts of our queued follow-ups (see {@link breakdown}); `ids` are their dispatch ids. */
+async function ourParts(ctx: BenchContext, ns: Namespace, ids: readonly string[], prompt: number) {
+  const keys = keysFor(ns.prefix);
+  const first = ids[0] ?? '';
+  const jobKey = (id: string) => `${ns.prefix}:${QUEUE_NAMES.dispatch}:${id}`;
+  const heads = Array.from({ length: PROJECTS }, (_, p) => keys.laneHeads(`p${p}`));
+  return [
+    {
+      label: `records (${await encodingOf(ctx, keys.dispatch(first))})`,
+      keys: ids.map(keys.dispatch),
+    },
+    { label: `prompt keys (${bytes(prompt)} of it the prompt)`, keys: ids.map(keys.prompt) },
+    { label: `BullMQ job hashes (${await encodingOf(ctx, jobKey(first))})`, keys: ids.map(jobKey) },
+    { label: 'open index', keys: [keys.open] },
+    { label: `lane heads (${await encodingOf(ctx, heads[0] ?? '')})`, keys: heads },
+    { label: "BullMQ's wait list", keys: [`${ns.prefix}:${QUEUE_NAMES.dispatch}:wait`] },
+  ];
+}
+
+/** The parts of the baseline's queued jobs (ids 1 to `n`, as BullMQ numbers them). */
+async function baselineParts(ctx: BenchContext, ns: Namespace, n: number) {
+  const jobKey = (id: number) => `${ns.prefix}:${BASELINE_QUEUE}:${id}`;
+  return [
+    {
+      label: `BullMQ job hashes, the prompt in their data (${await encodingOf(ctx, jobKey(1))})`,
+      keys: Array.from({ length: n }, (_, i) => jobKey(i + 1)),
+    },
+    { label: "BullMQ's wait list", keys: [`${ns.prefix}:${BASELINE_QUEUE}:wait`] },
+  ];
 }
 
 /** The mean UTF-8 size of the prompts: both sides store each prompt once. */
@@ -85,8 +123,9 @@ async function queuedBytes(ctx: BenchContext, kind: 'ours' | 'baseline', n: numb
   const before = await usedMemory(ctx.admin);
   const producer = createProducer({ redisUrl: ctx.redisUrl, prefix: ns.prefix });
   const queue = baselineQueue(ctx, ns);
+  let ids: string[] = [];
   try {
-    if (kind === 'ours') await enqueueOurs(producer, inputs);
+    if (kind === 'ours') ids = await enqueueOurs(producer, inputs);
     else await enqueueBaseline(queue, inputs);
   } finally {
     await Promise.all([producer.close(), queue.close()]);
@@ -98,9 +137,10 @@ async function queuedBytes(ctx: BenchContext, kind: 'ours' | 'baseline', n: numb
     20,
   );
   const delta = (await usedMemory(ctx.admin)) - before;
-  const sizes =
-    kind === 'ours' ? await keySizes(ctx, ns, n / PROJECTS) : await baselineJobSize(ctx, ns);
-  return { delta, sizes, beyondPrompt: delta / n - promptBytes(inputs) };
+  const prompt = promptBytes(inputs);
+  const parts =
+    kind === 'ours' ? await ourParts(ctx, ns, ids, prompt) : await baselineParts(ctx, ns, n);
+  return { delta, sizes: await breakdown(ctx, parts, n, delta), beyondPrompt: delta / n - prompt };
 }
 
 /** A worker's RSS idle, then after parking `n` over-budget follow-ups; Redis memory meanwhile. */
@@ -206,8 +246,9 @@ function report(
       'memory of the runs of each side listed in the notes; the worker: measured once.',
     tables: [{ columns: ['figure', 'value'], rows: rows(n, ours, baseline, worker) }],
     limitedBy: [
-      `What a queued follow-up is made of (ours, MEMORY USAGE): ${ours.sizes}; plus its entry in ` +
-        "BullMQ's wait list, as for the baseline, and its entry in the open index. The prompt is " +
+      'What a queued follow-up is made of, per follow-up (each kind of key deleted in turn after ' +
+        `the measurement, and what used_memory fell by): ours ${ours.sizes}; baseline ` +
+        `${baseline.sizes}. The prompt is ` +
         'stored once, under its own key, so that every field of the record is short enough for a ' +
         'listpack; the BullMQ job carries ids only, in a payload and options short enough for a ' +
         "listpack too (src/runtime/jobs.ts). BullMQ's event stream is capped near 100 " +
@@ -220,8 +261,7 @@ function report(
         '`node dist/cli.js worker` would not carry it.',
       `${worker.sent} of ${num(n)} were sent (1 per project per hour), as expected.`,
       `Beyond the prompt, run by run: ours ${runs(measured.ours.values, bytes)}; baseline ` +
-        `${runs(measured.baseline.values, bytes)} (a bare BullMQ job's hash in its median run: ` +
-        `${baseline.sizes}).`,
+        `${runs(measured.baseline.values, bytes)}.`,
     ],
   };
 }
