@@ -35,6 +35,12 @@ export interface Scenario {
   /** Its load (follow-ups, or seconds for `budget`) in a quick run and in a full one. */
   readonly size: readonly [quick: number, full: number];
   readonly run: ScenarioRun;
+  /**
+   * It runs first, with all its repeats (which its `minimumMs` covers), and how long it took
+   * against `minimumMs` sets the pace the schedule expects of the scenarios after it (see
+   * schedule.ts); the report keeps the registry's order.
+   */
+  readonly calibrates?: boolean;
 }
 
 /** A scenario's run, at the load its registration sets (see `Scenario.size`). */
