@@ -35,6 +35,12 @@ export interface Ticks {
   readonly skipped: number;
 }
 
+/** Run end → event latencies by when the run ended, against the arrival of the last send. */
+export interface LatenciesByPhase {
+  readonly whileSending: number[];
+  readonly afterSends: number[];
+}
+
 /** What the run measured. */
 export interface PollerRun {
   readonly n: number;
@@ -49,9 +55,8 @@ export interface PollerRun {
   readonly idleTicks: Ticks;
   /** Run end (in the simulator) → event on the stream, per follow-up. */
   readonly latencies: readonly number[];
-  /** The same, of the runs that ended while follow-ups were still being sent, and of the others. */
-  readonly latenciesWhileSending: readonly number[];
-  readonly latenciesAfterSends: readonly number[];
+  /** The same, split by when the run ended: while follow-ups were still being sent, or after. */
+  readonly byPhase: LatenciesByPhase;
   /** Follow-ups whose event came only once ACTIVE_GRACE had passed, and the GETs they took. */
   readonly graceEnded: number;
   readonly graceGets: number;
@@ -79,8 +84,7 @@ async function readEvents(
   lastSendMs: number,
 ) {
   const latencies: number[] = [];
-  const latenciesWhileSending: number[] = [];
-  const latenciesAfterSends: number[] = [];
+  const byPhase: LatenciesByPhase = { whileSending: [], afterSends: [] };
   let graceEnded = 0;
   let graceGets = 0;
   for (const [id, fields] of await admin.xrange(ns.eventsStream, '-', '+')) {
@@ -89,7 +93,7 @@ async function readEvents(
     if (end !== undefined) {
       const latency = Number(id.split('-')[0]) - end;
       latencies.push(latency);
-      (end < lastSendMs ? latenciesWhileSending : latenciesAfterSends).push(latency);
+      byPhase[end < lastSendMs ? 'whileSending' : 'afterSends'].push(latency);
     }
     const event = JSON.parse(field('event')) as { sentAt: string; finishedAt: string };
     if (Date.parse(event.finishedAt) - Date.parse(event.sentAt) >= ACTIVE_GRACE_MS) {
@@ -97,7 +101,7 @@ async function readEvents(
       graceGets += simulator.countGets(field('projectId'), field('jobId'));
     }
   }
-  return { latencies, latenciesWhileSending, latenciesAfterSends, graceEnded, graceGets };
+  return { latencies, byPhase, graceEnded, graceGets };
 }
 
 /** A simulator whose runs last 2 to 5 s, recording when each will end; a poller; workers. */

@@ -38,11 +38,11 @@ function rows(r: PollerRun): string[][] {
     ['run end → event on the stream, max', ms(Math.max(...r.latencies))],
     [
       'run end → event, p50 / p99, of the runs that ended while sends went on',
-      split(r.latenciesWhileSending),
+      split(r.byPhase.whileSending),
     ],
     [
       'run end → event, p50 / p99, of the runs that ended after the last send',
-      split(r.latenciesAfterSends),
+      split(r.byPhase.afterSends),
     ],
     [
       'follow-ups that waited out ACTIVE_GRACE (their GETs)',
@@ -57,9 +57,8 @@ function rows(r: PollerRun): string[][] {
 
 /** Which runs make the tail: those that ended while sends went on, or after the last send. */
 function tail(r: PollerRun): string {
-  const [during, after] = [r.latenciesWhileSending, r.latenciesAfterSends].map((l) =>
-    percentile(l, 99),
-  ) as [number, number];
+  const during = percentile(r.byPhase.whileSending, 99);
+  const after = percentile(r.byPhase.afterSends, 99);
   const figures =
     `run end → event p99 ${ms(during)} for the runs that ended while follow-ups were still ` +
     `being sent, ${ms(after)} for those that ended after the last send`;
