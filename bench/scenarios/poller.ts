@@ -57,8 +57,13 @@ function rows(r: PollerRun): string[][] {
 
 /** Which runs make the tail: those that ended while sends went on, or after the last send. */
 function tail(r: PollerRun): string {
-  const during = percentile(r.byPhase.whileSending, 99);
-  const after = percentile(r.byPhase.afterSends, 99);
+  const { whileSending, afterSends } = r.byPhase;
+  if (whileSending.length === 0 || afterSends.length === 0) {
+    const when = whileSending.length === 0 ? 'after the last send' : 'during the burst';
+    return `Every run ended ${when}: the tail cannot be told apart by phase.`;
+  }
+  const during = percentile(whileSending, 99);
+  const after = percentile(afterSends, 99);
   const figures =
     `run end → event p99 ${ms(during)} for the runs that ended while follow-ups were still ` +
     `being sent, ${ms(after)} for those that ended after the last send`;
