@@ -64,10 +64,12 @@ export class Schedule {
 
   /**
    * Whether a repeat expected to take `estimateMs` leaves enough for the scenarios to come. The
-   * calibrating scenario always repeats: its minimum covers its repeats.
+   * calibrating scenario's repeats need only end before the deadline: its minimum covers them.
    */
   allows(estimateMs: number, nowMs = Date.now()): boolean {
-    if (this.#current !== undefined && this.#current === this.#calibrating) return true;
+    if (this.#current !== undefined && this.#current === this.#calibrating) {
+      return nowMs + estimateMs <= this.#deadline;
+    }
     let reserved = 0;
     for (const ms of this.#remaining.values()) reserved += ms * this.#pace;
     return nowMs + estimateMs + reserved <= this.#deadline;

@@ -47,10 +47,28 @@ interface Part {
 }
 
 /**
+ * What MEMORY STATS `overhead.hashtable.main` counts per key besides the table's slots: Redis
+ * 7's `dictEntry` and the value's `robj` header, 24 and 16 bytes on 64 bits.
+ */
+const PER_KEY_OVERHEAD_BYTES = 40;
+
+/** Memory and the keyspace's table, as Redis accounts them: `used_memory`, and the table's slots. */
+async function reading(ctx: BenchContext): Promise<{ used: number; slots: number }> {
+  const stats = (await ctx.admin.call('MEMORY', 'STATS')) as unknown[];
+  const field = (list: unknown[], name: string) => list[list.indexOf(name) + 1];
+  const db = (field(stats, 'db.0') as unknown[] | undefined) ?? [];
+  const table = Number(field(db, 'overhead.hashtable.main') ?? 0);
+  const keys = Number(field(stats, 'keys.count') ?? 0);
+  return { used: await usedMemory(ctx.admin), slots: table - keys * PER_KEY_OVERHEAD_BYTES };
+}
+
+/**
  * What the queued follow-ups' memory is made of, per follow-up: the keys of each part are deleted
- * in turn, and `used_memory` falls by that part's share (the dictionary entries, key names and
- * allocator rounding included, which MEMORY USAGE of one key leaves out or estimates). What is
- * left of `delta` is the rest: the queue's meta, id counter, marker and capped event stream.
+ * in turn, and `used_memory` falls by that part's share, its keys' entries in the keyspace
+ * included. The keyspace's table of slots is a part of its own: Redis shrinks it from a timer,
+ * once it is less than a tenth full, so it would fall in whichever part was being deleted then.
+ * What is left of `delta` is the rest: the queue's meta, id counter, marker and capped event
+ * stream.
  */
 async function breakdown(
   ctx: BenchContext,
@@ -59,15 +77,23 @@ async function breakdown(
   delta: number,
 ): Promise<string> {
   const shares: string[] = [];
+  const start = await reading(ctx);
+  let last = start;
   let freed = 0;
   for (const { label, keys } of parts) {
-    const before = await usedMemory(ctx.admin);
     for (let i = 0; i < keys.length; i += 1_000) await ctx.admin.del(...keys.slice(i, i + 1_000));
-    const part = before - (await usedMemory(ctx.admin));
+    const now = await reading(ctx);
+    const part = last.used - now.used - (last.slots - now.slots);
     freed += part;
     shares.push(`${label} ${bytes(part / n)}`);
+    last = now;
   }
-  return [...shares, `the rest ${bytes((delta - freed) / n)}`].join(', ');
+  // The table shrinks within a few timer runs (10 a second) of the deletions that emptied it.
+  await new Promise((r) => setTimeout(r, 300));
+  const end = await reading(ctx);
+  const slots = start.slots - end.slots;
+  shares.push(`the keyspace's table of slots ${bytes(slots / n)}`);
+  return [...shares, `the rest ${bytes((delta - freed - slots) / n)}`].join(', ');
 }
 
 /** The encoding Redis keeps `key` in (listpack, hashtable, ...). */

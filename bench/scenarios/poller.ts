@@ -37,11 +37,11 @@ function rows(r: PollerRun): string[][] {
     ['run end → event on the stream, p99', ms(percentile(r.latencies, 99))],
     ['run end → event on the stream, max', ms(Math.max(...r.latencies))],
     [
-      'run end → event, p50 / p99, of the runs that ended while sends went on',
+      'run end → event, p50 / p99, of the agent runs that ended while sends went on',
       split(r.byPhase.whileSending),
     ],
     [
-      'run end → event, p50 / p99, of the runs that ended after the last send',
+      'run end → event, p50 / p99, of the agent runs that ended after the last send',
       split(r.byPhase.afterSends),
     ],
     [
@@ -55,24 +55,23 @@ function rows(r: PollerRun): string[][] {
   ];
 }
 
-/** Which runs make the tail: those that ended while sends went on, or after the last send. */
+/**
+ * Which agent runs make the tail: of the follow-ups at or above the p99, how many ended while
+ * follow-ups were still being sent, and how many after the last send.
+ */
 function tail(r: PollerRun): string {
   const { whileSending, afterSends } = r.byPhase;
-  if (whileSending.length === 0 || afterSends.length === 0) {
-    const when = whileSending.length === 0 ? 'after the last send' : 'during the burst';
-    return `Every run ended ${when}: the tail cannot be told apart by phase.`;
-  }
-  const during = percentile(whileSending, 99);
-  const after = percentile(afterSends, 99);
+  if (r.latencies.length === 0) return 'No event was measured.';
+  const p99 = percentile(r.latencies, 99);
+  const [during, after] = [whileSending, afterSends].map((l) => l.filter((x) => x >= p99).length);
   const figures =
-    `run end → event p99 ${ms(during)} for the runs that ended while follow-ups were still ` +
-    `being sent, ${ms(after)} for those that ended after the last send`;
-  if (during <= after) return `The tail does not come from the burst: ${figures}.`;
+    `of the follow-ups at or above the p99 (${ms(p99)}), ${num(during ?? 0, 0)} ended while ` +
+    `follow-ups were still being sent and ${num(after ?? 0, 0)} after the last send`;
+  if ((during ?? 0) <= (after ?? 0)) return `The tail does not come from the burst: ${figures}.`;
   return (
-    `The tail is made of the runs that ended during the burst: ${figures}. While sending, the ` +
-    'poller shares the cores with the workers, Redis and the bench (next line), so its reads ' +
-    'fall behind their schedule: each follow-up is read less often than the schedule asks, and ' +
-    'a run that ends is seen later.'
+    `The tail comes from the burst: ${figures}. While sending, the poller shares the cores with ` +
+    'the workers, Redis and the bench (next line), so its reads fall behind their schedule: each ' +
+    'follow-up is read less often than the schedule asks, and an agent run that ends is seen later.'
   );
 }
 
@@ -94,7 +93,7 @@ function report(measured: Repeated<PollerRun>): ScenarioResult {
       `ACTIVE_GRACE=${ACTIVE_GRACE_MS / 1000}s to bound the run, other settings default) tracks ` +
       'them all to their terminal events. Per tick and per read figures are counted after the last ' +
       'send, with the workers stopped, so only the poller talks to Redis; then 3 s with nothing due. ' +
-      'The run of median p99 of the runs listed in the notes.',
+      'The repeat of median p99 of those listed in the notes.',
     tables: [{ columns: ['figure', 'value'], rows: rows(r) }],
     limitedBy: [
       tail(r),
@@ -107,8 +106,8 @@ function report(measured: Repeated<PollerRun>): ScenarioResult {
         topCommands(r.idle.commands, Math.max(1, r.idleTicks.ran + r.idleTicks.skipped)),
     ],
     notes: [
-      `Run by run, run end → event p99: ${runs(measured.values, ms)}; poller CPU per 1,000 status ` +
-        `reads in the median run ${num(r.pollerCpuMs / (r.gets / 1000))} ms.`,
+      `Per repeat of the scenario, run end → event p99: ${runs(measured.values, ms)}; poller CPU ` +
+        `per 1,000 status reads in the median repeat ${num(r.pollerCpuMs / (r.gets / 1000))} ms.`,
       "Run end = the simulator's send time + its random work time (recorded by the bench's " +
         'workTimeMs callback); event time = the stream entry id. Part of the latency is the ' +
         'backed-off read schedule (×1.5 per read from 250 ms up to 1 s in the first 5 s after ' +

@@ -207,7 +207,7 @@ function report(
       'ACTIVE_GRACE 20s). Baseline: addBulk, then one bare BullMQ worker that POSTs. Ours phase by ' +
       'phase is measured once (command counts barely vary between runs); ours with all roles ' +
       'together and the baseline are each the run of median Redis CPU of the runs listed in the ' +
-      'notes (the CPU moves by about 15 % from run to run). The second table times each script (ours and ' +
+      'notes (the CPU moves more between runs than the command counts do). The second table times each script (ours and ' +
       "BullMQ's) in one more run of each side with every command logged with its duration " +
       "(SLOWLOG at 0 µs; a script's time includes the commands it runs, each of them logged too, " +
       "inside the script's time; that run's CPU is compared with the untimed run's only to tell " +
@@ -233,7 +233,7 @@ function report(
 
 /**
  * The runs of one side whose Redis CPU the summary compares, up to `ctx.repeats` in a row: the
- * CPU figure moves by about 15 % from run to run on a shared machine, the command counts barely.
+ * CPU figure moves from run to run on a shared machine, the command counts barely.
  */
 function repeatedRuns(
   ctx: BenchContext,
