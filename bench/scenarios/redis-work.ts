@@ -7,7 +7,7 @@ import { launchRoles, roleEnv, startBaseline } from '../fleet.js';
 import { probeWork, totalCalls, type ProbeResult } from '../probes.js';
 import type { ScenarioRun, ScenarioResult } from '../report.js';
 import { timeScripts, type ScriptTimes, type TimedRun } from '../script-time.js';
-import { num, repeated, runs, type Repeated } from '../stats.js';
+import { medianIndex, num, repeated, runs } from '../stats.js';
 import { baselineQueue, benchSimulator, followUps, waitUntil } from '../workload.js';
 import { enqueueBaseline, enqueueOurs } from '../workload.js';
 
@@ -206,7 +206,7 @@ function report(
       `together (simulator runs last ${WORK_MS} ms; POLL_INTERVAL and POLL_MIN_INTERVAL 250ms, ` +
       'ACTIVE_GRACE 20s). Baseline: addBulk, then one bare BullMQ worker that POSTs. Ours phase by ' +
       'phase is measured once (command counts barely vary between runs); ours with all roles ' +
-      'together and the baseline are each the run of median Redis CPU of the runs listed in the ' +
+      'together and the baseline run in pairs, and each is the run of median Redis CPU of those listed in the ' +
       'notes (the CPU moves more between runs than the command counts do). The second table times each script (ours and ' +
       "BullMQ's) in one more run of each side with every command logged with its duration " +
       "(SLOWLOG at 0 µs; a script's time includes the commands it runs, each of them logged too, " +
@@ -231,26 +231,44 @@ function report(
   };
 }
 
+/** One side's runs: every run's probes, its CPU per follow-up, and the run of median CPU. */
+interface SideRuns {
+  readonly values: readonly number[];
+  readonly typical: ProbeResult[];
+}
+
+function sideRuns(results: readonly ProbeResult[][], n: number): SideRuns {
+  const values = results.map((probes) => cpuUs(probes) / n);
+  return { values, typical: results[medianIndex(values)] ?? [] };
+}
+
 /**
- * The runs of one side whose Redis CPU the summary compares, up to `ctx.repeats` in a row: the
- * CPU figure moves from run to run on a shared machine, the command counts barely.
+ * The runs whose Redis CPU the summary compares, up to `ctx.repeats` pairs: ours with all roles
+ * together, then the baseline, so that both sides get as many runs whatever the time budget
+ * allows. The CPU figure moves from run to run on a shared machine, the command counts barely.
  */
-function repeatedRuns(
+async function pairedRuns(
   ctx: BenchContext,
-  label: string,
-  once: () => Promise<ProbeResult[]>,
   n: number,
-): Promise<Repeated<ProbeResult[]>> {
-  return repeated(
+): Promise<{ ours: SideRuns; baseline: SideRuns }> {
+  const mine: ProbeResult[][] = [];
+  const base: ProbeResult[][] = [];
+  await repeated(
     ctx.repeats,
     async (run) => {
-      const probes = await once();
-      ctx.progress('redis-work', `${label} run ${run + 1}: ${num(cpuUs(probes) / n)} µs`);
-      return probes;
+      mine.push(await ours(ctx, n, true));
+      base.push(await baseline(ctx, n));
+      const [o, b] = [mine.at(-1) ?? [], base.at(-1) ?? []].map((p) => num(cpuUs(p) / n));
+      ctx.progress(
+        'redis-work',
+        `run ${run + 1}: ours, all roles together ${o} µs; baseline ${b} µs`,
+      );
+      return run;
     },
-    (probes) => cpuUs(probes) / n,
+    (run) => run,
     ctx.mayRepeat,
   );
+  return { ours: sideRuns(mine, n), baseline: sideRuns(base, n) };
 }
 
 /** The scenario's run (registered in run.ts). */
@@ -261,15 +279,9 @@ export const redisWorkScenario: ScenarioRun = async (ctx, n) => {
     ProbeResult,
   ];
   ctx.progress('redis-work', 'ours, phase by phase: done');
-  const togetherRuns = await repeatedRuns(
-    ctx,
-    'ours, all roles together',
-    () => ours(ctx, n, true),
-    n,
-  );
-  const baseRuns = await repeatedRuns(ctx, 'baseline', () => baseline(ctx, n), n);
-  const [together] = togetherRuns.typical as [ProbeResult];
-  const [bEnqueue, bProcess] = baseRuns.typical as [ProbeResult, ProbeResult];
+  const paired = await pairedRuns(ctx, n);
+  const [together] = paired.ours.typical as [ProbeResult];
+  const [bEnqueue, bProcess] = paired.baseline.typical as [ProbeResult, ProbeResult];
   const scripts = {
     ours: await timeScripts(ctx, () => ours(ctx, n, true)),
     base: await timeScripts(ctx, () => baseline(ctx, n)),
@@ -287,6 +299,6 @@ export const redisWorkScenario: ScenarioRun = async (ctx, n) => {
     ],
     scripts,
     together,
-    { ours: togetherRuns.values, baseline: baseRuns.values },
+    { ours: paired.ours.values, baseline: paired.baseline.values },
   );
 };
