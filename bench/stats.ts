@@ -88,6 +88,42 @@ export async function repeated<T>(
     results.push(await once(run));
     lastMs = Date.now() - started;
   }
+  return medianOf(results, figure);
+}
+
+/** The runs' figures, their median, and the run with the median figure. */
+function medianOf<T>(results: readonly T[], figure: (result: T) => number): Repeated<T> {
   const values = results.map(figure);
   return { values, median: median(values), typical: results[medianIndex(values)] as T };
+}
+
+/** One side of {@link repeatedPairs}: a run of it, and the figure its median is taken of. */
+export interface Side<T> {
+  readonly once: (run: number) => Promise<T>;
+  readonly figure: (result: T) => number;
+}
+
+/**
+ * Runs ours and the baseline in pairs, one after the other, up to `times` pairs: both sides get as
+ * many runs whatever the time budget allows (`mayRepeat` is asked before each pair with the last
+ * pair's duration), and a drift of the machine meanwhile touches both alike.
+ */
+export async function repeatedPairs<A, B>(
+  times: number,
+  ours: Side<A>,
+  baseline: Side<B>,
+  mayRepeat: (estimateMs: number) => boolean = () => true,
+): Promise<{ ours: Repeated<A>; baseline: Repeated<B> }> {
+  const a: A[] = [];
+  const b: B[] = [];
+  await repeated(
+    times,
+    async (run) => {
+      a.push(await ours.once(run));
+      b.push(await baseline.once(run));
+    },
+    () => 0,
+    mayRepeat,
+  );
+  return { ours: medianOf(a, ours.figure), baseline: medianOf(b, baseline.figure) };
 }

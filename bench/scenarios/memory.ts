@@ -8,7 +8,7 @@ import type { BenchContext, Namespace } from '../context.js';
 import { launchRoles, roleEnv } from '../fleet.js';
 import { infoNumber, memoryOf } from '../probes.js';
 import type { ScenarioRun, ScenarioResult } from '../report.js';
-import { bytes, num, repeated, runs, type Repeated } from '../stats.js';
+import { bytes, num, repeatedPairs, runs, type Repeated, type Side } from '../stats.js';
 import {
   BASELINE_QUEUE,
   baselineQueue,
@@ -301,18 +301,15 @@ const PARKED =
 
 /** The scenario's run (registered in run.ts). */
 export const memoryScenario: ScenarioRun = async (ctx, n) => {
-  const measure = (kind: 'ours' | 'baseline') =>
-    repeated(
-      ctx.repeats,
-      async (run) => {
-        const queued = await queuedBytes(ctx, kind, n);
-        ctx.progress('memory', `queued ${num(n)}, ${kind} run ${run + 1}: ${bytes(queued.delta)}`);
-        return queued;
-      },
-      (queued) => queued.beyondPrompt,
-      ctx.mayRepeat,
-    );
-  const measured = { ours: await measure('ours'), baseline: await measure('baseline') };
+  const side = (kind: 'ours' | 'baseline'): Side<Queued> => ({
+    async once(run) {
+      const queued = await queuedBytes(ctx, kind, n);
+      ctx.progress('memory', `queued ${num(n)}, ${kind} run ${run + 1}: ${bytes(queued.delta)}`);
+      return queued;
+    },
+    figure: (queued) => queued.beyondPrompt,
+  });
+  const measured = await repeatedPairs(ctx.repeats, side('ours'), side('baseline'), ctx.mayRepeat);
   const worker = await parkedWorker(ctx, n);
   ctx.progress(
     'memory',

@@ -7,7 +7,7 @@ import { launchRoles, roleEnv, startBaseline } from '../fleet.js';
 import { probeWork, totalCalls, type ProbeResult } from '../probes.js';
 import type { ScenarioRun, ScenarioResult } from '../report.js';
 import { timeScripts, type ScriptTimes, type TimedRun } from '../script-time.js';
-import { medianIndex, num, repeated, runs } from '../stats.js';
+import { num, repeatedPairs, runs, type Side } from '../stats.js';
 import { baselineQueue, benchSimulator, followUps, waitUntil } from '../workload.js';
 import { enqueueBaseline, enqueueOurs } from '../workload.js';
 
@@ -231,44 +231,26 @@ function report(
   };
 }
 
-/** One side's runs: every run's probes, its CPU per follow-up, and the run of median CPU. */
-interface SideRuns {
-  readonly values: readonly number[];
-  readonly typical: ProbeResult[];
-}
-
-function sideRuns(results: readonly ProbeResult[][], n: number): SideRuns {
-  const values = results.map((probes) => cpuUs(probes) / n);
-  return { values, typical: results[medianIndex(values)] ?? [] };
-}
-
 /**
- * The runs whose Redis CPU the summary compares, up to `ctx.repeats` pairs: ours with all roles
- * together, then the baseline, so that both sides get as many runs whatever the time budget
- * allows. The CPU figure moves from run to run on a shared machine, the command counts barely.
+ * The runs whose Redis CPU the summary compares, up to `ctx.repeats` pairs of ours with all roles
+ * together and the baseline. The CPU figure moves from run to run on a shared machine, the
+ * command counts barely.
  */
-async function pairedRuns(
-  ctx: BenchContext,
-  n: number,
-): Promise<{ ours: SideRuns; baseline: SideRuns }> {
-  const mine: ProbeResult[][] = [];
-  const base: ProbeResult[][] = [];
-  await repeated(
-    ctx.repeats,
-    async (run) => {
-      mine.push(await ours(ctx, n, true));
-      base.push(await baseline(ctx, n));
-      const [o, b] = [mine.at(-1) ?? [], base.at(-1) ?? []].map((p) => num(cpuUs(p) / n));
-      ctx.progress(
-        'redis-work',
-        `run ${run + 1}: ours, all roles together ${o} µs; baseline ${b} µs`,
-      );
-      return run;
+function pairedRuns(ctx: BenchContext, n: number) {
+  const side = (label: string, once: () => Promise<ProbeResult[]>): Side<ProbeResult[]> => ({
+    async once(run) {
+      const probes = await once();
+      ctx.progress('redis-work', `${label} run ${run + 1}: ${num(cpuUs(probes) / n)} µs`);
+      return probes;
     },
-    (run) => run,
+    figure: (probes) => cpuUs(probes) / n,
+  });
+  return repeatedPairs(
+    ctx.repeats,
+    side('ours, all roles together', () => ours(ctx, n, true)),
+    side('baseline', () => baseline(ctx, n)),
     ctx.mayRepeat,
   );
-  return { ours: sideRuns(mine, n), baseline: sideRuns(base, n) };
 }
 
 /** The scenario's run (registered in run.ts). */
