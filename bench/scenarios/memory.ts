@@ -114,7 +114,7 @@ async function ourParts(ctx: BenchContext, ns: Namespace, ids: readonly string[]
     },
     { label: `prompt keys (${bytes(prompt)} of it the prompt)`, keys: ids.map(keys.prompt) },
     { label: `BullMQ job hashes (${await encodingOf(ctx, jobKey(first))})`, keys: ids.map(jobKey) },
-    { label: 'open index', keys: [keys.open] },
+    { label: 'open index and lane projects', keys: [keys.open, keys.laneProjects] },
     { label: `lane heads (${await encodingOf(ctx, heads[0] ?? '')})`, keys: heads },
     { label: "BullMQ's wait list", keys: [`${ns.prefix}:${QUEUE_NAMES.dispatch}:wait`] },
   ];

@@ -34,7 +34,9 @@ const FILES = {
   releaseLock: 'releaseLock-1',
   projectPause: 'projectPause-3',
   projectLimit: 'projectLimit-3',
-  projectShow: 'projectShow-4',
+  projectShow: 'projectShow-5',
+  openLanes: 'openLanes-1',
+  dropHead: 'dropHead-1',
 } as const;
 
 export type ScriptName = keyof typeof FILES;

@@ -1,3 +1,4 @@
+import { OPEN_WALK_START } from './open-index.js';
 import { redisNow, type StoreState } from './store-state.js';
 
 /**
@@ -38,22 +39,25 @@ export class PollState {
     return (await state.scripts.run('releaseLock', [state.keys.pollLock], [token])) === 1;
   }
 
-  /** The rank where the repair sweep goes on (a new pass: 0; not due: none), Redis's clock. */
-  async startRepairPass(graceMs: number): Promise<{ rank: number; nowMs: number } | undefined> {
+  /**
+   * Where the repair sweep goes on (a new pass: the walk's start; not due: none), and Redis's
+   * clock.
+   */
+  async startRepairPass(graceMs: number): Promise<{ cursor: string; nowMs: number } | undefined> {
     const state = this.#state;
     const { redis, keys } = state;
     const cursor = await redis.get(keys.repairCursor);
     if (cursor === null && (await redis.set(keys.repairGate, '1', 'PX', graceMs, 'NX')) !== 'OK')
       return undefined;
-    return { rank: Number(cursor ?? 0), nowMs: await redisNow(state) };
+    return { cursor: cursor ?? OPEN_WALK_START, nowMs: await redisNow(state) };
   }
 
   /** Records where the running repair pass goes on next (`undefined`: the pass is over). */
-  async moveRepairCursor(rank: number | undefined, graceMs: number): Promise<void> {
+  async moveRepairCursor(cursor: string | undefined, graceMs: number): Promise<void> {
     const state = this.#state;
     const { redis, keys } = state;
-    if (rank === undefined) await redis.del(keys.repairCursor);
-    else await redis.set(keys.repairCursor, rank, 'PX', 10 * graceMs);
+    if (cursor === undefined) await redis.del(keys.repairCursor);
+    else await redis.set(keys.repairCursor, cursor, 'PX', 10 * graceMs);
   }
 
   /**

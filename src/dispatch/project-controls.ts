@@ -30,11 +30,11 @@ export interface ProjectState {
   readonly sending: number;
   /** Sent (or unsettled) follow-ups whose agent job the poller reads. */
   readonly tracked: number;
-  /** Whether the counts are exact: the open index had at most the scan cap of entries. */
+  /** Whether the counts are exact: the open dispatches read were at most the scan cap. */
   readonly countsExact: boolean;
 }
 
-/** Open follow-ups `show` reads at most to count a project's (see projectShow-4.lua). */
+/** Open follow-ups `show` reads at most to count a project's (see projectShow-5.lua). */
 export const SHOW_SCAN_CAP = 10_000;
 
 /** The project controls of one store. */
@@ -107,7 +107,7 @@ export class ProjectControls {
     const { controls, budget } = this.#keys(projectId);
     const reply = (await this.#state.scripts.run(
       'projectShow',
-      [controls, budget, keys.park(projectId), keys.open],
+      [controls, budget, keys.park(projectId), keys.open, keys.laneHeads(projectId)],
       [defaults.max, defaults.windowMs, keys.dispatch(''), projectId, scanCap],
     )) as [number, number, number, string, ...number[]];
     const [nowMs, paused, pausedAt, limit, ...n] = reply;

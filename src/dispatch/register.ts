@@ -42,9 +42,9 @@ function queueChunk(
   followUps: readonly Registration[],
 ): void {
   const { keys: at } = state;
-  const keys: string[] = [at.open];
+  const keys: string[] = [at.open, at.laneProjects];
   // A record's key holds its dispatch id, so the id is not sent again.
-  const args: string[] = [at.dispatch('')];
+  const args: string[] = [at.dispatch(''), at.laneHeadsPrefix];
   for (const [i, followUp] of followUps.entries()) {
     const dispatchId = dispatchIds[i] as string;
     keys.push(at.dispatch(dispatchId), ...laneOf(state, followUp), at.prompt(dispatchId));

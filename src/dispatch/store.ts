@@ -15,7 +15,7 @@ export type { Registration } from './sends.js';
 export { AUTH_PROBE_BACKOFF, parseSendPause, type SendPause } from './send-pause.js';
 export type { DispatchRef, MarkResult, StoreOptions, Verdict } from './store-state.js';
 export type { Finished, Orphan, OrphanResult } from './tracking.js';
-export type { OpenDispatch } from './open-index.js';
+export { OPEN_WALK_START, type OpenDispatch } from './open-index.js';
 export type { ProjectState } from './project-controls.js';
 export type { EventView, OperatorViews, TrackedView } from './operator-views.js';
 

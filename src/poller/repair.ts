@@ -10,14 +10,15 @@ import { LIFECYCLE } from '../telemetry/names.js';
  * The repair sweep. A queued dispatch moves only when its BullMQ job runs; a job can vanish behind
  * the service's back (a manual `DEL`, an operator emptying the queue, an old version, a crash
  * between steps), and its record would then stay `queued` and block its lane forever. So the
- * poller walks the index of open dispatches and gives a queued one whose job is gone (or ended
- * while it was still queued) a job again. The new job is an ordinary dispatch job: the worker
- * checks lane, park and budget as always, and a spurious one finds the record moved on and ends.
+ * poller walks the open dispatches (`DispatchStore.open`) and gives a queued one whose job is
+ * gone (or ended while it was still queued) a job again. The new job is an ordinary dispatch job:
+ * the worker checks lane, park and budget as always, and a spurious one finds the record moved on
+ * and ends.
  *
- * Cost: a pass starts at most once per `REPAIR_GRACE`, and each poll tick reads at most one page
- * of {@link SWEEP_PAGE} open dispatches (a ZRANGE, a pipeline of HMGETs without the prompt, and
- * one pipeline of three reads per queued one), so a backlog of 10 000 is walked in 20 ticks, never
- * all in one. Dispatches younger than the grace are not looked at: REGISTER and the job's `add`
+ * Cost: a pass starts at most once per `REPAIR_GRACE`, and each poll tick reads one page of about
+ * {@link SWEEP_PAGE} open dispatches (a ZRANGE of the open index or a script call that scans lanes
+ * of one, a pipeline of HMGETs without the prompt, and one pipeline of three reads per queued
+ * one), so a backlog of 10 000 is walked in about 20 ticks, never all in one. Dispatches younger than the grace are not looked at: REGISTER and the job's `add`
  * share one MULTI, so a job is never legitimately missing for more than an instant.
  */
 
@@ -39,17 +40,18 @@ export interface RepairResult {
   readonly repaired: number;
 }
 
-/** Sweeps one page of the open index, if a pass is due or running. */
+/** Sweeps one page of the open dispatches, if a pass is due or running. */
 export async function sweepLostJobs(ctx: RepairContext): Promise<RepairResult> {
   const graceMs = ctx.config.repairGraceMs;
   const pass = await ctx.store.poll.startRepairPass(graceMs);
   if (!pass) return { checked: 0, repaired: 0 };
-  const { rank, nowMs } = pass;
-  const { dispatches, more } = await ctx.store.open.page(rank, SWEEP_PAGE, nowMs - graceMs);
+  const { cursor, nowMs } = pass;
+  const page = await ctx.store.open.page(cursor, SWEEP_PAGE, nowMs - graceMs);
+  const { dispatches } = page;
 
   const gone = dispatches.filter((d) => d.state === undefined || d.state === 'done');
   for (const d of gone) if (d.state === undefined) await orphaned(ctx, d);
-  await ctx.store.open.drop(gone.map((d) => d.dispatchId));
+  await ctx.store.open.drop(gone);
 
   const queued = dispatches.filter((d) => d.state === 'queued' && !d.resendPending);
   const presence = await ctx.store.poll.jobPresence(
@@ -63,11 +65,9 @@ export async function sweepLostJobs(ctx: RepairContext): Promise<RepairResult> {
     if (seen === 'live') continue;
     if (await repairOne(ctx, d, seen === 'ended')) repaired++;
   }
-  // Dropped entries shifted the ranks after them down; what a shift skips, the next pass sees.
-  await ctx.store.poll.moveRepairCursor(
-    more ? rank + SWEEP_PAGE - gone.length : undefined,
-    graceMs,
-  );
+  // Dropped entries shifted the open index's ranks after them down; what a shift skips, the next
+  // pass sees.
+  await ctx.store.poll.moveRepairCursor(page.next(gone.length), graceMs);
   return { checked: dispatches.length, repaired };
 }
 

@@ -120,7 +120,7 @@ export interface ProjectView {
   readonly queued: number;
   readonly sending: number;
   readonly tracked: number;
-  /** False when the open index was longer than `show` reads: the counts are of its oldest part. */
+  /** False when there were more open dispatches than `show` reads: the counts are of a part. */
   readonly countsExact: boolean;
   readonly at: string;
 }

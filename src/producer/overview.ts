@@ -10,7 +10,7 @@ import { projectView, type ProjectView } from './controls.js';
  * ones with their job's last status; the last events; the fleet-wide send pause.
  */
 
-/** Open follow-ups read to count each project's (oldest first). */
+/** Open follow-ups read at most to count each project's (see `OpenIndex.first`). */
 const OPEN_SCAN = 5_000;
 /** Projects shown at most; the controlled ones first. */
 const MAX_PROJECTS = 100;
@@ -54,7 +54,7 @@ export async function readOverview(
   options: OverviewOptions = {},
 ): Promise<Overview> {
   const [open, controlled, trackedPage, events, sendPause] = await Promise.all([
-    store.open.page(0, OPEN_SCAN, Number.MAX_SAFE_INTEGER),
+    store.open.first(OPEN_SCAN),
     store.projects.controlled(),
     store.views.trackedPage(options.tracked ?? 50),
     store.views.lastEvents(options.events ?? 20),
@@ -62,7 +62,9 @@ export async function readOverview(
   ]);
   const counts = new Map<string, { queued: number; sending: number; tracked: number }>();
   const queued: QueuedView[] = [];
-  for (const d of open.dispatches) {
+  // The walk reads lanes of one by project, not by age.
+  const byAge = open.dispatches.toSorted((a, b) => a.enqueuedAt - b.enqueuedAt);
+  for (const d of byAge) {
     if (!d.state || d.state === 'done') continue;
     const c = counts.get(d.projectId) ?? { queued: 0, sending: 0, tracked: 0 };
     counts.set(d.projectId, c);
@@ -80,13 +82,13 @@ export async function readOverview(
   const projects = states.map((state) => ({
     ...projectView(state, defaultRate),
     ...(counts.get(state.projectId) ?? { queued: 0, sending: 0, tracked: 0 }),
-    countsExact: !open.more,
+    countsExact: open.complete,
   }));
   return {
     at: states[0]?.nowMs ?? Date.now(),
     sendPause: sendPause ? { httpStatus: sendPause.httpStatus, probeAt: sendPause.probeAt } : null,
     projects,
-    countsExact: !open.more,
+    countsExact: open.complete,
     queued: queued.map(({ dispatchId, projectId, jobId, enqueuedAt }) => ({
       dispatchId,
       projectId,

@@ -44,9 +44,19 @@ export interface Keys {
   prompt(dispatchId: string): string;
   /**
    * Hash: a project's lanes of one follow-up (field: the agent job id; value: the dispatch id in
-   * flight or next), each without a list of its own (see `lua/includes/lane.lua`).
+   * flight or next), each without a list of its own (see `lua/includes/lane.lua`). Its key is
+   * {@link Keys.laneHeadsPrefix} and the project's name in {@link Keys.laneProjects}.
    */
   laneHeads(projectId: string): string;
+  /** What every {@link Keys.laneHeads} key starts with. */
+  readonly laneHeadsPrefix: string;
+  /**
+   * Sorted set (every score 0, read by name): the projects whose lane heads may hold a lane of
+   * one, each as its lane heads key without {@link Keys.laneHeadsPrefix}. REGISTER adds a project
+   * when it makes a lane of one; the walk of the open dispatches (`lua/openLanes-1.lua`) drops it
+   * once its lane heads are empty.
+   */
+  readonly laneProjects: string;
   /**
    * List: the dispatch ids of one agent job with two or more follow-ups, in enqueue order; the
    * head, first, is the one in flight or next.
@@ -73,14 +83,16 @@ export interface Keys {
   /** Sorted set: sent follow-ups being tracked, scored by the time their next status read is due. */
   readonly tracked: string;
   /**
-   * Sorted set: every dispatch not finished yet (REGISTER adds, FINISH removes), scored by its
-   * enqueue time. The poller's repair sweep reads it to find queued dispatches whose BullMQ job
-   * vanished.
+   * Sorted set: the dispatches not finished yet that are not a lane of one (REGISTER adds those
+   * in a lane of two or more, FINISH removes), scored by their enqueue time; a lane of one is
+   * found through {@link Keys.laneProjects} instead. The poller's repair sweep walks both to find
+   * queued dispatches whose BullMQ job vanished (see `dispatch/open-index.ts`). An earlier
+   * version added every dispatch here.
    */
   readonly open: string;
   /** String, with a TTL: set while a repair pass ran within the last `REPAIR_GRACE`. */
   readonly repairGate: string;
-  /** String: the rank in {@link Keys.open} where the running repair pass goes on. */
+  /** String: where the running repair pass goes on (`OpenIndex.page`'s cursor). */
   readonly repairCursor: string;
   /** String: the lock that keeps poll ticks from overlapping across poller processes. */
   readonly pollLock: string;
@@ -104,6 +116,8 @@ export function keysFor(prefix: string): Keys {
     dispatch: (dispatchId: string) => k('d', dispatchId),
     prompt: (dispatchId: string) => k('prompt', dispatchId),
     laneHeads: (projectId: string) => k('heads', `${projectId.length}.${projectId}`),
+    laneHeadsPrefix: k('heads', ''),
+    laneProjects: k('projects', 'lanes'),
     lane: (projectId: string, jobId: string) =>
       k('lane', `${projectId.length}.${projectId}`, jobId),
     budget: (projectId: string) => k('budget', projectId),

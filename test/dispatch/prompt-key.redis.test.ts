@@ -79,10 +79,12 @@ describe('the prompt under its own key', () => {
     const { ns, store, ref, recordKey, promptKey } = await registered();
     await ns.redis.del(recordKey);
 
-    await store.open.drop([ref.dispatchId]);
+    const { dispatches } = await store.open.first(10);
+    expect(dispatches).toMatchObject([{ dispatchId: ref.dispatchId, state: undefined }]);
+    await store.open.drop(dispatches);
 
     expect(await ns.redis.exists(promptKey)).toBe(0);
-    expect(await ns.redis.zscore(keysFor(ns.prefix).open, ref.dispatchId)).toBeNull();
+    expect(await store.open.count()).toBe(0);
   });
 
   it('sends the prompt a record holds itself before a prompt key of the same id', async () => {

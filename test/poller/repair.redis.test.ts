@@ -8,7 +8,7 @@ import { startRoles, stopAll, waitForWorkers } from '../support/roles.js';
 import { createNamespace, eventually } from '../support/namespace.js';
 import { startService } from '../support/service.js';
 import { useSimulator } from '../support/simulator.js';
-import { laneIds } from '../support/where-is.js';
+import { laneIds, openDispatches } from '../support/where-is.js';
 
 describe('the poller repairs a dispatch whose BullMQ job vanished', () => {
   const simulator = useSimulator({ workTimeMs: 200, sendLimit: { max: 20, windowMs: 2_000 } });
@@ -119,8 +119,9 @@ describe('the repair sweep, one case at a time', () => {
     const [event] = await waitForEvents(ns.redis, ns.eventsStream, 1);
     expect(event).toMatchObject({ dispatchId: lost.dispatchId, type: 'followup.undeliverable' });
     expect(event?.event).toMatchObject({ reason: 'missing_record' });
+    // The lost one is a lane of one: the sweep takes it out of its project's lane heads.
     await eventually(async () =>
-      (await ns.redis.zscore(keys.open, lost.dispatchId)) === null ? true : undefined,
+      (await ns.redis.hget(keys.laneHeads('p'), 'c')) === null ? true : undefined,
     );
 
     // Two more passes change nothing: one job each, one event.
@@ -128,8 +129,8 @@ describe('the repair sweep, one case at a time', () => {
     expect(await queue.getJobState(live.dispatchId)).toBe('waiting');
     expect(await queue.getJob(`${ended.dispatchId}-f2`)).toBeUndefined();
     expect(await ns.redis.xlen(ns.eventsStream)).toBe(1);
-    expect(await ns.redis.zrange(keys.open, 0, -1)).toEqual(
-      expect.arrayContaining([ended.dispatchId, live.dispatchId]),
+    expect((await openDispatches(ns.redis, ns.prefix)).ids.sort()).toEqual(
+      [ended.dispatchId, live.dispatchId].sort(),
     );
     const repairs = await service.metrics.registry.getSingleMetricAsString(
       'agent_dispatch_repairs_total',
@@ -139,16 +140,15 @@ describe('the repair sweep, one case at a time', () => {
     expect(repairs).not.toContain('readded');
   }, 30_000);
 
-  it('takes a finished follow-up out of the open index', async () => {
+  it('takes a finished follow-up out of the open dispatches', async () => {
     const ns = createNamespace('repair-index');
     cleanups.push(() => ns.cleanup());
     const service = startService(ns, simulator());
     cleanups.push(() => service.close());
     simulator().seedJob('p', 'j');
     const { dispatchId } = await service.producer.send({ projectId: 'p', jobId: 'j', prompt: 'x' });
-    const open = keysFor(ns.prefix).open;
-    expect(await ns.redis.zscore(open, dispatchId)).not.toBeNull();
+    expect(await openDispatches(ns.redis, ns.prefix)).toEqual({ count: 1, ids: [dispatchId] });
     await waitForEvents(ns.redis, ns.eventsStream, 1);
-    expect(await ns.redis.zcard(open)).toBe(0);
+    expect(await openDispatches(ns.redis, ns.prefix)).toEqual({ count: 0, ids: [] });
   });
 });

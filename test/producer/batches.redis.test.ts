@@ -4,7 +4,7 @@ import { createProducer, IdempotencyConflictError } from '../../src/producer/ind
 import { keysFor, QUEUE_NAMES } from '../../src/redis/keys.js';
 import { useOpened } from '../support/hooks.js';
 import { useNamespace } from '../support/namespace.js';
-import { laneIds } from '../support/where-is.js';
+import { laneIds, openDispatches } from '../support/where-is.js';
 
 /**
  * One REGISTER registers a whole batch (register-n.lua): a key repeated within the batch is
@@ -41,12 +41,11 @@ describe('sendMany: one REGISTER per batch', () => {
     ]);
     expect(again?.dispatchId).toBe(first?.dispatchId);
     expect(error.conflicts).toEqual([{ index: 3, key: 'k-1', dispatchId: first?.dispatchId }]);
-    const keys = keysFor(ns().prefix);
     expect(await laneIds(ns().redis, ns().prefix, 'p', 'j')).toEqual([
       first?.dispatchId,
       plain?.dispatchId,
     ]);
-    expect(await ns().redis.zcard(keys.open)).toBe(2);
+    expect((await openDispatches(ns().redis, ns().prefix)).count).toBe(2);
     expect(await queue().getJobCounts('wait')).toEqual({ wait: 2 });
   });
 
@@ -65,7 +64,7 @@ describe('sendMany: one REGISTER per batch', () => {
     ]);
     expect(new Set(results.map((r) => r.dispatchId)).size).toBe(2_500);
     const keys = keysFor(ns().prefix);
-    expect(await ns().redis.zcard(keys.open)).toBe(2_500);
+    expect((await openDispatches(ns().redis, ns().prefix)).count).toBe(2_500);
     expect(await ns().redis.get(keys.prompt(results[1_999]?.dispatchId ?? ''))).toBe('#1999');
     expect(await laneIds(ns().redis, ns().prefix, 'p9', 'j2499')).toEqual([
       results[2_499]?.dispatchId,
@@ -93,7 +92,7 @@ describe('sendMany: one REGISTER per batch', () => {
       { index: 14_999, key: 'across', dispatchId: first?.dispatchId },
     ]);
     const keys = keysFor(ns().prefix);
-    expect(await ns().redis.zcard(keys.open)).toBe(14_998);
+    expect((await openDispatches(ns().redis, ns().prefix)).count).toBe(14_998);
     expect(await ns().redis.get(keys.prompt(error.results[14_998]?.dispatchId ?? ''))).toBe(
       '#14998',
     );

@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import { DispatchStore } from '../../src/dispatch/store.js';
 import { keysFor } from '../../src/redis/keys.js';
 
 /**
@@ -48,4 +49,21 @@ export async function whereIs(
     lane = ids[0] === dispatchId ? ', head' : ids.includes(dispatchId) ? '' : ', not in lane';
   }
   return `${state ?? 'gone'}/${job}${lane}${tracked}`;
+}
+
+/**
+ * The open dispatches of namespace `prefix` (not finished yet), as the repair sweep walks them:
+ * `count` as a change of shard count reads it, `ids` as a walk finds them.
+ */
+export async function openDispatches(
+  redis: Redis,
+  prefix: string,
+): Promise<{ count: number; ids: string[] }> {
+  const store = new DispatchStore(redis, keysFor(prefix), {
+    eventsStream: '',
+    eventsMaxLen: 0,
+    retentionMs: 0,
+  });
+  const { dispatches } = await store.open.first(Number.MAX_SAFE_INTEGER);
+  return { count: await store.open.count(), ids: dispatches.map((d) => d.dispatchId) };
 }

@@ -1,10 +1,16 @@
 --[[
-  Registers a batch of follow-ups, in order: per follow-up its record, its place in its lane (see
-  includes/lane.lua), and its entry in the open index (scored by the batch's enqueue time) until
-  FINISH. The producer runs it once per thousand follow-ups of a batch (`REGISTER_CHUNK`), in the
-  MULTI beside BullMQ's job adds, so a thousand follow-ups cost one script call, one TIME, one
-  EXISTS, one MSET (the prompts) and one ZADD, and an HSET each and their places in their lanes
-  (an EXISTS and an HSETNX each, or an RPUSH into a lane of two or more).
+  Registers a batch of follow-ups, in order: per follow-up its record and its place in its lane
+  (see includes/lane.lua). A follow-up that makes a lane of one (most do) is found through its
+  project's lane heads: the project is named in the lane projects set. One that joins a lane of
+  two or more is added to the open index (scored by the batch's enqueue time) until FINISH, and so
+  is the head that moves into the lane's list with it (scored by its own). The two are how the
+  repair sweep finds every follow-up not finished yet (see dispatch/open-index.ts).
+
+  The producer runs it once per thousand follow-ups of a batch (`REGISTER_CHUNK`), in the MULTI
+  beside BullMQ's job adds, so a thousand follow-ups cost one script call, one TIME, one EXISTS,
+  one MSET (the prompts) and a ZADD per project, and an HSET each and their places in their lanes
+  (an EXISTS and an HSETNX each, or an RPUSH and a ZADD into the open index for a lane of two or
+  more).
 
   The prompt goes under its own key, so that every field of the record stays short enough for
   Redis to keep the record as a listpack. The digest outlives the prompt (FINISH deletes that),
@@ -14,29 +20,32 @@
 
   Input (n: the number of follow-ups; i from 1 to n):
     KEYS[1]      open index
-    KEYS[4i - 2] record of follow-up i
-    KEYS[4i - 1] lane heads of follow-up i's project (a lane of one)
-    KEYS[4i]     lane of follow-up i (a lane of two or more)
-    KEYS[4i + 1] prompt of follow-up i
+    KEYS[2]      lane projects
+    KEYS[4i - 1] record of follow-up i
+    KEYS[4i]     lane heads of follow-up i's project (a lane of one)
+    KEYS[4i + 1] lane of follow-up i (a lane of two or more)
+    KEYS[4i + 2] prompt of follow-up i
 
     ARGV[1]      key prefix of records: a record's key is it and the dispatch id
-    ARGV[7i - 5] projectId
-    ARGV[7i - 4] jobId
-    ARGV[7i - 3] prompt
-    ARGV[7i - 2] idempotency key ('' = none)
-    ARGV[7i - 1] meta as JSON ('' = none)
-    ARGV[7i]     digest of the content, computed by the producer ('' = none: no key)
-    ARGV[7i + 1] W3C traceparent of the producer's span ('' = not traced)
+    ARGV[2]      key prefix of lane heads: a project's name in KEYS[2] is its key without it
+    ARGV[7i - 4] projectId
+    ARGV[7i - 3] jobId
+    ARGV[7i - 2] prompt
+    ARGV[7i - 1] idempotency key ('' = none)
+    ARGV[7i]     meta as JSON ('' = none)
+    ARGV[7i + 1] digest of the content, computed by the producer ('' = none: no key)
+    ARGV[7i + 2] W3C traceparent of the producer's span ('' = not traced)
 
   Output: one answer per follow-up, in order:
     1  registered
     0  this id exists with the same digest (deduplicated)
     -1 this id exists with another digest: the key was used for a different follow-up
 ]]
-local openKey, idsFrom = KEYS[1], #ARGV[1] + 1
-local n = (#KEYS - 1) / 4
+local openKey, projectsKey, recordPrefix = KEYS[1], KEYS[2], ARGV[1]
+local idsFrom, namesFrom = #recordPrefix + 1, #ARGV[2] + 1
+local n = (#KEYS - 2) / 4
 --- @include "includes/now"
---- @include "includes/lane"
+--- @include "includes/lane-join"
 -- Written as text once: Redis formats a Lua number with printf each time it is passed.
 local nowText = tostring(now)
 
@@ -61,7 +70,7 @@ end
 -- One EXISTS for the whole batch: when none of its records exists (the usual case), no record
 -- needs a look of its own. Records registered earlier in this batch are known by their digests.
 local records = {}
-for i = 1, n do records[i] = KEYS[4 * i - 2] end
+for i = 1, n do records[i] = KEYS[4 * i - 1] end
 local anyExisted = inChunks('EXISTS', nil, records, 1) > 0
 local registered = {}
 
@@ -80,11 +89,11 @@ local function addIfAny(fields, name, value)
   end
 end
 
-local answers, opened, prompts = {}, {}, {}
+local answers, opened, prompts, projects = {}, {}, {}, {}
 for i = 1, n do
   local recordKey, headsKey, laneKey, promptKey =
-    KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i], KEYS[4 * i + 1]
-  local a = 7 * (i - 1)
+    KEYS[4 * i - 1], KEYS[4 * i], KEYS[4 * i + 1], KEYS[4 * i + 2]
+  local a = 7 * (i - 1) + 1
   local dispatchId = string.sub(recordKey, idsFrom)
   local digest, traceparent = ARGV[a + 7], ARGV[a + 8]
   if registered[recordKey] ~= nil or
@@ -102,14 +111,26 @@ for i = 1, n do
     redis.call('HSET', recordKey, unpack(fields))
     prompts[#prompts + 1] = promptKey
     prompts[#prompts + 1] = ARGV[a + 4]
-    laneJoin(headsKey, laneKey, ARGV[a + 3], dispatchId)
+    local alone, moved = laneJoin(headsKey, laneKey, ARGV[a + 3], dispatchId)
+    if alone then
+      projects[headsKey] = true
+    else
+      opened[#opened + 1] = nowText
+      opened[#opened + 1] = dispatchId
+      -- NX: an earlier version put every follow-up in the index, the moved head too.
+      if moved then
+        local since = redis.call('HGET', recordPrefix .. moved, 'enqueuedAt') or nowText
+        redis.call('ZADD', openKey, 'NX', since, moved)
+      end
+    end
     registered[recordKey] = digest
-    opened[#opened + 1] = nowText
-    opened[#opened + 1] = dispatchId
     answers[i] = 1
   end
 end
 -- One MSET of the new records' prompts, and one ZADD: they are open from the same time.
 inChunks('MSET', nil, prompts, 2)
 inChunks('ZADD', openKey, opened, 2)
+for headsKey in pairs(projects) do
+  redis.call('ZADD', projectsKey, 0, string.sub(headsKey, namesFrom))
+end
 return answers

@@ -17,16 +17,3 @@ local function laneAdvance(headsKey, laneKey, jobId)
   redis.call('LPOP', laneKey)
   return redis.call('LINDEX', laneKey, 0)
 end
-
--- Puts a follow-up at the end of the lane: a field when the lane is empty; a second one moves
--- the lane into its list.
-local function laneJoin(headsKey, laneKey, jobId, dispatchId)
-  if redis.call('EXISTS', laneKey) == 0 then
-    if redis.call('HSETNX', headsKey, jobId, dispatchId) == 1 then return end
-    local head = redis.call('HGET', headsKey, jobId)
-    redis.call('HDEL', headsKey, jobId)
-    redis.call('RPUSH', laneKey, head, dispatchId)
-    return
-  end
-  redis.call('RPUSH', laneKey, dispatchId)
-end
