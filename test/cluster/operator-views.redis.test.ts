@@ -94,6 +94,30 @@ describe('the dashboard, the gauges and /readyz on a cluster with DISPATCH_SHARD
     expect(families.get(METRIC_NAMES.redisUp)?.samples.map((x) => x.value)).toEqual([1]);
   });
 
+  it("walks and counts each shard's open follow-ups, lanes of one read by a script on the shard's slot", async () => {
+    const shards = fleet().shards();
+    const projects = fleet().evenProjects(SHARDS, 'view');
+    for (const [s, shard] of shards.entries()) {
+      const store = new DispatchStore(fleet().redis, keysFor(shard.prefix), {
+        eventsStream: shard.eventsStream,
+        eventsMaxLen: 100,
+        retentionMs: 60_000,
+      });
+      const { dispatches, complete } = await store.open.first(100);
+      expect(complete).toBe(true);
+      expect(dispatches).toHaveLength(s + 1);
+      expect(dispatches.every((d) => d.laneOfOne && d.state === 'queued')).toBe(true);
+      expect(await store.open.count()).toBe(s + 1);
+      const projectId = projects.find((p) => shardOf(p, SHARDS) === s) ?? '';
+      const shown = await store.projects.show(projectId, {
+        max: 100,
+        windowMs: 3_600_000,
+        toleranceMs: 0,
+      });
+      expect(shown).toMatchObject({ queued: s + 1, countsExact: true });
+    }
+  });
+
   it("reports the send pause of each served shard on /readyz, and every shard's in the gauge", async () => {
     const shards = fleet().shards();
     const ready = await (await fetch(url('/readyz'))).json();
