@@ -19,7 +19,7 @@ import type { ChainableCommander, Redis } from 'ioredis';
 /** Each script's file under `./lua/`, without `.lua`. */
 const FILES = {
   register: 'register-n',
-  acquire: 'acquire-9',
+  acquire: 'acquire-10',
   markSent: 'markSent-2',
   requeue: 'requeue-4',
   finish: 'finish-8',

@@ -138,7 +138,7 @@ export class OpenIndex {
     const [project, hscan, flat] = (await scripts.run(
       'openLanes',
       [keys.laneProjects],
-      [keys.laneHeadsPrefix, from.project, from.hscan, count],
+      [keys.laneHeadsPrefix, from.project, from.hscan, count, enqueuedBy, keys.dispatch('')],
     )) as [string, string, string[]];
     const found: Found[] = [];
     for (let i = 0; i + 2 < flat.length; i += 3) {
@@ -146,6 +146,7 @@ export class OpenIndex {
       const projectId = name.slice(name.indexOf('.') + 1);
       found.push({ id: flat[i + 2] as string, lane: { projectId, jobId: flat[i + 1] as string } });
     }
+    // The script passed over the young ones; one registered again meanwhile is left out here.
     const dispatches = (await this.#read(found)).filter((d) => d.enqueuedAt <= enqueuedBy);
     return {
       dispatches,
@@ -210,9 +211,11 @@ export class OpenIndex {
     const { redis, keys } = this.#state;
     let total = await redis.zcard(keys.open);
     const PAGE = 1_000;
-    for (let rank = 0; ; rank += PAGE) {
-      const names = await redis.zrange(keys.laneProjects, rank, rank + PAGE - 1);
+    // By name, not by rank: a walk may drop a project meanwhile, which would shift the ranks.
+    for (let after = '-'; ;) {
+      const names = await redis.zrange(keys.laneProjects, after, '+', 'BYLEX', 'LIMIT', 0, PAGE);
       if (names.length === 0) return total;
+      after = `(${names.at(-1) as string}`;
       const pipeline = redis.pipeline();
       for (const name of names) pipeline.hlen(keys.laneHeadsPrefix + name);
       for (const [err, n] of (await pipeline.exec()) ?? []) {

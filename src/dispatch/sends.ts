@@ -89,7 +89,7 @@ export class Sends {
   /**
    * Checks lane, pauses, park and budget (the project's own limit replaces `rate`); when all allow
    * it, records the intent to send and tracks the dispatch (first read in `firstPollMs`). See
-   * acquire-9.lua for `toleranceMs`, and why a retry with the same `attemptToken` spends nothing.
+   * acquire-10.lua for `toleranceMs`, and why a retry with the same `attemptToken` spends nothing.
    */
   async acquire(
     ref: DispatchRef,
@@ -112,6 +112,7 @@ export class Sends {
         keys.authPause,
         keys.projectControls(ref.projectId),
         keys.prompt(ref.dispatchId),
+        keys.open,
       ],
       [
         ref.dispatchId,

@@ -92,7 +92,11 @@ export interface Keys {
   readonly open: string;
   /** String, with a TTL: set while a repair pass ran within the last `REPAIR_GRACE`. */
   readonly repairGate: string;
-  /** String: where the running repair pass goes on (`OpenIndex.page`'s cursor). */
+  /**
+   * String: where the running repair pass goes on (`OpenIndex.page`'s cursor). Earlier versions
+   * kept a rank in the open index under `repair:cursor`, which this version leaves to them: a
+   * poller of either version beside the other reads only its own.
+   */
   readonly repairCursor: string;
   /** String: the lock that keeps poll ticks from overlapping across poller processes. */
   readonly pollLock: string;
@@ -131,7 +135,7 @@ export function keysFor(prefix: string): Keys {
     tracked: k('tracked'),
     open: k('open'),
     repairGate: k('repair', 'gate'),
-    repairCursor: k('repair', 'cursor'),
+    repairCursor: k('repair', 'walk'),
     pollLock: k('poll', 'lock'),
     counters: k('counters'),
     authPause: k('authpause'),

@@ -4,7 +4,7 @@
   second time for the same dispatch does nothing: exactly one event.
   The record keeps what the event says (type, reason, the last agent job and its status) for
   `retentionMs`, so `status` answers after the end; only the prompt is deleted. A budget slot the
-  dispatch had reserved while queued (`r:<id>`, see acquire-9.lua) is given back (a reservation
+  dispatch had reserved while queued (`r:<id>`, see acquire-10.lua) is given back (a reservation
   exists only in state `queued`).
 
   An operator's cancel is this script with expected state `queued`: ACQUIRE moves a dispatch out

@@ -38,6 +38,7 @@
     KEYS[7] send pause
     KEYS[8] project controls
     KEYS[9] prompt (a record written before prompts had their own key holds it in `prompt`)
+    KEYS[10] open index (see dispatch/open-index.ts)
 
     ARGV[1] dispatchId
     ARGV[2] max sends per window (the default: SEND_RATE_LIMIT)
@@ -53,7 +54,7 @@
     go          n = attempt, text = prompt, probe = 1 when it is the fleet's probe of a rejected key,
                 now = Redis's time
     blocked     another dispatch heads the lane (heads with no record, or an ended one, are
-                dropped first)
+                dropped first); a head in the lane's list that the open index lacks is added to it
     invalid     n = the prompt's size in bytes: empty, or over ARGV[8]; nothing is spent
     auth_paused n = next probe time
     paused      the operator paused the project
@@ -64,7 +65,8 @@
     <state>     the record's state when not queued
 ]]
 local recordKey, headsKey, laneKey, budgetKey, parkKey, trackedKey, pauseKey, controlsKey,
-  promptKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
+  promptKey, openKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8],
+  KEYS[9], KEYS[10]
 local dispatchId, token, jobId = ARGV[1], ARGV[6], ARGV[9]
 local max, window, tolerance = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local keepFor = window
@@ -102,7 +104,17 @@ while head and head ~= dispatchId and ended(head) do
   laneAdvance(headsKey, laneKey, jobId)
   head = laneHead(headsKey, laneKey, jobId)
 end
-if head ~= dispatchId then return {'blocked', 0, ''} end
+if head ~= dispatchId then
+  -- The repair sweep finds a lane of two or more through the open index. A producer of an earlier
+  -- version that moved a lane of one into its list did not add the head to it: this waiting
+  -- follow-up does, by the head's enqueue time, so a head whose job vanished is still repaired.
+  if head and redis.call('HGET', headsKey, jobId) ~= head and
+      not redis.call('ZSCORE', openKey, head) then
+    local since = redis.call('HGET', recordPrefix .. head, 'enqueuedAt')
+    if since then redis.call('ZADD', openKey, 'NX', since, head) end
+  end
+  return {'blocked', 0, ''}
+end
 -- The worker checks the payload it reads here before any budget unit is spent on it: a record
 -- written by another version, or a PROMPT_MAX_BYTES lowered since, ends undeliverable unsent.
 local text = prompt()
