@@ -8,9 +8,9 @@
 
   The producer runs it once per thousand follow-ups of a batch (`REGISTER_CHUNK`), in the MULTI
   beside BullMQ's job adds, so a thousand follow-ups cost one script call, one TIME, one EXISTS,
-  one MSET (the prompts) and a ZADD per project, and an HSET each and their places in their lanes
-  (an EXISTS and an HSETNX each, or an RPUSH and a ZADD into the open index for a lane of two or
-  more).
+  one MSET (the prompts), one ZADD of their projects and one of the open index, and an HSET each
+  and their places in their lanes (an EXISTS and an HSETNX each, or an RPUSH into a lane of two
+  or more).
 
   The prompt goes under its own key, so that every field of the record stays short enough for
   Redis to keep the record as a listpack. The digest outlives the prompt (FINISH deletes that),
@@ -127,10 +127,15 @@ for i = 1, n do
     answers[i] = 1
   end
 end
--- One MSET of the new records' prompts, and one ZADD: they are open from the same time.
+-- One MSET of the new records' prompts, and one ZADD of those in a lane of two or more: they are
+-- open from the same time.
 inChunks('MSET', nil, prompts, 2)
 inChunks('ZADD', openKey, opened, 2)
+-- And one ZADD of the projects that have a new lane of one.
+local named = {}
 for headsKey in pairs(projects) do
-  redis.call('ZADD', projectsKey, 0, string.sub(headsKey, namesFrom))
+  named[#named + 1] = 0
+  named[#named + 1] = string.sub(headsKey, namesFrom)
 end
+inChunks('ZADD', projectsKey, named, 2)
 return answers
