@@ -1,4 +1,4 @@
-import { hash, randomBytes } from 'node:crypto';
+import { hash, randomInt } from 'node:crypto';
 import { Job, type JobJson, type JobsOptions, type Queue } from 'bullmq';
 import { z } from 'zod';
 import { identifier } from '../dispatch/followup.js';
@@ -179,23 +179,6 @@ export function newDispatchId(key: string | undefined): string {
 const ID_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
 const ID_LETTERS = 52;
 const RANDOM_ID_CHARS = 22;
-/** Random bytes drawn at once, so that an id costs no call into the system's random source. */
-const POOL_BYTES = 4_096;
-let pool = Buffer.alloc(0);
-let used = 0;
-
-/** A uniform random integer below `below` (at most 256): bytes past its last multiple are skipped. */
-function randomBelow(below: number): number {
-  const limit = 256 - (256 % below);
-  for (;;) {
-    if (used === pool.length) {
-      pool = randomBytes(POOL_BYTES);
-      used = 0;
-    }
-    const byte = pool[used++] as number;
-    if (byte < limit) return byte % below;
-  }
-}
 
 /**
  * A random dispatch id: 22 letters and digits, the first a letter (about 130 random bits, a
@@ -205,8 +188,9 @@ function randomBelow(below: number): number {
  * BullMQ job, in the wait list and in its lane.
  */
 export function randomDispatchId(): string {
-  let id = ID_ALPHABET[randomBelow(ID_LETTERS)] as string;
-  while (id.length < RANDOM_ID_CHARS) id += ID_ALPHABET[randomBelow(ID_ALPHABET.length)] as string;
+  // randomInt draws without bias, from a pool of random bytes Node keeps.
+  let id = ID_ALPHABET[randomInt(ID_LETTERS)] as string;
+  while (id.length < RANDOM_ID_CHARS) id += ID_ALPHABET[randomInt(ID_ALPHABET.length)] as string;
   return id;
 }
 

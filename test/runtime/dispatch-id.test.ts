@@ -9,7 +9,7 @@ describe('dispatch ids', () => {
     expect(newDispatchId(undefined)).toMatch(/^[A-Za-z][A-Za-z0-9]{21}$/);
   });
 
-  it('uses every character about as often: no bias from the bytes it skips', () => {
+  it('uses every character about as often: no modulo bias', () => {
     const counts = new Map<string, number>();
     const n = 20_000;
     for (let i = 0; i < n; i++) {

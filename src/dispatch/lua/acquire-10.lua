@@ -99,17 +99,16 @@ local function ended(id)
   local headState = redis.call('HGET', recordPrefix .. id, 'state')
   return not headState or headState == 'done'
 end
-local head = laneHead(headsKey, laneKey, jobId)
+local head, inList = laneHead(headsKey, laneKey, jobId)
 while head and head ~= dispatchId and ended(head) do
   laneAdvance(headsKey, laneKey, jobId)
-  head = laneHead(headsKey, laneKey, jobId)
+  head, inList = laneHead(headsKey, laneKey, jobId)
 end
 if head ~= dispatchId then
   -- The repair sweep finds a lane of two or more through the open index. A producer of an earlier
   -- version that moved a lane of one into its list did not add the head to it: this waiting
   -- follow-up does, by the head's enqueue time, so a head whose job vanished is still repaired.
-  if head and redis.call('HGET', headsKey, jobId) ~= head and
-      not redis.call('ZSCORE', openKey, head) then
+  if inList and not redis.call('ZSCORE', openKey, head) then
     local since = redis.call('HGET', recordPrefix .. head, 'enqueuedAt')
     if since then redis.call('ZADD', openKey, 'NX', since, head) end
   end

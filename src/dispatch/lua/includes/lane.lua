@@ -5,9 +5,13 @@
 -- (A field beside a list is a lane of one that an earlier version's producer pushed onto: the
 -- field is the head, the list is behind it.)
 
--- The head of the lane, or false when it is empty.
+-- The head of the lane, or false when it is empty; and true when the head is the list's (a lane
+-- of two or more), not a field.
 local function laneHead(headsKey, laneKey, jobId)
-  return redis.call('HGET', headsKey, jobId) or redis.call('LINDEX', laneKey, 0)
+  local field = redis.call('HGET', headsKey, jobId)
+  if field then return field, false end
+  local first = redis.call('LINDEX', laneKey, 0)
+  return first, first ~= false
 end
 
 -- Drops the lane's head. Answers the next one, or false when none follows or it is not known
