@@ -4,7 +4,7 @@ import { AgentApiError, badResponse, errorFromStatus, type Operation } from './e
 import { errorFromTransport, exchange, type ExchangeResult } from './exchange.js';
 import { agentJobSchema, type AgentJob } from './job.js';
 import { LIFECYCLE } from '../telemetry/names.js';
-import { inHttpSpan, type HttpCall } from '../telemetry/tracing.js';
+import { inHttpSpan, type HttpCall } from './http-span.js';
 
 /** How to reach the agent API. Units are in the names. */
 export interface AgentApiClientOptions {

@@ -1,13 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import type { Job } from 'bullmq';
 import { budgetRate } from '../dispatch/budget.js';
+import { isConnectionError } from '../redis/connections.js';
 import { sleep } from '../runtime/deadline.js';
 import { sendInFlightMs } from '../runtime/in-flight.js';
 import { type DispatchJobData, type DispatchJobRef } from '../runtime/jobs.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import { endUndeliverable, park, parkPaused, poison } from './endings.js';
-import { retryOnConnectionError, retryOutcomeWrite } from './redis-retry.js';
-import { sendFollowUp, type SendContext } from './send.js';
+import { retryOutcomeWrite, sendFollowUp, type SendContext } from './send.js';
 
 /**
  * The worker's processor: one BullMQ job from ACQUIRE to its outcome. ACQUIRE decides, in one
@@ -42,6 +42,24 @@ const NEAR_SLOT_MS = 700;
 const MAX_NEAR_WAITS = 3;
 
 export { budgetMarginMs } from '../dispatch/budget.js';
+
+/**
+ * ACQUIRE is retried this many times after a connection error, `ACQUIRE_BACKOFF_MS` doubling:
+ * with its attempt token a second run answers `go` again, spending nothing.
+ */
+const ACQUIRE_RETRIES = 4;
+const ACQUIRE_BACKOFF_MS = 100;
+/** Runs `command`, again after a connection error, a few times with a short backoff. */
+export async function retryOnConnectionError<T>(command: () => Promise<T>): Promise<T> {
+  for (let retry = 0; ; retry++) {
+    try {
+      return await command();
+    } catch (err) {
+      if (retry >= ACQUIRE_RETRIES || !isConnectionError(err)) throw err;
+      await sleep(ACQUIRE_BACKOFF_MS * 2 ** retry);
+    }
+  }
+}
 
 /** Creates the BullMQ processor: one follow-up from acquire to its outcome. */
 export function createProcessor(ctx: SendContext) {
@@ -128,10 +146,10 @@ export function createProcessor(ctx: SendContext) {
         // Retried like a send's own answer: once this job completes, nothing else marks it.
         ctx.logger.warn({ ...ref }, LIFECYCLE.followupAmbiguous);
         await retryOutcomeWrite(
-          ctx.config,
+          ctx,
           ctx.logger,
           () =>
-            ctx.store.sends.markSent(
+            ctx.store.tracking.markSent(
               ref,
               'unsettled',
               undefined,

@@ -2,14 +2,14 @@ import { DelayedError, type Job } from 'bullmq';
 import { isAgentApiError, type AgentJob } from '../agent-api/index.js';
 import type { DispatchRef, MarkResult } from '../dispatch/store.js';
 import { pauseSends, resumeSends } from '../runtime/auth-pause.js';
+import { retryFor } from '../runtime/deadline.js';
 import type { RoleContext } from '../runtime/role.js';
 import type { Logger } from '../telemetry/logger.js';
 import { errorCode } from '../telemetry/metrics.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import type { ConcurrencyController } from './concurrency.js';
 import { endUndeliverable, park } from './endings.js';
-import { retryOutcomeWrite } from './redis-retry.js';
-import { classifySendFailure, type SendFailure } from './send-failure.js';
+import { classifySendFailure } from './send-failure.js';
 
 /**
  * One send: the POST of an acquired follow-up, recording its answer, and what is done when it
@@ -22,6 +22,8 @@ export interface SendContext extends RoleContext {
   readonly workerId: string;
   /** 429s in a row per project, for the backoff of a 429 that names no wait. */
   readonly rateLimitStreak: Map<string, number>;
+  /** How long a send's answer is retried while Redis fails it (`markSentRetryMs`). */
+  readonly outcomeRetryMs: number;
 }
 
 /** One attempt to send: its number, and the token it holds the dispatch's intent with. */
@@ -50,15 +52,11 @@ export async function sendFollowUp(
   try {
     agentJob = await ctx.api.sendMessage(ref.projectId, ref.jobId, prompt);
   } catch (err) {
-    const failure = classifySendFailure(err);
     ctx.metrics.apiLatency.observe(
       { operation: 'send', outcome: errorCode(err) },
       (performance.now() - started) / 1000,
     );
-    // Any answer but a rejection shows the key and the URL work again.
-    if (probe && failure.kind !== 'auth_paused' && isAgentApiError(err) && err.httpStatus)
-      await resumeSends(ctx.store, ctx.queue, log);
-    return onFailure(ctx, ref, attempt, failure, { job, token }, err, log);
+    return onFailure(ctx, ref, attempt, probe, { job, token }, err, log);
   }
   const latencyMs = performance.now() - started;
   ctx.metrics.apiLatency.observe({ operation: 'send', outcome: 'ok' }, latencyMs / 1000);
@@ -93,10 +91,16 @@ export async function recordOutcome(
   let result: MarkResult;
   try {
     result = await retryOutcomeWrite(
-      ctx.config,
+      ctx,
       log,
       () =>
-        ctx.store.sends.markSent(ref, state, agentJob, ctx.config.pollMinIntervalMs, attempt.token),
+        ctx.store.tracking.markSent(
+          ref,
+          state,
+          agentJob,
+          ctx.config.pollMinIntervalMs,
+          attempt.token,
+        ),
       { state },
     );
   } catch (err) {
@@ -111,15 +115,20 @@ export async function recordOutcome(
     log.warn({ attempt: attempt.n, state, result }, LIFECYCLE.followupUnrecorded);
 }
 
+/** A send failed: what that means (`send-failure.ts`), and what is done about it. */
 async function onFailure(
   ctx: SendContext,
   ref: DispatchRef,
   attempt: Attempt,
-  failure: SendFailure,
+  probe: boolean,
   { job, token }: { job: Job; token: string | undefined },
   err: unknown,
   log: Logger,
 ): Promise<string> {
+  const failure = classifySendFailure(err);
+  // Any answer but a rejection shows the key and the URL work again.
+  if (probe && failure.kind !== 'auth_paused' && isAgentApiError(err) && err.httpStatus)
+    await resumeSends(ctx.store, ctx.queue, log);
   switch (failure.kind) {
     case 'permanent':
       ctx.metrics.sends.inc({ outcome: 'rejected' });
@@ -187,8 +196,8 @@ function requeue(
   parkMs: number,
   log: Logger,
 ) {
-  return retryOutcomeWrite(ctx.config, log, () =>
-    ctx.store.sends.requeue(ref, attempt.n, attempt.token, refund, parkMs),
+  return retryOutcomeWrite(ctx, log, () =>
+    ctx.store.tracking.requeue(ref, attempt.n, attempt.token, refund, parkMs),
   );
 }
 
@@ -205,4 +214,21 @@ export function rateLimitParkMs(
   if (retryAfterMs !== undefined && retryAfterMs >= 0) return Math.max(retryAfterMs, 100);
   const slotMs = rate.windowMs / rate.max;
   return Math.min(rate.windowMs, Math.max(1_000, slotMs * 2 ** Math.min(consecutive, 20)));
+}
+
+/**
+ * Runs a write that records what became of a send (MARK_SENT, REQUEUE) with {@link retryFor}, for
+ * as long as a send's answer may still be recorded (`outcomeRetryMs`), logging each failure on
+ * `log` as a Redis error, with `fields`. Both writes are safe to run twice: with the attempt's
+ * token, a second run finds its own state.
+ */
+export function retryOutcomeWrite<T>(
+  ctx: Pick<SendContext, 'outcomeRetryMs'>,
+  log: Logger,
+  command: () => Promise<T>,
+  fields: Record<string, unknown> = {},
+): Promise<T> {
+  return retryFor(ctx.outcomeRetryMs, command, (err, retryInMs) =>
+    log.warn({ ...fields, err, retryInMs }, LIFECYCLE.redisError),
+  );
 }

@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
 import { DelayedError, Worker, type Job } from 'bullmq';
 import { QUEUE_NAMES } from '../redis/keys.js';
+import { markSentRetryMs } from '../runtime/in-flight.js';
 import { DISPATCH_JOB_RETENTION, readDispatchJob, type DispatchJobData } from '../runtime/jobs.js';
 import { openRoleResources } from '../runtime/resources.js';
 import {
@@ -41,6 +42,7 @@ export function startConsumer(options: RoleOptions): Role {
     concurrency,
     workerId,
     rateLimitStreak: new Map(),
+    outcomeRetryMs: markSentRetryMs(config),
   });
   let inFlight = 0;
   const worker = new Worker<DispatchJobData, string>(
@@ -106,7 +108,13 @@ async function onFailed(ctx: RoleContext, job: Job<DispatchJobData>, err: Error)
         { dispatchId: record.dispatchId, projectId: record.projectId, jobId: record.jobId },
         LIFECYCLE.followupAmbiguous,
       );
-      await store.sends.markSent(record, 'unsettled', undefined, 1_000, record.attemptToken ?? '');
+      await store.tracking.markSent(
+        record,
+        'unsettled',
+        undefined,
+        1_000,
+        record.attemptToken ?? '',
+      );
       return;
     }
     if (record.state !== 'queued') return;

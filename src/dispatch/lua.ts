@@ -63,7 +63,7 @@ function keyCount(suffix: string): number | undefined {
 }
 
 /**
- * The scripts sent with every producer MULTI (SCRIPT LOAD, see `Sends.loadScriptsInto`): their
+ * The scripts sent with every producer MULTI (SCRIPT LOAD, see `Register.into`): their
  * comments (the header block, and lines that are only a comment) and indentation are left out of
  * their source, blank lines in place of comments keeping line numbers.
  */

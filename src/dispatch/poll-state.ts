@@ -3,12 +3,20 @@ import { redisNow, type StoreState } from './store-state.js';
 
 /**
  * The poller's own state in the store: the lock that keeps poll ticks from overlapping across
- * pollers, where the repair sweep's pass stands, whether the BullMQ jobs of open dispatches still
+ * pollers, its claims of the tracked dispatches due for a read, where the repair sweep's pass stands, whether the BullMQ jobs of open dispatches still
  * exist, and the status-read parks of projects. Reached as `DispatchStore.poll`.
  */
 
 /** Where a dispatch's BullMQ job is: waiting/delayed/active, ended, or gone. */
 export type JobPresence = 'live' | 'ended' | 'missing';
+
+/** Dispatches claimed for a read, by Redis's clock, and when the next tracked one falls due. */
+export interface DueReads {
+  readonly nowMs: number;
+  readonly ids: string[];
+  /** When the earliest dispatch still tracked falls due; `undefined`: none is tracked. */
+  readonly nextDueMs: number | undefined;
+}
 
 /** BullMQ's key of the dispatch queue for a name (`Queue.toKey`). */
 export type QueueKey = (name: string) => string;
@@ -37,6 +45,19 @@ export class PollState {
   async releaseLock(token: string): Promise<boolean> {
     const state = this.#state;
     return (await state.scripts.run('releaseLock', [state.keys.pollLock], [token])) === 1;
+  }
+
+  /** Claims at most `limit` tracked dispatches due for a read, for `leaseMs` (see DueReads). */
+  async due(limit: number, leaseMs: number): Promise<DueReads> {
+    const state = this.#state;
+    const reply = await state.scripts.run(
+      'due',
+      [state.keys.tracked],
+      [limit, Math.round(leaseMs)],
+    );
+    const [now, nextAt, ...ids] = reply as [number, number, ...string[]];
+    state.clock.saw(now);
+    return { nowMs: now, ids, nextDueMs: nextAt < 0 ? undefined : nextAt };
   }
 
   /**

@@ -1,6 +1,7 @@
 import type { ChainableCommander } from 'ioredis';
 import { contentDigest } from './digest.js';
 import type { FollowUp } from './followup.js';
+import { LUA } from './lua.js';
 import { laneOf, type StoreState } from './store-state.js';
 
 /** A follow-up to register, with the trace context of the producer's span when traced. */
@@ -14,24 +15,38 @@ export type Registration = FollowUp & { readonly traceparent?: string | undefine
 export const REGISTER_CHUNK = 1_000;
 
 /**
- * Queues REGISTER of every follow-up of a batch (its dispatch id at the same index), in order, on
- * `multi`, a MULTI of the store's connection (see register-n.lua): one call per
- * {@link REGISTER_CHUNK} follow-ups, whose replies are their answers, in the same order. Returns
- * how many calls it queued. Only a follow-up with an idempotency key gets a digest: without one,
- * its id is random and never registered again, so nothing would ever compare it.
+ * REGISTER, the store's one write of the producer, queued inside the producer's MULTI (see
+ * register-n.lua). Reached as `DispatchStore.register`.
  */
-export function queueRegister(
-  state: StoreState,
-  multi: ChainableCommander,
-  dispatchIds: readonly string[],
-  followUps: readonly Registration[],
-): number {
-  let calls = 0;
-  for (let first = 0; first < followUps.length; first += REGISTER_CHUNK, calls++) {
-    const last = Math.min(first + REGISTER_CHUNK, followUps.length);
-    queueChunk(state, multi, dispatchIds.slice(first, last), followUps.slice(first, last));
+export class Register {
+  readonly #state: StoreState;
+
+  constructor(state: StoreState) {
+    this.#state = state;
   }
-  return calls;
+
+  /**
+   * Queues REGISTER of every follow-up of a batch (its dispatch id at the same index), in order, on
+   * `multi`, a MULTI of the store's connection, after a SCRIPT LOAD of REGISTER at its start, so
+   * that the script is there when it runs (NOSCRIPT inside MULTI fails one command and commits the
+   * rest). One REGISTER call per {@link REGISTER_CHUNK} follow-ups, whose replies are their
+   * answers, in the same order. Returns how many replies the loads and the calls add, in that
+   * order. Only a follow-up with an idempotency key gets a digest: without one, its id is random
+   * and never registered again, so nothing would ever compare it.
+   */
+  into(
+    multi: ChainableCommander,
+    dispatchIds: readonly string[],
+    followUps: readonly Registration[],
+  ): { loads: number; registers: number } {
+    multi.script('LOAD', LUA.register.source);
+    let registers = 0;
+    for (let first = 0; first < followUps.length; first += REGISTER_CHUNK, registers++) {
+      const last = Math.min(first + REGISTER_CHUNK, followUps.length);
+      queueChunk(this.#state, multi, dispatchIds.slice(first, last), followUps.slice(first, last));
+    }
+    return { loads: 1, registers };
+  }
 }
 
 /** Queues one REGISTER call of `followUps`. */

@@ -5,13 +5,14 @@ import { OpenIndex } from './open-index.js';
 import { OperatorViews } from './operator-views.js';
 import { PollState } from './poll-state.js';
 import { ProjectControls } from './project-controls.js';
+import { Register } from './register.js';
 import { SendPauses } from './send-pause.js';
 import { Sends } from './sends.js';
 import { RedisClock, type StoreOptions, type StoreState } from './store-state.js';
 import { Tracking } from './tracking.js';
 
 export type { JobPresence, QueueKey } from './poll-state.js';
-export type { Registration } from './sends.js';
+export type { Registration } from './register.js';
 export { AUTH_PROBE_BACKOFF, parseSendPause, type SendPause } from './send-pause.js';
 export type { DispatchRef, MarkResult, StoreOptions, Verdict } from './store-state.js';
 export type { Finished, Orphan, OrphanResult } from './tracking.js';
@@ -27,13 +28,15 @@ export type { EventView, OperatorViews, TrackedView } from './operator-views.js'
  * `store.sends.acquire(...)`, `store.tracking.finish(...)`.
  */
 export class DispatchStore {
-  /** Records and lanes, and the steps of a send: register, acquire, mark sent, requeue. */
+  /** REGISTER of the producer's follow-ups, inside its MULTI. */
+  readonly register: Register;
+  /** Records and lanes, and the step before a send: acquire. */
   readonly sends: Sends;
-  /** The tracked set the poller reads, and the end of a dispatch with its one event. */
+  /** The tracked set: a send's answer (mark sent) or its requeue, and the end with its event. */
   readonly tracking: Tracking;
   /** The fleet-wide pause of every send after a rejected key. */
   readonly pause: SendPauses;
-  /** The poller's own state: the tick's lock, the repair cursor, status-read parks. */
+  /** The poller's own state: the tick's lock, its claims of due reads, the repair cursor, parks. */
   readonly poll: PollState;
   /** The index of dispatches not finished yet. */
   readonly open: OpenIndex;
@@ -50,8 +53,9 @@ export class DispatchStore {
       scripts: defineScripts(redis),
       clock: new RedisClock(),
     };
-    this.sends = new Sends(state);
+    this.register = new Register(state);
     this.tracking = new Tracking(state);
+    this.sends = new Sends(state, this.tracking);
     this.pause = new SendPauses(state);
     this.poll = new PollState(state);
     this.open = new OpenIndex(state);

@@ -1,11 +1,15 @@
-import { beforeWrite, notOnDisk } from '../redis/disk-wait.js';
+import type { AgentJob } from '../agent-api/index.js';
+import { afterWrite, beforeWrite, notOnDisk } from '../redis/disk-wait.js';
 import type { DispatchState, DispatchRecord } from './record.js';
 import { eventFields, orphanEventFields, type Ending } from './event.js';
-import { laneOf, type StoreState } from './store-state.js';
+import { laneOf, type DispatchRef, type MarkResult, type StoreState } from './store-state.js';
 
 /**
- * The store's tracked set (sent dispatches whose agent job the poller reads) and the end of a
- * dispatch with its one event. Reached as `DispatchStore.tracking`.
+ * The store's tracked set (sent dispatches whose agent job the poller reads): a send's answer
+ * starts its tracking (`markSent`, see markSent-2.lua), a refused send goes back to the queue
+ * (`requeue`, see requeue-4.lua), and the end of a dispatch publishes its one event (`finish`).
+ * `markSent` and `requeue` act for one attempt only (its token), so running one twice finds its
+ * own state. Reached as `DispatchStore.tracking`.
  */
 
 /**
@@ -16,14 +20,6 @@ export interface Finished {
   readonly finished: boolean;
   readonly nextDispatchId: string | undefined;
   readonly found?: DispatchState | undefined;
-}
-
-/** Dispatches claimed for a read, by Redis's clock, and when the next tracked one falls due. */
-export interface DueReads {
-  readonly nowMs: number;
-  readonly ids: string[];
-  /** When the earliest dispatch still tracked falls due; `undefined`: none is tracked. */
-  readonly nextDueMs: number | undefined;
 }
 
 /** The job an orphan event is for; with `jobKey`, only while that BullMQ job hash exists. */
@@ -42,6 +38,66 @@ export class Tracking {
 
   constructor(state: StoreState) {
     this.#state = state;
+  }
+
+  /** Records attempt `attemptToken`'s send as `sent`/`unsettled`, tracked, on disk. Idempotent. */
+  async markSent(
+    ref: DispatchRef,
+    newState: 'sent' | 'unsettled',
+    job: AgentJob | undefined,
+    firstDelayMs: number,
+    attemptToken: string,
+  ): Promise<MarkResult> {
+    const state = this.#state;
+    const connection = await beforeWrite(state.options.durability, state.redis, state.keys.tracked);
+    const reply = await state.scripts.run(
+      'markSent',
+      [state.keys.dispatch(ref.dispatchId), state.keys.tracked],
+      [
+        ref.dispatchId,
+        newState,
+        job ? JSON.stringify(job) : '',
+        job?.status ?? '',
+        job?.status === 'active' ? '1' : '0',
+        Math.max(1, Math.round(firstDelayMs)),
+        attemptToken,
+        state.clock.inMs(firstDelayMs) ?? 0,
+      ],
+    );
+    const result = reply === 1 ? 'marked' : reply === 0 ? 'moved-on' : 'stale';
+    // The answer must be on disk before the BullMQ job completes: a crash that took it back while
+    // the job's completion (resent by ioredis after the reconnect) survived would leave the
+    // dispatch `sending` with no job left to settle it. Run again, MARK_SENT finds its own state.
+    if (result === 'marked') await afterWrite(state.options.durability, connection);
+    return result;
+  }
+
+  /**
+   * Returns a dispatch to `queued`, for attempt `attemptToken` only (`refund`: the request never
+   * left; `parkMs`: park the project), on disk. Resolves to the park deadline (0: none), or why
+   * not. Idempotent.
+   */
+  async requeue(
+    ref: DispatchRef,
+    attempt: number,
+    attemptToken: string,
+    refund: boolean,
+    parkMs = 0,
+  ): Promise<number | Exclude<MarkResult, 'marked'>> {
+    const state = this.#state;
+    const { dispatch, budget, park, tracked } = state.keys;
+    const connection = await beforeWrite(state.options.durability, state.redis, tracked);
+    const reply = (await state.scripts.run(
+      'requeue',
+      [dispatch(ref.dispatchId), budget(ref.projectId), park(ref.projectId), tracked],
+      [ref.dispatchId, attempt, refund ? '1' : '0', Math.max(0, Math.round(parkMs)), attemptToken],
+    )) as number;
+    if (reply === -1) return 'moved-on';
+    if (reply === -2) return 'stale';
+    // On disk before the job moves on: a crash that took it back would leave the dispatch
+    // `sending` under this token, and the job's next run would end it `ambiguous`, unsent.
+    await afterWrite(state.options.durability, connection);
+    return reply;
   }
 
   /** Ends a dispatch with its one event, if it is in `expected` state (omitted: any but `done`). */
@@ -140,19 +196,6 @@ export class Tracking {
       ],
     );
     return reply === 1;
-  }
-
-  /** Claims at most `limit` tracked dispatches due for a read, for `leaseMs` (see DueReads). */
-  async due(limit: number, leaseMs: number): Promise<DueReads> {
-    const state = this.#state;
-    const reply = await state.scripts.run(
-      'due',
-      [state.keys.tracked],
-      [limit, Math.round(leaseMs)],
-    );
-    const [now, nextAt, ...ids] = reply as [number, number, ...string[]];
-    state.clock.saw(now);
-    return { nowMs: now, ids, nextDueMs: nextAt < 0 ? undefined : nextAt };
   }
 
   /** Stops tracking a dispatch (its record expired, or was never ours). */

@@ -129,7 +129,7 @@ async function act(
 async function resend(ctx: TickContext, record: DispatchRecord, log: Logger): Promise<boolean> {
   if (
     record.state === 'unsettled' &&
-    typeof (await ctx.store.sends.requeue(
+    typeof (await ctx.store.tracking.requeue(
       record,
       record.attempts,
       record.attemptToken ?? '',

@@ -161,10 +161,7 @@ class DueFeed implements ReadFeed {
         await ctx.store.poll.renewLock(bounds.token, bounds.lockMs);
         this.#claimed = false;
       }
-      const { nowMs, ids, nextDueMs } = await ctx.store.tracking.due(
-        BATCH_SIZE,
-        leaseMsOf(ctx.config),
-      );
+      const { nowMs, ids, nextDueMs } = await ctx.store.poll.due(BATCH_SIZE, leaseMsOf(ctx.config));
       if (ids.length > 0) {
         this.#batches.push(await prepareBatch(ctx, ids, nowMs, this.#pause));
         this.#claimed = true;

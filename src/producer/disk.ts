@@ -1,20 +1,20 @@
 import type { Redis } from 'ioredis';
-import { afterWrite, NotDurableError, type DiskWait, type WriteMark } from '../redis/disk-wait.js';
+import { NotDurableError, type DiskWait } from '../redis/disk-wait.js';
 import {
   assessDurability,
   probeServer,
   type DurabilityAssessment,
   type DurabilitySetting,
 } from '../redis/durability.js';
-import { asRedisFailure, RedisUnavailableError } from './errors.js';
+import { asRedisFailure } from './errors.js';
 
 /** `REDIS_DURABILITY`'s default. */
 const FSYNC: DurabilitySetting = { mode: 'fsync', replicas: 0, strict: false };
 
 /**
  * What the producer asks of the disk before it answers: the store's {@link DiskWait} (mark the
- * transaction's connection with `beforeWrite`, then {@link DiskGuard.onDisk}), with the server
- * assessed first and the failures told as the producer's errors.
+ * transaction's connection with `beforeWrite`, then `afterWrite`, see `enqueueIn`), with the
+ * server assessed first.
  */
 export interface DiskGuard extends DiskWait {
   /**
@@ -23,11 +23,6 @@ export interface DiskGuard extends DiskWait {
    * the server cannot keep it.
    */
   assess(client: Redis): Promise<DurabilityAssessment>;
-  /**
-   * Waits until the write marked `mark` is on disk (`afterWrite`). A timeout is a retryable
-   * failure: the follow-ups may or may not be kept, so retry with the same key.
-   */
-  onDisk(mark: WriteMark | undefined): Promise<void>;
 }
 
 /** The producer's {@link DiskGuard} for `REDIS_DURABILITY` `setting` (default `fsync`). */
@@ -53,15 +48,6 @@ export function diskGuard(
       if (setting.mode === 'fsync' && setting.strict && assessment.warning)
         throw new NotDurableError(`REDIS_DURABILITY is strict, and ${assessment.warning}`);
       return assessment;
-    },
-    async onDisk(mark) {
-      try {
-        await afterWrite(guard, mark);
-      } catch (err) {
-        throw err instanceof NotDurableError
-          ? new RedisUnavailableError(`${err.message}; retry with the same key`, err)
-          : asRedisFailure(err, redis);
-      }
     },
   };
   return guard;

@@ -2,20 +2,18 @@ import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { FollowUp } from '../dispatch/followup.js';
 import { DispatchStore } from '../dispatch/store.js';
-import { beforeWrite } from '../redis/disk-wait.js';
 import { keysFor, QUEUE_NAMES, queueOptions, shardOf, type Shard } from '../redis/keys.js';
 import { newDispatchId, type DispatchJobData } from '../runtime/jobs.js';
-import type { DiskGuard } from './disk.js';
 import { asRedisFailure, IdempotencyConflictError } from './errors.js';
 import type { KeyConflict, SendResult } from './errors.js';
-import { addMissingJobs, buildTransaction, execute, resultsOf } from './transaction.js';
+import { enqueueIn, type EnqueueContext } from './transaction.js';
 
 /**
  * The producer's shards and how a batch is enqueued across them: per shard its BullMQ dispatch
  * queue and its store, on the producer's one connection (a cluster sends each shard's MULTI to the
  * master of the shard's slot). A batch is split by the shard of each project, one transaction per
- * shard (`transaction.ts`), each followed by its wait for the disk; the answers are merged back in
- * input order.
+ * shard (`transaction.ts`, with its wait for the disk); the answers are merged back in input
+ * order.
  */
 
 /** One shard as the producer writes it. */
@@ -154,17 +152,10 @@ export function mergeShardResults(
   return results as SendResult[];
 }
 
-/** What enqueueing needs besides the batch: the producer's connection, its attempts, the disk. */
-export interface EnqueueContext {
-  /** The producer's connection, whose state tells a Redis failure's kind. */
-  readonly redis: Redis;
-  readonly attempts: number;
-  readonly disk: DiskGuard;
-}
-
 /**
  * Enqueues a batch on `client` (BullMQ's connection, ready): one transaction per shard, in
- * parallel, each waited on disk; answers in input order (see {@link mergeShardResults}).
+ * parallel, each waited on disk (`enqueueIn`); answers in input order (see
+ * {@link mergeShardResults}).
  */
 export async function enqueueByShard(
   ctx: EnqueueContext,
@@ -173,49 +164,22 @@ export async function enqueueByShard(
   followUps: readonly FollowUp[],
   traceparents: readonly (string | undefined)[],
 ): Promise<SendResult[]> {
-  await ctx.disk.assess(client);
   const taken = await keysTakenElsewhere(client, shards, followUps).catch((err: unknown) => {
     throw asRedisFailure(err, ctx.redis);
   });
   const batches = splitByShard(followUps, shards.length, new Set(taken.map((c) => c.index ?? -1)));
   const settled = await Promise.allSettled(
-    batches.map((b) =>
-      enqueueIn(
+    batches.map((b) => {
+      const { queue, store, shard } = shards[b.shard] as ProducerShard;
+      const target = { queue, store: store(client), nodeKey: keysFor(shard.prefix).open };
+      return enqueueIn(
         ctx,
         client,
-        shards[b.shard] as ProducerShard,
+        target,
         b.followUps,
         b.indexes.map((i) => traceparents[i]),
-      ),
-    ),
+      );
+    }),
   );
   return mergeShardResults(followUps.length, batches, settled, taken);
-}
-
-/** One shard's transaction: REGISTER and the job add of each follow-up, then the disk. */
-async function enqueueIn(
-  { redis, attempts, disk }: EnqueueContext,
-  client: Redis,
-  shard: ProducerShard,
-  followUps: readonly FollowUp[],
-  traceparents: readonly (string | undefined)[],
-): Promise<SendResult[]> {
-  const store = shard.store(client);
-  const transaction = await buildTransaction(
-    shard.queue,
-    client,
-    store,
-    followUps,
-    attempts,
-    traceparents,
-  );
-  const mark = await beforeWrite(disk, client, keysFor(shard.shard.prefix).open);
-  const first = await execute(transaction, redis);
-  const replies = await addMissingJobs(shard.queue, client, transaction, first, attempts).catch(
-    (err: unknown) => {
-      throw asRedisFailure(err, redis);
-    },
-  );
-  await disk.onDisk(mark);
-  return resultsOf(followUps, transaction, replies, redis);
 }

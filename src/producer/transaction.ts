@@ -8,6 +8,8 @@ import {
   type DispatchJobData,
 } from '../runtime/jobs.js';
 import type { DispatchStore, Registration } from '../dispatch/store.js';
+import { afterWrite, beforeWrite, NotDurableError } from '../redis/disk-wait.js';
+import type { DiskGuard } from './disk.js';
 import {
   asRedisFailure,
   IdempotencyConflictError,
@@ -17,9 +19,9 @@ import {
 } from './errors.js';
 
 /**
- * The producer's one transaction: one REGISTER of the whole batch, then BullMQ's job add per
- * follow-up, in one MULTI on BullMQ's connection, so a follow-up's record and its job both land or
- * neither does. A traced follow-up's `traceparent` rides in both, in the same commands: tracing
+ * The producer's one transaction per shard: one REGISTER of the whole batch, then BullMQ's job add
+ * per follow-up, in one MULTI on BullMQ's connection, so a follow-up's record and its job both land
+ * or neither does; then the wait for the disk (`REDIS_DURABILITY`) before the answers. A traced follow-up's `traceparent` rides in both, in the same commands: tracing
  * adds no round trip.
  *
  * Scripts: REGISTER (2.2 KB) is loaded at the start of every MULTI, so it can never be missing
@@ -54,8 +56,60 @@ export interface Transaction {
 /** Where the reply of the job add of the `i`th follow-up is. */
 const addReply = ({ loads, registers }: Transaction, i: number) => loads + registers + i;
 
+/** What enqueueing needs besides the batch: the producer's connection, its attempts, the disk. */
+export interface EnqueueContext {
+  /** The producer's connection, whose state tells a Redis failure's kind. */
+  readonly redis: Redis;
+  readonly attempts: number;
+  readonly disk: DiskGuard;
+}
+
+/** Where one shard's transaction goes: its queue, its store on `client`, and a key of it. */
+export interface ShardTarget {
+  readonly queue: Queue<DispatchJobData>;
+  readonly store: DispatchStore;
+  /** A key of the shard: in a cluster, it names the node whose disk is waited for. */
+  readonly nodeKey: string;
+}
+
+/**
+ * One shard's transaction, from the server's assessment (once per producer) to the answers: built,
+ * marked for the disk, run, its missing jobs added, then waited on disk. A timeout of that wait is
+ * a retryable failure: the follow-ups may or may not be kept, so retry with the same key.
+ */
+export async function enqueueIn(
+  { redis, attempts, disk }: EnqueueContext,
+  client: Redis,
+  { queue, store, nodeKey }: ShardTarget,
+  followUps: readonly FollowUp[],
+  traceparents: readonly (string | undefined)[],
+): Promise<SendResult[]> {
+  await disk.assess(client);
+  const transaction = await buildTransaction(
+    queue,
+    client,
+    store,
+    followUps,
+    attempts,
+    traceparents,
+  );
+  const mark = await beforeWrite(disk, client, nodeKey);
+  const first = await execute(transaction, redis);
+  const replies = await addMissingJobs(queue, client, transaction, first, attempts).catch(
+    (err: unknown) => {
+      throw asRedisFailure(err, redis);
+    },
+  );
+  await afterWrite(disk, mark).catch((err: unknown) => {
+    throw err instanceof NotDurableError
+      ? new RedisUnavailableError(`${err.message}; retry with the same key`, err)
+      : asRedisFailure(err, redis);
+  });
+  return resultsOf(followUps, transaction, replies, redis);
+}
+
 /** Builds the transaction. `store` must be a store on `client`. */
-export async function buildTransaction(
+async function buildTransaction(
   queue: Queue<DispatchJobData>,
   client: Redis,
   store: DispatchStore,
@@ -64,13 +118,12 @@ export async function buildTransaction(
   traceparents: readonly (string | undefined)[],
 ): Promise<Transaction> {
   const multi = client.multi();
-  const loads = store.sends.loadScriptsInto(multi);
   const ids = followUps.map((f) => newDispatchId(f.key));
   const registrations = followUps.map((followUp, i): Registration => ({
     ...followUp,
     traceparent: traceparents[i],
   }));
-  const registers = store.sends.registerAllInto(multi, ids, registrations);
+  const { loads, registers } = store.register.into(multi, ids, registrations);
   await Promise.all(
     registrations.map((registration, i) =>
       addJobInto(queue, multi, ids[i] as string, registration, attempts),
@@ -114,7 +167,7 @@ function isNoScript(err: Error | null | undefined): boolean {
  * MULTI's NOSCRIPT errors replaced by the second's answers; the replies as they were when no add
  * failed that way.
  */
-export async function addMissingJobs(
+async function addMissingJobs(
   queue: Queue<DispatchJobData>,
   client: Redis,
   transaction: Transaction,
@@ -145,10 +198,7 @@ export async function addMissingJobs(
 }
 
 /** Runs the transaction; a failure or a discarded transaction is a retryable Redis failure. */
-export async function execute(
-  { multi }: Transaction,
-  redis: Redis,
-): Promise<[Error | null, unknown][]> {
+async function execute({ multi }: Transaction, redis: Redis): Promise<[Error | null, unknown][]> {
   const replies = await multi.exec().catch((err: unknown) => {
     throw asRedisFailure(err, redis);
   });
@@ -169,7 +219,7 @@ function bullmqSources(client: Redis): string[] {
  * per follow-up, 1 new, 0 the same content under the same key (deduplicated), -1 different content
  * under that key (a conflict).
  */
-export function resultsOf(
+function resultsOf(
   followUps: readonly FollowUp[],
   transaction: Transaction,
   replies: readonly [Error | null, unknown][],

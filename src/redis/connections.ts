@@ -88,3 +88,19 @@ export function duplicate(redis: Redis, options: RedisOptions): Redis {
     ...(enableOfflineQueue === undefined ? {} : { enableOfflineQueue }),
   }) as unknown as Redis;
 }
+
+/** Network error codes of a connection that broke under a command. */
+const CONNECTION_CODES = new Set(['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT', 'ENOTCONN']);
+
+/**
+ * Whether `err` says the connection failed under a command, so the command may or may not have
+ * run: ioredis's `MaxRetriesPerRequestError`, a socket error code, or its "Connection is closed."
+ * (an Error with no code or class of its own, so its text is the only sign).
+ */
+export function isConnectionError(err: unknown): boolean {
+  if (!(err instanceof Error)) return false;
+  if (err.name === 'MaxRetriesPerRequestError') return true;
+  const code = (err as { code?: unknown }).code;
+  if (typeof code === 'string' && CONNECTION_CODES.has(code)) return true;
+  return err.message.startsWith('Connection is closed');
+}

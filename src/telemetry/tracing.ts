@@ -8,20 +8,14 @@ import {
   type Span,
   type Tracer,
 } from '@opentelemetry/api';
-import {
-  ATTR_ERROR_TYPE,
-  ATTR_HTTP_REQUEST_METHOD,
-  ATTR_HTTP_RESPONSE_STATUS_CODE,
-  ATTR_SERVER_ADDRESS,
-  ATTR_SERVER_PORT,
-  ATTR_URL_FULL,
-} from '@opentelemetry/semantic-conventions';
+import { ATTR_ERROR_TYPE } from '@opentelemetry/semantic-conventions';
 import { QUEUE_NAMES } from '../redis/keys.js';
 import { SPAN_ATTRIBUTES, SPAN_NAMES } from './names.js';
 import { contextOf, traceparentOf } from './trace-context.js';
 
 /**
- * The service's spans, all of them here; roles call these thin functions at the points of use.
+ * The service's spans, but the agent-API client's own (`agent-api/http-span.ts`, on the helpers
+ * exported here); roles call these thin functions at the points of use.
  * Only the OpenTelemetry API is used: without an SDK registered (no OTEL_TRACES_EXPORTER, see
  * `tracing-sdk.ts`) every span is a no-op and no trace context is made up. The library's caller
  * may register its own SDK: its active context is then the parent of `send dispatch`. How a
@@ -37,7 +31,7 @@ const TRACER_NAME = 'agent-dispatch';
  * worker's CPU. The stored `traceparent` still travels (records, events, the intake's header),
  * which needs no span.
  */
-function activeTracer(): Tracer | undefined {
+export function activeTracer(): Tracer | undefined {
   const provider = trace.getTracerProvider();
   return provider instanceof ProxyTracerProvider
     ? provider.getDelegateTracer(TRACER_NAME)
@@ -66,7 +60,7 @@ export function errorTypeOf(err: unknown): string {
 }
 
 /** Marks `span` failed with `error.type`; the message is left out (it may quote a response). */
-function fail(span: Span, errorType: string): void {
+export function fail(span: Span, errorType: string): void {
   span.setAttribute(ATTR_ERROR_TYPE, errorType);
   span.setStatus({ code: SpanStatusCode.ERROR });
 }
@@ -182,58 +176,6 @@ export async function inSettleSpan<T extends { readonly finished: boolean }>(
     // A FINISH that found the dispatch moved on (ended, or in another state than its caller read)
     // published nothing: its span says so, and the trace's one settlement is the other span.
     if (!result.finished) span.setAttribute(SPAN_ATTRIBUTES.outcome, 'unchanged');
-    return result;
-  });
-}
-
-/** What the agent-API client tells of one request, for its HTTP client span. */
-export interface HttpCall {
-  readonly method: 'GET' | 'POST';
-  /** The low-cardinality route, as `url.template`. */
-  readonly template: string;
-  readonly url: URL;
-}
-
-/** What came of one request: the response's status, or none and why (`error.type`). */
-export interface HttpOutcome {
-  readonly status: number | undefined;
-  readonly cause?: unknown;
-}
-
-/**
- * Runs one agent-API request in an HTTP client span (CLIENT, HTTP semconv), described by
- * `callOf` (called only when tracing). `fn` gets the `traceparent` header to send (none when not
- * tracing); `outcomeOf` says what came of it.
- */
-export async function inHttpSpan<T>(
-  callOf: () => HttpCall,
-  fn: (traceparent: string | undefined) => Promise<T>,
-  outcomeOf: (result: T) => HttpOutcome,
-): Promise<T> {
-  const tracer = activeTracer();
-  if (!tracer) return fn(undefined);
-  const call = callOf();
-  const port = call.url.port || (call.url.protocol === 'https:' ? '443' : '80');
-  const span = tracer.startSpan(`${call.method} ${call.template}`, {
-    kind: SpanKind.CLIENT,
-    attributes: {
-      [ATTR_HTTP_REQUEST_METHOD]: call.method,
-      [ATTR_URL_FULL]: call.url.href,
-      [SPAN_ATTRIBUTES.urlTemplate]: call.template,
-      [ATTR_SERVER_ADDRESS]: call.url.hostname,
-      [ATTR_SERVER_PORT]: Number(port),
-    },
-  });
-  const traceparent = span.isRecording()
-    ? traceparentOf(trace.setSpan(context.active(), span))
-    : undefined;
-  return spanning(span, async () => {
-    const result = await fn(traceparent);
-    const { status, cause } = outcomeOf(result);
-    if (status !== undefined) span.setAttribute(ATTR_HTTP_RESPONSE_STATUS_CODE, status);
-    // A status of 400 or more names the failure; otherwise the transport's failure does.
-    if (status !== undefined && status >= 400) fail(span, String(status));
-    else if (status === undefined || cause !== undefined) fail(span, errorTypeOf(cause));
     return result;
   });
 }

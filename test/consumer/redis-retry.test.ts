@@ -1,11 +1,9 @@
 import { createServer, type AddressInfo } from 'node:net';
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import {
-  isConnectionError,
-  retryFor,
-  retryOnConnectionError,
-} from '../../src/consumer/redis-retry.js';
+import { retryOnConnectionError } from '../../src/consumer/acquire.js';
+import { isConnectionError } from '../../src/redis/connections.js';
+import { retryFor } from '../../src/runtime/deadline.js';
 
 /** A real ioredis error from a connection that cannot be made (a port nobody listens on). */
 async function connectionFailure(): Promise<unknown> {

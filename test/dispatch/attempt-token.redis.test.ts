@@ -48,29 +48,29 @@ describe('attempt tokens (ACQUIRE, MARK_SENT, REQUEUE)', () => {
 
   it('records an outcome only for the current token', async () => {
     await acquire('A');
-    expect(await fixture().store.sends.markSent(ref, 'sent', JOB, 1_000, 'B')).toBe('stale');
+    expect(await fixture().store.tracking.markSent(ref, 'sent', JOB, 1_000, 'B')).toBe('stale');
     expect(await field('state')).toBe('sending');
-    expect(await fixture().store.sends.requeue(ref, 1, 'B', true)).toBe('stale');
+    expect(await fixture().store.tracking.requeue(ref, 1, 'B', true)).toBe('stale');
     expect(await field('state')).toBe('sending');
     expect(await budgetEntries()).toBe(1);
 
-    expect(await fixture().store.sends.markSent(ref, 'sent', JOB, 1_000, 'A')).toBe('marked');
+    expect(await fixture().store.tracking.markSent(ref, 'sent', JOB, 1_000, 'A')).toBe('marked');
     expect(await field('state')).toBe('sent');
     // A MARK_SENT run twice (its reply lost, resent) is answered as done, and changes nothing.
-    expect(await fixture().store.sends.markSent(ref, 'sent', JOB, 1_000, 'A')).toBe('marked');
-    expect(await fixture().store.sends.requeue(ref, 1, 'A', true)).toBe('moved-on');
+    expect(await fixture().store.tracking.markSent(ref, 'sent', JOB, 1_000, 'A')).toBe('marked');
+    expect(await fixture().store.tracking.requeue(ref, 1, 'A', true)).toBe('moved-on');
     expect(await field('state')).toBe('sent');
   });
 
   it('turns unsettled into sent when the current attempt brings a definite 200', async () => {
     await acquire('A');
     // A rerun (token B) found A's send in doubt and marked it unsettled on A's behalf.
-    expect(await fixture().store.sends.markSent(ref, 'unsettled', undefined, 1_000, 'A')).toBe(
+    expect(await fixture().store.tracking.markSent(ref, 'unsettled', undefined, 1_000, 'A')).toBe(
       'marked',
     );
-    expect(await fixture().store.sends.markSent(ref, 'sent', JOB, 1_000, 'B')).toBe('stale');
+    expect(await fixture().store.tracking.markSent(ref, 'sent', JOB, 1_000, 'B')).toBe('stale');
     expect(await field('state')).toBe('unsettled');
-    expect(await fixture().store.sends.markSent(ref, 'sent', JOB, 1_000, 'A')).toBe('marked');
+    expect(await fixture().store.tracking.markSent(ref, 'sent', JOB, 1_000, 'A')).toBe('marked');
     expect(await field('state')).toBe('sent');
     expect(await field('lastStatus')).toBe('active');
     expect(await field('seenActive')).toBe('1');
@@ -78,13 +78,13 @@ describe('attempt tokens (ACQUIRE, MARK_SENT, REQUEUE)', () => {
 
   it('requeues for the current token only, and a new attempt takes a new token', async () => {
     await acquire('A');
-    expect(await fixture().store.sends.requeue(ref, 1, 'A', true)).toBe(0);
+    expect(await fixture().store.tracking.requeue(ref, 1, 'A', true)).toBe(0);
     expect(await field('state')).toBe('queued');
     expect(await budgetEntries()).toBe(0);
     // A's late answer finds its attempt over.
-    expect(await fixture().store.sends.markSent(ref, 'sent', JOB, 1_000, 'A')).toBe('moved-on');
+    expect(await fixture().store.tracking.markSent(ref, 'sent', JOB, 1_000, 'A')).toBe('moved-on');
     expect(await acquire('C')).toEqual({ kind: 'go', attempt: 2, prompt: 'hello', probe: false });
-    expect(await fixture().store.sends.markSent(ref, 'sent', JOB, 1_000, 'A')).toBe('stale');
+    expect(await fixture().store.tracking.markSent(ref, 'sent', JOB, 1_000, 'A')).toBe('stale');
     expect(await field('state')).toBe('sending');
   });
 });

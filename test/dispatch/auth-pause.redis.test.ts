@@ -65,7 +65,7 @@ describe('the fleet-wide pause after a rejected key (ACQUIRE, REQUEUE, AUTH_PAUS
       // The probe was rejected again: back to queued, its budget unit given back.
       const probe = refs[verdicts.findIndex((v) => v.kind === 'go')] as DispatchRef;
       const attempt = goes[0]?.kind === 'go' ? goes[0].attempt : 0;
-      expect(await fixture().store.sends.requeue(probe, attempt, tokenOf(probe), true)).toBe(0);
+      expect(await fixture().store.tracking.requeue(probe, attempt, tokenOf(probe), true)).toBe(0);
       expect(await fixture().ns.redis.zcard(keysFor(fixture().ns.prefix).budget('p'))).toBe(0);
       expect((await fixture().store.pause.start(401)).started).toBe(false);
     }

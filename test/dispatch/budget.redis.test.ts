@@ -80,7 +80,7 @@ describe('the per-project budget (ACQUIRE)', () => {
     const [cool] = await heads(1, 'cool');
     const go = await fixture().store.sends.acquire(hot as DispatchRef, RATE, 20, 60_000, 'A');
     expect(go.kind).toBe('go');
-    const until = await fixture().store.sends.requeue(hot as DispatchRef, 1, 'A', false, 5_000);
+    const until = await fixture().store.tracking.requeue(hot as DispatchRef, 1, 'A', false, 5_000);
     expect(until).toBeGreaterThan(Date.now() + 4_000);
     expect(await fixture().store.sends.acquire(hot as DispatchRef, RATE, 20, 60_000, 'B')).toEqual({
       kind: 'parked',

@@ -13,7 +13,7 @@ describe('the tracked set: claims of due reads (DUE) and their reschedules', () 
     await ns.redis.zadd(tracked, ...dueIds.flatMap((id, i) => [i + 1, id]));
     await ns.redis.zadd(tracked, Date.now() + 3_600_000, 'later');
 
-    const { nowMs, ids, nextDueMs } = await store.tracking.due(1_200, 60_000);
+    const { nowMs, ids, nextDueMs } = await store.poll.due(1_200, 60_000);
 
     expect(ids).toEqual(dueIds.slice(0, 1_200));
     const scores = await ns.redis.zrange(tracked, 0, -1, 'WITHSCORES');
@@ -95,13 +95,13 @@ describe('the tracked set: claims of due reads (DUE) and their reschedules', () 
       expect(
         (await store.sends.acquire(ref, { max: 5, windowMs: 1_000 }, 20, 60_000, 'A')).kind,
       ).toBe('go');
-      expect(await store.sends.markSent(ref, 'sent', undefined, 30_000, 'A')).toBe('marked');
+      expect(await store.tracking.markSent(ref, 'sent', undefined, 30_000, 'A')).toBe('marked');
       let expected = (await redisMs()) + 30_000;
       expect(Math.abs(Number(await ns.redis.zscore(tracked, dispatchId)) - expected)).toBeLessThan(
         500,
       );
 
-      await store.tracking.due(10, 1_000); // nothing due: DUE's `now` keeps the clock
+      await store.poll.due(10, 1_000); // nothing due: DUE's `now` keeps the clock
       expect(await store.tracking.reschedule(dispatchId, 45_000, {})).toBe(true);
       expected = (await redisMs()) + 45_000;
       expect(Math.abs(Number(await ns.redis.zscore(tracked, dispatchId)) - expected)).toBeLessThan(
@@ -123,7 +123,9 @@ describe('the tracked set: claims of due reads (DUE) and their reschedules', () 
         retentionMs: 60_000,
       });
       vi.spyOn(Date, 'now').mockImplementation(() => 0);
-      expect(await other.sends.markSent(ref, 'unsettled', undefined, 30_000, 'A')).toBe('marked');
+      expect(await other.tracking.markSent(ref, 'unsettled', undefined, 30_000, 'A')).toBe(
+        'marked',
+      );
       const expected = (await redisMs()) + 30_000;
       expect(Math.abs(Number(await ns.redis.zscore(tracked, dispatchId)) - expected)).toBeLessThan(
         500,

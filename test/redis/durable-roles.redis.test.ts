@@ -68,7 +68,7 @@ describe('the store waits for the disk where a crash must not undo a write (Valk
     const [first] = await twoInOneLane('marked');
     expect(await store.sends.acquire(first, RATE, 20, 60_000, 'A')).toMatchObject({ kind: 'go' });
     const before = await waitaofCalls(served().redis);
-    expect(await store.sends.markSent(first, 'sent', undefined, 1_000, 'A')).toBe('marked');
+    expect(await store.tracking.markSent(first, 'sent', undefined, 1_000, 'A')).toBe('marked');
     expect((await waitaofCalls(served().redis)) - before).toBe(1);
 
     const short = storeWith('marked-short', WAIT_LOCAL);
@@ -76,13 +76,13 @@ describe('the store waits for the disk where a crash must not undo a write (Valk
     expect(await short.sends.acquire(other, RATE, 20, 60_000, 'B')).toMatchObject({ kind: 'go' });
     const shortOfReplicas = storeWith('marked-short', WAIT_REPLICA);
     await expect(
-      shortOfReplicas.sends.markSent(other, 'sent', undefined, 1_000, 'B'),
+      shortOfReplicas.tracking.markSent(other, 'sent', undefined, 1_000, 'B'),
     ).rejects.toThrow(NotDurableError);
     // The answer is written; retried (as the worker does), MARK_SENT finds its own state.
     expect(
       await served().redis.hget(keysFor('marked-short').dispatch(other.dispatchId), 'state'),
     ).toBe('sent');
-    expect(await short.sends.markSent(other, 'sent', undefined, 1_000, 'B')).toBe('marked');
+    expect(await short.tracking.markSent(other, 'sent', undefined, 1_000, 'B')).toBe('marked');
   });
 
   it('an orphan event only for a job Redis still holds, and never while the record exists', async () => {

@@ -1,0 +1,76 @@
+import { context, SpanKind, trace } from '@opentelemetry/api';
+import {
+  ATTR_HTTP_REQUEST_METHOD,
+  ATTR_HTTP_RESPONSE_STATUS_CODE,
+  ATTR_SERVER_ADDRESS,
+  ATTR_SERVER_PORT,
+  ATTR_URL_FULL,
+} from '@opentelemetry/semantic-conventions';
+import { SPAN_ATTRIBUTES } from '../telemetry/names.js';
+import { traceparentOf } from '../telemetry/trace-context.js';
+import { activeTracer, errorTypeOf, fail } from '../telemetry/tracing.js';
+
+/**
+ * The agent-API client's own span: one HTTP client span (CLIENT, HTTP semconv) per request, the
+ * child of the span it runs in (the worker's `process dispatch`, the poller's read), whose
+ * `traceparent` the request carries. The rest of the service's spans are `telemetry/tracing.ts`.
+ */
+
+/** What the agent-API client tells of one request, for its HTTP client span. */
+export interface HttpCall {
+  readonly method: 'GET' | 'POST';
+  /** The low-cardinality route, as `url.template`. */
+  readonly template: string;
+  readonly url: URL;
+}
+
+/** What came of one request: the response's status, or none and why (`error.type`). */
+export interface HttpOutcome {
+  readonly status: number | undefined;
+  readonly cause?: unknown;
+}
+
+/**
+ * Runs one agent-API request in its HTTP client span, described by `callOf` (called only when
+ * tracing). `fn` gets the `traceparent` header to send (none when not tracing); `outcomeOf` says
+ * what came of it. A status of 400 or more names the failure; otherwise the transport's failure,
+ * or the error `fn` threw, does.
+ */
+export async function inHttpSpan<T>(
+  callOf: () => HttpCall,
+  fn: (traceparent: string | undefined) => Promise<T>,
+  outcomeOf: (result: T) => HttpOutcome,
+): Promise<T> {
+  const tracer = activeTracer();
+  if (!tracer) return fn(undefined);
+  const call = callOf();
+  const port = call.url.port || (call.url.protocol === 'https:' ? '443' : '80');
+  const span = tracer.startSpan(`${call.method} ${call.template}`, {
+    kind: SpanKind.CLIENT,
+    attributes: {
+      [ATTR_HTTP_REQUEST_METHOD]: call.method,
+      [ATTR_URL_FULL]: call.url.href,
+      [SPAN_ATTRIBUTES.urlTemplate]: call.template,
+      [ATTR_SERVER_ADDRESS]: call.url.hostname,
+      [ATTR_SERVER_PORT]: Number(port),
+    },
+  });
+  const traceparent = span.isRecording()
+    ? traceparentOf(trace.setSpan(context.active(), span))
+    : undefined;
+  return fn(traceparent)
+    .then(
+      (result) => {
+        const { status, cause } = outcomeOf(result);
+        if (status !== undefined) span.setAttribute(ATTR_HTTP_RESPONSE_STATUS_CODE, status);
+        if (status !== undefined && status >= 400) fail(span, String(status));
+        else if (status === undefined || cause !== undefined) fail(span, errorTypeOf(cause));
+        return result;
+      },
+      (err: unknown) => {
+        fail(span, errorTypeOf(err));
+        throw err;
+      },
+    )
+    .finally(() => span.end());
+}
