@@ -4,7 +4,7 @@ import { AgentApiError, badResponse, errorFromStatus, type Operation } from './e
 import { errorFromTransport, exchange, type ExchangeResult } from './exchange.js';
 import { agentJobSchema, type AgentJob } from './job.js';
 import { LIFECYCLE } from '../telemetry/names.js';
-import { inHttpSpan, type HttpCall } from './http-span.js';
+import { startHttpSpan } from './http-span.js';
 
 /** How to reach the agent API. Units are in the names. */
 export interface AgentApiClientOptions {
@@ -151,27 +151,28 @@ export class AgentApiClient {
     }
   }
 
-  /** One exchange in its HTTP client span; a traced request carries the span's `traceparent`. */
-  #exchange(
+  /**
+   * One exchange in its HTTP client span; a traced request carries the span's `traceparent`. The
+   * exchange never rejects (it answers what went wrong), so the span always ends.
+   */
+  async #exchange(
     op: Operation,
     request: Dispatcher.DispatchOptions,
     signal: AbortSignal | undefined,
   ): Promise<ExchangeResult> {
-    const call = (): HttpCall => ({
+    const span = startHttpSpan(() => ({
       method: op === 'send' ? 'POST' : 'GET',
       template: `${this.#basePath}${op === 'send' ? SEND_TEMPLATE : GET_TEMPLATE}`,
       url: new URL(request.path, this.#origin),
-    });
-    return inHttpSpan(
-      call,
-      (traceparent) =>
-        exchange(
-          this.#pool,
-          traceparent ? { ...request, headers: { ...request.headers, traceparent } } : request,
-          signal,
-        ),
-      (outcome) => (outcome.ok ? outcome : { status: outcome.status, cause: outcome.cause }),
+    }));
+    const traceparent = span?.traceparent;
+    const outcome = await exchange(
+      this.#pool,
+      traceparent ? { ...request, headers: { ...request.headers, traceparent } } : request,
+      signal,
     );
+    span?.end(outcome.ok ? outcome : { status: outcome.status, cause: outcome.cause });
+    return outcome;
   }
 
   #interpret(op: Operation, outcome: ExchangeResult): AgentJob {

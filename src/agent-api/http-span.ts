@@ -7,8 +7,8 @@ import {
   ATTR_URL_FULL,
 } from '@opentelemetry/semantic-conventions';
 import { SPAN_ATTRIBUTES } from '../telemetry/names.js';
-import { traceparentOf } from '../telemetry/trace-context.js';
-import { activeTracer, errorTypeOf, fail } from '../telemetry/tracing.js';
+import { activeTracer, traceparentOf } from '../telemetry/trace-context.js';
+import { errorTypeOf, fail } from '../telemetry/tracing.js';
 
 /**
  * The agent-API client's own span: one HTTP client span (CLIENT, HTTP semconv) per request, the
@@ -30,19 +30,21 @@ export interface HttpOutcome {
   readonly cause?: unknown;
 }
 
+/** An open HTTP client span: the `traceparent` its request carries, and its end. */
+export interface HttpSpan {
+  readonly traceparent: string | undefined;
+  /** Ends the span with what came of the request. */
+  end(outcome: HttpOutcome): void;
+}
+
 /**
- * Runs one agent-API request in its HTTP client span, described by `callOf` (called only when
- * tracing). `fn` gets the `traceparent` header to send (none when not tracing); `outcomeOf` says
- * what came of it. A status of 400 or more names the failure; otherwise the transport's failure,
- * or the error `fn` threw, does.
+ * Opens the HTTP client span of one agent-API request, described by `callOf` (called only when
+ * tracing); `undefined` when no tracer is registered. A status of 400 or more names the failure
+ * at its end; otherwise the transport's failure does.
  */
-export async function inHttpSpan<T>(
-  callOf: () => HttpCall,
-  fn: (traceparent: string | undefined) => Promise<T>,
-  outcomeOf: (result: T) => HttpOutcome,
-): Promise<T> {
+export function startHttpSpan(callOf: () => HttpCall): HttpSpan | undefined {
   const tracer = activeTracer();
-  if (!tracer) return fn(undefined);
+  if (!tracer) return undefined;
   const call = callOf();
   const port = call.url.port || (call.url.protocol === 'https:' ? '443' : '80');
   const span = tracer.startSpan(`${call.method} ${call.template}`, {
@@ -55,22 +57,15 @@ export async function inHttpSpan<T>(
       [ATTR_SERVER_PORT]: Number(port),
     },
   });
-  const traceparent = span.isRecording()
-    ? traceparentOf(trace.setSpan(context.active(), span))
-    : undefined;
-  return fn(traceparent)
-    .then(
-      (result) => {
-        const { status, cause } = outcomeOf(result);
-        if (status !== undefined) span.setAttribute(ATTR_HTTP_RESPONSE_STATUS_CODE, status);
-        if (status !== undefined && status >= 400) fail(span, String(status));
-        else if (status === undefined || cause !== undefined) fail(span, errorTypeOf(cause));
-        return result;
-      },
-      (err: unknown) => {
-        fail(span, errorTypeOf(err));
-        throw err;
-      },
-    )
-    .finally(() => span.end());
+  return {
+    traceparent: span.isRecording()
+      ? traceparentOf(trace.setSpan(context.active(), span))
+      : undefined,
+    end({ status, cause }) {
+      if (status !== undefined) span.setAttribute(ATTR_HTTP_RESPONSE_STATUS_CODE, status);
+      if (status !== undefined && status >= 400) fail(span, String(status));
+      else if (status === undefined || cause !== undefined) fail(span, errorTypeOf(cause));
+      span.end();
+    },
+  };
 }

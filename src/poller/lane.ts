@@ -6,8 +6,8 @@ import { withTraceparent } from '../telemetry/trace-context.js';
 import { pollOne, type TickContext } from './read.js';
 
 /**
- * The reads of a tick: due dispatches are claimed in batches, and `POLL_CONCURRENCY` lanes read
- * them one after another. The tick claims the next batch while the lanes finish the current one
+ * The reads of a tick: due dispatches are claimed in batches (`tick.ts`), and `POLL_CONCURRENCY`
+ * lanes read them one after another. The tick claims the next batch while the lanes finish the current one
  * ({@link ReadFeed}), so no lane idles until the slowest read of a batch is over, and a read
  * falling due meanwhile does not wait for it. A read's action
  * (a RESCHEDULE or a FINISH) runs on while its lane starts the next read.
@@ -50,55 +50,17 @@ export interface ReadCounts {
   finished: number;
 }
 
-/** One claimed batch of due dispatches, with what its reads share. */
-export class Batch {
-  #next = 0;
+/** One claimed batch of due dispatches, with what its reads share (see `prepareBatch`). */
+export interface Batch {
+  readonly ids: readonly string[];
+  readonly records: readonly (DispatchRecord | undefined)[];
+  /** Redis's time of the claim: what each read decides by. */
+  readonly nowMs: number;
+  readonly parkedUntil: ReadonlyMap<string, number>;
+  /** Whether sends are paused for the key (the tick's); a read can turn it on or off. */
+  readonly pause: { on: boolean };
   /** While the key is rejected: no read is the batch's probe yet (reads only as the probe). */
   probing: boolean;
-
-  constructor(
-    readonly ids: readonly string[],
-    readonly records: readonly (DispatchRecord | undefined)[],
-    /** Redis's time of the claim: what each read decides by. */
-    readonly nowMs: number,
-    readonly parkedUntil: ReadonlyMap<string, number>,
-    /** Whether sends are paused for the key (the tick's, see `prepareBatch`); a read can turn it on or off. */
-    readonly pause: { on: boolean },
-    probing: boolean,
-  ) {
-    this.probing = probing;
-  }
-
-  /** The index of the next dispatch no lane has started, or `undefined` when all are started. */
-  takeIndex(): number | undefined {
-    return this.#next < this.ids.length ? this.#next++ : undefined;
-  }
-}
-
-/**
- * Reads the records of claimed dispatches and what the batch's reads share. `pause` is the tick's,
- * shared by its batches: a batch is claimed while the lanes still read the one before, so a read
- * of that one may end the pause (or start it) after this claim asked; every batch then sees it.
- */
-export async function prepareBatch(
-  ctx: TickContext,
-  ids: readonly string[],
-  nowMs: number,
-  pause: { on: boolean },
-): Promise<Batch> {
-  const records = await ctx.store.sends.getMany(ids);
-  const parkedUntil = await ctx.store.poll.pollParks([
-    ...new Set(records.flatMap((r) => (r ? [r.projectId] : []))),
-  ]);
-  // While the key is rejected, read only as the fleet's probe (with the key file's current key);
-  // a read answered with anything but a rejection ends the pause.
-  const claim = await ctx.store.pause.claimProbe();
-  if (claim === 'probe') ctx.refreshKey();
-  // A `none` never turns the tick's pause off: a read of this tick may have started the pause
-  // after the claim asked. Only an answered read ends it (see `pollOne`).
-  if (claim !== 'none') pause.on = true;
-  // Before the probe time, no read at all: the fleet's one probe per backoff holds for reads too.
-  return new Batch(ids, records, nowMs, parkedUntil, pause, claim === 'wait');
 }
 
 /**

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Config } from '../config/index.js';
 import { sleep } from '../runtime/deadline.js';
 import { LIFECYCLE } from '../telemetry/names.js';
-import { prepareBatch, readLane, type Batch, type ReadCounts, type ReadFeed } from './lane.js';
+import { readLane, type Batch, type ReadCounts, type ReadFeed } from './lane.js';
 import type { TickContext } from './read.js';
 import { sweepLostJobs } from './repair.js';
 
@@ -93,14 +93,15 @@ interface TickBounds {
 }
 
 /**
- * The tick's claims: the lanes' next read, from the batches claimed, oldest first. The next claim
+ * The tick's claims: the lanes' next read, from the batches claimed (`prepareBatch`), oldest first. The next claim
  * starts as soon as the lanes read the last batch claimed, so that it is ready when they run out
  * (a claim is five Redis round trips in a row); one claim at a time, awaited by every lane that
  * runs out meanwhile. Once the tick claims no more (its time is up, it is stopping, or a claim
  * failed), the lanes read what is claimed and end.
  */
 class DueFeed implements ReadFeed {
-  readonly #batches: Batch[] = [];
+  /** The batches claimed, each with the index of its next dispatch no lane has started. */
+  readonly #batches: { batch: Batch; next: number }[] = [];
   /** Whether sends are paused for the key, as this tick knows it (see `prepareBatch`). */
   readonly #pause = { on: false };
   #claiming: Promise<void> | undefined;
@@ -121,14 +122,13 @@ class DueFeed implements ReadFeed {
 
   async take(): Promise<{ batch: Batch; index: number } | undefined> {
     for (;;) {
-      for (let batch = this.#batches[0]; batch; batch = this.#batches[0]) {
-        const index = batch.takeIndex();
-        if (index === undefined) {
+      for (let claimed = this.#batches[0]; claimed; claimed = this.#batches[0]) {
+        if (claimed.next >= claimed.batch.ids.length) {
           this.#batches.shift();
           continue;
         }
         if (this.#batches.length === 1) void this.#claimNext();
-        return { batch, index };
+        return { batch: claimed.batch, index: claimed.next++ };
       }
       if (this.#failure) throw this.#failure.err;
       if (this.#over) return undefined;
@@ -163,7 +163,7 @@ class DueFeed implements ReadFeed {
       }
       const { nowMs, ids, nextDueMs } = await ctx.store.poll.due(BATCH_SIZE, leaseMsOf(ctx.config));
       if (ids.length > 0) {
-        this.#batches.push(await prepareBatch(ctx, ids, nowMs, this.#pause));
+        this.#batches.push({ batch: await prepareBatch(ctx, ids, nowMs, this.#pause), next: 0 });
         this.#claimed = true;
         return;
       }
@@ -181,4 +181,30 @@ class DueFeed implements ReadFeed {
   end(): void {
     this.#over = true;
   }
+}
+
+/**
+ * Reads the records of claimed dispatches and what the batch's reads share. `pause` is the tick's,
+ * shared by its batches: a batch is claimed while the lanes still read the one before, so a read
+ * of that one may end the pause (or start it) after this claim asked; every batch then sees it.
+ */
+async function prepareBatch(
+  ctx: TickContext,
+  ids: readonly string[],
+  nowMs: number,
+  pause: { on: boolean },
+): Promise<Batch> {
+  const records = await ctx.store.sends.getMany(ids);
+  const parkedUntil = await ctx.store.poll.pollParks([
+    ...new Set(records.flatMap((r) => (r ? [r.projectId] : []))),
+  ]);
+  // While the key is rejected, read only as the fleet's probe (with the key file's current key);
+  // a read answered with anything but a rejection ends the pause.
+  const claim = await ctx.store.pause.claimProbe();
+  if (claim === 'probe') ctx.refreshKey();
+  // A `none` never turns the tick's pause off: a read of this tick may have started the pause
+  // after the claim asked. Only an answered read ends it (see `pollOne`).
+  if (claim !== 'none') pause.on = true;
+  // Before the probe time, no read at all: the fleet's one probe per backoff holds for reads too.
+  return { ids, records, nowMs, parkedUntil, pause, probing: claim === 'wait' };
 }

@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { NotDurableError, type DiskWait } from '../redis/disk-wait.js';
+import { NotDurableError } from '../redis/disk-wait.js';
 import {
   assessDurability,
   probeServer,
@@ -12,11 +12,13 @@ import { asRedisFailure } from './errors.js';
 const FSYNC: DurabilitySetting = { mode: 'fsync', replicas: 0, strict: false };
 
 /**
- * What the producer asks of the disk before it answers: the store's {@link DiskWait} (mark the
- * transaction's connection with `beforeWrite`, then `afterWrite`, see `enqueueIn`), with the
- * server assessed first.
+ * What the producer asks of the disk before it answers: the server assessed once, then each
+ * transaction's connection marked with `beforeWrite` and waited for with `afterWrite`, at most
+ * `timeoutMs` (see `enqueueIn`).
  */
-export interface DiskGuard extends DiskWait {
+export interface DiskGuard {
+  /** WAITAOF's timeout, in milliseconds. */
+  readonly timeoutMs: number;
   /**
    * What this server keeps, read once per producer (INFO and CONFIG GET, one round trip each),
    * before its first write. Rejects with {@link NotDurableError} when the setting is strict and
@@ -32,10 +34,8 @@ export function diskGuard(
   redis: Redis,
 ): DiskGuard {
   let assessing: Promise<DurabilityAssessment> | undefined;
-  const guard: DiskGuard = {
+  return {
     timeoutMs,
-    assessment: () =>
-      assessing ?? Promise.reject(new Error('the producer has not assessed its server yet')),
     async assess(client) {
       assessing ??= probeServer(client).then(
         (facts) => assessDurability(setting, facts),
@@ -50,5 +50,4 @@ export function diskGuard(
       return assessment;
     },
   };
-  return guard;
 }

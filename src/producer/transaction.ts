@@ -8,7 +8,7 @@ import {
   type DispatchJobData,
 } from '../runtime/jobs.js';
 import type { DispatchStore, Registration } from '../dispatch/store.js';
-import { afterWrite, beforeWrite, NotDurableError } from '../redis/disk-wait.js';
+import { afterWrite, beforeWrite, NotDurableError, type DiskWait } from '../redis/disk-wait.js';
 import type { DiskGuard } from './disk.js';
 import {
   asRedisFailure,
@@ -84,7 +84,9 @@ export async function enqueueIn(
   followUps: readonly FollowUp[],
   traceparents: readonly (string | undefined)[],
 ): Promise<SendResult[]> {
-  await disk.assess(client);
+  // The server's assessment, once per producer; the waits below ask it of this call.
+  const assessed = await disk.assess(client);
+  const wait: DiskWait = { timeoutMs: disk.timeoutMs, assessment: async () => assessed };
   const transaction = await buildTransaction(
     queue,
     client,
@@ -93,14 +95,14 @@ export async function enqueueIn(
     attempts,
     traceparents,
   );
-  const mark = await beforeWrite(disk, client, nodeKey);
+  const mark = await beforeWrite(wait, client, nodeKey);
   const first = await execute(transaction, redis);
   const replies = await addMissingJobs(queue, client, transaction, first, attempts).catch(
     (err: unknown) => {
       throw asRedisFailure(err, redis);
     },
   );
-  await afterWrite(disk, mark).catch((err: unknown) => {
+  await afterWrite(wait, mark).catch((err: unknown) => {
     throw err instanceof NotDurableError
       ? new RedisUnavailableError(`${err.message}; retry with the same key`, err)
       : asRedisFailure(err, redis);

@@ -1,10 +1,12 @@
 import {
   context,
   isSpanContextValid,
+  ProxyTracerProvider,
   trace,
   TraceFlags,
   type Context,
   type SpanContext,
+  type Tracer,
 } from '@opentelemetry/api';
 
 /**
@@ -12,8 +14,26 @@ import {
  * record (and the BullMQ job's ids-only payload), so every attempt, status read and the event of
  * one follow-up join the producer's trace. It is written here, not by the global propagator:
  * the record's field is a W3C traceparent whatever `OTEL_PROPAGATORS` says. The spans that join
- * it are `tracing.ts`.
+ * it are `tracing.ts` and the agent-API client's `http-span.ts`, each asking first whether any
+ * tracer is registered at all ({@link activeTracer}).
  */
+
+/** The name of the service's tracer. */
+export const TRACER_NAME = 'agent-dispatch';
+
+/**
+ * The tracer of the registered tracer provider (our SDK, or the library caller's); `undefined`
+ * when none is registered. Then every span would be a no-op, so the worker's and poller's hot
+ * paths skip building them: their attributes, URL and context switch were a few per cent of a
+ * worker's CPU. The stored `traceparent` still travels (records, events, the intake's header),
+ * which needs no span.
+ */
+export function activeTracer(): Tracer | undefined {
+  const provider = trace.getTracerProvider();
+  return provider instanceof ProxyTracerProvider
+    ? provider.getDelegateTracer(TRACER_NAME)
+    : provider.getTracer(TRACER_NAME);
+}
 
 /** A W3C `traceparent` of version 00, as stored and accepted (lowercase hex). */
 export const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;

@@ -1,17 +1,15 @@
 import {
   context,
-  ProxyTracerProvider,
   SpanKind,
   SpanStatusCode,
   trace,
   type Attributes,
   type Span,
-  type Tracer,
 } from '@opentelemetry/api';
 import { ATTR_ERROR_TYPE } from '@opentelemetry/semantic-conventions';
 import { QUEUE_NAMES } from '../redis/keys.js';
 import { SPAN_ATTRIBUTES, SPAN_NAMES } from './names.js';
-import { contextOf, traceparentOf } from './trace-context.js';
+import { activeTracer, contextOf, traceparentOf, TRACER_NAME } from './trace-context.js';
 
 /**
  * The service's spans, but the agent-API client's own (`agent-api/http-span.ts`, on the helpers
@@ -21,22 +19,6 @@ import { contextOf, traceparentOf } from './trace-context.js';
  * may register its own SDK: its active context is then the parent of `send dispatch`. How a
  * follow-up's trace context travels between the roles is `trace-context.ts`.
  */
-
-const TRACER_NAME = 'agent-dispatch';
-
-/**
- * The tracer of the registered tracer provider (our SDK, or the library caller's); `undefined`
- * when none is registered. Then every span would be a no-op, so the worker's and poller's hot
- * paths skip building them: their attributes, URL and context switch were a few per cent of a
- * worker's CPU. The stored `traceparent` still travels (records, events, the intake's header),
- * which needs no span.
- */
-export function activeTracer(): Tracer | undefined {
-  const provider = trace.getTracerProvider();
-  return provider instanceof ProxyTracerProvider
-    ? provider.getDelegateTracer(TRACER_NAME)
-    : provider.getTracer(TRACER_NAME);
-}
 
 /** The messaging attributes of an operation on one follow-up (OpenTelemetry semconv). */
 function messaging(operation: 'send' | 'process' | 'settle', dispatchId: string): Attributes {
