@@ -151,10 +151,7 @@ export class AgentApiClient {
     }
   }
 
-  /**
-   * One exchange in its HTTP client span; a traced request carries the span's `traceparent`. The
-   * exchange never rejects (it answers what went wrong), so the span always ends.
-   */
+  /** One exchange in its HTTP client span; a traced request carries the span's `traceparent`. */
   async #exchange(
     op: Operation,
     request: Dispatcher.DispatchOptions,
@@ -170,7 +167,10 @@ export class AgentApiClient {
       this.#pool,
       traceparent ? { ...request, headers: { ...request.headers, traceparent } } : request,
       signal,
-    );
+    ).catch((err: unknown) => {
+      span?.end({ status: undefined, cause: err });
+      throw err;
+    });
     span?.end(outcome.ok ? outcome : { status: outcome.status, cause: outcome.cause });
     return outcome;
   }

@@ -3,8 +3,9 @@ import { redisNow, type StoreState } from './store-state.js';
 
 /**
  * The poller's own state in the store: the lock that keeps poll ticks from overlapping across
- * pollers, its claims of the tracked dispatches due for a read, where the repair sweep's pass stands, whether the BullMQ jobs of open dispatches still
- * exist, and the status-read parks of projects. Reached as `DispatchStore.poll`.
+ * pollers, its claims of the tracked dispatches due for a read, where the repair sweep's pass
+ * stands, whether the BullMQ jobs of open dispatches still exist, and the status-read parks of
+ * projects. Reached as `DispatchStore.poll`.
  */
 
 /** Where a dispatch's BullMQ job is: waiting/delayed/active, ended, or gone. */

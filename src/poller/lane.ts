@@ -7,10 +7,10 @@ import { pollOne, type TickContext } from './read.js';
 
 /**
  * The reads of a tick: due dispatches are claimed in batches (`tick.ts`), and `POLL_CONCURRENCY`
- * lanes read them one after another. The tick claims the next batch while the lanes finish the current one
- * ({@link ReadFeed}), so no lane idles until the slowest read of a batch is over, and a read
- * falling due meanwhile does not wait for it. A read's action
- * (a RESCHEDULE or a FINISH) runs on while its lane starts the next read.
+ * lanes read them one after another. The tick claims the next batch while the lanes finish the
+ * current one ({@link ReadFeed}), so no lane idles until the slowest read of a batch is over, and a
+ * read falling due meanwhile does not wait for it. A read's action (a RESCHEDULE or a FINISH) runs
+ * on while its lane starts the next read.
  */
 
 /**

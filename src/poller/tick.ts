@@ -93,11 +93,11 @@ interface TickBounds {
 }
 
 /**
- * The tick's claims: the lanes' next read, from the batches claimed (`prepareBatch`), oldest first. The next claim
- * starts as soon as the lanes read the last batch claimed, so that it is ready when they run out
- * (a claim is five Redis round trips in a row); one claim at a time, awaited by every lane that
- * runs out meanwhile. Once the tick claims no more (its time is up, it is stopping, or a claim
- * failed), the lanes read what is claimed and end.
+ * The tick's claims: the lanes' next read, from the batches claimed (`prepareBatch`), oldest first.
+ * The next claim starts as soon as the lanes read the last batch claimed, so that it is ready when
+ * they run out (a claim is five Redis round trips in a row); one claim at a time, awaited by every
+ * lane that runs out meanwhile. Once the tick claims no more (its time is up, it is stopping, or a
+ * claim failed), the lanes read what is claimed and end.
  */
 class DueFeed implements ReadFeed {
   /** The batches claimed, each with the index of its next dispatch no lane has started. */

@@ -164,6 +164,8 @@ export async function enqueueByShard(
   followUps: readonly FollowUp[],
   traceparents: readonly (string | undefined)[],
 ): Promise<SendResult[]> {
+  // Before any read or write: a strict setting the server cannot keep refuses the batch.
+  const assessed = await ctx.disk.assess(client);
   const taken = await keysTakenElsewhere(client, shards, followUps).catch((err: unknown) => {
     throw asRedisFailure(err, ctx.redis);
   });
@@ -172,13 +174,8 @@ export async function enqueueByShard(
     batches.map((b) => {
       const { queue, store, shard } = shards[b.shard] as ProducerShard;
       const target = { queue, store: store(client), nodeKey: keysFor(shard.prefix).open };
-      return enqueueIn(
-        ctx,
-        client,
-        target,
-        b.followUps,
-        b.indexes.map((i) => traceparents[i]),
-      );
+      const tps = b.indexes.map((i) => traceparents[i]);
+      return enqueueIn(ctx, client, assessed, target, b.followUps, tps);
     }),
   );
   return mergeShardResults(followUps.length, batches, settled, taken);

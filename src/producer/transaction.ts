@@ -9,6 +9,7 @@ import {
 } from '../runtime/jobs.js';
 import type { DispatchStore, Registration } from '../dispatch/store.js';
 import { afterWrite, beforeWrite, NotDurableError, type DiskWait } from '../redis/disk-wait.js';
+import type { DurabilityAssessment } from '../redis/durability.js';
 import type { DiskGuard } from './disk.js';
 import {
   asRedisFailure,
@@ -21,11 +22,11 @@ import {
 /**
  * The producer's one transaction per shard: one REGISTER of the whole batch, then BullMQ's job add
  * per follow-up, in one MULTI on BullMQ's connection, so a follow-up's record and its job both land
- * or neither does; then the wait for the disk (`REDIS_DURABILITY`) before the answers. A traced follow-up's `traceparent` rides in both, in the same commands: tracing
- * adds no round trip.
+ * or neither does; then the wait for the disk (`REDIS_DURABILITY`) before the answers. A traced
+ * follow-up's `traceparent` rides in both, in the same commands: tracing adds no round trip.
  *
- * Scripts: REGISTER (2.2 KB) is loaded at the start of every MULTI, so it can never be missing
- * when it runs. BullMQ's job add (about 20 KB) is sent as ioredis sends it: its source once per
+ * Scripts: REGISTER (2.2 KB) is loaded at the start of every MULTI, so it can never be missing when
+ * it runs. BullMQ's job add (about 20 KB) is sent as ioredis sends it: its source once per
  * connection, then by SHA. If the server forgot it (SCRIPT FLUSH, or a restart behind a kept
  * connection), the adds fail NOSCRIPT inside the committed MULTI while the REGISTER landed: a
  * record without its job, which {@link addMissingJobs} completes at once with a second MULTI that
@@ -73,19 +74,18 @@ export interface ShardTarget {
 }
 
 /**
- * One shard's transaction, from the server's assessment (once per producer) to the answers: built,
+ * One shard's transaction, on the server's assessment (`DiskGuard.assess`), to the answers: built,
  * marked for the disk, run, its missing jobs added, then waited on disk. A timeout of that wait is
  * a retryable failure: the follow-ups may or may not be kept, so retry with the same key.
  */
 export async function enqueueIn(
   { redis, attempts, disk }: EnqueueContext,
   client: Redis,
+  assessed: DurabilityAssessment,
   { queue, store, nodeKey }: ShardTarget,
   followUps: readonly FollowUp[],
   traceparents: readonly (string | undefined)[],
 ): Promise<SendResult[]> {
-  // The server's assessment, once per producer; the waits below ask it of this call.
-  const assessed = await disk.assess(client);
   const wait: DiskWait = { timeoutMs: disk.timeoutMs, assessment: async () => assessed };
   const transaction = await buildTransaction(
     queue,

@@ -1,7 +1,7 @@
 /**
  * Waiting with an end: the one timeout race, the one sleep, the one retry for a bounded time and
- * the one wait for a stop signal of every role, server and command. Nothing here imports the rest of the project, so any folder may
- * use it.
+ * the one wait for a stop signal of every role, server and command. Nothing here imports the rest
+ * of the project, so any folder may use it.
  */
 
 /**

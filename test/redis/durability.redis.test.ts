@@ -9,6 +9,7 @@ import {
   type ServerFacts,
 } from '../../src/redis/durability.js';
 import { createProducer, RedisUnavailableError } from '../../src/producer/index.js';
+import { shardOf } from '../../src/redis/keys.js';
 import { NotDurableError as ExportedNotDurable } from '../../src/index.js';
 import {
   startPrivateRedis,
@@ -201,6 +202,33 @@ describe('durability on real servers', () => {
       );
     } finally {
       await strict.close();
+    }
+  });
+
+  it('a strict setting refuses before anything else, even a key taken in another shard', async () => {
+    const redis = await server('redis-server');
+    const url = `redis://127.0.0.1:${redis.options.port}`;
+    const options = { redisUrl: url, prefix: 'strict-shards', shards: 2 };
+    const lax = createProducer(options);
+    const strict = createProducer({
+      ...options,
+      durability: { mode: 'fsync', replicas: 0, strict: true },
+    });
+    try {
+      // Two projects of different shards, found by the shard function itself.
+      const names = Array.from({ length: 16 }, (_, i) => `p${i}`);
+      const home = names.find((p) => shardOf(p, 2) === 0) ?? '';
+      const other = names.find((p) => shardOf(p, 2) === 1) ?? '';
+      expect([shardOf(home, 2), shardOf(other, 2)]).toEqual([0, 1]);
+      await lax.send({ projectId: home, jobId: 'j', prompt: 'x', key: 'k' });
+      // The key is held in the other shard: refused as a conflict, but only once the server
+      // could keep the send at all, which it cannot.
+      const error = await strict
+        .send({ projectId: other, jobId: 'j', prompt: 'x', key: 'k' })
+        .catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(ExportedNotDurable);
+    } finally {
+      await Promise.all([lax.close(), strict.close()]);
     }
   });
 });
