@@ -7,7 +7,7 @@ import { sendInFlightMs } from '../runtime/in-flight.js';
 import { type DispatchJobData, type DispatchJobRef } from '../runtime/jobs.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import { endUndeliverable, park, parkPaused, poison } from './endings.js';
-import { retryOutcomeWrite, sendFollowUp, type SendContext } from './send.js';
+import { outcomeRetry, sendFollowUp, type SendContext } from './send.js';
 
 /**
  * The worker's processor: one BullMQ job from ACQUIRE to its outcome. ACQUIRE decides, in one
@@ -145,18 +145,13 @@ export function createProcessor(ctx: SendContext) {
         // counts, and nothing changes if that attempt recorded its outcome meanwhile.
         // Retried like a send's own answer: once this job completes, nothing else marks it.
         ctx.logger.warn({ ...ref }, LIFECYCLE.followupAmbiguous);
-        await retryOutcomeWrite(
-          ctx,
-          ctx.logger,
-          () =>
-            ctx.store.tracking.markSent(
-              ref,
-              'unsettled',
-              undefined,
-              ctx.config.pollMinIntervalMs,
-              verdict.attemptToken,
-            ),
-          { ...ref },
+        await ctx.store.tracking.markSent(
+          ref,
+          'unsettled',
+          undefined,
+          ctx.config.pollMinIntervalMs,
+          verdict.attemptToken,
+          outcomeRetry(ctx, ctx.logger, { ...ref }),
         );
         ctx.metrics.sends.inc({ outcome: 'ambiguous' });
         return 'unsettled after a crash';

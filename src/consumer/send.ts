@@ -1,8 +1,7 @@
 import { DelayedError, type Job } from 'bullmq';
 import { isAgentApiError, type AgentJob } from '../agent-api/index.js';
-import type { DispatchRef, MarkResult } from '../dispatch/store.js';
+import type { DispatchRef, MarkResult, WriteRetry } from '../dispatch/store.js';
 import { pauseSends, resumeSends } from '../runtime/auth-pause.js';
-import { retryFor } from '../runtime/deadline.js';
 import type { RoleContext } from '../runtime/role.js';
 import type { Logger } from '../telemetry/logger.js';
 import { errorCode } from '../telemetry/metrics.js';
@@ -90,18 +89,13 @@ export async function recordOutcome(
 ): Promise<void> {
   let result: MarkResult;
   try {
-    result = await retryOutcomeWrite(
-      ctx,
-      log,
-      () =>
-        ctx.store.tracking.markSent(
-          ref,
-          state,
-          agentJob,
-          ctx.config.pollMinIntervalMs,
-          attempt.token,
-        ),
-      { state },
+    result = await ctx.store.tracking.markSent(
+      ref,
+      state,
+      agentJob,
+      ctx.config.pollMinIntervalMs,
+      attempt.token,
+      outcomeRetry(ctx, log, { state }),
     );
   } catch (err) {
     log.error(
@@ -196,8 +190,13 @@ function requeue(
   parkMs: number,
   log: Logger,
 ) {
-  return retryOutcomeWrite(ctx, log, () =>
-    ctx.store.tracking.requeue(ref, attempt.n, attempt.token, refund, parkMs),
+  return ctx.store.tracking.requeue(
+    ref,
+    attempt.n,
+    attempt.token,
+    refund,
+    parkMs,
+    outcomeRetry(ctx, log),
   );
 }
 
@@ -217,18 +216,17 @@ export function rateLimitParkMs(
 }
 
 /**
- * Runs a write that records what became of a send (MARK_SENT, REQUEUE) with {@link retryFor}, for
- * as long as a send's answer may still be recorded (`outcomeRetryMs`), logging each failure on
- * `log` as a Redis error, with `fields`. Both writes are safe to run twice: with the attempt's
- * token, a second run finds its own state.
+ * How a write that records what became of a send (MARK_SENT, REQUEUE) is retried: for as long as
+ * a send's answer may still be recorded (`outcomeRetryMs`), each failure logged on `log` as a
+ * Redis error, with `fields`.
  */
-export function retryOutcomeWrite<T>(
+export function outcomeRetry(
   ctx: Pick<SendContext, 'outcomeRetryMs'>,
   log: Logger,
-  command: () => Promise<T>,
   fields: Record<string, unknown> = {},
-): Promise<T> {
-  return retryFor(ctx.outcomeRetryMs, command, (err, retryInMs) =>
-    log.warn({ ...fields, err, retryInMs }, LIFECYCLE.redisError),
-  );
+): WriteRetry {
+  return {
+    budgetMs: ctx.outcomeRetryMs,
+    onError: (err, retryInMs) => log.warn({ ...fields, err, retryInMs }, LIFECYCLE.redisError),
+  };
 }

@@ -14,7 +14,7 @@ import { Tracking } from './tracking.js';
 export type { JobPresence, QueueKey } from './poll-state.js';
 export type { Registration } from './register.js';
 export { AUTH_PROBE_BACKOFF, parseSendPause, type SendPause } from './send-pause.js';
-export type { DispatchRef, MarkResult, StoreOptions, Verdict } from './store-state.js';
+export type { DispatchRef, MarkResult, StoreOptions, Verdict, WriteRetry } from './store-state.js';
 export type { Finished, Orphan, OrphanResult } from './tracking.js';
 export { OPEN_WALK_START, type OpenDispatch } from './open-index.js';
 export type { ProjectState } from './project-controls.js';

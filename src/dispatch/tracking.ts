@@ -2,7 +2,14 @@ import type { AgentJob } from '../agent-api/index.js';
 import { afterWrite, beforeWrite, notOnDisk } from '../redis/disk-wait.js';
 import type { DispatchState, DispatchRecord } from './record.js';
 import { eventFields, orphanEventFields, type Ending } from './event.js';
-import { laneOf, type DispatchRef, type MarkResult, type StoreState } from './store-state.js';
+import {
+  laneOf,
+  retryWrite,
+  type DispatchRef,
+  type MarkResult,
+  type StoreState,
+  type WriteRetry,
+} from './store-state.js';
 
 /**
  * The store's tracked set (sent dispatches whose agent job the poller reads): a send's answer
@@ -40,36 +47,46 @@ export class Tracking {
     this.#state = state;
   }
 
-  /** Records attempt `attemptToken`'s send as `sent`/`unsettled`, tracked, on disk. Idempotent. */
+  /**
+   * Records attempt `attemptToken`'s send as `sent`/`unsettled`, tracked, on disk. Idempotent, so
+   * retried by `retry` when given.
+   */
   async markSent(
     ref: DispatchRef,
     newState: 'sent' | 'unsettled',
     job: AgentJob | undefined,
     firstDelayMs: number,
     attemptToken: string,
+    retry?: WriteRetry,
   ): Promise<MarkResult> {
-    const state = this.#state;
-    const connection = await beforeWrite(state.options.durability, state.redis, state.keys.tracked);
-    const reply = await state.scripts.run(
-      'markSent',
-      [state.keys.dispatch(ref.dispatchId), state.keys.tracked],
-      [
-        ref.dispatchId,
-        newState,
-        job ? JSON.stringify(job) : '',
-        job?.status ?? '',
-        job?.status === 'active' ? '1' : '0',
-        Math.max(1, Math.round(firstDelayMs)),
-        attemptToken,
-        state.clock.inMs(firstDelayMs) ?? 0,
-      ],
-    );
-    const result = reply === 1 ? 'marked' : reply === 0 ? 'moved-on' : 'stale';
-    // The answer must be on disk before the BullMQ job completes: a crash that took it back while
-    // the job's completion (resent by ioredis after the reconnect) survived would leave the
-    // dispatch `sending` with no job left to settle it. Run again, MARK_SENT finds its own state.
-    if (result === 'marked') await afterWrite(state.options.durability, connection);
-    return result;
+    return retryWrite(retry, async () => {
+      const state = this.#state;
+      const connection = await beforeWrite(
+        state.options.durability,
+        state.redis,
+        state.keys.tracked,
+      );
+      const reply = await state.scripts.run(
+        'markSent',
+        [state.keys.dispatch(ref.dispatchId), state.keys.tracked],
+        [
+          ref.dispatchId,
+          newState,
+          job ? JSON.stringify(job) : '',
+          job?.status ?? '',
+          job?.status === 'active' ? '1' : '0',
+          Math.max(1, Math.round(firstDelayMs)),
+          attemptToken,
+          state.clock.inMs(firstDelayMs) ?? 0,
+        ],
+      );
+      const result = reply === 1 ? 'marked' : reply === 0 ? 'moved-on' : 'stale';
+      // The answer must be on disk before the BullMQ job completes: a crash that took it back while
+      // the job's completion (resent by ioredis after the reconnect) survived would leave the
+      // dispatch `sending` with no job left to settle it. Run again, MARK_SENT finds its own state.
+      if (result === 'marked') await afterWrite(state.options.durability, connection);
+      return result;
+    });
   }
 
   /**
@@ -83,21 +100,30 @@ export class Tracking {
     attemptToken: string,
     refund: boolean,
     parkMs = 0,
+    retry?: WriteRetry,
   ): Promise<number | Exclude<MarkResult, 'marked'>> {
-    const state = this.#state;
-    const { dispatch, budget, park, tracked } = state.keys;
-    const connection = await beforeWrite(state.options.durability, state.redis, tracked);
-    const reply = (await state.scripts.run(
-      'requeue',
-      [dispatch(ref.dispatchId), budget(ref.projectId), park(ref.projectId), tracked],
-      [ref.dispatchId, attempt, refund ? '1' : '0', Math.max(0, Math.round(parkMs)), attemptToken],
-    )) as number;
-    if (reply === -1) return 'moved-on';
-    if (reply === -2) return 'stale';
-    // On disk before the job moves on: a crash that took it back would leave the dispatch
-    // `sending` under this token, and the job's next run would end it `ambiguous`, unsent.
-    await afterWrite(state.options.durability, connection);
-    return reply;
+    return retryWrite(retry, async () => {
+      const state = this.#state;
+      const { dispatch, budget, park, tracked } = state.keys;
+      const connection = await beforeWrite(state.options.durability, state.redis, tracked);
+      const reply = (await state.scripts.run(
+        'requeue',
+        [dispatch(ref.dispatchId), budget(ref.projectId), park(ref.projectId), tracked],
+        [
+          ref.dispatchId,
+          attempt,
+          refund ? '1' : '0',
+          Math.max(0, Math.round(parkMs)),
+          attemptToken,
+        ],
+      )) as number;
+      if (reply === -1) return 'moved-on';
+      if (reply === -2) return 'stale';
+      // On disk before the job moves on: a crash that took it back would leave the dispatch
+      // `sending` under this token, and the job's next run would end it `ambiguous`, unsent.
+      await afterWrite(state.options.durability, connection);
+      return reply;
+    });
   }
 
   /** Ends a dispatch with its one event, if it is in `expected` state (omitted: any but `done`). */

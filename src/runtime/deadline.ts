@@ -1,7 +1,7 @@
 /**
- * Waiting with an end: the one timeout race, the one sleep, the one retry for a bounded time and
- * the one wait for a stop signal of every role, server and command. Nothing here imports the rest
- * of the project, so any folder may use it.
+ * Waiting with an end: the one timeout race, the one sleep and the one wait for a stop signal of
+ * every role, server and command. Nothing here imports the rest of the project, so any folder may
+ * use it.
  */
 
 /**
@@ -30,30 +30,6 @@ export async function within<T>(promise: Promise<T>, ms: number, onTimeout: () =
 /** Resolves after `ms`, without keeping the process alive for it. */
 export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms).unref());
-}
-
-/** The longest wait between two tries of recording a send's answer. */
-const MAX_BACKOFF_MS = 2_000;
-
-/**
- * Runs `command` until it succeeds or `budgetMs` has passed, after any error, backing off from
- * 100 ms to 2 s; `onError` hears of each failure. Rejects with the last error.
- */
-export async function retryFor<T>(
-  budgetMs: number,
-  command: () => Promise<T>,
-  onError: (err: unknown, retryInMs: number) => void,
-): Promise<T> {
-  const deadline = Date.now() + budgetMs;
-  for (let waitMs = 100; ; waitMs = Math.min(2 * waitMs, MAX_BACKOFF_MS)) {
-    try {
-      return await command();
-    } catch (err) {
-      if (Date.now() + waitMs > deadline) throw err;
-      onError(err, waitMs);
-      await sleep(waitMs);
-    }
-  }
 }
 
 /** Resolves when `signal` aborts (at once if it already has): the first SIGTERM/SIGINT. */

@@ -3,7 +3,7 @@ import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { retryOnConnectionError } from '../../src/consumer/acquire.js';
 import { isConnectionError } from '../../src/redis/connections.js';
-import { retryFor } from '../../src/runtime/deadline.js';
+import { retryWrite } from '../../src/dispatch/store-state.js';
 
 /** A real ioredis error from a connection that cannot be made (a port nobody listens on). */
 async function connectionFailure(): Promise<unknown> {
@@ -57,10 +57,9 @@ describe('retries of the worker’s own Redis commands', () => {
   it('retries recording an outcome for a bounded time, telling of each failure', async () => {
     const errors: number[] = [];
     let calls = 0;
-    const result = await retryFor(
-      5_000,
+    const result = await retryWrite(
+      { budgetMs: 5_000, onError: (_err, retryInMs) => errors.push(retryInMs) },
       () => (++calls < 3 ? Promise.reject(new Error('down')) : Promise.resolve('marked')),
-      (_err, retryInMs) => errors.push(retryInMs),
     );
     expect(result).toBe('marked');
     expect(errors).toEqual([100, 200]);
@@ -68,11 +67,7 @@ describe('retries of the worker’s own Redis commands', () => {
     const started = Date.now();
     const last = new Error('still down');
     await expect(
-      retryFor(
-        700,
-        () => Promise.reject(last),
-        () => {},
-      ),
+      retryWrite({ budgetMs: 700, onError: () => {} }, () => Promise.reject(last)),
     ).rejects.toBe(last);
     const tookMs = Date.now() - started;
     expect(tookMs).toBeGreaterThanOrEqual(300);
