@@ -1,5 +1,6 @@
 import { OPEN_WALK_START } from './open-index.js';
-import { redisNow, type StoreState } from './store-state.js';
+import type { DispatchRecord } from './record.js';
+import { readRecords, redisNow, type StoreState } from './store-state.js';
 
 /**
  * The poller's own state in the store: the lock that keeps poll ticks from overlapping across
@@ -17,6 +18,20 @@ export interface DueReads {
   readonly ids: string[];
   /** When the earliest dispatch still tracked falls due; `undefined`: none is tracked. */
   readonly nextDueMs: number | undefined;
+}
+
+/** A claimed batch: the due dispatches, their records (all but prompts), their projects' parks. */
+export interface Claim extends DueReads {
+  readonly records: readonly (DispatchRecord | undefined)[];
+  /** Until when each project's status reads are parked (0: not parked). */
+  readonly parkedUntil: ReadonlyMap<string, number>;
+}
+
+/** The tick's lock at a claim: taken by the tick's first claim, renewed by a later one. */
+export interface ClaimLock {
+  readonly token: string;
+  readonly lockMs: number;
+  readonly step: 'take' | 'renew';
 }
 
 /** BullMQ's key of the dispatch queue for a name (`Queue.toKey`). */
@@ -46,6 +61,20 @@ export class PollState {
   async releaseLock(token: string): Promise<boolean> {
     const state = this.#state;
     return (await state.scripts.run('releaseLock', [state.keys.pollLock], [token])) === 1;
+  }
+
+  /**
+   * One claim of a poll tick: first the tick's lock (`lock`: take it, and answer `undefined` when
+   * another tick holds it; or renew it), then at most `limit` due dispatches for `leaseMs` (DUE),
+   * with their records and their projects' read parks.
+   */
+  async claim(limit: number, leaseMs: number, lock?: ClaimLock): Promise<Claim | undefined> {
+    if (lock?.step === 'take' && !(await this.takeLock(lock.token, lock.lockMs))) return undefined;
+    if (lock?.step === 'renew') await this.renewLock(lock.token, lock.lockMs);
+    const due = await this.due(limit, leaseMs);
+    const records = await readRecords(this.#state, due.ids);
+    const projects = new Set(records.flatMap((r) => (r ? [r.projectId] : [])));
+    return { ...due, records, parkedUntil: await this.pollParks([...projects]) };
   }
 
   /** Claims at most `limit` tracked dispatches due for a read, for `leaseMs` (see DueReads). */

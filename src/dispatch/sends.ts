@@ -1,13 +1,14 @@
 import type { Rate } from '../config/index.js';
 import { beforeWrite, notOnDisk, NotDurableError } from '../redis/disk-wait.js';
 import type { Tracking } from './tracking.js';
+import { parseRecord, type DispatchRecord, type DispatchState } from './record.js';
 import {
-  FIELDS_BUT_PROMPT,
-  parseRecord,
-  type DispatchRecord,
-  type DispatchState,
-} from './record.js';
-import { laneOf, type DispatchRef, type StoreState, type Verdict } from './store-state.js';
+  laneOf,
+  readRecords,
+  type DispatchRef,
+  type StoreState,
+  type Verdict,
+} from './store-state.js';
 
 /**
  * The store's records and lanes, and the step before a send: acquire (lane, park, budget, pause,
@@ -44,21 +45,7 @@ export class Sends {
 
   /** Reads several records in one round trip, all but their prompts; missing: `undefined`. */
   async getMany(ids: readonly string[]): Promise<(DispatchRecord | undefined)[]> {
-    const state = this.#state;
-    if (ids.length === 0) return [];
-    const pipeline = state.redis.pipeline();
-    for (const id of ids) pipeline.hmget(state.keys.dispatch(id), ...FIELDS_BUT_PROMPT);
-    const replies = (await pipeline.exec()) ?? [];
-    return ids.map((id, i) => {
-      const [err, values] = replies[i] ?? [null, []];
-      if (err) throw err;
-      const hash: Record<string, string> = {};
-      for (const [f, field] of FIELDS_BUT_PROMPT.entries()) {
-        const value = (values as (string | null)[])[f];
-        if (value !== null && value !== undefined) hash[field] = value;
-      }
-      return parseRecord(id, hash, false);
-    });
+    return readRecords(this.#state, ids);
   }
 
   /**

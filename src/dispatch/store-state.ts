@@ -3,7 +3,12 @@ import { sleep } from '../runtime/deadline.js';
 import type { DiskWait } from '../redis/disk-wait.js';
 import type { Keys } from '../redis/keys.js';
 import type { Scripts } from './lua.js';
-import type { DispatchState } from './record.js';
+import {
+  FIELDS_BUT_PROMPT,
+  parseRecord,
+  type DispatchRecord,
+  type DispatchState,
+} from './record.js';
 
 /** Settings the store needs. */
 export interface StoreOptions {
@@ -132,4 +137,25 @@ export async function retryWrite<T>(
       await sleep(waitMs);
     }
   }
+}
+
+/** Reads several records in one round trip, all but their prompts; missing: `undefined`. */
+export async function readRecords(
+  state: StoreState,
+  ids: readonly string[],
+): Promise<(DispatchRecord | undefined)[]> {
+  if (ids.length === 0) return [];
+  const pipeline = state.redis.pipeline();
+  for (const id of ids) pipeline.hmget(state.keys.dispatch(id), ...FIELDS_BUT_PROMPT);
+  const replies = (await pipeline.exec()) ?? [];
+  return ids.map((id, i) => {
+    const [err, values] = replies[i] ?? [null, []];
+    if (err) throw err;
+    const hash: Record<string, string> = {};
+    for (const [f, field] of FIELDS_BUT_PROMPT.entries()) {
+      const value = (values as (string | null)[])[f];
+      if (value !== null && value !== undefined) hash[field] = value;
+    }
+    return parseRecord(id, hash, false);
+  });
 }

@@ -11,7 +11,7 @@ import { Sends } from './sends.js';
 import { RedisClock, type StoreOptions, type StoreState } from './store-state.js';
 import { Tracking } from './tracking.js';
 
-export type { JobPresence, QueueKey } from './poll-state.js';
+export type { Claim, ClaimLock, JobPresence, QueueKey } from './poll-state.js';
 export type { Registration } from './register.js';
 export { AUTH_PROBE_BACKOFF, parseSendPause, type SendPause } from './send-pause.js';
 export type { DispatchRef, MarkResult, StoreOptions, Verdict, WriteRetry } from './store-state.js';

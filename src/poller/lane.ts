@@ -8,7 +8,7 @@ import { pollOne, type TickContext } from './read.js';
 /**
  * The reads of a tick: due dispatches are claimed in batches (`tick.ts`), and `POLL_CONCURRENCY`
  * lanes read them one after another. The tick claims the next batch while the lanes finish the
- * current one ({@link ReadFeed}), so no lane idles until the slowest read of a batch is over, and a
+ * current one ({@link TakeRead}), so no lane idles until the slowest read of a batch is over, and a
  * read falling due meanwhile does not wait for it. A read's action (a RESCHEDULE or a FINISH) runs
  * on while its lane starts the next read.
  */
@@ -38,11 +38,11 @@ function readsUnderWay(ctx: TickContext): Set<string> {
   return reading;
 }
 
-/** Where lanes take their next read from: the current batch, then the tick's next claim. */
-export interface ReadFeed {
-  /** The next dispatch to read; `undefined`: the tick reads no more. */
-  take(): Promise<{ batch: Batch; index: number } | undefined>;
-}
+/**
+ * Where a lane takes its next read from (the tick's claims: the current batch, then the next
+ * claim); `undefined`: the tick reads no more.
+ */
+export type TakeRead = () => Promise<{ batch: Batch; index: number } | undefined>;
 
 /** What one tick's lanes did, for logs and tests. */
 export interface ReadCounts {
@@ -64,18 +64,18 @@ export interface Batch {
 }
 
 /**
- * One lane: reads dispatches from `feed` one at a time until the tick reads no more. A read's
+ * One lane: reads dispatches from `take` one at a time until the tick reads no more. A read's
  * action overlaps the lane's next reads ({@link WRITES_IN_FLIGHT}); the lane ends once its
  * actions are over.
  */
 export async function readLane(
   ctx: TickContext,
-  feed: ReadFeed,
+  take: TakeRead,
   counts: ReadCounts,
 ): Promise<void> {
   const pausedReadDelayMs = Math.min(ctx.config.pollMaxIntervalMs, AUTH_PROBE_BACKOFF.maxBackoffMs);
   const writes: Promise<void>[] = [];
-  const read = await readFrom(ctx, feed, counts, writes, pausedReadDelayMs).then(
+  const read = await readFrom(ctx, take, counts, writes, pausedReadDelayMs).then(
     () => undefined,
     (err: unknown) => ({ err }),
   );
@@ -90,13 +90,13 @@ export async function readLane(
 /** The loop of {@link readLane}: `writes` holds the actions it left running. */
 async function readFrom(
   ctx: TickContext,
-  feed: ReadFeed,
+  take: TakeRead,
   counts: ReadCounts,
   writes: Promise<void>[],
   pausedReadDelayMs: number,
 ): Promise<void> {
   const reading = readsUnderWay(ctx);
-  for (let taken = await feed.take(); taken; taken = await feed.take()) {
+  for (let taken = await take(); taken; taken = await take()) {
     const { batch, index } = taken;
     const record = batch.records[index];
     if (!record) {

@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto';
 import type { Config } from '../config/index.js';
 import { sleep } from '../runtime/deadline.js';
 import { LIFECYCLE } from '../telemetry/names.js';
-import { readLane, type Batch, type ReadCounts, type ReadFeed } from './lane.js';
+import type { Claim, ClaimLock } from '../dispatch/store.js';
+import { readLane, type Batch, type ReadCounts } from './lane.js';
 import type { TickContext } from './read.js';
 import { sweepLostJobs } from './repair.js';
 
@@ -34,7 +35,8 @@ const TICK_MARGIN = 0.1;
 const MIN_WAIT_MS = 10;
 
 /**
- * Runs one poll tick, unless another poller's tick holds the lock. The tick reads what is due,
+ * Runs one poll tick, unless another poller's tick holds the lock (its first claim takes it). The
+ * tick reads what is due,
  * then keeps reading what falls due until shortly before the next tick (`POLL_INTERVAL`), sleeping
  * until the earliest tracked read but at most `POLL_MIN_INTERVAL` (a send tracked meanwhile is
  * first read at least that far ahead): a read happens when it is due, not at the next tick, so
@@ -48,20 +50,20 @@ export async function runTick(
 ): Promise<TickResult> {
   const token = randomUUID();
   const lockMs = lockMsOf(ctx.config.pollIntervalMs);
-  if (!(await ctx.store.poll.takeLock(token, lockMs))) {
-    ctx.metrics.pollTicks.inc({ outcome: 'skipped' });
-    return { ran: false, reads: 0, finished: 0 };
-  }
   const started = Date.now();
   // The next tick must find the lock free: stop waiting a little before it is due. Nor past half
   // the lock's time, which only a batch renews.
   const readUntil = started + Math.min(ctx.config.pollIntervalMs * (1 - TICK_MARGIN), lockMs / 2);
   const feed = new DueFeed(ctx, { token, lockMs, started, readUntil }, stopping);
+  if (!(await feed.start())) {
+    ctx.metrics.pollTicks.inc({ outcome: 'skipped' });
+    return { ran: false, reads: 0, finished: 0 };
+  }
   const counts: ReadCounts = { reads: 0, finished: 0 };
   try {
     const lanes = await Promise.allSettled(
       Array.from({ length: ctx.config.pollConcurrency }, () =>
-        readLane(ctx, feed, counts).catch((err: unknown) => {
+        readLane(ctx, () => feed.take(), counts).catch((err: unknown) => {
           feed.end();
           throw err;
         }),
@@ -99,7 +101,7 @@ interface TickBounds {
  * lane that runs out meanwhile. Once the tick claims no more (its time is up, it is stopping, or a
  * claim failed), the lanes read what is claimed and end.
  */
-class DueFeed implements ReadFeed {
+class DueFeed {
   /** The batches claimed, each with the index of its next dispatch no lane has started. */
   readonly #batches: { batch: Batch; next: number }[] = [];
   /** Whether sends are paused for the key, as this tick knows it (see `prepareBatch`). */
@@ -109,6 +111,8 @@ class DueFeed implements ReadFeed {
   #failure: { err: unknown } | undefined;
   /** A batch was claimed since the lock was last renewed. */
   #claimed = false;
+  /** The tick holds its lock: its first claim took it. */
+  #locked = false;
 
   readonly #ctx: TickContext;
   readonly #bounds: TickBounds;
@@ -120,6 +124,17 @@ class DueFeed implements ReadFeed {
     this.#stopping = stopping;
   }
 
+  /**
+   * Makes the tick's first claim, which takes the tick's lock: `false` when another tick holds it.
+   * A failure before the lock was taken fails the tick at once; one after it, the lanes' reads.
+   */
+  async start(): Promise<boolean> {
+    await this.#claimNext();
+    if (!this.#locked && this.#failure) throw this.#failure.err;
+    return this.#locked;
+  }
+
+  /** The lanes' next read ({@link TakeRead}). */
   async take(): Promise<{ batch: Batch; index: number } | undefined> {
     for (;;) {
       for (let claimed = this.#batches[0]; claimed; claimed = this.#batches[0]) {
@@ -156,14 +171,20 @@ class DueFeed implements ReadFeed {
     const ctx = this.#ctx;
     const bounds = this.#bounds;
     for (;;) {
+      let step: ClaimLock['step'] | undefined = this.#locked ? undefined : 'take';
       if (this.#claimed) {
         if (Date.now() - bounds.started > bounds.lockMs / 2) return this.end();
-        await ctx.store.poll.renewLock(bounds.token, bounds.lockMs);
+        step = 'renew';
         this.#claimed = false;
       }
-      const { nowMs, ids, nextDueMs } = await ctx.store.poll.due(BATCH_SIZE, leaseMsOf(ctx.config));
+      const { token, lockMs } = bounds;
+      const lock = step && { token, lockMs, step };
+      const claim = await ctx.store.poll.claim(BATCH_SIZE, leaseMsOf(ctx.config), lock);
+      if (!claim) return this.end();
+      this.#locked = true;
+      const { nowMs, ids, nextDueMs } = claim;
       if (ids.length > 0) {
-        this.#batches.push({ batch: await prepareBatch(ctx, ids, nowMs, this.#pause), next: 0 });
+        this.#batches.push({ batch: await prepareBatch(ctx, claim, this.#pause), next: 0 });
         this.#claimed = true;
         return;
       }
@@ -184,27 +205,23 @@ class DueFeed implements ReadFeed {
 }
 
 /**
- * Reads the records of claimed dispatches and what the batch's reads share. `pause` is the tick's,
- * shared by its batches: a batch is claimed while the lanes still read the one before, so a read
- * of that one may end the pause (or start it) after this claim asked; every batch then sees it.
+ * What a claimed batch's reads share besides its records and parks (`PollState.claim`). `pause` is
+ * the tick's, shared by its batches: a batch is claimed while the lanes still read the one before,
+ * so a read of that one may end the pause (or start it) after this claim asked; every batch then
+ * sees it.
  */
 async function prepareBatch(
   ctx: TickContext,
-  ids: readonly string[],
-  nowMs: number,
+  { ids, records, nowMs, parkedUntil }: Claim,
   pause: { on: boolean },
 ): Promise<Batch> {
-  const records = await ctx.store.sends.getMany(ids);
-  const parkedUntil = await ctx.store.poll.pollParks([
-    ...new Set(records.flatMap((r) => (r ? [r.projectId] : []))),
-  ]);
   // While the key is rejected, read only as the fleet's probe (with the key file's current key);
   // a read answered with anything but a rejection ends the pause.
-  const claim = await ctx.store.pause.claimProbe();
-  if (claim === 'probe') ctx.refreshKey();
+  const probe = await ctx.store.pause.claimProbe();
+  if (probe === 'probe') ctx.refreshKey();
   // A `none` never turns the tick's pause off: a read of this tick may have started the pause
   // after the claim asked. Only an answered read ends it (see `pollOne`).
-  if (claim !== 'none') pause.on = true;
+  if (probe !== 'none') pause.on = true;
   // Before the probe time, no read at all: the fleet's one probe per backoff holds for reads too.
-  return { ids, records, nowMs, parkedUntil, pause, probing: claim === 'wait' };
+  return { ids, records, nowMs, parkedUntil, pause, probing: probe === 'wait' };
 }
