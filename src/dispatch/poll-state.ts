@@ -32,6 +32,8 @@ export interface ClaimLock {
   readonly token: string;
   readonly lockMs: number;
   readonly step: 'take' | 'renew';
+  /** Called as soon as the lock is taken, before the claim's other steps (which may fail). */
+  readonly onTaken?: () => void;
 }
 
 /** BullMQ's key of the dispatch queue for a name (`Queue.toKey`). */
@@ -69,7 +71,10 @@ export class PollState {
    * with their records and their projects' read parks.
    */
   async claim(limit: number, leaseMs: number, lock?: ClaimLock): Promise<Claim | undefined> {
-    if (lock?.step === 'take' && !(await this.takeLock(lock.token, lock.lockMs))) return undefined;
+    if (lock?.step === 'take') {
+      if (!(await this.takeLock(lock.token, lock.lockMs))) return undefined;
+      lock.onTaken?.();
+    }
     if (lock?.step === 'renew') await this.renewLock(lock.token, lock.lockMs);
     const due = await this.due(limit, leaseMs);
     const records = await readRecords(this.#state, due.ids);

@@ -50,11 +50,10 @@ export async function runTick(
 ): Promise<TickResult> {
   const token = randomUUID();
   const lockMs = lockMsOf(ctx.config.pollIntervalMs);
-  const started = Date.now();
   // The next tick must find the lock free: stop waiting a little before it is due. Nor past half
   // the lock's time, which only a batch renews.
-  const readUntil = started + Math.min(ctx.config.pollIntervalMs * (1 - TICK_MARGIN), lockMs / 2);
-  const feed = new DueFeed(ctx, { token, lockMs, started, readUntil }, stopping);
+  const readMs = Math.min(ctx.config.pollIntervalMs * (1 - TICK_MARGIN), lockMs / 2);
+  const feed = new DueFeed(ctx, { token, lockMs, readMs }, stopping);
   if (!(await feed.start())) {
     ctx.metrics.pollTicks.inc({ outcome: 'skipped' });
     return { ran: false, reads: 0, finished: 0 };
@@ -81,7 +80,7 @@ export async function runTick(
     await ctx.store.poll.releaseLock(token).catch(() => {});
   }
   const { reads, finished } = counts;
-  ctx.logger.debug({ reads, finished, ms: Date.now() - started }, LIFECYCLE.pollTick);
+  ctx.logger.debug({ reads, finished, ms: Date.now() - feed.started }, LIFECYCLE.pollTick);
   return { ran: true, reads, finished };
 }
 
@@ -89,9 +88,8 @@ export async function runTick(
 interface TickBounds {
   readonly token: string;
   readonly lockMs: number;
-  readonly started: number;
-  /** No wait for the due set goes past this. */
-  readonly readUntil: number;
+  /** No wait for the due set goes past this long after the lock was taken. */
+  readonly readMs: number;
 }
 
 /**
@@ -111,8 +109,8 @@ class DueFeed {
   #failure: { err: unknown } | undefined;
   /** A batch was claimed since the lock was last renewed. */
   #claimed = false;
-  /** The tick holds its lock: its first claim took it. */
-  #locked = false;
+  /** When the tick's first claim took its lock; `undefined`: not (yet). */
+  #lockedAt: number | undefined;
 
   readonly #ctx: TickContext;
   readonly #bounds: TickBounds;
@@ -130,8 +128,13 @@ class DueFeed {
    */
   async start(): Promise<boolean> {
     await this.#claimNext();
-    if (!this.#locked && this.#failure) throw this.#failure.err;
-    return this.#locked;
+    if (this.#lockedAt === undefined && this.#failure) throw this.#failure.err;
+    return this.#lockedAt !== undefined;
+  }
+
+  /** When the tick took its lock (now, if it has not). */
+  get started(): number {
+    return this.#lockedAt ?? Date.now();
   }
 
   /** The lanes' next read ({@link TakeRead}). */
@@ -171,17 +174,17 @@ class DueFeed {
     const ctx = this.#ctx;
     const bounds = this.#bounds;
     for (;;) {
-      let step: ClaimLock['step'] | undefined = this.#locked ? undefined : 'take';
+      let step: ClaimLock['step'] | undefined = this.#lockedAt === undefined ? 'take' : undefined;
       if (this.#claimed) {
-        if (Date.now() - bounds.started > bounds.lockMs / 2) return this.end();
+        if (Date.now() - this.started > bounds.lockMs / 2) return this.end();
         step = 'renew';
         this.#claimed = false;
       }
       const { token, lockMs } = bounds;
-      const lock = step && { token, lockMs, step };
+      const onTaken = () => (this.#lockedAt = Date.now());
+      const lock = step && { token, lockMs, step, onTaken };
       const claim = await ctx.store.poll.claim(BATCH_SIZE, leaseMsOf(ctx.config), lock);
       if (!claim) return this.end();
-      this.#locked = true;
       const { nowMs, ids, nextDueMs } = claim;
       if (ids.length > 0) {
         this.#batches.push({ batch: await prepareBatch(ctx, claim, this.#pause), next: 0 });
@@ -193,7 +196,7 @@ class DueFeed {
         MIN_WAIT_MS,
         Math.min((nextDueMs ?? Infinity) - nowMs, ctx.config.pollMinIntervalMs),
       );
-      if (Date.now() + waitMs > bounds.readUntil) return this.end();
+      if (Date.now() + waitMs > this.started + bounds.readMs) return this.end();
       await sleep(waitMs);
     }
   }

@@ -1,0 +1,62 @@
+import { describe, expect, it } from 'vitest';
+import { runTick } from '../../src/poller/tick.js';
+import { keysFor } from '../../src/redis/keys.js';
+import { openRoleResources } from '../../src/runtime/resources.js';
+import { createLogger } from '../../src/telemetry/logger.js';
+import { createMetrics } from '../../src/telemetry/metrics.js';
+import { FAST_SETTINGS, useService } from '../support/service.js';
+import { TEST_API_KEY } from '../support/simulator.js';
+
+/**
+ * The poll tick's lock: the tick's first claim takes it (with DUE, the records and the parks in
+ * one store call), so a tick that cannot take it claims nothing, and one that took it releases it
+ * however the claim went on.
+ */
+describe('the poll tick’s lock', () => {
+  const { simulator, ns } = useService('tick-lock');
+
+  function resources() {
+    const metrics = createMetrics();
+    const ctx = openRoleResources('poller', {
+      config: ns().config({
+        ...FAST_SETTINGS,
+        AGENT_API_URL: simulator().url,
+        AGENT_API_KEY: TEST_API_KEY,
+      }),
+      logger: createLogger('silent'),
+      metrics,
+    });
+    const ticks = async (outcome: string) =>
+      (await metrics.pollTicks.get()).values.find((v) => v.labels.outcome === outcome)?.value ?? 0;
+    return { ctx, ticks };
+  }
+
+  it('is released, and the tick counted failed, when the claim fails after taking it', async () => {
+    const keys = keysFor(ns().prefix);
+    // DUE reads the tracked set as a sorted set: a string there fails it, after the lock is taken.
+    await ns().redis.set(keys.tracked, 'not a sorted set');
+    const { ctx, ticks } = resources();
+    try {
+      await expect(runTick(ctx)).rejects.toThrow(/WRONGTYPE/);
+      expect(await ns().redis.exists(keys.pollLock)).toBe(0);
+      expect(await ticks('error')).toBe(1);
+    } finally {
+      await ctx.close();
+    }
+  });
+
+  it('held by another tick: this one is skipped, claims nothing and leaves the lock as it was', async () => {
+    const keys = keysFor(ns().prefix);
+    await ns().redis.set(keys.pollLock, 'another tick', 'PX', 60_000);
+    await ns().redis.zadd(keys.tracked, 0, 'due-now');
+    const { ctx, ticks } = resources();
+    try {
+      expect(await runTick(ctx)).toEqual({ ran: false, reads: 0, finished: 0 });
+      expect(await ns().redis.get(keys.pollLock)).toBe('another tick');
+      expect(await ns().redis.zscore(keys.tracked, 'due-now')).toBe('0');
+      expect(await ticks('skipped')).toBe(1);
+    } finally {
+      await ctx.close();
+    }
+  });
+});
