@@ -36,13 +36,12 @@ const MIN_WAIT_MS = 10;
 
 /**
  * Runs one poll tick, unless another poller's tick holds the lock (its first claim takes it). The
- * tick reads what is due,
- * then keeps reading what falls due until shortly before the next tick (`POLL_INTERVAL`), sleeping
- * until the earliest tracked read but at most `POLL_MIN_INTERVAL` (a send tracked meanwhile is
- * first read at least that far ahead): a read happens when it is due, not at the next tick, so
- * the first reads after a send, the ones that catch a quick run while it is active, are on time.
- * Idle, that is one look at the due set per `POLL_MIN_INTERVAL`. `stopping` says the role is
- * closing: no more waits.
+ * tick reads what is due, then keeps reading what falls due until shortly before the next tick
+ * (`POLL_INTERVAL`), sleeping until the earliest tracked read but at most `POLL_MIN_INTERVAL` (a
+ * send tracked meanwhile is first read at least that far ahead): a read happens when it is due, not
+ * at the next tick, so the first reads after a send, the ones that catch a quick run while it is
+ * active, are on time. Idle, that is one look at the due set per `POLL_MIN_INTERVAL`. `stopping`
+ * says the role is closing: no more waits.
  */
 export async function runTick(
   ctx: TickContext,

@@ -1,13 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { pollOne } from '../../src/poller/read.js';
 import { keysFor } from '../../src/redis/keys.js';
-import { openRoleResources } from '../../src/runtime/resources.js';
-import { createLogger } from '../../src/telemetry/logger.js';
-import { createMetrics } from '../../src/telemetry/metrics.js';
 import { readEvents, waitForEvents } from '../support/events.js';
 import { eventually } from '../support/namespace.js';
-import { FAST_SETTINGS, useService } from '../support/service.js';
-import { TEST_API_KEY } from '../support/simulator.js';
+import { pollerResources, useService } from '../support/service.js';
 
 /**
  * One status read of a dispatch at a time. A claim leases a dispatch for its read, but a worker's
@@ -65,15 +61,7 @@ describe('status reads of one dispatch', () => {
       seenActive: '1',
     });
     await ns().redis.zadd(keys.tracked, Date.now() + 60_000, id);
-    const ctx = openRoleResources('poller', {
-      config: ns().config({
-        ...FAST_SETTINGS,
-        AGENT_API_URL: simulator().url,
-        AGENT_API_KEY: TEST_API_KEY,
-      }),
-      logger: createLogger('silent'),
-      metrics: createMetrics(),
-    });
+    const ctx = pollerResources(ns(), simulator());
     try {
       const record = await ctx.store.sends.get(id);
       if (!record) throw new Error(`no record for ${id}`);

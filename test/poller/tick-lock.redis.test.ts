@@ -1,11 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { runTick } from '../../src/poller/tick.js';
 import { keysFor } from '../../src/redis/keys.js';
-import { openRoleResources } from '../../src/runtime/resources.js';
-import { createLogger } from '../../src/telemetry/logger.js';
 import { createMetrics } from '../../src/telemetry/metrics.js';
-import { FAST_SETTINGS, useService } from '../support/service.js';
-import { TEST_API_KEY } from '../support/simulator.js';
+import { pollerResources, useService } from '../support/service.js';
 
 /**
  * The poll tick's lock: the tick's first claim takes it (with DUE, the records and the parks in
@@ -17,15 +14,7 @@ describe('the poll tick’s lock', () => {
 
   function resources() {
     const metrics = createMetrics();
-    const ctx = openRoleResources('poller', {
-      config: ns().config({
-        ...FAST_SETTINGS,
-        AGENT_API_URL: simulator().url,
-        AGENT_API_KEY: TEST_API_KEY,
-      }),
-      logger: createLogger('silent'),
-      metrics,
-    });
+    const ctx = pollerResources(ns(), simulator(), metrics);
     const ticks = async (outcome: string) =>
       (await metrics.pollTicks.get()).values.find((v) => v.labels.outcome === outcome)?.value ?? 0;
     return { ctx, ticks };

@@ -2,6 +2,7 @@ import { startConsumer } from '../../src/consumer/index.js';
 import type { Config, SettingName } from '../../src/config/index.js';
 import { startPoller, type PollerOptions } from '../../src/poller/index.js';
 import { createProducer, type Producer } from '../../src/producer/index.js';
+import { openRoleResources, type RoleResources } from '../../src/runtime/resources.js';
 import { createLogger, type Logger } from '../../src/telemetry/logger.js';
 import { createMetrics, type Metrics } from '../../src/telemetry/metrics.js';
 import { afterEach } from 'vitest';
@@ -30,6 +31,36 @@ export const FAST_SETTINGS: Partial<Record<SettingName, string>> = {
   CONNECT_TIMEOUT: '1s',
 };
 
+/** The config of a role in `ns`, on `simulator`, with {@link FAST_SETTINGS} and `settings`. */
+function serviceConfig(
+  ns: Namespace,
+  simulator: Simulator,
+  settings: Partial<Record<SettingName, string>> = {},
+): Config {
+  return ns.config({
+    ...FAST_SETTINGS,
+    AGENT_API_URL: simulator.url,
+    AGENT_API_KEY: TEST_API_KEY,
+    ...settings,
+  });
+}
+
+/**
+ * A poller's resources (store, API client, queue) in `ns`, with no tick running: for tests that
+ * run a tick or a read by hand. The caller closes them.
+ */
+export function pollerResources(
+  ns: Namespace,
+  simulator: Simulator,
+  metrics: Metrics = createMetrics(),
+): RoleResources {
+  return openRoleResources('poller', {
+    config: serviceConfig(ns, simulator),
+    logger: createLogger('silent'),
+    metrics,
+  });
+}
+
 /** Starts `roles` (a worker and a poller by default) in this process. */
 export function startService(
   ns: Namespace,
@@ -37,12 +68,7 @@ export function startService(
   settings: Partial<Record<SettingName, string>> = {},
   roles: { worker?: boolean; poller?: boolean; watchdog?: PollerOptions['watchdog'] } = {},
 ): InProcessService {
-  const config = ns.config({
-    ...FAST_SETTINGS,
-    AGENT_API_URL: simulator.url,
-    AGENT_API_KEY: TEST_API_KEY,
-    ...settings,
-  });
+  const config = serviceConfig(ns, simulator, settings);
   const logger = createLogger(config.logLevel);
   const metrics = createMetrics();
   const started = [
