@@ -2,6 +2,7 @@ import { Redis } from 'ioredis';
 import type { Config } from '../config/index.js';
 import { DispatchStore } from '../dispatch/store.js';
 import { connect } from '../redis/connections.js';
+import { LISTPACK_VALUE_BYTES } from '../redis/embedded.js';
 import { keysFor, shardLayout } from '../redis/keys.js';
 import {
   checkClusterMode,
@@ -53,9 +54,30 @@ export async function verifyDeployment(
   });
   try {
     await checkShardCount(redis, config);
+    await noteRecordEncoding(redis, logger);
   } finally {
     redis.disconnect();
   }
+}
+
+/**
+ * Says once, at start, when the server's `hash-max-listpack-value` is below the
+ * {@link LISTPACK_VALUE_BYTES} of the servers we ship: it then keeps the record of every sent
+ * follow-up (which holds the agent job's snapshot) as a hashtable, about 1.3 KiB instead of a
+ * 750-byte listpack, for `DISPATCH_RETENTION` after the event. A hint, not a fault: nothing is
+ * said where CONFIG GET is refused (managed services) or does not know the name.
+ */
+async function noteRecordEncoding(redis: Redis, logger: Logger): Promise<void> {
+  const reply = await redis.config('GET', 'hash-max-listpack-value').catch(() => []);
+  const value = Number((reply as string[])[1]);
+  if (!Number.isFinite(value) || value >= LISTPACK_VALUE_BYTES) return;
+  logger.info(
+    { setting: 'hash-max-listpack-value', value, recommended: LISTPACK_VALUE_BYTES },
+    `${LIFECYCLE.redisRecordsNotCompact}: Redis keeps hash values of up to ${value} bytes ` +
+      "compact; a sent follow-up's record holds the agent job's snapshot (about 250 bytes), so " +
+      `each one takes about twice the memory until it expires; set hash-max-listpack-value to ` +
+      `${LISTPACK_VALUE_BYTES} (docs/operations.md, "What the service costs Redis")`,
+  );
 }
 
 /**

@@ -89,6 +89,8 @@ export const LIFECYCLE = {
   tracingStarted: 'tracing:started',
   /** The start-up check: Redis cannot keep what it acknowledged as REDIS_DURABILITY asks. */
   redisNotDurable: 'redis:not-durable',
+  /** The start-up check: the server keeps a sent follow-up's record as a hashtable, not compact. */
+  redisRecordsNotCompact: 'redis:records-not-compact',
 } as const;
 
 /** Metric names, defined once. Every name starts with `agent_dispatch_`. */

@@ -222,4 +222,21 @@ describe('the start-up check of a role process', () => {
     expect(none.ready).toMatchObject({ durability: 'none' });
     expect(none.lines.filter((l) => Number(l['level']) >= 40)).toEqual([]);
   }, 60_000);
+
+  it("says once, as information, when Redis would keep sent follow-ups' records as hashtables", async () => {
+    const hinted = (lines: Record<string, unknown>[]) =>
+      lines.filter((l) => String(l['msg']).startsWith('redis:records-not-compact'));
+    const atDefault = await workerOn(redis7.url, { REDIS_DURABILITY: 'none' });
+    expect(hinted(atDefault.lines)).toHaveLength(1);
+    expect(hinted(atDefault.lines)[0]).toMatchObject({ level: 30, value: 64, recommended: 512 });
+    const admin = new Redis(redis7.url);
+    try {
+      await admin.config('SET', 'hash-max-listpack-value', '512');
+      const atShipped = await workerOn(redis7.url, { REDIS_DURABILITY: 'none' });
+      expect(hinted(atShipped.lines)).toEqual([]);
+    } finally {
+      await admin.config('SET', 'hash-max-listpack-value', '64');
+      admin.disconnect();
+    }
+  }, 60_000);
 });

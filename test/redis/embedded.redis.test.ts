@@ -3,7 +3,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
-import { startEmbeddedRedis, type EmbeddedRedis } from '../../src/redis/embedded.js';
+import {
+  LISTPACK_VALUE_BYTES,
+  startEmbeddedRedis,
+  type EmbeddedRedis,
+} from '../../src/redis/embedded.js';
 import { RedisServerMissingError } from '../../src/redis/server-binary.js';
 import { createLogger } from '../../src/telemetry/logger.js';
 
@@ -44,6 +48,10 @@ describe("start's private Redis", () => {
         'maxmemory-policy',
         'noeviction',
       ]);
+      expect(await redis.config('GET', 'hash-max-listpack-value')).toEqual([
+        'hash-max-listpack-value',
+        String(LISTPACK_VALUE_BYTES),
+      ]);
       await redis.set('k', 'v');
       expect(await redis.call('WAITAOF', 1, 0, 1_000)).toEqual([1, 0]);
     });
@@ -60,6 +68,11 @@ describe("start's private Redis", () => {
     await withServer(started, async (redis) => {
       expect(await redis.config('GET', 'appendfsync')).toEqual(['appendfsync', 'always']);
       expect(await redis.config('GET', 'appendonly')).toEqual(['appendonly', 'yes']);
+      // A tracked follow-up's record holds the agent job's snapshot, about 250 bytes of JSON: at
+      // Redis's default limit (64 bytes a value) the hash would be a hashtable.
+      const snapshot = JSON.stringify({ id: 'job_1', status: 'active', note: 'x'.repeat(230) });
+      await redis.hset('record', 'state', 'sent', 'job', snapshot);
+      expect(await redis.object('ENCODING', 'record')).toBe('listpack');
     });
   });
 
