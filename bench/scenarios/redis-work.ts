@@ -1,11 +1,12 @@
 import { createProducer } from '../../src/producer/index.js';
 import type { CliProcess } from '../../test/support/cli.js';
 import { stopAll } from '../../test/support/roles.js';
-import type { BenchContext } from '../context.js';
+import type { BenchContext, Namespace } from '../context.js';
 import { topCommands } from '../evidence.js';
 import { launchRoles, roleEnv, startBaseline } from '../fleet.js';
 import { probeWork, totalCalls, type ProbeResult } from '../probes.js';
 import type { ScenarioRun, ScenarioResult } from '../report.js';
+import { baselineRetained, oursRetained } from '../retained.js';
 import { timeScripts, type ScriptTimes, type TimedRun } from '../script-time.js';
 import { num, repeatedPairs, runs, type Side } from '../stats.js';
 import { baselineQueue, benchSimulator, followUps, waitUntil } from '../workload.js';
@@ -33,7 +34,15 @@ function phase(ctx: BenchContext, work: () => Promise<unknown>): Promise<ProbeRe
   return probeWork(ctx.admin, [{ label: 'redis-server', pid: ctx.redisPid }], work);
 }
 
-async function ours(ctx: BenchContext, n: number, together: boolean): Promise<ProbeResult[]> {
+/** Looks at the namespace once every follow-up of a run has ended (outside the measured periods). */
+type AfterRun = (ns: Namespace) => Promise<void>;
+
+async function ours(
+  ctx: BenchContext,
+  n: number,
+  together: boolean,
+  after?: AfterRun,
+): Promise<ProbeResult[]> {
   const ns = await ctx.fresh('redis-work');
   const simulator = await benchSimulator({ workTimeMs: WORK_MS });
   const env = roleEnv(ctx, ns, simulator, POLL);
@@ -63,6 +72,7 @@ async function ours(ctx: BenchContext, n: number, together: boolean): Promise<Pr
       roles.push(...(await launchRoles(ctx, ns, 'poller', 1, env)));
       await waitUntil(events, `${n} events`, 120_000, 50);
     });
+    await after?.(ns);
     return [enqueue, send, track];
   } finally {
     await stopAll(roles);
@@ -70,7 +80,7 @@ async function ours(ctx: BenchContext, n: number, together: boolean): Promise<Pr
   }
 }
 
-async function baseline(ctx: BenchContext, n: number): Promise<ProbeResult[]> {
+async function baseline(ctx: BenchContext, n: number, after?: AfterRun): Promise<ProbeResult[]> {
   const ns = await ctx.fresh('redis-work');
   const simulator = await benchSimulator({ workTimeMs: WORK_MS });
   const queue = baselineQueue(ctx, ns);
@@ -83,6 +93,7 @@ async function baseline(ctx: BenchContext, n: number): Promise<ProbeResult[]> {
       await new Promise((r) => setTimeout(r, 300)); // the last jobs' moveToFinished
       await stopAll(roles.splice(0));
     });
+    await after?.(ns);
     return [enqueue, processed];
   } finally {
     await stopAll(roles);
@@ -255,21 +266,25 @@ function pairedRuns(ctx: BenchContext, n: number) {
 
 /** The scenario's run (registered in run.ts). */
 export const redisWorkScenario: ScenarioRun = async (ctx, n) => {
-  const [enqueue, send, track] = (await ours(ctx, n, false)) as [
-    ProbeResult,
-    ProbeResult,
-    ProbeResult,
-  ];
+  const retained: string[] = [];
+  const [enqueue, send, track] = (await ours(ctx, n, false, async (ns) => {
+    retained.push(await oursRetained(ctx, ns));
+  })) as [ProbeResult, ProbeResult, ProbeResult];
   ctx.progress('redis-work', 'ours, phase by phase: done');
   const paired = await pairedRuns(ctx, n);
   const [together] = paired.ours.typical as [ProbeResult];
   const [bEnqueue, bProcess] = paired.baseline.typical as [ProbeResult, ProbeResult];
   const scripts = {
     ours: await timeScripts(ctx, () => ours(ctx, n, true)),
-    base: await timeScripts(ctx, () => baseline(ctx, n)),
+    // Key sizes do not depend on the command log: the timed run is also the one looked at after.
+    base: await timeScripts(ctx, () =>
+      baseline(ctx, n, async (ns) => {
+        retained.push(await baselineRetained(ctx, ns, n));
+      }),
+    ),
   };
   ctx.progress('redis-work', 'script times: done');
-  return report(
+  const result = report(
     n,
     [
       ['ours: enqueue (sendMany of 100)', enqueue],
@@ -283,4 +298,21 @@ export const redisWorkScenario: ScenarioRun = async (ctx, n) => {
     together,
     { ours: paired.ours.values, baseline: paired.baseline.values },
   );
+  return { ...result, limitedBy: [...result.limitedBy, retainedLine(retained)] };
 };
+
+/**
+ * What stays in Redis per follow-up after its event, ours (phase by phase) and the baseline's:
+ * the record of a tracked or finished follow-up holds the job's last snapshot, JSON over Redis's
+ * default `hash-max-listpack-value` of 64 bytes, so Redis keeps that record as a hashtable.
+ */
+function retainedLine(lines: readonly string[]): string {
+  return (
+    `Kept in Redis per follow-up after its event (MEMORY USAGE of each key, the mean of the run's ` +
+    `follow-ups): ${lines.join('; ')}. The record stays for DISPATCH_RETENTION (7 days by ` +
+    'default), the BullMQ job for 1 hour or the last 10,000, the event until EVENTS_MAXLEN. From ' +
+    "MARK_SENT on, the record holds the agent job's last snapshot, JSON longer than Redis's " +
+    'default hash-max-listpack-value (64 bytes), so Redis keeps it as a hashtable (see the ' +
+    'listpack figure beside it; docs/operations.md, "Redis settings").'
+  );
+}
