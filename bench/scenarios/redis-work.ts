@@ -313,6 +313,7 @@ function retainedLine(lines: readonly string[]): string {
     'default), the BullMQ job for 1 hour or the last 10,000, the event until EVENTS_MAXLEN. From ' +
     "MARK_SENT on, the record holds the agent job's last snapshot, JSON longer than Redis's " +
     'default hash-max-listpack-value (64 bytes), so Redis keeps it as a hashtable (see the ' +
-    'listpack figure beside it; docs/operations.md, "Redis settings").'
+    'listpack figure beside it; docs/operations.md, "What the service costs Redis, and the ' +
+    'knobs").'
   );
 }
