@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
 import { LISTPACK_VALUE_BYTES } from '../src/redis/embedded.js';
 import { keysFor, QUEUE_NAMES } from '../src/redis/keys.js';
-import type { BenchContext, Namespace } from './context.js';
+import type { Namespace } from './context.js';
 import { bytes } from './stats.js';
 import { BASELINE_QUEUE } from './workload.js';
 
@@ -65,8 +65,7 @@ async function completedShare(redis: Redis, queuePrefix: string): Promise<number
 }
 
 /** Ours, once every follow-up of `ns` has its event: one line for the report. */
-export async function oursRetained(ctx: BenchContext, ns: Namespace): Promise<string> {
-  const redis = ctx.admin;
+export async function oursRetained(redis: Redis, ns: Namespace): Promise<string> {
   const records = await keysStartingWith(redis, keysFor(ns.prefix).dispatch(''));
   const ids = records.map((key) => key.slice(keysFor(ns.prefix).dispatch('').length));
   const queuePrefix = `${ns.prefix}:${QUEUE_NAMES.dispatch}`;
@@ -89,12 +88,7 @@ export async function oursRetained(ctx: BenchContext, ns: Namespace): Promise<st
 }
 
 /** The baseline, once its `n` jobs (BullMQ ids 1 to `n`) have completed: one line. */
-export async function baselineRetained(
-  ctx: BenchContext,
-  ns: Namespace,
-  n: number,
-): Promise<string> {
-  const redis = ctx.admin;
+export async function baselineRetained(redis: Redis, ns: Namespace, n: number): Promise<string> {
   const queuePrefix = `${ns.prefix}:${BASELINE_QUEUE}`;
   const jobs = await meanOf(
     redis,

@@ -72,6 +72,7 @@ async function ours(
       roles.push(...(await launchRoles(ctx, ns, 'poller', 1, env)));
       await waitUntil(events, `${n} events`, 120_000, 50);
     });
+    await stopAll(roles.splice(0));
     await after?.(ns);
     return [enqueue, send, track];
   } finally {
@@ -268,7 +269,7 @@ function pairedRuns(ctx: BenchContext, n: number) {
 export const redisWorkScenario: ScenarioRun = async (ctx, n) => {
   const retained: string[] = [];
   const [enqueue, send, track] = (await ours(ctx, n, false, async (ns) => {
-    retained.push(await oursRetained(ctx, ns));
+    retained.push(await oursRetained(ctx.admin, ns));
   })) as [ProbeResult, ProbeResult, ProbeResult];
   ctx.progress('redis-work', 'ours, phase by phase: done');
   const paired = await pairedRuns(ctx, n);
@@ -279,7 +280,7 @@ export const redisWorkScenario: ScenarioRun = async (ctx, n) => {
     // Key sizes do not depend on the command log: the timed run is also the one looked at after.
     base: await timeScripts(ctx, () =>
       baseline(ctx, n, async (ns) => {
-        retained.push(await baselineRetained(ctx, ns, n));
+        retained.push(await baselineRetained(ctx.admin, ns, n));
       }),
     ),
   };
@@ -301,19 +302,15 @@ export const redisWorkScenario: ScenarioRun = async (ctx, n) => {
   return { ...result, limitedBy: [...result.limitedBy, retainedLine(retained)] };
 };
 
-/**
- * What stays in Redis per follow-up after its event, ours (phase by phase) and the baseline's:
- * the record of a tracked or finished follow-up holds the job's last snapshot, JSON over Redis's
- * default `hash-max-listpack-value` of 64 bytes, so Redis keeps that record as a hashtable.
- */
+/** What stays in Redis per follow-up after its event, ours (phase by phase) and the baseline's. */
 function retainedLine(lines: readonly string[]): string {
   return (
     `Kept in Redis per follow-up after its event (MEMORY USAGE of each key, the mean of the run's ` +
     `follow-ups): ${lines.join('; ')}. The record stays for DISPATCH_RETENTION (7 days by ` +
     'default), the BullMQ job for 1 hour or the last 10,000, the event until EVENTS_MAXLEN. From ' +
     "MARK_SENT on, the record holds the agent job's last snapshot, JSON longer than Redis's " +
-    'default hash-max-listpack-value (64 bytes), so Redis keeps it as a hashtable (see the ' +
-    'listpack figure beside it; docs/operations.md, "What the service costs Redis, and the ' +
-    'knobs").'
+    'default hash-max-listpack-value (64 bytes): at that default Redis keeps the record as a ' +
+    'hashtable (its encoding in this run and its size as a listpack are beside its size; ' +
+    'docs/operations.md, "What the service costs Redis, and the knobs").'
   );
 }

@@ -1,4 +1,4 @@
-import { Redis } from 'ioredis';
+import { Redis, type Cluster } from 'ioredis';
 import type { Config } from '../config/index.js';
 import { DispatchStore } from '../dispatch/store.js';
 import { connect } from '../redis/connections.js';
@@ -12,13 +12,16 @@ import {
   shardCountMismatch,
 } from '../redis/layout.js';
 import type { Logger } from '../telemetry/logger.js';
+import { within } from '../runtime/deadline.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 
 /**
  * Checks, before a role process starts, that the Redis agrees with the deployment's settings:
  * `REDIS_CLUSTER` with the server's cluster mode, `DISPATCH_SHARDS` with the count its unfinished
  * follow-ups were written with. Waits for Redis as the roles would (a fleet may start first), until
- * `signal` aborts. Throws `LayoutError` (exit 2) on a mismatch; records the count otherwise.
+ * `signal` aborts. Throws `LayoutError` (exit 2) on a mismatch; records the count otherwise. Then
+ * notes, as information, a server that would keep sent follow-ups' records loosely
+ * ({@link noteRecordEncoding}).
  */
 export async function verifyDeployment(
   config: Config,
@@ -60,17 +63,21 @@ export async function verifyDeployment(
   }
 }
 
+/** How long the start waits for {@link noteRecordEncoding}'s reading at most. */
+const NOTE_TIMEOUT_MS = 2_000;
+
 /**
  * Says once, at start, when the server's `hash-max-listpack-value` is below the
  * {@link LISTPACK_VALUE_BYTES} of the servers we ship: it then keeps the record of every sent
  * follow-up (which holds the agent job's snapshot) as a hashtable, about 1.3 KiB instead of a
  * 750-byte listpack, for `DISPATCH_RETENTION` after the event. A hint, not a fault: nothing is
- * said where CONFIG GET is refused (managed services) or does not know the name.
+ * said where CONFIG GET is refused (managed services) or does not know the name. A record holding
+ * a `meta` or an id longer than the setting is a hashtable whatever the snapshot.
  */
 async function noteRecordEncoding(redis: Redis, logger: Logger): Promise<void> {
-  const reply = await redis.config('GET', 'hash-max-listpack-value').catch(() => []);
-  const value = Number((reply as string[])[1]);
-  if (!Number.isFinite(value) || value >= LISTPACK_VALUE_BYTES) return;
+  // A hint must not hold up the start: past NOTE_TIMEOUT_MS it is left unsaid.
+  const value = await within(listpackValueBytes(redis), NOTE_TIMEOUT_MS, () => undefined);
+  if (value === undefined || value >= LISTPACK_VALUE_BYTES) return;
   logger.info(
     { setting: 'hash-max-listpack-value', value, recommended: LISTPACK_VALUE_BYTES },
     `${LIFECYCLE.redisRecordsNotCompact}: Redis keeps hash values of up to ${value} bytes ` +
@@ -78,6 +85,24 @@ async function noteRecordEncoding(redis: Redis, logger: Logger): Promise<void> {
       `each one takes about twice the memory until it expires; set hash-max-listpack-value to ` +
       `${LISTPACK_VALUE_BYTES} (docs/operations.md, "What the service costs Redis")`,
   );
+}
+
+/**
+ * The server's `hash-max-listpack-value`: on a cluster the lowest of its masters' (CONFIG has no
+ * key, so a cluster client would ask any one of them); `undefined` where CONFIG GET is refused or
+ * does not know the name.
+ */
+async function listpackValueBytes(redis: Redis): Promise<number | undefined> {
+  const nodes = redis.isCluster ? (redis as unknown as Cluster).nodes('master') : [redis];
+  const values = await Promise.all(
+    nodes.map(async (node) => {
+      const reply = await node.config('GET', 'hash-max-listpack-value').catch(() => []);
+      const value = Number((reply as string[])[1]);
+      return Number.isFinite(value) ? value : undefined;
+    }),
+  );
+  const known = values.filter((v): v is number => v !== undefined);
+  return known.length > 0 ? Math.min(...known) : undefined;
 }
 
 /**

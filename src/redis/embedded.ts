@@ -91,8 +91,8 @@ export async function startEmbeddedRedis(options: EmbeddedRedisOptions): Promise
  * MARK_SENT on, a follow-up's record holds the agent job's last snapshot, about 250 bytes of
  * JSON: at Redis's default of 64 the record becomes a hashtable, about 1.3 KiB, kept for
  * `DISPATCH_RETENTION` after the event; at 512 it stays a listpack of about 750 bytes
- * (BENCHMARKS.md, section 8). Our hashes hold a few dozen short fields at most, so a listpack
- * lookup stays short.
+ * (BENCHMARKS.md, section 8) unless its `meta` is longer. Our hashes hold a few dozen short fields
+ * at most, so a listpack lookup stays short.
  */
 export const LISTPACK_VALUE_BYTES = 512;
 

@@ -239,4 +239,30 @@ describe('the start-up check of a role process', () => {
       admin.disconnect();
     }
   }, 60_000);
+
+  it('starts without a word about it where CONFIG is refused (a managed service)', async () => {
+    const admin = new Redis(redis7.url);
+    try {
+      await admin.call(
+        'ACL',
+        'SETUSER',
+        'noconfig',
+        'on',
+        '>secret',
+        '~*',
+        '&*',
+        '+@all',
+        '-config',
+      );
+      const url = redis7.url.replace('redis://', 'redis://noconfig:secret@');
+      const run = await workerOn(url, { REDIS_DURABILITY: 'none' });
+      expect(run.ready).toMatchObject({ status: 'ready' });
+      expect(
+        run.lines.filter((l) => String(l['msg']).startsWith('redis:records-not-compact')),
+      ).toEqual([]);
+    } finally {
+      await admin.call('ACL', 'DELUSER', 'noconfig');
+      admin.disconnect();
+    }
+  }, 60_000);
 });
