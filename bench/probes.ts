@@ -103,6 +103,16 @@ export async function infoNumber(redis: Redis, section: string, field: string): 
   return Number(new RegExp(`^${field}:(\\S+)`, 'm').exec(text)?.[1] ?? Number.NaN);
 }
 
+/** What `key` weighs in Redis: MEMORY USAGE with every element counted (0 when missing). */
+export async function keyBytes(redis: Redis, key: string): Promise<number> {
+  return Number(await redis.memory('USAGE', key, 'SAMPLES', 0)) || 0;
+}
+
+/** The encoding Redis keeps `key` in (listpack, hashtable, ...). */
+export async function keyEncoding(redis: Redis, key: string): Promise<string> {
+  return String(await redis.object('ENCODING', key));
+}
+
 /** A labelled process whose CPU a {@link Probe} watches. */
 export interface Watched {
   readonly label: string;

@@ -2,6 +2,7 @@ import type { Redis } from 'ioredis';
 import { LISTPACK_VALUE_BYTES } from '../src/redis/embedded.js';
 import { keysFor, QUEUE_NAMES } from '../src/redis/keys.js';
 import type { Namespace } from './context.js';
+import { keyBytes, keyEncoding } from './probes.js';
 import { bytes } from './stats.js';
 import { BASELINE_QUEUE } from './workload.js';
 
@@ -13,15 +14,11 @@ import { BASELINE_QUEUE } from './workload.js';
  * keeps its completed BullMQ job, the prompt in its data, and the same completed-set entry.
  */
 
-async function usage(redis: Redis, key: string): Promise<number> {
-  return Number(await redis.memory('USAGE', key, 'SAMPLES', 0)) || 0;
-}
-
 /** The mean MEMORY USAGE of `keys`, and the encoding of the first. */
 async function meanOf(redis: Redis, keys: readonly string[]) {
   let total = 0;
-  for (const key of keys) total += await usage(redis, key);
-  const encoding = keys[0] ? String(await redis.object('ENCODING', keys[0])) : 'none';
+  for (const key of keys) total += await keyBytes(redis, key);
+  const encoding = keys[0] ? await keyEncoding(redis, keys[0]) : 'none';
   return { bytes: keys.length > 0 ? total / keys.length : 0, encoding };
 }
 
@@ -50,7 +47,7 @@ async function asListpack(redis: Redis, key: string): Promise<number> {
   await redis.config('SET', 'hash-max-listpack-value', String(LISTPACK_VALUE_BYTES));
   try {
     await redis.restore(scratch, 0, dump, 'REPLACE');
-    return await usage(redis, scratch);
+    return await keyBytes(redis, scratch);
   } finally {
     await redis.config('SET', 'hash-max-listpack-value', before);
     await redis.del(scratch);
@@ -61,7 +58,7 @@ async function asListpack(redis: Redis, key: string): Promise<number> {
 async function completedShare(redis: Redis, queuePrefix: string): Promise<number> {
   const key = `${queuePrefix}:completed`;
   const count = await redis.zcard(key);
-  return count > 0 ? (await usage(redis, key)) / count : 0;
+  return count > 0 ? (await keyBytes(redis, key)) / count : 0;
 }
 
 /** Ours, once every follow-up of `ns` has its event: one line for the report. */
@@ -76,7 +73,7 @@ export async function oursRetained(redis: Redis, ns: Namespace): Promise<string>
   );
   const completed = await completedShare(redis, queuePrefix);
   const events = await redis.xlen(ns.eventsStream);
-  const event = events > 0 ? (await usage(redis, ns.eventsStream)) / events : 0;
+  const event = events > 0 ? (await keyBytes(redis, ns.eventsStream)) / events : 0;
   const listpack = records[0] ? await asListpack(redis, records[0]) : 0;
   const total = record.bytes + jobs.bytes + completed + event;
   return (

@@ -6,7 +6,7 @@ import { keysFor, QUEUE_NAMES } from '../../src/redis/keys.js';
 import { stopAll } from '../../test/support/roles.js';
 import type { BenchContext, Namespace } from '../context.js';
 import { launchRoles, roleEnv } from '../fleet.js';
-import { infoNumber, memoryOf } from '../probes.js';
+import { infoNumber, keyBytes, keyEncoding, memoryOf } from '../probes.js';
 import type { ScenarioRun, ScenarioResult } from '../report.js';
 import { bytes, num, repeatedPairs, runs, type Repeated, type Side } from '../stats.js';
 import {
@@ -35,7 +35,7 @@ async function budgetBytes(ctx: BenchContext, ns: Namespace): Promise<number> {
   const keys = keysFor(ns.prefix);
   let total = 0;
   for (let p = 0; p < PROJECTS; p++) {
-    total += Number(await ctx.admin.memory('USAGE', keys.budget(`p${p}`), 'SAMPLES', 0)) || 0;
+    total += await keyBytes(ctx.admin, keys.budget(`p${p}`));
   }
   return total;
 }
@@ -96,11 +96,6 @@ async function breakdown(
   return [...shares, `the rest ${bytes((delta - freed - slots) / n)}`].join(', ');
 }
 
-/** The encoding Redis keeps `key` in (listpack, hashtable, ...). */
-async function encodingOf(ctx: BenchContext, key: string): Promise<string> {
-  return String(await ctx.admin.object('ENCODING', key));
-}
-
 /** The parts of our queued follow-ups (see {@link breakdown}); `ids` are their dispatch ids. */
 async function ourParts(ctx: BenchContext, ns: Namespace, ids: readonly string[], prompt: number) {
   const keys = keysFor(ns.prefix);
@@ -109,13 +104,16 @@ async function ourParts(ctx: BenchContext, ns: Namespace, ids: readonly string[]
   const heads = Array.from({ length: PROJECTS }, (_, p) => keys.laneHeads(`p${p}`));
   return [
     {
-      label: `records (${await encodingOf(ctx, keys.dispatch(first))})`,
+      label: `records (${await keyEncoding(ctx.admin, keys.dispatch(first))})`,
       keys: ids.map(keys.dispatch),
     },
     { label: `prompt keys (${bytes(prompt)} of it the prompt)`, keys: ids.map(keys.prompt) },
-    { label: `BullMQ job hashes (${await encodingOf(ctx, jobKey(first))})`, keys: ids.map(jobKey) },
+    {
+      label: `BullMQ job hashes (${await keyEncoding(ctx.admin, jobKey(first))})`,
+      keys: ids.map(jobKey),
+    },
     { label: 'open index and lane projects', keys: [keys.open, keys.laneProjects] },
-    { label: `lane heads (${await encodingOf(ctx, heads[0] ?? '')})`, keys: heads },
+    { label: `lane heads (${await keyEncoding(ctx.admin, heads[0] ?? '')})`, keys: heads },
     { label: "BullMQ's wait list", keys: [`${ns.prefix}:${QUEUE_NAMES.dispatch}:wait`] },
   ];
 }
@@ -125,7 +123,7 @@ async function baselineParts(ctx: BenchContext, ns: Namespace, n: number) {
   const jobKey = (id: number) => `${ns.prefix}:${BASELINE_QUEUE}:${id}`;
   return [
     {
-      label: `BullMQ job hashes, the prompt in their data (${await encodingOf(ctx, jobKey(1))})`,
+      label: `BullMQ job hashes, the prompt in their data (${await keyEncoding(ctx.admin, jobKey(1))})`,
       keys: Array.from({ length: n }, (_, i) => jobKey(i + 1)),
     },
     { label: "BullMQ's wait list", keys: [`${ns.prefix}:${BASELINE_QUEUE}:wait`] },

@@ -1,7 +1,7 @@
-import { Redis, type Cluster } from 'ioredis';
+import { Redis } from 'ioredis';
 import type { Config } from '../config/index.js';
 import { DispatchStore } from '../dispatch/store.js';
-import { connect } from '../redis/connections.js';
+import { configValue, connect, mastersOf } from '../redis/connections.js';
 import { LISTPACK_VALUE_BYTES } from '../redis/embedded.js';
 import { keysFor, shardLayout } from '../redis/keys.js';
 import {
@@ -76,7 +76,8 @@ const NOTE_TIMEOUT_MS = 2_000;
  */
 async function noteRecordEncoding(redis: Redis, logger: Logger): Promise<void> {
   // A hint must not hold up the start: past NOTE_TIMEOUT_MS it is left unsaid.
-  const value = await within(listpackValueBytes(redis), NOTE_TIMEOUT_MS, () => undefined);
+  const reading = listpackValueBytes(redis).catch(() => undefined);
+  const value = await within(reading, NOTE_TIMEOUT_MS, () => undefined);
   if (value === undefined || value >= LISTPACK_VALUE_BYTES) return;
   logger.info(
     { setting: 'hash-max-listpack-value', value, recommended: LISTPACK_VALUE_BYTES },
@@ -89,19 +90,15 @@ async function noteRecordEncoding(redis: Redis, logger: Logger): Promise<void> {
 
 /**
  * The server's `hash-max-listpack-value`: on a cluster the lowest of its masters' (CONFIG has no
- * key, so a cluster client would ask any one of them); `undefined` where CONFIG GET is refused or
- * does not know the name.
+ * key, so a cluster client would ask any one of them); `undefined` where no server tells it.
  */
 async function listpackValueBytes(redis: Redis): Promise<number | undefined> {
-  const nodes = redis.isCluster ? (redis as unknown as Cluster).nodes('master') : [redis];
   const values = await Promise.all(
-    nodes.map(async (node) => {
-      const reply = await node.config('GET', 'hash-max-listpack-value').catch(() => []);
-      const value = Number((reply as string[])[1]);
-      return Number.isFinite(value) ? value : undefined;
-    }),
+    (await mastersOf(redis)).map(async (node) =>
+      Number((await configValue(node, 'hash-max-listpack-value')) ?? Number.NaN),
+    ),
   );
-  const known = values.filter((v): v is number => v !== undefined);
+  const known = values.filter((v) => Number.isFinite(v));
   return known.length > 0 ? Math.min(...known) : undefined;
 }
 

@@ -89,6 +89,27 @@ export function duplicate(redis: Redis, options: RedisOptions): Redis {
   }) as unknown as Redis;
 }
 
+/**
+ * The servers behind `redis`, for what each says of itself (INFO, CONFIG): `redis` itself, or
+ * every master of a cluster, asked for once the cluster client is connected and knows its nodes.
+ */
+export async function mastersOf(redis: Redis): Promise<Redis[]> {
+  if (!redis.isCluster) return [redis];
+  await redis.ping();
+  const masters = (redis as unknown as Cluster).nodes('master');
+  if (masters.length === 0) throw new Error('the cluster has no master to ask');
+  return masters;
+}
+
+/**
+ * One server setting (CONFIG GET); `undefined` where CONFIG is refused, as managed services often
+ * do, or the server does not know the name.
+ */
+export async function configValue(node: Redis, name: string): Promise<string | undefined> {
+  const reply = (await node.config('GET', name).catch(() => [])) as string[];
+  return reply[1];
+}
+
 /** Network error codes of a connection that broke under a command. */
 const CONNECTION_CODES = new Set(['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT', 'ENOTCONN']);
 

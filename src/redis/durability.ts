@@ -1,4 +1,5 @@
-import type { Cluster, Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
+import { configValue, mastersOf } from './connections.js';
 
 /**
  * What survives a Redis crash (contract, promise 7). Redis acknowledges a write once it is in
@@ -39,11 +40,7 @@ export interface ServerFacts {
  * answer of each fact counts.
  */
 export async function probeServer(redis: Redis): Promise<ServerFacts> {
-  if (!redis.isCluster) return probeNode(redis);
-  await redis.ping();
-  const masters = (redis as unknown as Cluster).nodes('master');
-  if (masters.length === 0) throw new Error('the cluster has no master to ask');
-  const all = await Promise.all(masters.map(probeNode));
+  const all = await Promise.all((await mastersOf(redis)).map(probeNode));
   const weakest = <T extends string>(pick: (f: ServerFacts) => T, order: readonly T[]) =>
     order.find((value) => all.some((f) => pick(f) === value)) ?? (order.at(-1) as T);
   return {
@@ -61,15 +58,8 @@ async function probeNode(redis: Redis): Promise<ServerFacts> {
   const valkey = field('valkey_version');
   const version = valkey ?? field('redis_version') ?? '0';
   const [major = 0, minor = 0] = version.split('.').map(Number);
-  const config = async (name: string) => {
-    try {
-      const reply = (await redis.config('GET', name)) as string[];
-      return reply[1] ?? 'unknown';
-    } catch {
-      // Managed services often refuse CONFIG: what cannot be read is said to be unknown.
-      return 'unknown';
-    }
-  };
+  // What cannot be read (CONFIG refused) is said to be unknown.
+  const config = async (name: string) => (await configValue(redis, name)) ?? 'unknown';
   // INFO persistence has aof_enabled even where CONFIG is refused.
   const aofEnabled = field('aof_enabled');
   const appendonly = await config('appendonly');
