@@ -123,7 +123,7 @@ export function createProcessor(ctx: SendContext) {
         );
       }
       case 'invalid':
-        // Its prompt cannot be sent (see acquire-10.lua): it ends unsent, no budget unit spent.
+        // Its prompt cannot be sent (see acquire-n.lua): it ends unsent, no budget unit spent.
         return endUndeliverable(ctx, ref, 'invalid_payload', 'queued');
       case 'not_durable':
         // Nothing was sent: it is queued again, and tries again shortly, no attempt spent.

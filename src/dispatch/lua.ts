@@ -19,11 +19,11 @@ import type { ChainableCommander, Redis } from 'ioredis';
 /** Each script's file under `./lua/`, without `.lua`. */
 const FILES = {
   register: 'register-n',
-  acquire: 'acquire-10',
-  markSent: 'markSent-2',
+  acquire: 'acquire-n',
+  markSent: 'markSent-n',
   requeue: 'requeue-4',
-  finish: 'finish-8',
-  reschedule: 'reschedule-2',
+  finish: 'finish-n',
+  reschedule: 'reschedule-n',
   due: 'due-1',
   isNext: 'isNext-3',
   carry: 'carry-1',

@@ -4,7 +4,7 @@ import type { StoreState } from './store-state.js';
 /**
  * An operator's controls of one project (`Keys.projectControls`): pause and resume, its own send
  * limit, and what `project show` reads. Each change is one script, read by every ACQUIRE
- * (acquire-10.lua), so the whole fleet honours it from its next send. Reached through
+ * (acquire-n.lua), so the whole fleet honours it from its next send. Reached through
  * `DispatchStore.projects`.
  */
 

@@ -1,5 +1,7 @@
 import type { Rate } from '../config/index.js';
-import { beforeWrite, notOnDisk, NotDurableError } from '../redis/disk-wait.js';
+import { NotDurableError } from '../redis/disk-wait.js';
+import { acquireMany, MAX_ACQUIRES, type Acquire, type Acquired } from './acquires.js';
+import { CallBatch } from './call-batch.js';
 import type { Tracking } from './tracking.js';
 import { parseRecord, type DispatchRecord, type DispatchState } from './record.js';
 import {
@@ -22,9 +24,13 @@ export class Sends {
   /** Where a send that Redis did not confirm on disk is queued again. */
   readonly #tracking: Tracking;
 
+  /** ACQUIREs asked for in the same turn of the event loop share one script call. */
+  readonly #acquires: CallBatch<Acquire, Acquired>;
+
   constructor(state: StoreState, tracking: Tracking) {
     this.#state = state;
     this.#tracking = tracking;
+    this.#acquires = new CallBatch((items) => acquireMany(state, items), MAX_ACQUIRES);
   }
 
   /** Reads one dispatch record, with its prompt (in one MULTI: FINISH deletes the prompt). */
@@ -51,7 +57,8 @@ export class Sends {
   /**
    * Checks lane, pauses, park and budget (the project's own limit replaces `rate`); when all allow
    * it, records the intent to send and tracks the dispatch (first read in `firstPollMs`). See
-   * acquire-10.lua for `toleranceMs`, and why a retry with the same `attemptToken` spends nothing.
+   * acquire-n.lua for `toleranceMs`, and why a retry with the same `attemptToken` spends nothing.
+   * ACQUIREs asked for in the same turn of the event loop share one script call (`acquires.ts`).
    */
   async acquire(
     ref: DispatchRef,
@@ -60,42 +67,19 @@ export class Sends {
     firstPollMs: number,
     attemptToken: string,
   ): Promise<Verdict> {
-    const state = this.#state;
-    const { keys } = state;
-    const connection = await beforeWrite(state.options.durability, state.redis, keys.tracked);
-    const reply = (await state.scripts.run(
-      'acquire',
-      [
-        keys.dispatch(ref.dispatchId),
-        ...laneOf(state, ref),
-        keys.budget(ref.projectId),
-        keys.park(ref.projectId),
-        keys.tracked,
-        keys.authPause,
-        keys.projectControls(ref.projectId),
-        keys.prompt(ref.dispatchId),
-        keys.open,
-      ],
-      [
-        ref.dispatchId,
-        rate.max,
-        rate.windowMs,
-        toleranceMs,
-        Math.max(1, Math.round(firstPollMs)),
-        attemptToken,
-        keys.dispatch(''),
-        state.options.promptMaxBytes ?? 0,
-        ref.jobId,
-      ],
-    )) as [string, number, string, number?, number?];
-    const [kind, n, text, probe, redisNowMs] = reply;
-    if (redisNowMs !== undefined) state.clock.saw(redisNowMs);
+    const { reply, notDurable, failed } = await this.#acquires.add({
+      ref,
+      rate,
+      toleranceMs,
+      firstPollMs,
+      attemptToken,
+    });
+    if (failed) throw failed.err;
+    const [kind, n, text, probe] = reply;
     switch (kind) {
       case 'go': {
-        // The intent must be on disk before the prompt leaves: a crash that took it back would
-        // make the follow-up `queued` again, and it would be sent twice.
-        const notDurable = await notOnDisk(state.options.durability, connection);
         if (notDurable === undefined) return { kind, attempt: n, prompt: text, probe: probe === 1 };
+        // Its intent is not on disk (see `acquireMany`): it must not be sent now.
         // Its own wait may fail too: the next run of the job then finds the intent in doubt.
         await this.#tracking.requeue(ref, n, attemptToken, true, 0).catch((err: unknown) => {
           if (!(err instanceof NotDurableError)) throw err;

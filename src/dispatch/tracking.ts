@@ -1,9 +1,12 @@
 import type { AgentJob } from '../agent-api/index.js';
-import { afterWrite, beforeWrite, notOnDisk } from '../redis/disk-wait.js';
+import { afterWrite, beforeWrite } from '../redis/disk-wait.js';
 import type { DispatchState, DispatchRecord } from './record.js';
-import { eventFields, orphanEventFields, type Ending } from './event.js';
+import { orphanEventFields, type Ending } from './event.js';
+import { CallBatch } from './call-batch.js';
+import { finishMany, MAX_FINISHES, type Ended, type Finish, type Finished } from './finishes.js';
+import { markMany, MAX_MARKS, type Mark, type Marked } from './marks.js';
+import { MAX_RESCHEDULES, rescheduleMany, type Reschedule } from './reschedules.js';
 import {
-  laneOf,
   retryWrite,
   type DispatchRef,
   type MarkResult,
@@ -13,21 +16,11 @@ import {
 
 /**
  * The store's tracked set (sent dispatches whose agent job the poller reads): a send's answer
- * starts its tracking (`markSent`, see markSent-2.lua), a refused send goes back to the queue
+ * starts its tracking (`markSent`, see markSent-n.lua), a refused send goes back to the queue
  * (`requeue`, see requeue-4.lua), and the end of a dispatch publishes its one event (`finish`).
  * `markSent` and `requeue` act for one attempt only (its token), so running one twice finds its
  * own state. Reached as `DispatchStore.tracking`.
  */
-
-/**
- * What FINISH did: whether this call ended the dispatch, the lane's next dispatch, and when it did
- * not, the state it found (`undefined`: no record).
- */
-export interface Finished {
-  readonly finished: boolean;
-  readonly nextDispatchId: string | undefined;
-  readonly found?: DispatchState | undefined;
-}
 
 /** The job an orphan event is for; with `jobKey`, only while that BullMQ job hash exists. */
 export interface Orphan {
@@ -42,14 +35,21 @@ export type OrphanResult = 'published' | 'published-before' | 'record-exists' | 
 /** The tracked set and the ends of one store: `DispatchStore.tracking`. */
 export class Tracking {
   readonly #state: StoreState;
+  readonly #reschedules: CallBatch<Reschedule, boolean>;
+  readonly #finishes: CallBatch<Finish, Ended>;
+  readonly #marks: CallBatch<Mark, Marked>;
 
   constructor(state: StoreState) {
     this.#state = state;
+    this.#reschedules = new CallBatch((items) => rescheduleMany(state, items), MAX_RESCHEDULES);
+    this.#finishes = new CallBatch((items) => finishMany(state, items), MAX_FINISHES);
+    this.#marks = new CallBatch((items) => markMany(state, items), MAX_MARKS);
   }
 
   /**
    * Records attempt `attemptToken`'s send as `sent`/`unsettled`, tracked, on disk. Idempotent, so
-   * retried by `retry` when given.
+   * retried by `retry` when given. Answers recorded in the same turn of the event loop share one
+   * script call and one wait for the disk (`marks.ts`).
    */
   async markSent(
     ref: DispatchRef,
@@ -60,32 +60,9 @@ export class Tracking {
     retry?: WriteRetry,
   ): Promise<MarkResult> {
     return retryWrite(retry, async () => {
-      const state = this.#state;
-      const connection = await beforeWrite(
-        state.options.durability,
-        state.redis,
-        state.keys.tracked,
-      );
-      const reply = await state.scripts.run(
-        'markSent',
-        [state.keys.dispatch(ref.dispatchId), state.keys.tracked],
-        [
-          ref.dispatchId,
-          newState,
-          job ? JSON.stringify(job) : '',
-          job?.status ?? '',
-          job?.status === 'active' ? '1' : '0',
-          Math.max(1, Math.round(firstDelayMs)),
-          attemptToken,
-          state.clock.inMs(firstDelayMs) ?? 0,
-        ],
-      );
-      const result = reply === 1 ? 'marked' : reply === 0 ? 'moved-on' : 'stale';
-      // The answer must be on disk before the BullMQ job completes: a crash that took it back while
-      // the job's completion (resent by ioredis after the reconnect) survived would leave the
-      // dispatch `sending` with no job left to settle it. Run again, MARK_SENT finds its own state.
-      if (result === 'marked') await afterWrite(state.options.durability, connection);
-      return result;
+      const marked = await this.#marks.add({ ref, newState, job, firstDelayMs, attemptToken });
+      if ('failed' in marked) throw marked.failed;
+      return marked.result;
     });
   }
 
@@ -126,54 +103,18 @@ export class Tracking {
     });
   }
 
-  /** Ends a dispatch with its one event, if it is in `expected` state (omitted: any but `done`). */
+  /**
+   * Ends a dispatch with its one event, if it is in `expected` state (omitted: any but `done`).
+   * Ends asked for in the same turn of the event loop share one script call (`finishes.ts`).
+   */
   async finish(
     record: DispatchRecord,
     ending: Ending,
     expected?: DispatchState,
   ): Promise<Finished> {
-    const state = this.#state;
-    const { keys, options } = state;
-    const finishedAt = Date.now();
-    const job = ending.job ?? record.job;
-    const connection = await beforeWrite(options.durability, state.redis, keys.tracked);
-    const reply = (await state.scripts.run(
-      'finish',
-      [
-        keys.dispatch(record.dispatchId),
-        ...laneOf(state, record),
-        keys.tracked,
-        options.eventsStream,
-        keys.open,
-        keys.budget(record.projectId),
-        keys.prompt(record.dispatchId),
-      ],
-      [
-        record.dispatchId,
-        expected ?? '',
-        finishedAt,
-        ending.type,
-        ending.reason ?? '',
-        options.retentionMs,
-        options.eventsMaxLen,
-        ending.job ? JSON.stringify(ending.job) : '',
-        job?.status ?? '',
-        record.jobId,
-        ...eventFields(record, ending, finishedAt),
-      ],
-    )) as [number, string, string, string?];
-    const finished = reply[0] === 1;
-    const found = (reply[3] || undefined) as DispatchState | undefined;
-    const nextDispatchId = reply[1] || undefined;
-    // The lane's release must be on disk before its next follow-up is woken. When it is not, the
-    // next one is not woken now: it looks at the lane by itself later, and its own ACQUIRE's wait
-    // covers this FINISH too (the AOF is one file, fsynced in order).
-    if (
-      nextDispatchId !== undefined &&
-      (await notOnDisk(options.durability, connection)) !== undefined
-    )
-      return { finished, nextDispatchId: undefined, found };
-    return { finished, nextDispatchId, found };
+    const ended = await this.#finishes.add({ record, ending, expected, finishedAt: Date.now() });
+    if ('failed' in ended) throw ended.failed;
+    return ended;
   }
 
   /**
@@ -204,24 +145,17 @@ export class Tracking {
     return results[reply as 1 | 0 | -1] ?? 'job-gone';
   }
 
-  /** Sets the next status read of a tracked dispatch `delayMs` ahead; stores `fields` on it. */
-  async reschedule(
+  /**
+   * Sets the next status read of a tracked dispatch `delayMs` ahead; stores `fields` on it.
+   * Reschedules asked for in the same turn of the event loop share one script call
+   * (`reschedules.ts`). Resolves to `false` when it is no longer tracked.
+   */
+  reschedule(
     dispatchId: string,
     delayMs: number,
     fields: Record<string, string | number> = {},
   ): Promise<boolean> {
-    const state = this.#state;
-    const reply = await state.scripts.run(
-      'reschedule',
-      [state.keys.dispatch(dispatchId), state.keys.tracked],
-      [
-        dispatchId,
-        Math.max(1, Math.round(delayMs)),
-        state.clock.inMs(delayMs) ?? 0,
-        ...Object.entries(fields).flat(),
-      ],
-    );
-    return reply === 1;
+    return this.#reschedules.add({ dispatchId, delayMs, fields });
   }
 
   /** Stops tracking a dispatch (its record expired, or was never ours). */

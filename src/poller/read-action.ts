@@ -159,7 +159,7 @@ function whileSending(
       delayMs: Math.max(next, retryAfter(seen.error) ?? 0, 2 * s.pollMinIntervalMs),
     };
   }
-  // Only a '1' is written: seen active is never taken back (reschedule-2.lua).
+  // Only a '1' is written: seen active is never taken back (reschedule-n.lua).
   const seenActive: Record<string, string> =
     statusKind(seen.job.status) === 'active' ? { seenActive: '1' } : {};
   return {

@@ -25,7 +25,7 @@ describe('REDIS_DURABILITY=fsync on a Valkey cluster of 3 masters, DISPATCH_SHAR
     persistence: { server: 'valkey', appendonly: 'yes', appendfsync: 'always' },
   });
 
-  it("sends each WAITAOF to the master of the shard it waits for, one per wait point of that shard's follow-ups", async () => {
+  it("sends each WAITAOF to the master of the shard it waits for, at most one per wait point of that shard's follow-ups", async () => {
     const { cluster, redis, processes } = fleet();
     const env = fleet().env({ REDIS_DURABILITY: 'fsync!' });
     const nodeOfShard = await Promise.all(
@@ -91,17 +91,29 @@ describe('REDIS_DURABILITY=fsync on a Valkey cluster of 3 masters, DISPATCH_SHAR
 
     // Per master, the waits its shards' follow-ups asked for: the producer's MULTI (one per shard
     // of the batch), ACQUIRE's go and MARK_SENT (one each per follow-up) and FINISH's hand-on
-    // (each round but the last of each agent job).
-    const expected = [0, 0, 0];
+    // (each round but the last of each agent job). Writes of one shard asked for in the same turn
+    // of a process's event loop go in one script call, and one WAITAOF covers them all: a master
+    // sees at most that many, and at least one per shard of its own (the producer's).
+    const most = [0, 0, 0];
+    const least = [0, 0, 0];
     const shardsUsed = new Set(projects.map((p) => shardOf(p, SHARDS)));
-    for (const s of shardsUsed) expected[nodeOfShard[s] ?? 0]! += 1;
+    for (const s of shardsUsed) {
+      most[nodeOfShard[s] ?? 0]! += 1;
+      least[nodeOfShard[s] ?? 0]! += 1;
+    }
     for (const p of projects) {
       const node = nodeOfShard[shardOf(p, SHARDS)] ?? 0;
-      expected[node]! += JOBS * ROUNDS * 2 + JOBS * (ROUNDS - 1);
+      most[node]! += JOBS * ROUNDS * 2 + JOBS * (ROUNDS - 1);
     }
     const calls = await callsPerNode(cluster, 'waitaof');
-    console.log(`WAITAOF calls per master: ${calls.join(', ')} (expected ${expected.join(', ')})`);
-    expect(calls).toEqual(expected);
+    console.log(
+      `WAITAOF calls per master: ${calls.join(', ')} (at least ${least.join(', ')}, at most ${most.join(', ')})`,
+    );
+    expect(calls[2]).toBe(0);
+    for (const node of [0, 1]) {
+      expect(calls[node]).toBeGreaterThanOrEqual(least[node]!);
+      expect(calls[node]).toBeLessThanOrEqual(most[node]!);
+    }
 
     await stopAll(processes.splice(0));
     const logs = roles.map((r) => r.output.stdout + r.output.stderr).join('\n');

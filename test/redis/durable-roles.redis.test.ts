@@ -85,6 +85,45 @@ describe('the store waits for the disk where a crash must not undo a write (Valk
     expect(await short.tracking.markSent(other, 'sent', undefined, 1_000, 'B')).toBe('marked');
   });
 
+  it('writes asked for together wait for the disk once; short of it, every go is requeued', async () => {
+    const inLanes = async (prefix: string): Promise<DispatchRef[]> => {
+      const producer = createProducer({ redisUrl: served().server.url, prefix });
+      try {
+        const sent = await producer.sendMany(
+          ['a', 'b', 'c'].map((jobId) => ({ projectId: 'p', jobId, prompt: jobId })),
+        );
+        return sent.map(({ dispatchId }, i) => ({ dispatchId, projectId: 'p', jobId: 'abc'[i]! }));
+      } finally {
+        await producer.close();
+      }
+    };
+    const store = storeWith('together', WAIT_LOCAL);
+    const refs = await inLanes('together');
+    let before = await waitaofCalls(served().redis);
+    const verdicts = await Promise.all(
+      refs.map((ref, i) => store.sends.acquire(ref, RATE, 20, 60_000, `T${i}`)),
+    );
+    expect(verdicts.map((v) => v.kind)).toEqual(['go', 'go', 'go']);
+    expect((await waitaofCalls(served().redis)) - before).toBe(1);
+    before = await waitaofCalls(served().redis);
+    const marks = await Promise.all(
+      refs.map((ref, i) => store.tracking.markSent(ref, 'sent', undefined, 1_000, `T${i}`)),
+    );
+    expect(marks).toEqual(['marked', 'marked', 'marked']);
+    expect((await waitaofCalls(served().redis)) - before).toBe(1);
+
+    const short = storeWith('together-short', WAIT_REPLICA);
+    const others = await inLanes('together-short');
+    const refused = await Promise.all(
+      others.map((ref, i) => short.sends.acquire(ref, RATE, 20, 60_000, `S${i}`)),
+    );
+    expect(refused.map((v) => v.kind)).toEqual(['not_durable', 'not_durable', 'not_durable']);
+    const keys = keysFor('together-short');
+    for (const ref of others)
+      expect(await served().redis.hget(keys.dispatch(ref.dispatchId), 'state')).toBe('queued');
+    expect(await served().redis.zcard(keys.budget('p'))).toBe(0);
+  });
+
   it('an orphan event only for a job Redis still holds, and never while the record exists', async () => {
     const store = storeWith('orphan', WAIT_LOCAL);
     const keys = keysFor('orphan');

@@ -1,5 +1,5 @@
 --[[
-  Sets or clears one project's own send limit, fleet-wide: ACQUIRE reads it (acquire-10.lua) in
+  Sets or clears one project's own send limit, fleet-wide: ACQUIRE reads it (acquire-n.lua) in
   place of SEND_RATE_LIMIT from the next send on, counted on the same sliding-window log, so no
   window of the new limit holds more than its max, the sends made before the change included.
 

@@ -1,5 +1,5 @@
 --[[
-  Pauses or resumes one project, fleet-wide: ACQUIRE reads the flag (acquire-10.lua), so from the
+  Pauses or resumes one project, fleet-wide: ACQUIRE reads the flag (acquire-n.lua), so from the
   next ACQUIRE on no worker sends to a paused project, and nothing is spent (no attempt, no budget).
   Its follow-ups' BullMQ jobs are parked and noted in KEYS[2]; a resume takes that set, for the
   caller to wake them at once. Sent follow-ups are not touched: their status reads go on.

@@ -1,0 +1,60 @@
+/**
+ * Calls asked for in one turn of the event loop, made as one: each `add` waits until the end of
+ * the current turn (`setImmediate`), or until `maxBatch` are waiting, and then every waiting item
+ * goes to `run` together, in the order added, each answered with its own result. A poller's reads
+ * end in bursts (many GETs answer in the same turn), so under load one script call carries many
+ * reschedules or ends: one command to write and one reply to read instead of one each, for Redis
+ * and for the process. Alone, an item waits for the end of the current turn only.
+ *
+ * A failed `run` fails every item it carried, as each would have failed alone; the next items
+ * go on.
+ */
+export class CallBatch<Item, Result> {
+  readonly #run: (items: readonly Item[]) => Promise<readonly Result[]>;
+  readonly #maxBatch: number;
+  #waiting: { item: Item; resolve: (r: Result) => void; reject: (err: unknown) => void }[] = [];
+  #flushScheduled = false;
+
+  /** `run` answers one result per item, in order. */
+  constructor(run: (items: readonly Item[]) => Promise<readonly Result[]>, maxBatch: number) {
+    this.#run = run;
+    this.#maxBatch = maxBatch;
+  }
+
+  add(item: Item): Promise<Result> {
+    return new Promise<Result>((resolve, reject) => {
+      this.#waiting.push({ item, resolve, reject });
+      if (this.#waiting.length >= this.#maxBatch) this.#flush();
+      else if (!this.#flushScheduled) {
+        this.#flushScheduled = true;
+        setImmediate(() => {
+          this.#flushScheduled = false;
+          this.#flush();
+        });
+      }
+    });
+  }
+
+  #flush(): void {
+    const batch = this.#waiting;
+    if (batch.length === 0) return;
+    this.#waiting = [];
+    let running: Promise<readonly Result[]>;
+    try {
+      running = this.#run(batch.map((w) => w.item));
+    } catch (err) {
+      running = Promise.reject(err);
+    }
+    running.then(
+      (results) => {
+        for (const [i, w] of batch.entries()) {
+          if (i < results.length) w.resolve(results[i] as Result);
+          else w.reject(new Error(`a batched call answered ${results.length} of ${batch.length}`));
+        }
+      },
+      (err: unknown) => {
+        for (const w of batch) w.reject(err);
+      },
+    );
+  }
+}

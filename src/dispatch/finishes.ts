@@ -1,0 +1,86 @@
+import { beforeWrite, notOnDisk } from '../redis/disk-wait.js';
+import { eventFields, type Ending } from './event.js';
+import type { DispatchRecord, DispatchState } from './record.js';
+import { laneOf, type StoreState } from './store-state.js';
+
+/** Most ends in one call of finish-n.lua: its arguments stay a few thousand. */
+export const MAX_FINISHES = 100;
+
+/** One end: `record` ends with `ending`, if it is in `expected` state (omitted: any but `done`). */
+export interface Finish {
+  readonly record: DispatchRecord;
+  readonly ending: Ending;
+  readonly expected?: DispatchState | undefined;
+  /** When it ended, by this process's clock. */
+  readonly finishedAt: number;
+}
+
+/**
+ * What FINISH did: whether this call ended the dispatch, the lane's next dispatch, and when it did
+ * not, the state it found (`undefined`: no record).
+ */
+export interface Finished {
+  readonly finished: boolean;
+  readonly nextDispatchId: string | undefined;
+  readonly found?: DispatchState | undefined;
+}
+
+/** One end's answer, or the failure of the wait for the disk before its lane's hand-on. */
+export type Ended = Finished | { readonly failed: unknown };
+
+/**
+ * Runs `items` in one call of finish-n.lua (see `Tracking.finish`, which batches them), each
+ * answered as if it ran alone. The lanes' releases must be on disk before their next follow-ups
+ * are woken: when the wait for the disk (`REDIS_DURABILITY`) fails, no next follow-up is
+ * answered; each looks at its lane by itself later, and its own ACQUIRE's wait covers these ends
+ * too (the AOF is one file, fsynced in order).
+ */
+export async function finishMany(state: StoreState, items: readonly Finish[]): Promise<Ended[]> {
+  const { keys, options } = state;
+  const keyList = [keys.tracked, options.eventsStream, keys.open];
+  const args: (string | number)[] = [items.length, options.retentionMs, options.eventsMaxLen];
+  for (const { record, ending, expected, finishedAt } of items) {
+    const job = ending.job ?? record.job;
+    keyList.push(
+      keys.dispatch(record.dispatchId),
+      ...laneOf(state, record),
+      keys.budget(record.projectId),
+      keys.prompt(record.dispatchId),
+    );
+    const entry = eventFields(record, ending, finishedAt);
+    args.push(
+      record.dispatchId,
+      expected ?? '',
+      finishedAt,
+      ending.type,
+      ending.reason ?? '',
+      ending.job ? JSON.stringify(ending.job) : '',
+      job?.status ?? '',
+      record.jobId,
+      entry.length,
+      ...entry,
+    );
+  }
+  const connection = await beforeWrite(options.durability, state.redis, keys.tracked);
+  const reply = (await state.scripts.run('finish', keyList, args)) as [
+    number,
+    string,
+    string,
+    string?,
+  ][];
+  const answers = reply.map(([ended, next, , found]) => ({
+    finished: ended === 1,
+    nextDispatchId: next || undefined,
+    found: (found || undefined) as DispatchState | undefined,
+  }));
+  if (!answers.some((a) => a.nextDispatchId !== undefined)) return answers;
+  const wait = await notOnDisk(options.durability, connection).then(
+    (notDurable) => ({ notDurable }),
+    (err: unknown) => ({ failed: { err } }),
+  );
+  return answers.map((a): Ended => {
+    if (a.nextDispatchId === undefined) return a;
+    if ('failed' in wait) return { failed: wait.failed.err };
+    return wait.notDurable === undefined ? a : { ...a, nextDispatchId: undefined };
+  });
+}

@@ -1,0 +1,215 @@
+--[[
+  Decides whether a queued dispatch may be sent now, and if so records the intent and spends one
+  unit of the project's budget in the same step.
+
+  A dispatch is tracked from the moment its intent is recorded: if its worker dies mid-send, the
+  poller has already been watching the job, and whether it turned active settles the send.
+
+  The attempt token makes it safe to run twice: ioredis resends a command whose reply was lost
+  with its connection, and the worker retries it on a connection error. The attempt that holds
+  the intent gets `go` again, with the same attempt number and no budget spent; any other gets
+  `sending`.
+
+  While the key is rejected (see pauseSends-1.lua), every send waits for the probe time; the first
+  ACQUIRE that would send once it has come is the probe, and it moves the next probe time ahead by
+  a backoff that doubles up to `maxBackoffMs`, so exactly one send of the fleet tries the key per
+  backoff.
+
+  The budget is a sliding-window log: one entry per send, scored by its time, so no window of
+  `windowMs`, wherever it starts, holds more than `max` entries. A dispatch that finds no room
+  reserves the earliest slot that keeps that true (an entry `r:<id>` in the future) and waits for
+  it; waking, it spends exactly that slot. So a backlog is woken once per slot, in order, instead
+  of all at once every time a slot frees. A reservation woken later than `toleranceMs` (a worker
+  was busy, or a 429 parked the project meanwhile) is dropped and taken again.
+
+  An operator's controls of the project (its controls key, see projectPause-3.lua and
+  projectLimit-3.lua) are read here, so every worker honours them from its next ACQUIRE: a paused
+  project answers `paused` before anything is spent; a project limit replaces the dispatch's max,
+  windowMs and toleranceMs. The log keeps entries for the longer of the two windows, so the
+  default holds again at once when a limit is cleared; only the entries inside the window in
+  force are counted against it.
+
+  The ACQUIREs a worker asks for at about the same time go in one call (see dispatch/acquires.ts),
+  each as if it ran alone, in the order given.
+
+  Input:
+    KEYS[1] tracked set
+    KEYS[2] send pause
+    KEYS[3] open index (see dispatch/open-index.ts)
+    then seven keys per dispatch, the i-th's from KEYS[4 + 7 (i - 1)]:
+      record
+      its project's lane heads (a lane of one; see includes/lane.lua)
+      its lane (a lane of two or more)
+      its project's budget
+      its project's park
+      its project's controls
+      its prompt (a record written before prompts had their own key holds it in `prompt`)
+
+    ARGV[1] how many dispatches (n)
+    ARGV[2] the prefix of every record key (a lane head's record is that prefix and its id)
+    ARGV[3] largest prompt that may be sent, in bytes (PROMPT_MAX_BYTES; 0 = no limit)
+    then seven arguments per dispatch, the i-th's from ARGV[4 + 7 (i - 1)]:
+      dispatchId
+      max sends per window (the default: SEND_RATE_LIMIT)
+      windowMs (the default's, margin included)
+      toleranceMs (the default's)
+      firstPollMs
+      attemptToken
+      jobId (the lane's field in its lane heads)
+
+  Output: for each dispatch, {verdict, n, text, probe, now}
+    go          n = attempt, text = prompt, probe = 1 when it is the fleet's probe of a rejected key,
+                now = Redis's time
+    blocked     another dispatch heads the lane (heads with no record, or an ended one, are
+                dropped first); a head in the lane's list that the open index lacks is added to it
+    invalid     n = the prompt's size in bytes: empty, or over ARGV[3]; nothing is spent
+    auth_paused n = next probe time
+    paused      the operator paused the project
+    parked      n = until
+    over        n = until (the reserved slot)
+    missing     no record
+    sending     n = when that attempt started, text = its token
+    <state>     the record's state when not queued
+]]
+local trackedKey, pauseKey, openKey = KEYS[1], KEYS[2], KEYS[3]
+local n, recordPrefix, promptMaxBytes = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
+
+--- @include "includes/lane"
+--- @include "includes/now"
+
+local function acquire(k, a)
+  local recordKey, headsKey, laneKey, budgetKey, parkKey, controlsKey, promptKey =
+    KEYS[k], KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4], KEYS[k + 5], KEYS[k + 6]
+  local dispatchId, token, jobId = ARGV[a], ARGV[a + 5], ARGV[a + 6]
+  local max, window, tolerance = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]),
+    tonumber(ARGV[a + 3])
+  local keepFor = window
+  local firstPollMs = tonumber(ARGV[a + 4])
+
+  -- One read of the fields it decides on; the prompt (it goes back with `go`) only when it may go.
+  local stored = redis.call('HMGET', recordKey, 'state', 'prompt', 'attemptToken', 'attempts',
+    'sendingAt')
+  local state = stored[1]
+  if not state then return {'missing', 0, ''} end
+  -- A record written with its prompt in it (by an earlier version) is read as written: a prompt key
+  -- of the same id could only be one an earlier version's FINISH left behind.
+  local function prompt()
+    return stored[2] or redis.call('GET', promptKey) or ''
+  end
+  if state == 'sending' then
+    local holder = stored[3] or ''
+    if token ~= '' and holder == token then return {'go', tonumber(stored[4]), prompt()} end
+    return {state, tonumber(stored[5] or '0'), holder}
+  end
+  if state ~= 'queued' then return {state, 0, ''} end
+  -- A lane head whose record is gone (deleted by hand, or lost with a Redis crash) would block its
+  -- agent job for ever, and one whose record has ended (`done`: a FINISH of an earlier version did
+  -- not hand the lane on) until the record expires: it is dropped, and the next head takes its
+  -- turn. Records share the lane's prefix (and hash tag), so the head's record key is built from
+  -- ARGV[2].
+  local function ended(id)
+    local headState = redis.call('HGET', recordPrefix .. id, 'state')
+    return not headState or headState == 'done'
+  end
+  local head, inList = laneHead(headsKey, laneKey, jobId)
+  while head and head ~= dispatchId and ended(head) do
+    laneAdvance(headsKey, laneKey, jobId)
+    head, inList = laneHead(headsKey, laneKey, jobId)
+  end
+  if head ~= dispatchId then
+    -- The repair sweep finds a lane of two or more through the open index. A producer of an earlier
+    -- version that moved a lane of one into its list did not add the head to it: this waiting
+    -- follow-up does, by the head's enqueue time, so a head whose job vanished is still repaired.
+    if inList and not redis.call('ZSCORE', openKey, head) then
+      local since = redis.call('HGET', recordPrefix .. head, 'enqueuedAt')
+      if since then redis.call('ZADD', openKey, 'NX', since, head) end
+    end
+    return {'blocked', 0, ''}
+  end
+  -- The worker checks the payload it reads here before any budget unit is spent on it: a record
+  -- written by another version, or a PROMPT_MAX_BYTES lowered since, ends undeliverable unsent.
+  local text = prompt()
+  if #text == 0 or (promptMaxBytes > 0 and #text > promptMaxBytes) then
+    return {'invalid', #text, ''}
+  end
+  -- The log lives until its latest entry (a send or a reservation, possibly in the future) is
+  -- `keepFor` old, and a minute more. This script knows that entry: no PTTL needed to extend it.
+  local function keepUntil(latest)
+    redis.call('PEXPIRE', budgetKey, latest - now + keepFor + 60000)
+  end
+  local probeAt = tonumber(redis.call('HGET', pauseKey, 'probeAt') or '0')
+  if probeAt > now then return {'auth_paused', probeAt, ''} end
+  local controls = redis.call('HMGET', controlsKey, 'paused', 'max', 'windowMs', 'toleranceMs')
+  if controls[1] == '1' then return {'paused', 0, ''} end
+  if controls[2] then
+    max, window, tolerance = tonumber(controls[2]), tonumber(controls[3]), tonumber(controls[4])
+    if window > keepFor then keepFor = window end
+  end
+  local parked = tonumber(redis.call('GET', parkKey) or '0')
+  if parked > now then return {'parked', parked, ''} end
+  redis.call('ZREMRANGEBYSCORE', budgetKey, '-inf', now - keepFor)
+  local slot = now
+  -- The log's latest entry, when known: it sets how long the log must live (keepUntil).
+  local latest = nil
+  local reservation = 'r:' .. dispatchId
+  local reserved = redis.call('ZSCORE', budgetKey, reservation)
+  if reserved then
+    reserved = tonumber(reserved)
+    if reserved > now then return {'over', reserved, ''} end
+    redis.call('ZREM', budgetKey, reservation)
+    if now - reserved > tolerance then reserved = nil else slot = reserved end
+  end
+  if not reserved then
+    local n = redis.call('ZCOUNT', budgetKey, '(' .. (now - window), '+inf')
+    local last = now
+    if n > 0 then
+      last = tonumber(redis.call('ZRANGE', budgetKey, -1, -1, 'WITHSCORES')[2])
+      if last > slot then slot = last end
+    end
+    -- ZRANGE -1 is the log's latest entry; with n = 0, no entry is later than now - window.
+    latest = last
+    if n >= max then
+      -- Entries are sorted by time, so the `n` inside the window are the last `n` of the `total`.
+      local total = redis.call('ZCARD', budgetKey)
+      local pivot = tonumber(redis.call('ZRANGE', budgetKey, total - max, total - max,
+        'WITHSCORES')[2]) + window
+      if pivot > slot then slot = pivot end
+      -- Pace a backlog: a reservation comes at least window/max after the latest entry, so a
+      -- window's reservations do not all fall due in the same instant (they would mirror the first
+      -- window's burst and wake together). The rate stays max per window.
+      local paced = last + math.ceil(window / max)
+      if paced > slot then slot = paced end
+    end
+    if slot > now then
+      redis.call('ZADD', budgetKey, slot, reservation)
+      keepUntil(slot) -- slot is at least `last`: the new latest entry
+      return {'over', slot, ''}
+    end
+  end
+  -- A woken reservation did not look at the log: later reservations may be in it.
+  if not latest then
+    latest = tonumber(redis.call('ZRANGE', budgetKey, -1, -1, 'WITHSCORES')[2] or '0')
+  end
+  -- The attempt count was read with the state: one HSET writes it with the intent.
+  local attempt = (tonumber(stored[4]) or 0) + 1
+  redis.call('ZADD', budgetKey, slot, dispatchId .. ':' .. attempt)
+  keepUntil(math.max(latest, slot))
+  redis.call('HSET', recordKey, 'state', 'sending', 'sendingAt', now, 'seenActive', '0',
+    'resend', '0', 'attemptToken', token, 'attempts', attempt)
+  redis.call('ZADD', trackedKey, now + firstPollMs, dispatchId)
+  local probe = 0
+  if probeAt > 0 then
+    probe = 1
+    local pause = redis.call('HMGET', pauseKey, 'backoffMs', 'maxBackoffMs')
+    local backoff = math.min(2 * tonumber(pause[1]), tonumber(pause[2]))
+    redis.call('HSET', pauseKey, 'probeAt', now + backoff, 'backoffMs', backoff)
+  end
+  -- `now` too: the worker schedules the first status read by this clock (MARK_SENT).
+  return {'go', attempt, text, probe, now}
+end
+
+local replies = {}
+for i = 1, n do
+  replies[i] = acquire(4 + 7 * (i - 1), 4 + 7 * (i - 1))
+end
+return replies
