@@ -100,7 +100,8 @@ function report(measured: Repeated<PollerRun>): ScenarioResult {
       `While sending: ${describeCpu(r.sending)}; ${num(readsWhileSending)} status reads/s.`,
       `After the last send (poller alone): ${describeCpu(r.tracking)}; ${num(readsTracking)} ` +
         `status reads/s, with at most POLL_CONCURRENCY (${SETTINGS.POLL_CONCURRENCY.default}) reads in flight, each a GET then a ` +
-        'RESCHEDULE or FINISH script in turn. Redis commands per tick: ' +
+        "RESCHEDULE or FINISH in turn (those of the reads that end in the same turn of the poller's " +
+        'event loop share one script call). Redis commands per tick: ' +
         topCommands(r.tracking.commands, Math.max(1, r.trackingTicks.ran)),
       `Nothing due: ${describeCpu(r.idle)}. Commands per idle tick: ` +
         topCommands(r.idle.commands, Math.max(1, r.idleTicks.ran + r.idleTicks.skipped)),

@@ -138,7 +138,7 @@ function report(n: number, off: Run, on: Run): ScenarioResult {
     notes: [
       'The enqueue-to-event period includes fixed costs (BullMQ heartbeats, poll ticks with nothing ' +
         'due) and status reads whose number depends on timing (a busier process reads a run a ' +
-        'little more often: an HMGET and a RESCHEDULE per read), spread over the follow-ups, so it ' +
+        'little more often: an HMGET, a ZADD and an HSET per read), spread over the follow-ups, so it ' +
         'differs a little between runs, traced or not. The enqueue phase has none: its counts are ' +
         'exact, and the same traced or not.',
       'Without any OTel variable the SDK is not loaded and every span call is a no-op of the ' +
