@@ -1,10 +1,12 @@
 /**
  * Calls asked for in one turn of the event loop, made as one: each `add` waits until the end of
  * the current turn (`setImmediate`), or until `maxBatch` are waiting, and then every waiting item
- * goes to `run` together, in the order added, each answered with its own result. A poller's reads
- * end in bursts (many GETs answer in the same turn), so under load one script call carries many
- * reschedules or ends: one command to write and one reply to read instead of one each, for Redis
- * and for the process. Alone, an item waits for the end of the current turn only.
+ * goes to `run` together, in the order added, each answered with its own result. A worker's sends
+ * and a poller's reads end in bursts (many answers arrive in the same turn), so under load one
+ * script call carries many ACQUIREs, MARK_SENTs, RESCHEDULEs or FINISHes: one command to write and
+ * one reply to read instead of one each, for Redis and for the process. Alone, an item waits for
+ * the end of the current turn only (`process.nextTick` made smaller batches and was slower in the
+ * bench: CHANGELOG, known issues).
  *
  * A failed `run` fails every item it carried, as each would have failed alone; the next items
  * go on.
