@@ -1,5 +1,6 @@
 import type { Rate } from '../config/index.js';
 import { beforeWrite, notOnDisk } from '../redis/disk-wait.js';
+import { failureOf, ItemFailure } from './call-batch.js';
 import { laneOf, type DispatchRef, type StoreState } from './store-state.js';
 
 /** Most ACQUIREs in one call of acquire-n.lua: its arguments stay a few thousand. */
@@ -24,19 +25,17 @@ export type AcquireReply = [string, number, string, number?, number?];
 export interface Acquired {
   readonly reply: AcquireReply;
   readonly notDurable?: string | undefined;
-  /** The wait for the disk failed otherwise (a connection lost meanwhile): the `go` fails so. */
-  readonly failed?: { readonly err: unknown } | undefined;
 }
 
 /**
  * Runs `items` in one call of acquire-n.lua (see `Sends.acquire`, which batches them), each
  * answered as if it ran alone; then, when any may go, one wait for the disk covers every intent
- * of the call.
+ * of the call. A wait that fails otherwise (a connection lost meanwhile) fails the `go`s only.
  */
 export async function acquireMany(
   state: StoreState,
   items: readonly Acquire[],
-): Promise<Acquired[]> {
+): Promise<(Acquired | ItemFailure)[]> {
   const { keys, options } = state;
   const keyList = [keys.tracked, keys.authPause, keys.open];
   const args: (string | number)[] = [items.length, keys.dispatch(''), options.promptMaxBytes ?? 0];
@@ -65,11 +64,10 @@ export async function acquireMany(
     if (redisNowMs !== undefined) state.clock.saw(redisNowMs);
   // The intents must be on disk before their prompts leave: a crash that took one back would
   // make its follow-up `queued` again, and it would be sent twice.
-  const wait: Omit<Acquired, 'reply'> = replies.some(([kind]) => kind === 'go')
-    ? await notOnDisk(options.durability, connection).then(
-        (notDurable) => ({ notDurable }),
-        (err: unknown) => ({ failed: { err } }),
-      )
-    : {};
-  return replies.map((reply) => (reply[0] === 'go' ? { reply, ...wait } : { reply }));
+  if (!replies.some(([kind]) => kind === 'go')) return replies.map((reply) => ({ reply }));
+  const notDurable = await failureOf(notOnDisk(options.durability, connection));
+  return replies.map((reply) => {
+    if (reply[0] !== 'go') return { reply };
+    return notDurable instanceof ItemFailure ? notDurable : { reply, notDurable };
+  });
 }

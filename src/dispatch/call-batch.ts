@@ -8,17 +8,35 @@
  * the end of the current turn only (`process.nextTick` made smaller batches and was slower in the
  * bench: CHANGELOG, known issues).
  *
- * A failed `run` fails every item it carried, as each would have failed alone; the next items
- * go on.
+ * A failed `run` fails every item it carried, as each would have failed alone; an item that `run`
+ * answers with an {@link ItemFailure} (a wait for the disk that only some items needed) fails
+ * alone. The next items go on.
  */
+
+/** What `run` answers for an item that failed on its own: the item rejects with `err`. */
+export class ItemFailure {
+  constructor(readonly err: unknown) {}
+}
+
+/** `work`'s value, or its failure as an {@link ItemFailure} to answer the items it concerns. */
+export function failureOf<T>(work: Promise<T>): Promise<T | ItemFailure> {
+  return work.catch((err: unknown) => new ItemFailure(err));
+}
+
+/** What `run` answers per item: its result, or why that item failed. */
+type Answer<Result> = Result | ItemFailure;
+
 export class CallBatch<Item, Result> {
-  readonly #run: (items: readonly Item[]) => Promise<readonly Result[]>;
+  readonly #run: (items: readonly Item[]) => Promise<readonly Answer<Result>[]>;
   readonly #maxBatch: number;
   #waiting: { item: Item; resolve: (r: Result) => void; reject: (err: unknown) => void }[] = [];
   #flushScheduled = false;
 
   /** `run` answers one result per item, in order. */
-  constructor(run: (items: readonly Item[]) => Promise<readonly Result[]>, maxBatch: number) {
+  constructor(
+    run: (items: readonly Item[]) => Promise<readonly Answer<Result>[]>,
+    maxBatch: number,
+  ) {
     this.#run = run;
     this.#maxBatch = maxBatch;
   }
@@ -41,7 +59,7 @@ export class CallBatch<Item, Result> {
     const batch = this.#waiting;
     if (batch.length === 0) return;
     this.#waiting = [];
-    let running: Promise<readonly Result[]>;
+    let running: Promise<readonly Answer<Result>[]>;
     try {
       running = this.#run(batch.map((w) => w.item));
     } catch (err) {
@@ -50,8 +68,11 @@ export class CallBatch<Item, Result> {
     running.then(
       (results) => {
         for (const [i, w] of batch.entries()) {
-          if (i < results.length) w.resolve(results[i] as Result);
-          else w.reject(new Error(`a batched call answered ${results.length} of ${batch.length}`));
+          const result = results[i];
+          if (i >= results.length)
+            w.reject(new Error(`a batched call answered ${results.length} of ${batch.length}`));
+          else if (result instanceof ItemFailure) w.reject(result.err);
+          else w.resolve(result as Result);
         }
       },
       (err: unknown) => {

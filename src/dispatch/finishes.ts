@@ -1,4 +1,5 @@
 import { beforeWrite, notOnDisk } from '../redis/disk-wait.js';
+import { failureOf, ItemFailure } from './call-batch.js';
 import { eventFields, type Ending } from './event.js';
 import type { DispatchRecord, DispatchState } from './record.js';
 import { laneOf, type StoreState } from './store-state.js';
@@ -25,9 +26,6 @@ export interface Finished {
   readonly found?: DispatchState | undefined;
 }
 
-/** One end's answer, or the failure of the wait for the disk before its lane's hand-on. */
-export type Ended = Finished | { readonly failed: unknown };
-
 /**
  * Runs `items` in one call of finish-n.lua (see `Tracking.finish`, which batches them), each
  * answered as if it ran alone. The lanes' releases must be on disk before their next follow-ups
@@ -35,7 +33,10 @@ export type Ended = Finished | { readonly failed: unknown };
  * answered; each looks at its lane by itself later, and its own ACQUIRE's wait covers these ends
  * too (the AOF is one file, fsynced in order).
  */
-export async function finishMany(state: StoreState, items: readonly Finish[]): Promise<Ended[]> {
+export async function finishMany(
+  state: StoreState,
+  items: readonly Finish[],
+): Promise<(Finished | ItemFailure)[]> {
   const { keys, options } = state;
   const keyList = [keys.tracked, options.eventsStream, keys.open];
   const args: (string | number)[] = [items.length, options.retentionMs, options.eventsMaxLen];
@@ -74,13 +75,10 @@ export async function finishMany(state: StoreState, items: readonly Finish[]): P
     found: (found || undefined) as DispatchState | undefined,
   }));
   if (!answers.some((a) => a.nextDispatchId !== undefined)) return answers;
-  const wait = await notOnDisk(options.durability, connection).then(
-    (notDurable) => ({ notDurable }),
-    (err: unknown) => ({ failed: { err } }),
-  );
-  return answers.map((a): Ended => {
+  const notDurable = await failureOf(notOnDisk(options.durability, connection));
+  return answers.map((a) => {
     if (a.nextDispatchId === undefined) return a;
-    if ('failed' in wait) return { failed: wait.failed.err };
-    return wait.notDurable === undefined ? a : { ...a, nextDispatchId: undefined };
+    if (notDurable instanceof ItemFailure) return notDurable;
+    return notDurable === undefined ? a : { ...a, nextDispatchId: undefined };
   });
 }

@@ -1,5 +1,6 @@
 import type { AgentJob } from '../agent-api/index.js';
 import { afterWrite, beforeWrite } from '../redis/disk-wait.js';
+import { failureOf, ItemFailure } from './call-batch.js';
 import type { DispatchRef, MarkResult, StoreState } from './store-state.js';
 
 /** Most answers in one call of markSent-n.lua: its arguments stay a few thousand. */
@@ -14,9 +15,6 @@ export interface Mark {
   readonly attemptToken: string;
 }
 
-/** What recording one answer did, or why it is not confirmed on disk. */
-export type Marked = { readonly result: MarkResult } | { readonly failed: unknown };
-
 /**
  * Runs `items` in one call of markSent-n.lua (see `Tracking.markSent`, which batches them), each
  * answered as if it ran alone; then, when any was recorded, one wait for the disk covers them all.
@@ -25,7 +23,10 @@ export type Marked = { readonly result: MarkResult } | { readonly failed: unknow
  * `sending` with no job left to settle it. When the wait fails, each recorded answer fails with
  * it (run again, MARK_SENT finds its own state); the others stand.
  */
-export async function markMany(state: StoreState, items: readonly Mark[]): Promise<Marked[]> {
+export async function markMany(
+  state: StoreState,
+  items: readonly Mark[],
+): Promise<(MarkResult | ItemFailure)[]> {
   const { keys, options, clock } = state;
   const args: (string | number)[] = [items.length];
   for (const { ref, newState, job, firstDelayMs, attemptToken } of items) {
@@ -50,13 +51,9 @@ export async function markMany(state: StoreState, items: readonly Mark[]): Promi
   const results = replies.map((reply): MarkResult =>
     reply === 1 ? 'marked' : reply === 0 ? 'moved-on' : 'stale',
   );
-  const notOnDisk = results.includes('marked')
-    ? await afterWrite(options.durability, connection).then(
-        () => undefined,
-        (err: unknown) => ({ err }),
-      )
-    : undefined;
+  if (!results.includes('marked')) return results;
+  const onDisk = await failureOf(afterWrite(options.durability, connection));
   return results.map((result) =>
-    result === 'marked' && notOnDisk ? { failed: notOnDisk.err } : { result },
+    result === 'marked' && onDisk instanceof ItemFailure ? onDisk : result,
   );
 }

@@ -67,14 +67,13 @@ export class Sends {
     firstPollMs: number,
     attemptToken: string,
   ): Promise<Verdict> {
-    const { reply, notDurable, failed } = await this.#acquires.add({
+    const { reply, notDurable } = await this.#acquires.add({
       ref,
       rate,
       toleranceMs,
       firstPollMs,
       attemptToken,
     });
-    if (failed) throw failed.err;
     const [kind, n, text, probe] = reply;
     switch (kind) {
       case 'go': {

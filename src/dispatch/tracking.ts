@@ -3,8 +3,8 @@ import { afterWrite, beforeWrite } from '../redis/disk-wait.js';
 import type { DispatchState, DispatchRecord } from './record.js';
 import { orphanEventFields, type Ending } from './event.js';
 import { CallBatch } from './call-batch.js';
-import { finishMany, MAX_FINISHES, type Ended, type Finish, type Finished } from './finishes.js';
-import { markMany, MAX_MARKS, type Mark, type Marked } from './marks.js';
+import { finishMany, MAX_FINISHES, type Finish, type Finished } from './finishes.js';
+import { markMany, MAX_MARKS, type Mark } from './marks.js';
 import { MAX_RESCHEDULES, rescheduleMany, type Reschedule } from './reschedules.js';
 import {
   retryWrite,
@@ -36,8 +36,8 @@ export type OrphanResult = 'published' | 'published-before' | 'record-exists' | 
 export class Tracking {
   readonly #state: StoreState;
   readonly #reschedules: CallBatch<Reschedule, boolean>;
-  readonly #finishes: CallBatch<Finish, Ended>;
-  readonly #marks: CallBatch<Mark, Marked>;
+  readonly #finishes: CallBatch<Finish, Finished>;
+  readonly #marks: CallBatch<Mark, MarkResult>;
 
   constructor(state: StoreState) {
     this.#state = state;
@@ -59,11 +59,9 @@ export class Tracking {
     attemptToken: string,
     retry?: WriteRetry,
   ): Promise<MarkResult> {
-    return retryWrite(retry, async () => {
-      const marked = await this.#marks.add({ ref, newState, job, firstDelayMs, attemptToken });
-      if ('failed' in marked) throw marked.failed;
-      return marked.result;
-    });
+    return retryWrite(retry, () =>
+      this.#marks.add({ ref, newState, job, firstDelayMs, attemptToken }),
+    );
   }
 
   /**
@@ -112,9 +110,7 @@ export class Tracking {
     ending: Ending,
     expected?: DispatchState,
   ): Promise<Finished> {
-    const ended = await this.#finishes.add({ record, ending, expected, finishedAt: Date.now() });
-    if ('failed' in ended) throw ended.failed;
-    return ended;
+    return this.#finishes.add({ record, ending, expected, finishedAt: Date.now() });
   }
 
   /**

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { CallBatch } from '../../src/dispatch/call-batch.js';
+import { CallBatch, failureOf, ItemFailure } from '../../src/dispatch/call-batch.js';
 
 /** A batcher whose `run` records each batch it gets and answers `answer(item)` per item. */
 function recording<T, R>(answer: (items: readonly T[]) => Promise<readonly R[]>, maxBatch = 10) {
@@ -51,6 +51,26 @@ describe('CallBatch', () => {
       'Error: rejected',
     ]);
     expect(await batch.add(4)).toBe(4);
+  });
+
+  it('fails alone an item answered with an ItemFailure; the others of its call stand', async () => {
+    const { batch } = recording((items: readonly number[]) =>
+      Promise.all(
+        items.map((n) =>
+          n % 2 === 0
+            ? failureOf(Promise.reject(new Error(`even ${n}`)))
+            : failureOf(Promise.resolve(n)),
+        ),
+      ),
+    );
+    const answers = await Promise.allSettled([1, 2, 3, 4].map((n) => batch.add(n)));
+    expect(answers.map((r) => (r.status === 'fulfilled' ? r.value : String(r.reason)))).toEqual([
+      1,
+      'Error: even 2',
+      3,
+      'Error: even 4',
+    ]);
+    expect(await failureOf(Promise.reject(new Error('x')))).toBeInstanceOf(ItemFailure);
   });
 
   it('fails the items a call left unanswered', async () => {
