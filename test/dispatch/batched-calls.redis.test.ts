@@ -1,3 +1,4 @@
+import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { MAX_RESCHEDULES } from '../../src/dispatch/reschedules.js';
 import type { DispatchRef } from '../../src/dispatch/store.js';
@@ -19,6 +20,34 @@ describe('writes of the store asked for together', () => {
     return () =>
       spy.mock.calls.filter(([command]) => ['evalsha', 'eval'].includes(command.name)).length;
   };
+
+  /**
+   * Watches, through MONITOR, the commands our scripts run on the namespace's keys from now on;
+   * `stop` answers them (name in lower case, then the arguments) once every command sent before
+   * it has been seen.
+   */
+  async function watchScriptCommands() {
+    const { ns } = fixture();
+    const monitor = await new Redis(ns.redisUrl).monitor();
+    const seen: string[][] = [];
+    let marked: (() => void) | undefined;
+    const marker = `${ns.prefix}:seen-all`;
+    monitor.on('monitor', (_time: string, args: string[], source: string) => {
+      if (args[0]?.toLowerCase() === 'echo' && args[1] === marker) marked?.();
+      else if (source === 'lua' && args.some((arg) => arg.startsWith(ns.prefix))) {
+        seen.push([args[0]!.toLowerCase(), ...args.slice(1)]);
+      }
+    });
+    return {
+      async stop(): Promise<string[][]> {
+        const all = new Promise<void>((resolve) => (marked = resolve));
+        await ns.redis.echo(marker);
+        await all;
+        monitor.disconnect();
+        return seen;
+      },
+    };
+  }
 
   /** Follow-ups of project `p`, one per agent job named. */
   async function sent(...jobIds: string[]): Promise<DispatchRef[]> {
@@ -54,6 +83,98 @@ describe('writes of the store asked for together', () => {
     );
   });
 
+  it('ACQUIRE: the send pause read once per call, the tracked set written once, no reservation looked up unless the record holds one', async () => {
+    const { ns, store } = fixture();
+    const at = keysFor(ns.prefix);
+    const refs = await sent('a', 'b', 'c');
+    const rate = { max: 10, windowMs: 60_000 };
+    const watch = await watchScriptCommands();
+
+    const verdicts = await Promise.all(
+      refs.map((ref, i) => store.sends.acquire(ref, rate, 50, 60_000, `T${i}`)),
+    );
+
+    const commands = await watch.stop();
+    expect(verdicts.map((v) => v.kind)).toEqual(['go', 'go', 'go']);
+    const named = (name: string, key: string) =>
+      commands.filter(([command, first]) => command === name && first === key);
+    expect(named('hget', at.authPause)).toHaveLength(1);
+    expect(named('hmget', at.projectControls('p'))).toHaveLength(1);
+    expect(named('get', at.park('p'))).toHaveLength(1);
+    expect(commands.filter(([command]) => command === 'zscore')).toEqual([]);
+    const adds = named('zadd', at.tracked);
+    expect(adds).toHaveLength(1);
+    expect(adds[0]?.filter((_, i) => i >= 2 && i % 2 === 1)).toEqual(refs.map((r) => r.dispatchId));
+    for (const { dispatchId } of refs)
+      expect(await ns.redis.zscore(at.tracked, dispatchId)).not.toBeNull();
+  });
+
+  it('ACQUIRE: a reservation is marked on its record until it is spent', async () => {
+    const { ns, store } = fixture();
+    const at = keysFor(ns.prefix);
+    const [a, b] = await sent('a', 'b');
+    const rate = { max: 1, windowMs: 300 };
+    const reservedOn = (ref: DispatchRef) => ns.redis.hget(at.dispatch(ref.dispatchId), 'reserved');
+    expect((await store.sends.acquire(a!, rate, 250, 60_000, 'A')).kind).toBe('go');
+    expect(await reservedOn(a!)).toBeNull();
+
+    const waiting = await store.sends.acquire(b!, rate, 250, 60_000, 'B');
+    expect(waiting.kind).toBe('over');
+    expect(await reservedOn(b!)).toBe('1');
+    expect(await ns.redis.zscore(at.budget('p'), `r:${b!.dispatchId}`)).not.toBeNull();
+    // Woken before its slot: still over, still marked.
+    expect((await store.sends.acquire(b!, rate, 250, 60_000, 'B')).kind).toBe('over');
+    expect(await reservedOn(b!)).toBe('1');
+
+    const slot = Number(await ns.redis.zscore(at.budget('p'), `r:${b!.dispatchId}`));
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, slot - Date.now()) + 20));
+    expect((await store.sends.acquire(b!, rate, 250, 60_000, 'B')).kind).toBe('go');
+    expect(await reservedOn(b!)).toBeNull();
+    // The slot spent; A's entry, a window old, is trimmed from the log.
+    expect(await ns.redis.zrange(at.budget('p'), 0, -1)).toEqual([`${b!.dispatchId}:1`]);
+  });
+
+  it('ACQUIRE, MARK_SENT and FINISH: an item that fails fails its call, and the items before it stand, tracked set included', async () => {
+    const { ns, store } = fixture();
+    const at = keysFor(ns.prefix);
+    const [a, broken, c] = await sent('a', 'b', 'c');
+    const rate = { max: 10, windowMs: 60_000 };
+    await ns.redis.del(at.dispatch(broken!.dispatchId));
+    await ns.redis.set(at.dispatch(broken!.dispatchId), 'not a hash');
+
+    const acquired = await Promise.allSettled([
+      store.sends.acquire(a!, rate, 50, 60_000, 'A'),
+      store.sends.acquire(broken!, rate, 50, 60_000, 'B'),
+      store.sends.acquire(c!, rate, 50, 60_000, 'C'),
+    ]);
+    expect(acquired.map((r) => r.status)).toEqual(['rejected', 'rejected', 'rejected']);
+    expect(String((acquired[0] as PromiseRejectedResult).reason)).toMatch(/^ReplyError: WRONGTYPE/);
+    expect((await store.sends.get(a!.dispatchId))?.state).toBe('sending');
+    expect(await ns.redis.zscore(at.tracked, a!.dispatchId)).not.toBeNull();
+    expect((await store.sends.get(c!.dispatchId))?.state).toBe('queued');
+
+    await ns.redis.zrem(at.tracked, a!.dispatchId);
+    const marked = await Promise.allSettled([
+      store.tracking.markSent(a!, 'sent', undefined, 60_000, 'A'),
+      store.tracking.markSent(broken!, 'sent', undefined, 60_000, 'B'),
+    ]);
+    expect(marked.map((r) => r.status)).toEqual(['rejected', 'rejected']);
+    expect((await store.sends.get(a!.dispatchId))?.state).toBe('sent');
+    expect(await ns.redis.zscore(at.tracked, a!.dispatchId)).not.toBeNull();
+
+    const record = await store.sends.get(a!.dispatchId);
+    const ended = await Promise.allSettled([
+      store.tracking.finish(record!, { type: 'followup.completed' }),
+      store.tracking.finish(
+        { ...record!, dispatchId: broken!.dispatchId, jobId: 'b' },
+        { type: 'followup.completed' },
+      ),
+    ]);
+    expect(ended.map((r) => r.status)).toEqual(['rejected', 'rejected']);
+    expect((await store.sends.get(a!.dispatchId))?.state).toBe('done');
+    expect(await ns.redis.zscore(at.tracked, a!.dispatchId)).toBeNull();
+  });
+
   it('MARK_SENT: one call, each answered for its own attempt', async () => {
     const { store } = fixture();
     const [a, b] = await sent('a', 'b');
@@ -62,6 +183,7 @@ describe('writes of the store asked for together', () => {
     await store.sends.acquire(b!, rate, 50, 60_000, 'B');
     const job = { id: 'a', status: 'active' as const };
     const scriptCalls = countScriptCalls();
+    const watch = await watchScriptCommands();
 
     const results = await Promise.all([
       store.tracking.markSent(a!, 'sent', job, 1_000, 'A'),
@@ -71,6 +193,10 @@ describe('writes of the store asked for together', () => {
 
     expect(scriptCalls()).toBe(1);
     expect(results).toEqual(['marked', 'stale', 'marked']);
+    const adds = (await watch.stop()).filter(([command]) => command === 'zadd');
+    expect(adds.map(([, key, ...members]) => [key, members.length])).toEqual([
+      [keysFor(fixture().ns.prefix).tracked, 4],
+    ]);
     expect(await store.sends.get(a!.dispatchId)).toMatchObject({
       state: 'sent',
       lastStatus: 'active',
@@ -164,6 +290,7 @@ describe('writes of the store asked for together', () => {
     };
     const [a, c, d] = await Promise.all([record(first), record(other), record(twice)]);
     const scriptCalls = countScriptCalls();
+    const watch = await watchScriptCommands();
 
     const answers = await Promise.all([
       store.tracking.finish(a, { type: 'followup.cancelled' }),
@@ -182,6 +309,13 @@ describe('writes of the store asked for together', () => {
     const entries = await ns.redis.xrange(ns.eventsStream, '-', '+');
     const published = entries.map(([, fields]) => fields[fields.indexOf('dispatchId') + 1]);
     expect(published).toEqual([first, twice]);
+    const at = keysFor(ns.prefix);
+    const removals = (await watch.stop()).filter(([command]) => command === 'zrem');
+    // One ZREM of each shared key for the call, of the two that finished.
+    expect(removals.filter(([, key]) => key === at.tracked || key === at.open)).toEqual([
+      ['zrem', at.tracked, first, twice],
+      ['zrem', at.open, first, twice],
+    ]);
     expect(await store.sends.isNext({ dispatchId: second, projectId: 'p', jobId: 'j' })).toBe(true);
     expect((await record(other)).state).toBe('queued');
   });

@@ -30,7 +30,13 @@
   force are counted against it.
 
   The ACQUIREs a worker asks for at about the same time go in one call (see dispatch/acquires.ts),
-  each as if it ran alone, in the order given.
+  each as if it ran alone, in the order given. What no ACQUIRE writes is read once per call: the
+  send pause, and each project's controls and park. The tracked set gets one ZADD per call (see
+  includes/per-call.lua).
+
+  A reservation is looked up in the log only when the record says it may hold one (its field
+  `reserved`, written with the reservation and dropped when it is spent): most ACQUIREs never
+  reserved, and skip the ZSCORE.
 
   Input:
     KEYS[1] tracked set
@@ -76,6 +82,12 @@ local n, recordPrefix, promptMaxBytes = tonumber(ARGV[1]), ARGV[2], tonumber(ARG
 
 --- @include "includes/lane"
 --- @include "includes/now"
+--- @include "includes/per-call"
+
+-- Read at most once per call: the send pause's probe time (kept here as ACQUIRE moves it), and
+-- each project's controls and park, by key.
+local probeAt = nil
+local controlsOf, parkOf = {}, {}
 
 local function acquire(k, a)
   local recordKey, headsKey, laneKey, budgetKey, parkKey, controlsKey, promptKey =
@@ -88,7 +100,7 @@ local function acquire(k, a)
 
   -- One read of the fields it decides on; the prompt (it goes back with `go`) only when it may go.
   local stored = redis.call('HMGET', recordKey, 'state', 'prompt', 'attemptToken', 'attempts',
-    'sendingAt')
+    'sendingAt', 'reserved')
   local state = stored[1]
   if not state then return {'missing', 0, ''} end
   -- A record written with its prompt in it (by an earlier version) is read as written: a prompt key
@@ -137,22 +149,32 @@ local function acquire(k, a)
   local function keepUntil(latest)
     redis.call('PEXPIRE', budgetKey, latest - now + keepFor + 60000)
   end
-  local probeAt = tonumber(redis.call('HGET', pauseKey, 'probeAt') or '0')
+  if not probeAt then probeAt = tonumber(redis.call('HGET', pauseKey, 'probeAt') or '0') end
   if probeAt > now then return {'auth_paused', probeAt, ''} end
-  local controls = redis.call('HMGET', controlsKey, 'paused', 'max', 'windowMs', 'toleranceMs')
+  local controls = controlsOf[controlsKey]
+  if not controls then
+    controls = redis.call('HMGET', controlsKey, 'paused', 'max', 'windowMs', 'toleranceMs')
+    controlsOf[controlsKey] = controls
+  end
   if controls[1] == '1' then return {'paused', 0, ''} end
   if controls[2] then
     max, window, tolerance = tonumber(controls[2]), tonumber(controls[3]), tonumber(controls[4])
     if window > keepFor then keepFor = window end
   end
-  local parked = tonumber(redis.call('GET', parkKey) or '0')
+  local parked = parkOf[parkKey]
+  if not parked then
+    parked = tonumber(redis.call('GET', parkKey) or '0')
+    parkOf[parkKey] = parked
+  end
   if parked > now then return {'parked', parked, ''} end
   redis.call('ZREMRANGEBYSCORE', budgetKey, '-inf', now - keepFor)
   local slot = now
   -- The log's latest entry, when known: it sets how long the log must live (keepUntil).
   local latest = nil
   local reservation = 'r:' .. dispatchId
-  local reserved = redis.call('ZSCORE', budgetKey, reservation)
+  -- A record without the field never reserved: no reservation of it is in the log.
+  local hinted = stored[6] ~= false
+  local reserved = hinted and redis.call('ZSCORE', budgetKey, reservation)
   if reserved then
     reserved = tonumber(reserved)
     if reserved > now then return {'over', reserved, ''} end
@@ -182,6 +204,7 @@ local function acquire(k, a)
     end
     if slot > now then
       redis.call('ZADD', budgetKey, slot, reservation)
+      if not hinted then redis.call('HSET', recordKey, 'reserved', '1') end
       keepUntil(slot) -- slot is at least `last`: the new latest entry
       return {'over', slot, ''}
     end
@@ -196,20 +219,20 @@ local function acquire(k, a)
   keepUntil(math.max(latest, slot))
   redis.call('HSET', recordKey, 'state', 'sending', 'sendingAt', now, 'seenActive', '0',
     'resend', '0', 'attemptToken', token, 'attempts', attempt)
-  redis.call('ZADD', trackedKey, now + firstPollMs, dispatchId)
+  if hinted then redis.call('HDEL', recordKey, 'reserved') end
+  later('ZADD', trackedKey, now + firstPollMs, dispatchId)
   local probe = 0
   if probeAt > 0 then
     probe = 1
     local pause = redis.call('HMGET', pauseKey, 'backoffMs', 'maxBackoffMs')
     local backoff = math.min(2 * tonumber(pause[1]), tonumber(pause[2]))
-    redis.call('HSET', pauseKey, 'probeAt', now + backoff, 'backoffMs', backoff)
+    probeAt = now + backoff
+    redis.call('HSET', pauseKey, 'probeAt', probeAt, 'backoffMs', backoff)
   end
   -- `now` too: the worker schedules the first status read by this clock (MARK_SENT).
   return {'go', attempt, text, probe, now}
 end
 
-local replies = {}
-for i = 1, n do
-  replies[i] = acquire(4 + 7 * (i - 1), 4 + 7 * (i - 1))
-end
-return replies
+return eachItem(n, function(i)
+  return acquire(4 + 7 * (i - 1), 4 + 7 * (i - 1))
+end)

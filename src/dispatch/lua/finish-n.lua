@@ -3,7 +3,8 @@
   lane, all at once, so a crash cannot leave an event without its release or the reverse. Running
   it a second time for the same dispatch does nothing: exactly one event. The ends asked for at
   about the same time go in one call (see dispatch/finishes.ts), each as if it ran alone, in the
-  order given.
+  order given; the tracked set and the open index get one ZREM each per call (see
+  includes/per-call.lua).
   The record keeps what the event says (type, reason, the last agent job and its status) for
   `retentionMs`, so `status` answers after the end; only the prompt is deleted. A budget slot the
   dispatch had reserved while queued (`r:<id>`, see acquire-n.lua) is given back (a reservation
@@ -44,6 +45,7 @@ local trackedKey, streamKey, openKey = KEYS[1], KEYS[2], KEYS[3]
 local n, retentionMs, maxLen = tonumber(ARGV[1]), ARGV[2], ARGV[3]
 
 --- @include "includes/lane"
+--- @include "includes/per-call"
 
 local function finish(k, a)
   local recordKey, headsKey, laneKey, budgetKey, promptKey =
@@ -64,8 +66,8 @@ local function finish(k, a)
   -- A record written before prompts had their own key holds its prompt in the record.
   if redis.call('DEL', promptKey) == 0 then redis.call('HDEL', recordKey, 'prompt') end
   redis.call('PEXPIRE', recordKey, retentionMs)
-  redis.call('ZREM', trackedKey, dispatchId)
-  redis.call('ZREM', openKey, dispatchId)
+  later('ZREM', trackedKey, dispatchId)
+  later('ZREM', openKey, dispatchId)
   -- A reservation is held only while queued: ACQUIRE drops it before it moves a dispatch on.
   if state == 'queued' then redis.call('ZREM', budgetKey, 'r:' .. dispatchId) end
   -- The lane goes on without it: from the head, the next one takes its turn; from behind (a
@@ -82,10 +84,9 @@ local function finish(k, a)
   return {1, nextId or '', entry}
 end
 
-local replies = {}
 local a = 4
-for i = 1, n do
-  replies[i] = finish(4 + 5 * (i - 1), a)
+return eachItem(n, function(i)
+  local reply = finish(4 + 5 * (i - 1), a)
   a = a + 9 + tonumber(ARGV[a + 8])
-end
-return replies
+  return reply
+end)

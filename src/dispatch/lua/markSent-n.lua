@@ -7,7 +7,8 @@
   nothing more.
 
   The answers a worker records at about the same time go in one call (see dispatch/marks.ts),
-  each as if it ran alone, in the order given.
+  each as if it ran alone, in the order given; the tracked set gets one ZADD per call (see
+  includes/per-call.lua).
 
   Input:
     KEYS[1] tracked set
@@ -34,6 +35,8 @@ local trackedKey = KEYS[1]
 local n = tonumber(ARGV[1])
 local now = nil
 
+--- @include "includes/per-call"
+
 local function mark(recordKey, a)
   local dispatchId, newState, token = ARGV[a], ARGV[a + 1], ARGV[a + 6]
   -- One read of the fields it decides on.
@@ -58,12 +61,10 @@ local function mark(recordKey, a)
   if stored[4] == '1' then seenActive = '1' end
   redis.call('HSET', recordKey, 'state', newState, 'sentAt', sentAt, 'job', ARGV[a + 2],
     'lastStatus', ARGV[a + 3], 'seenActive', seenActive, 'pollDelayMs', ARGV[a + 5])
-  redis.call('ZADD', trackedKey, at, dispatchId)
+  later('ZADD', trackedKey, at, dispatchId)
   return 1
 end
 
-local replies = {}
-for i = 1, n do
-  replies[i] = mark(KEYS[i + 1], 2 + 8 * (i - 1))
-end
-return replies
+return eachItem(n, function(i)
+  return mark(KEYS[i + 1], 2 + 8 * (i - 1))
+end)
