@@ -3,7 +3,10 @@ import { beforeWrite, notOnDisk } from '../redis/disk-wait.js';
 import { failureOf, ItemFailure } from './call-batch.js';
 import { laneOf, type DispatchRef, type StoreState } from './store-state.js';
 
-/** Most ACQUIREs in one call of acquire-n.lua: its arguments stay a few thousand. */
+/**
+ * Most ACQUIREs in one call of acquire-n.lua: its arguments stay a few thousand, and its one ZADD
+ * of the tracked set (lua/includes/per-call.lua) within what one Lua `unpack` takes.
+ */
 export const MAX_ACQUIRES = 100;
 
 /** One ACQUIRE: see `Sends.acquire`. */

@@ -4,7 +4,10 @@ import { eventFields, type Ending } from './event.js';
 import type { DispatchRecord, DispatchState } from './record.js';
 import { laneOf, type StoreState } from './store-state.js';
 
-/** Most ends in one call of finish-n.lua: its arguments stay a few thousand. */
+/**
+ * Most ends in one call of finish-n.lua: its arguments stay a few thousand, and its one ZREM of
+ * each shared key (lua/includes/per-call.lua) within what one Lua `unpack` takes.
+ */
 export const MAX_FINISHES = 100;
 
 /** One end: `record` ends with `ending`, if it is in `expected` state (omitted: any but `done`). */

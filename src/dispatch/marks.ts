@@ -3,7 +3,10 @@ import { afterWrite, beforeWrite } from '../redis/disk-wait.js';
 import { failureOf, ItemFailure } from './call-batch.js';
 import type { DispatchRef, MarkResult, StoreState } from './store-state.js';
 
-/** Most answers in one call of markSent-n.lua: its arguments stay a few thousand. */
+/**
+ * Most answers in one call of markSent-n.lua: its arguments stay a few thousand, and its one ZADD
+ * of the tracked set (lua/includes/per-call.lua) within what one Lua `unpack` takes.
+ */
 export const MAX_MARKS = 100;
 
 /** One send's answer to record: see `Tracking.markSent`. */
