@@ -34,9 +34,9 @@
   send pause, and each project's controls and park. The tracked set gets one ZADD per call (see
   includes/per-call.lua).
 
-  A reservation is looked up in the log only when the record says it may hold one (its field
-  `reserved`, written with the reservation and dropped when it is spent): most ACQUIREs never
-  reserved, and skip the ZSCORE.
+  A reservation is looked up in the log when the record says it holds one (its field `reserved`,
+  written with the reservation and dropped when it is spent), or, for one an earlier version made,
+  when the dispatch could not go now anyway: most ACQUIREs never reserved, and skip the ZSCORE.
 
   Input:
     KEYS[1] tracked set
@@ -172,22 +172,38 @@ local function acquire(k, a)
   -- The log's latest entry, when known: it sets how long the log must live (keepUntil).
   local latest = nil
   local reservation = 'r:' .. dispatchId
-  -- A record without the field never reserved: no reservation of it is in the log.
+  -- The log inside the window: how many entries (reservations included), and the latest entry
+  -- (`now` when none is inside it).
+  local n, last = nil, nil
+  local function look()
+    n = redis.call('ZCOUNT', budgetKey, '(' .. (now - window), '+inf')
+    last = now
+    if n > 0 then last = tonumber(redis.call('ZRANGE', budgetKey, -1, -1, 'WITHSCORES')[2]) end
+  end
+  -- The record says whether it holds a reservation (its field `reserved`), so most ACQUIREs skip
+  -- the ZSCORE. A record without the field may still hold one that an earlier version made (it
+  -- wrote no field): that is looked for when this dispatch could not go now anyway, its window
+  -- full or an entry later than now, as a reservation of its own would make it. (One whose slot
+  -- has passed, in a window with room, is not: it stays in the log, counted, until it is a window
+  -- old, and this dispatch goes now.)
   local hinted = stored[6] ~= false
-  local reserved = hinted and redis.call('ZSCORE', budgetKey, reservation)
+  local reserved = false
+  if hinted then
+    reserved = redis.call('ZSCORE', budgetKey, reservation)
+  else
+    look()
+    if n >= max or last > now then reserved = redis.call('ZSCORE', budgetKey, reservation) end
+  end
   if reserved then
     reserved = tonumber(reserved)
     if reserved > now then return {'over', reserved, ''} end
     redis.call('ZREM', budgetKey, reservation)
+    n = nil -- the log lost an entry: looked at again if it is needed
     if now - reserved > tolerance then reserved = nil else slot = reserved end
   end
   if not reserved then
-    local n = redis.call('ZCOUNT', budgetKey, '(' .. (now - window), '+inf')
-    local last = now
-    if n > 0 then
-      last = tonumber(redis.call('ZRANGE', budgetKey, -1, -1, 'WITHSCORES')[2])
-      if last > slot then slot = last end
-    end
+    if not n then look() end
+    if last > slot then slot = last end
     -- ZRANGE -1 is the log's latest entry; with n = 0, no entry is later than now - window.
     latest = last
     if n >= max then
