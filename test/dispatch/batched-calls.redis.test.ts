@@ -12,7 +12,12 @@ import { useStore } from '../support/store.js';
  */
 describe('writes of the store asked for together', () => {
   const fixture = useStore('batched');
-  afterEach(() => vi.restoreAllMocks());
+  /** MONITOR connections of the current test, closed after it even when it fails. */
+  const monitors: Redis[] = [];
+  afterEach(() => {
+    vi.restoreAllMocks();
+    for (const monitor of monitors.splice(0)) monitor.disconnect();
+  });
 
   /** Counts the script calls the store's connection sends from now on. */
   const countScriptCalls = () => {
@@ -29,6 +34,7 @@ describe('writes of the store asked for together', () => {
   async function watchScriptCommands() {
     const { ns } = fixture();
     const monitor = await new Redis(ns.redisUrl).monitor();
+    monitors.push(monitor);
     const seen: string[][] = [];
     let marked: (() => void) | undefined;
     const marker = `${ns.prefix}:seen-all`;
@@ -43,7 +49,6 @@ describe('writes of the store asked for together', () => {
         const all = new Promise<void>((resolve) => (marked = resolve));
         await ns.redis.echo(marker);
         await all;
-        monitor.disconnect();
         return seen;
       },
     };
