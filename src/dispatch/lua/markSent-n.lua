@@ -33,8 +33,8 @@
 ]]
 local trackedKey = KEYS[1]
 local n = tonumber(ARGV[1])
-local now = nil
 
+--- @include "includes/clock"
 --- @include "includes/per-call"
 
 local function mark(recordKey, a)
@@ -48,10 +48,7 @@ local function mark(recordKey, a)
   if state ~= 'sending' and not (state == 'unsettled' and newState == 'sent') then return 0 end
   local at = tonumber(ARGV[a + 7])
   if at <= 0 or not stored[3] then
-    if not now then
-      local t = redis.call('TIME')
-      now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    end
+    local now = clockNow()
     if at <= 0 then at = now + tonumber(ARGV[a + 5]) end
     stored[3] = stored[3] or now
   end

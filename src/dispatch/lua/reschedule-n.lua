@@ -21,7 +21,8 @@
 local trackedKey = KEYS[1]
 local n = tonumber(ARGV[1])
 
-local now = nil
+--- @include "includes/clock"
+
 local replies = {}
 local a = 2
 for i = 1, n do
@@ -29,13 +30,7 @@ for i = 1, n do
   local delayMs, at, count = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
   local first = a + 4
   a = first + count
-  if at <= 0 then
-    if not now then
-      local t = redis.call('TIME')
-      now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    end
-    at = now + delayMs
-  end
+  if at <= 0 then at = clockNow() + delayMs end
   -- XX CH: moved only while it is tracked, and the reply says whether it was. A reply of 0 from a
   -- tracked dispatch (its score was already that time) is told apart by ZSCORE, the rare case
   -- only.
