@@ -1,5 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { describeCrash, useAofDrill, type AofDrillResult } from './support/aof-drill.js';
+import {
+  AOF_DRILL_ATTEMPTS,
+  describeCrash,
+  useAofDrill,
+  type AofDrillResult,
+} from './support/aof-drill.js';
 import { expectDurableDrill } from './support/crash-case.js';
 import { recordFigures, stopwatch } from './support/figures.js';
 import { SCALE } from './support/scale.js';
@@ -21,7 +26,7 @@ describe('3. Redis crashes with the AOF cut back to what was on disk (REDIS_DURA
   ) {
     recordFigures(ctx, {
       category: 3,
-      scenario: `REDIS_DURABILITY=${mode}: a producer (batches of ${batch}) and 2 workers + 1 poller through a proxy to valkey-server (appendfsync everysec)${mode === 'fsync' ? ', a quarter of API requests answered 5xx (each a re-queue)' : ''}; each crash SIGKILLs Valkey under load and cuts its AOF to ${mode === 'fsync' ? 'its size when the last WAITAOF answered' : 'its size 1 s before the kill'}`,
+      scenario: `REDIS_DURABILITY=${mode}: a producer (batches of ${batch}) and 2 workers + 1 poller through a proxy to valkey-server (appendfsync everysec)${mode === 'fsync' ? `, a quarter of API requests answered 5xx (each a re-queue; SEND_ATTEMPTS ${AOF_DRILL_ATTEMPTS})` : ''}; each crash SIGKILLs Valkey under load and cuts its AOF to ${mode === 'fsync' ? 'its size when the last WAITAOF answered' : 'its size 1 s before the kill'}`,
       tried: total(r, (c) => c.accepted),
       faults: `${r.crashes.length} SIGKILLs of Valkey with the AOF cut (${total(r, (c) => c.cutBytes)} bytes in all)`,
       lost: total(r, (c) => c.books.lost.length),

@@ -10,10 +10,10 @@ describe('a Valkey crash with the AOF cut back to what was fsynced', () => {
   const drill = useAofDrill('crash', { batch: 4, batchIntervalMs: 20, loadMs: [800, 1_500] });
 
   it('REDIS_DURABILITY=fsync, a quarter of API requests 5xx: 3 crashes, nothing accepted lost, no prompt sent twice, one event each, none left in doubt', async () => {
-    // The final wait outlasts a lane's recheck (BLOCKED_RECHECK_MS, 30 s): a lane's wake-up lost
-    // to the cut (or not sent, when WAITAOF did not vouch for the release) is made up for by the
-    // next follow-up's own look at its lane then. With 30 s, one follow-up still parked at the
-    // head of its lane failed 1 of 3 CI runs; the fault suite's drill waits 120 s.
+    // The final wait outlasts a lane's recheck (BLOCKED_RECHECK_MS, 30 s), by which a lane's
+    // wake-up lost to the cut (or not sent, when WAITAOF did not vouch for the release) is made
+    // up for, and a follow-up's retries after 5xx (at most 15 s, see AOF_DRILL_ATTEMPTS).
+    // The fault suite's drill waits 120 s.
     const result = await drill('fsync', 3, 45_000);
     console.log(result.crashes.map(describeCrash).join('\n'));
     expect(result.crashes).toHaveLength(3);

@@ -110,6 +110,16 @@ export function useAofDrill(
 const PROJECTS = 5;
 const JOBS = 20;
 
+/**
+ * Send attempts in the drill (the producer's, stored on each job, and the roles'). A quarter of
+ * sends 5xx, and BullMQ waits `base × 2^(n-1)` before attempt n+1 (base 0.5 to 1 s): with the
+ * default 8, one follow-up in 4,096 meets 6 or more refusals in a row and waits 31 to 127 s in
+ * all, longer than the short drill's final wait (it failed CI so). With 5, a follow-up's waits add
+ * up to at most 15 s, and one in 1,024 ends `undeliverable` (`send_failed:server`) instead, which
+ * the books check was never delivered.
+ */
+export const AOF_DRILL_ATTEMPTS = 5;
+
 /** Runs the drill in `ns` (its prefix and stream) against a Valkey of its own. */
 export async function runAofDrill(
   ns: Namespace,
@@ -123,6 +133,7 @@ export async function runAofDrill(
   const producer = createProducer({
     redisUrl: proxy.url,
     prefix: ns.prefix,
+    sendAttempts: AOF_DRILL_ATTEMPTS,
     durability:
       o.mode === 'fsync' ? { mode: 'fsync', replicas: 0, strict: false } : { mode: 'none' },
   });
@@ -136,6 +147,7 @@ export async function runAofDrill(
     LOG_LEVEL: process.env['DURABILITY_DRILL_LOGS'] ? 'debug' : 'info',
     // Recording a send's answer is retried this long: longer than a restart takes.
     SEND_TIMEOUT: '5s',
+    SEND_ATTEMPTS: String(AOF_DRILL_ATTEMPTS),
   });
   const processes: CliProcess[] = [
     ...startRoles('worker', 2, env),

@@ -89,6 +89,8 @@ export function expectCleanBooks(books: Tally, duplicateDeliveries = 0): void {
  * nothing accepted lost, no prompt sent twice, exactly one event per follow-up, all settled, and
  * none left in doubt: only Redis crashes, no worker dies mid-send, so no follow-up may end
  * `undeliverable: ambiguous` (a re-queue after a refused send that the crash took back would).
+ * A follow-up whose every attempt was refused ends `undeliverable: send_failed`, and only if the
+ * API never received its prompt.
  */
 export function expectDurableDrill(result: AofDrillResult): void {
   expect(result.waitaofReplies).toBeGreaterThan(0);
@@ -98,6 +100,7 @@ export function expectDurableDrill(result: AofDrillResult): void {
     expect(c.notOneEvent, what).toBe(0);
     expectCleanBooks(c.books);
     expect(c.books.endings['followup.undeliverable:ambiguous'] ?? 0, what).toBe(0);
+    expect(c.books.failedButDelivered, what).toEqual([]);
     expect(c.quiet, what).toBe(true);
   }
   expect(result.unclean).toEqual([]);

@@ -27,6 +27,11 @@ export interface Tally {
   readonly outcomesWithoutDelivery: readonly string[];
   /** Events whose type is not the outcome the simulator gave the prompt. */
   readonly wrongOutcomes: readonly string[];
+  /**
+   * `undeliverable` events with a `send_failed` reason (every attempt refused, 5xx or not
+   * connected: none processed) for a prompt the API did receive.
+   */
+  readonly failedButDelivered: readonly string[];
   /** Deliveries to one agent job out of enqueue order. */
   readonly orderViolations: readonly string[];
   /** Events by `type` (and `reason` when set). */
@@ -51,11 +56,17 @@ export function tally(
   const endings: Record<string, number> = {};
   const outcomesWithoutDelivery: string[] = [];
   const wrongOutcomes: string[] = [];
+  const failedButDelivered: string[] = [];
   for (const e of events) {
     const reason = typeof e.event['reason'] === 'string' ? `:${e.event['reason']}` : '';
     endings[`${e.type}${reason}`] = (endings[`${e.type}${reason}`] ?? 0) + 1;
     const prompt = byId.get(e.dispatchId)?.input.prompt;
-    if (prompt === undefined || !OUTCOME_TYPES.has(e.type)) continue;
+    if (prompt === undefined) continue;
+    if (e.type === 'followup.undeliverable' && reason.startsWith(':send_failed')) {
+      if (deliveredCount.has(prompt)) failedButDelivered.push(e.dispatchId);
+      continue;
+    }
+    if (!OUTCOME_TYPES.has(e.type)) continue;
     if (!deliveredCount.has(prompt)) outcomesWithoutDelivery.push(e.dispatchId);
     else if (outcomeTypeOf && outcomeTypeOf(prompt) !== e.type) wrongOutcomes.push(e.dispatchId);
   }
@@ -69,6 +80,7 @@ export function tally(
     duplicateDeliveries: [...deliveredCount].filter(([, n]) => n > 1).map(([p]) => p),
     outcomesWithoutDelivery,
     wrongOutcomes,
+    failedButDelivered,
     orderViolations: orderViolations(accepted, deliveries),
     endings,
   };
@@ -115,6 +127,6 @@ export function tallyNotes(t: Tally, describe: (c: Record<string, number>) => st
   return [
     `accepted ${t.accepted}, events ${t.events}, deliveries ${t.deliveries}`,
     `events: ${describe(t.endings)}`,
-    `phantom events ${t.phantomEvents.length}, outcomes reported without delivery ${t.outcomesWithoutDelivery.length}, wrong outcomes ${t.wrongOutcomes.length}, order violations ${t.orderViolations.length}`,
+    `phantom events ${t.phantomEvents.length}, outcomes reported without delivery ${t.outcomesWithoutDelivery.length}, wrong outcomes ${t.wrongOutcomes.length}, send failures of delivered prompts ${t.failedButDelivered.length}, order violations ${t.orderViolations.length}`,
   ];
 }

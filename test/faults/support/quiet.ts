@@ -10,7 +10,10 @@ export interface Probe {
   readonly redis: Redis;
   /** The namespace's key prefix. */
   readonly prefix: string;
-  /** The state of one dispatch job (`missing` when there is none). */
+  /**
+   * The state of one dispatch job (`missing` when there is none); a delayed job's also with its
+   * attempts made and when it falls due, so a stranded follow-up shows what it waits for.
+   */
   jobState(jobId: string): Promise<string>;
   events(): Promise<StreamEvent[]>;
   /** Jobs still waiting, active or delayed in the dispatch queue. */
@@ -50,7 +53,16 @@ export function openProbe(redisUrl: string, prefix: string, stream: string): Pro
     prefix,
     async jobState(jobId) {
       const job = await queues.dispatch.getJob(jobId);
-      return job ? await job.getState() : 'missing';
+      if (!job) return 'missing';
+      const state = await job.getState();
+      if (state !== 'delayed') return state;
+      // BullMQ scores a delayed job by its due time × 0x1000 plus a counter.
+      const score = await redis.zscore(queues.dispatch.toKey('delayed'), jobId);
+      const due =
+        score === null
+          ? 'no score'
+          : `due in ${Math.floor(Number(score) / 0x1000) - Date.now()} ms`;
+      return `delayed (attempts made ${job.attemptsMade}, ${due})`;
     },
     events: () => readEvents(redis, stream),
     async pendingJobs() {
