@@ -25,7 +25,7 @@ export async function laneIds(
  * Where one follow-up of the namespace `prefix` is, for a failing drill or test to say what it
  * waited on: `<record state>/<BullMQ job state>`, with `, head` when it heads its lane and
  * `, not in lane` when its lane does not name it, then `, untracked` or when its status read
- * falls due. `jobState` reads the dispatch job's state (the caller's queue).
+ * falls due. `jobState` reads the state of the dispatch's current BullMQ job (the caller's queue).
  */
 export async function whereIs(
   redis: Redis,
@@ -34,13 +34,15 @@ export async function whereIs(
   jobState: (dispatchId: string) => Promise<string>,
 ): Promise<string> {
   const keys = keysFor(prefix);
-  const [state, projectId, jobId] = await redis.hmget(
+  const [state, projectId, jobId, bullJobId] = await redis.hmget(
     keys.dispatch(dispatchId),
     'state',
     'projectId',
     'jobId',
+    'bullJobId',
   );
-  const job = await jobState(dispatchId);
+  // A job re-added by the repair sweep or resent by the poller has an id of its own, on the record.
+  const job = await jobState(bullJobId || dispatchId);
   const due = await redis.zscore(keys.tracked, dispatchId);
   const tracked = due === null ? ', untracked' : `, due in ${Number(due) - Date.now()} ms`;
   let lane = '';

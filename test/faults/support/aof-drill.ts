@@ -114,9 +114,9 @@ const JOBS = 20;
  * Send attempts in the drill (the producer's, stored on each job, and the roles'). A quarter of
  * sends 5xx, and BullMQ waits `base × 2^(n-1)` before attempt n+1 (base 0.5 to 1 s): with the
  * default 8, one follow-up in 4,096 meets 6 or more refusals in a row and waits 31 to 127 s in
- * all, longer than the short drill's final wait (it failed CI so). With 5, a follow-up's waits add
- * up to at most 15 s, and one in 1,024 ends `undeliverable` (`send_failed:server`) instead, which
- * the books check was never delivered.
+ * all, which can outlast the short drill's final wait (it failed CI so). With 5, a follow-up's
+ * waits add up to at most 15 s, and one in 1,024 ends `undeliverable` (`send_failed:server`)
+ * instead, which the books check was never delivered.
  */
 export const AOF_DRILL_ATTEMPTS = 5;
 
@@ -361,5 +361,5 @@ function keepLogs(processes: readonly CliProcess[]): void {
 export function describeCrash(c: Crash, n: number): string {
   const b = c.books;
   const stranded = Object.entries(c.stranded).map(([where, count]) => `${count} × ${where}`);
-  return `crash ${n + 1}: accepted ${c.accepted} (${c.refused} refused under the kill, retried), AOF cut by ${c.cutBytes} bytes; lost ${b.lost.length} (records gone ${c.gone}), sent twice ${b.duplicateDeliveries.length}, not exactly one event ${c.notOneEvent}${stranded.length ? ` (${stranded.join('; ')})` : ''}, order violations ${b.orderViolations.length}, settled ${c.quiet}; endings ${JSON.stringify(b.endings)}`;
+  return `crash ${n + 1}: accepted ${c.accepted} (${c.refused} refused under the kill, retried), AOF cut by ${c.cutBytes} bytes; lost ${b.lost.length} (records gone ${c.gone}), sent twice ${b.duplicateDeliveries.length}, send failures of delivered prompts ${b.failedButDelivered.length}, not exactly one event ${c.notOneEvent}${stranded.length ? ` (${stranded.join('; ')})` : ''}, order violations ${b.orderViolations.length}, settled ${c.quiet}; endings ${JSON.stringify(b.endings)}`;
 }

@@ -28,8 +28,8 @@ export interface Tally {
   /** Events whose type is not the outcome the simulator gave the prompt. */
   readonly wrongOutcomes: readonly string[];
   /**
-   * `undeliverable` events with a `send_failed` reason (every attempt refused, 5xx or not
-   * connected: none processed) for a prompt the API did receive.
+   * `undeliverable` events with a `send_failed` reason (every attempt answered 5xx or never
+   * written: none processed) for a prompt the API did receive.
    */
   readonly failedButDelivered: readonly string[];
   /** Deliveries to one agent job out of enqueue order. */
