@@ -31,7 +31,7 @@ export async function whereIs(
   redis: Redis,
   prefix: string,
   dispatchId: string,
-  jobState: (dispatchId: string) => Promise<string>,
+  jobState: (bullJobId: string) => Promise<string>,
 ): Promise<string> {
   const keys = keysFor(prefix);
   const [state, projectId, jobId, bullJobId] = await redis.hmget(
