@@ -52,7 +52,7 @@ const SCENARIOS: readonly Scenario[] = [
   { id: 'durability', minimumMs: 60_000, size: [400, 2_000], run: durabilityScenario },
 ];
 
-const DEFAULT_OUT = fileURLToPath(new URL('../BENCHMARKS.md', import.meta.url));
+const DEFAULT_OUT = fileURLToPath(new URL('../docs/reports/benchmarks.md', import.meta.url));
 
 function options() {
   const { values } = parseArgs({

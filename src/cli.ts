@@ -5,33 +5,13 @@
  */
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { EXIT, UsageError, type Command, type CommandContext } from './cli/command.js';
-import { cancelCommand, projectCommand } from './cli/controls.js';
-import { enqueueCommand } from './cli/enqueue.js';
-import { eventsCommand } from './cli/events.js';
+import { COMMANDS } from './cli/commands.js';
 import { commandHelp, topLevelHelp } from './cli/help.js';
-import { pollerCommand, workerCommand } from './cli/roles.js';
-import { serveCommand } from './cli/serve.js';
-import { simulateCommand } from './cli/simulate.js';
-import { startCommand } from './cli/start.js';
-import { statusCommand } from './cli/status.js';
 import { ConfigError } from './config/index.js';
 import { LayoutError } from './redis/layout.js';
 import { InvalidFollowUpError } from './dispatch/followup.js';
 import { stopTracing } from './telemetry/tracing-sdk.js';
 import { InvalidControlError } from './producer/index.js';
-
-const COMMANDS: readonly Command[] = [
-  startCommand,
-  workerCommand,
-  pollerCommand,
-  serveCommand,
-  enqueueCommand,
-  statusCommand,
-  cancelCommand,
-  projectCommand,
-  eventsCommand,
-  simulateCommand,
-];
 
 /** Runs the CLI with `argv` (without node and script); resolves to the exit code. */
 export async function main(argv: readonly string[], signal: AbortSignal): Promise<number> {

@@ -56,7 +56,7 @@ export const SETTINGS = {
     schema: integer(1, 256),
     default: '1',
     description:
-      'shards (hash tags) the keyspace is split into, a project in one; 1 keeps the single-prefix layout; change it only by the drain procedure (docs/operations.md)',
+      'shards (hash tags) the keyspace is split into, a project in one; 1 keeps the single-prefix layout; change it only by the drain procedure (docs/cluster.md)',
   },
   SHARDS: {
     schema: shardSelection,

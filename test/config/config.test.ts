@@ -140,14 +140,3 @@ function catchConfigError(
   }
   throw new Error('expected a ConfigError');
 }
-
-describe('the README', () => {
-  it('documents every setting', async () => {
-    const { readFileSync } = await import('node:fs');
-    const { SETTINGS } = await import('../../src/config/index.js');
-    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
-    const row = (name: string) => new RegExp(`^\\|\\s*\`${name}\`\\s*\\|`, 'm');
-    const missing = Object.keys(SETTINGS).filter((name) => !row(name).test(readme));
-    expect(missing).toEqual([]);
-  });
-});

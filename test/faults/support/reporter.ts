@@ -7,7 +7,7 @@ import type { Figures } from './figures.js';
 import { AOF_BOUND, CATEGORIES, HOW_TO_RUN, LEGEND } from './report-text.js';
 
 const ROOT = fileURLToPath(new URL('../../..', import.meta.url));
-const OUTPUT = process.env['FAULTS_REPORT'] ?? `${ROOT}RELIABILITY.md`;
+const OUTPUT = process.env['FAULTS_REPORT'] ?? `${ROOT}docs/reports/reliability.md`;
 const SCALES = ['full', 'ci'] as const;
 
 /** One drill's figures and how its test ended. */
