@@ -8,6 +8,7 @@ import { EXIT, UsageError, type Command, type CommandContext } from './cli/comma
 import { COMMANDS } from './cli/commands.js';
 import { commandHelp, topLevelHelp } from './cli/help.js';
 import { ConfigError } from './config/index.js';
+import { DEMO_DATA_DIR, runningEmbeddedRedisUrl } from './redis/embedded-folder.js';
 import { LayoutError } from './redis/layout.js';
 import { InvalidFollowUpError } from './dispatch/followup.js';
 import { stopTracing } from './telemetry/tracing-sdk.js';
@@ -34,7 +35,7 @@ export async function main(argv: readonly string[], signal: AbortSignal): Promis
     const ctx: CommandContext = {
       values: parsed.values as CommandContext['values'],
       positionals: parsed.positionals,
-      env: process.env,
+      env: withDemoRedis(command, process.env),
       stdout: process.stdout,
       stderr: process.stderr,
       signal,
@@ -48,6 +49,21 @@ export async function main(argv: readonly string[], signal: AbortSignal): Promis
   }
 }
 
+/**
+ * Without REDIS_URL, the commands other than `start` and `simulate`, run in the folder where the
+ * demo of `start` runs, use the demo's private Redis (its data folder names it) and say so.
+ */
+function withDemoRedis(command: Command, env: NodeJS.ProcessEnv): CommandContext['env'] {
+  if (env['REDIS_URL'] || env['REDIS_SENTINELS'] || NO_REDIS.has(command.name)) return env;
+  const url = runningEmbeddedRedisUrl(DEMO_DATA_DIR);
+  if (!url) return env;
+  process.stderr.write(`agent-dispatch: REDIS_URL is not set: using the demo's Redis at ${url}\n`);
+  return { ...env, REDIS_URL: url };
+}
+
+/** Commands that never use the demo's Redis: start runs its own, simulate needs none. */
+const NO_REDIS = new Set(['start', 'simulate']);
+
 function parse(command: Command, args: readonly string[]) {
   const options: ParseArgsConfig['options'] = { help: { type: 'boolean', short: 'h' } };
   for (const [name, o] of Object.entries(command.options)) {
@@ -60,8 +76,19 @@ function parse(command: Command, args: readonly string[]) {
   try {
     return parseArgs({ args: [...args], options, allowPositionals: true, strict: true });
   } catch (err) {
-    throw new UsageError(`${(err as Error).message}; run agent-dispatch ${command.name} --help`);
+    throw new UsageError(`${usageProblem(err)}; run agent-dispatch ${command.name} --help`);
   }
+}
+
+/** Node's parser explains its errors at length; a user needs the option and what is wrong. */
+function usageProblem(err: unknown): string {
+  const { code, message } = err as { code?: string; message: string };
+  const option = /'(-{1,2}[^' ]+)/.exec(message)?.[1];
+  if (!option) return message;
+  if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') return `unknown option ${option}`;
+  if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') return `option ${option} needs a value`;
+  if (code === 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL') return `unexpected argument ${option}`;
+  return message;
 }
 
 /** Prints an error as the contract wants it and picks the exit code. No stack trace for users. */

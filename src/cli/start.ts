@@ -3,6 +3,7 @@ import { ConfigError, loadConfig, type Config, type SettingName } from '../confi
 import { startConsumer } from '../consumer/index.js';
 import { startPoller } from '../poller/index.js';
 import { startEmbeddedRedis, type EmbeddedRedis } from '../redis/embedded.js';
+import { DEMO_DATA_DIR } from '../redis/embedded-folder.js';
 import { QUEUE_NAMES } from '../redis/keys.js';
 import { startSimulator, type Simulator } from '../simulator/index.js';
 import { createLogger, logFormatFor } from '../telemetry/logger.js';
@@ -12,9 +13,6 @@ import { checkDurability, runUntilSignal, warnIfClearTextKey } from './roles.js'
 import { configOf, roleKit, startServing } from './compose.js';
 import { verifyDeployment } from './deployment.js';
 import { startPerShard } from '../runtime/shards.js';
-
-/** Where `start` keeps its private Redis's data: git ignores `.data/`. */
-const EMBEDDED_DATA_DIR = '.data/redis';
 
 /**
  * Demo follow-ups `start` enqueues when it runs against the simulator with its private Redis (keys
@@ -51,7 +49,7 @@ export const startCommand: Command = {
     'data-dir': {
       type: 'string',
       placeholder: 'DIR',
-      description: `data folder of the private redis-server (default ${EMBEDDED_DATA_DIR})`,
+      description: `data folder of the private redis-server (default ${DEMO_DATA_DIR})`,
     },
     port: {
       type: 'string',
@@ -66,7 +64,7 @@ export const startCommand: Command = {
     const cleanup: (() => Promise<void>)[] = [];
     try {
       const dataDir =
-        typeof ctx.values['data-dir'] === 'string' ? ctx.values['data-dir'] : EMBEDDED_DATA_DIR;
+        typeof ctx.values['data-dir'] === 'string' ? ctx.values['data-dir'] : DEMO_DATA_DIR;
       const simulator = useSimulator(base, ctx);
       const overrides = await embeddedServices(base, { dataDir, simulator }, say, cleanup);
       return await runAll(
@@ -160,10 +158,9 @@ async function runAll(
   );
   const { server, producer, redis } = http;
   const token = config.dashboardToken ?? '';
-  say(
-    `dashboard: ${server.url}/dashboard${made.DASHBOARD_TOKEN ? `?token=${token}` : ' (DASHBOARD_TOKEN)'}`,
-  );
-  say(`follow-ups page (same token): ${server.url}/dashboard/followups`);
+  const login = made.DASHBOARD_TOKEN ? `?token=${token}` : ' (DASHBOARD_TOKEN)';
+  say(`follow-ups page: ${server.url}/dashboard/followups${login}`);
+  say(`dashboard (bull-board, same token): ${server.url}/dashboard`);
   say(
     `intake: POST ${server.url}/v1/followups${made.INTAKE_TOKEN ? ` with "Authorization: Bearer ${config.intakeToken}"` : ' (INTAKE_TOKEN)'}`,
   );

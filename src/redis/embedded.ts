@@ -1,9 +1,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, readFileSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
 import { Redis } from 'ioredis';
 import type { Logger } from '../telemetry/logger.js';
+import { previousPort, recordRunning, refuseIfRunning } from './embedded-folder.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import { RedisServerMissingError, serverBinary } from './server-binary.js';
 
@@ -49,7 +50,7 @@ export async function startEmbeddedRedis(options: EmbeddedRedisOptions): Promise
   const dir = resolve(options.dataDir);
   mkdirSync(dir, { recursive: true });
   await refuseIfRunning(dir);
-  const port = options.port ?? (await freePort());
+  const port = options.port ?? (await previousPort(dir)) ?? (await freePort());
   const logger = options.logger.child({ redisPort: port });
   const { child, recentOutput } = await launch(binary, port, dir, appendfsync);
   const url = `redis://127.0.0.1:${port}`;
@@ -81,6 +82,7 @@ export async function startEmbeddedRedis(options: EmbeddedRedisOptions): Promise
     throw err;
   }
   const server = `${binary} ${version}`;
+  recordRunning(dir, port, stopped);
   logger.info({ dir, pid: child.pid, server, appendfsync }, LIFECYCLE.embeddedRedisStarted);
   return { url, server, appendfsync, stop };
 }
@@ -184,39 +186,6 @@ async function stopChild(child: ChildProcess, stopped: Promise<void>): Promise<v
   const timer = setTimeout(() => child.kill('SIGKILL'), STOP_TIMEOUT_MS);
   await stopped;
   clearTimeout(timer);
-}
-
-/** Refuses a data folder that a live redis-server still uses: two servers would corrupt its AOF. */
-async function refuseIfRunning(dir: string): Promise<void> {
-  let pid: number;
-  try {
-    pid = Number(readFileSync(join(dir, 'redis.pid'), 'utf8').trim());
-  } catch {
-    return;
-  }
-  if (!Number.isSafeInteger(pid) || pid <= 0 || !isAlive(pid) || !looksLikeRedis(pid)) return;
-  throw new Error(
-    `a Redis server (pid ${pid}) is still using ${dir}: another \`agent-dispatch start\` is running, ` +
-      `or one was killed. Stop it (kill ${pid}) or set REDIS_URL.`,
-  );
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
-/** After a reboot the pid may belong to anything; where /proc exists, check its name. */
-function looksLikeRedis(pid: number): boolean {
-  try {
-    return /redis|valkey/.test(readFileSync(`/proc/${pid}/comm`, 'utf8'));
-  } catch {
-    return true;
-  }
 }
 
 /**

@@ -19,10 +19,13 @@ describe('agent-dispatch start, with nothing set', () => {
       ACTIVE_GRACE: '10s',
     });
     try {
-      const dashboard = await eventually(() => /dashboard: (\S+)/.exec(proc.output.stderr)?.[1], {
-        timeoutMs: 30_000,
-        what: 'the dashboard line',
-      });
+      const dashboard = await eventually(
+        () => /follow-ups page: (\S+)/.exec(proc.output.stderr)?.[1],
+        {
+          timeoutMs: 30_000,
+          what: 'the dashboard line',
+        },
+      );
       expect(proc.output.stderr.split('\n')[0]).toMatch(
         /AGENT_API_KEY is not set: sending to the bundled simulator/,
       );

@@ -72,7 +72,7 @@ describe('7. the key stays secret', () => {
       { timeoutMs: 30_000, what: 'serve to listen' },
     );
     const startUrl = await eventually(
-      () => /dashboard: (http:\/\/[^/\s]+)\/dashboard/.exec(start.output.stderr)?.[1],
+      () => /follow-ups page: (http:\/\/[^/\s]+)\/dashboard/.exec(start.output.stderr)?.[1],
       {
         timeoutMs: 30_000,
         what: 'start to listen',

@@ -3,6 +3,7 @@ import { fileURLToPath } from 'node:url';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const CLI = fileURLToPath(new URL('../../src/cli.ts', import.meta.url));
+const TSX = import.meta.resolve('tsx');
 
 /** A CLI process of the service (`agent-dispatch <command>`), run from the TypeScript sources. */
 export interface CliProcess {
@@ -18,6 +19,8 @@ export interface CliProcess {
 /** How to start a process: `nodeArgs` go to Node itself (e.g. `--cpu-prof`), before `--import tsx`. */
 export interface RunOptions {
   readonly nodeArgs?: readonly string[];
+  /** @defaultValue the repository's root */
+  readonly cwd?: string;
 }
 
 /** Starts `agent-dispatch ...args` with `env` (on top of PATH and HOME only). */
@@ -40,8 +43,9 @@ export function runScript(
   options: RunOptions = {},
 ): CliProcess {
   const nodeArgs = options.nodeArgs ?? [];
-  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', script, ...args], {
-    cwd: ROOT,
+  // tsx resolved here, so that a process started in another folder finds it too.
+  const child = spawn(process.execPath, [...nodeArgs, '--import', TSX, script, ...args], {
+    cwd: options.cwd ?? ROOT,
     env: { PATH: process.env['PATH'] ?? '', HOME: process.env['HOME'] ?? '', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -66,8 +70,9 @@ export function runScript(
 export async function runCliToEnd(
   args: readonly string[],
   env: Record<string, string>,
+  options: RunOptions = {},
 ): Promise<{ code: number | string; stdout: string; stderr: string }> {
-  const proc = runCli(args, env);
+  const proc = runCli(args, env, options);
   const code = await proc.exited;
   return { code, ...proc.output };
 }
