@@ -59,7 +59,15 @@ export function startHeartbeat(
     if (beating) return;
     beating = true;
     try {
-      await redis.multi().set(key, '1', 'PX', HEARTBEAT_TTL_MS).sadd(keys.alive, member).exec();
+      // Two commands, no MULTI: the key first, so the set never names a process for a count
+      // to find without its key; a beat costs the fleet's Redis 2 commands per 5 s per process.
+      const replies = await redis
+        .pipeline()
+        .set(key, '1', 'PX', HEARTBEAT_TTL_MS)
+        .sadd(keys.alive, member)
+        .exec();
+      const failed = replies?.find(([err]) => err)?.[0];
+      if (failed) throw failed;
       failing = false;
     } catch (err) {
       // The role's connection reports the outage; one line here says the count will drop.
@@ -75,7 +83,7 @@ export function startHeartbeat(
   return {
     async stop() {
       clearInterval(timer);
-      const forget = redis.multi().del(key).srem(keys.alive, member).exec();
+      const forget = redis.pipeline().del(key).srem(keys.alive, member).exec();
       // Redis is gone or slow: the key expires by itself.
       await within(forget, STOP_MS, () => null).catch(() => null);
     },
