@@ -110,6 +110,12 @@ export interface Keys {
   readonly authPause: string;
   /** Set: the BullMQ job ids parked by that pause, woken together when it ends. */
   readonly authPaused: string;
+  /** Set: the role processes that beat here (`worker:<id>`), each alive while its key below is. */
+  readonly alive: string;
+  /** String, with a TTL each beat renews: one role process of {@link Keys.alive} is alive. */
+  aliveProcess(member: string): string;
+  /** A key of BullMQ's dispatch queue: `wait` (list), `delayed` (sorted set), or a job's id. */
+  dispatchQueue(part: string): string;
 }
 
 /** Builds the {@link Keys} of one prefix. Ids are length-prefixed so no two pairs collide. */
@@ -140,6 +146,9 @@ export function keysFor(prefix: string): Keys {
     counters: k('counters'),
     authPause: k('authpause'),
     authPaused: k('authpause', 'parked'),
+    alive: k('alive'),
+    aliveProcess: (member: string) => k('alive', member),
+    dispatchQueue: (part: string) => k(QUEUE_NAMES.dispatch, part),
   });
 }
 

@@ -9,6 +9,7 @@ import { keysFor, QUEUE_NAMES, queueOptions } from '../redis/keys.js';
 import type { Logger } from '../telemetry/logger.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import { within } from './deadline.js';
+import { BEATING_ROLES, startHeartbeat } from '../telemetry/heartbeat.js';
 import type { RoleContext, RoleOptions } from './role.js';
 
 /**
@@ -67,6 +68,9 @@ export function openRoleResources(name: string, options: RoleOptions): RoleResou
   });
   queue.on('error', (err) => logger.warn({ err }, LIFECYCLE.redisError));
   const keyFile = watchApiKey(config, client, logger);
+  // The alerts' "no worker alive" counts these (see heartbeat.ts); a test's resources beat too.
+  const role = BEATING_ROLES.find((beating) => beating === name);
+  const heartbeat = role && startHeartbeat(redis, keysFor(config.prefix), role, logger);
   return {
     config,
     logger,
@@ -80,6 +84,7 @@ export function openRoleResources(name: string, options: RoleOptions): RoleResou
     async close() {
       keyFile?.close();
       try {
+        await heartbeat?.stop();
         await queue.close().catch(() => {});
         // undici's close waits for requests under way (up to SEND_TIMEOUT): not for long here.
         if (!api)

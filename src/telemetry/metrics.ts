@@ -50,8 +50,11 @@ export interface Metrics {
    * `agent_dispatch_tracked_followups` (ZCARD of `keys.tracked`),
    * `agent_dispatch_poll_lag_seconds` (how overdue the oldest due status read is) and
    * `agent_dispatch_api_auth_paused` (1 while every send of the shard is paused because the agent
-   * API rejects the key or redirects, else 0); and `agent_dispatch_redis_up` (1 when Redis
-   * answered the scrape's PING in time, else 0), without a shard.
+   * API rejects the key or redirects, else 0), `agent_dispatch_oldest_queued_age_seconds`,
+   * `agent_dispatch_live_processes{role}` (heartbeats) and
+   * `agent_dispatch_project_paused_since_timestamp_seconds{project}`; and
+   * `agent_dispatch_redis_up` (1 when Redis answered the scrape's PING in time, else 0), without
+   * a shard.
    * Failures at scrape are logged, never thrown. A later call replaces the source of an earlier one.
    */
   watchRedis(source: RedisSource): void;

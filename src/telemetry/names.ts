@@ -87,6 +87,8 @@ export const LIFECYCLE = {
   configClearTextKey: 'config:clear-text-key',
   /** The OpenTelemetry SDK exports this process's spans (OTEL_TRACES_EXPORTER). */
   tracingStarted: 'tracing:started',
+  /** A role process could not renew its heartbeat: it may count as dead until Redis answers. */
+  heartbeatFailed: 'heartbeat:failed',
   /** The start-up check: Redis cannot keep what it acknowledged as REDIS_DURABILITY asks. */
   redisNotDurable: 'redis:not-durable',
   /** The start-up check: the server keeps a sent follow-up's record as a hashtable, not compact. */
@@ -113,6 +115,9 @@ export const METRIC_NAMES = {
   redisUp: 'agent_dispatch_redis_up',
   repairs: 'agent_dispatch_repairs_total',
   authPaused: 'agent_dispatch_api_auth_paused',
+  liveProcesses: 'agent_dispatch_live_processes',
+  oldestQueuedAge: 'agent_dispatch_oldest_queued_age_seconds',
+  projectPausedSince: 'agent_dispatch_project_paused_since_timestamp_seconds',
 } as const;
 
 /** Span names (OpenTelemetry messaging conventions: `{operation} {destination}`). */

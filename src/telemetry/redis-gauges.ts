@@ -2,13 +2,14 @@ import type { Redis } from 'ioredis';
 import { Gauge, type Registry } from 'prom-client';
 import type { Keys, ShardView } from '../redis/keys.js';
 import { within } from '../runtime/deadline.js';
+import { BEATING_ROLES, countAlive } from './heartbeat.js';
 import type { Logger } from './logger.js';
 import { LIFECYCLE, METRIC_NAMES } from './names.js';
 
 /**
  * The gauges read from Redis at scrape time: the queues' job counts, the tracked follow-ups, the
- * send pause and the poll lag, each per shard (label `shard`, `0` with one shard), and whether
- * Redis answers.
+ * send pause, the poll lag, the oldest queued follow-up's age, the live role processes and the
+ * paused projects, each per shard (label `shard`, `0` with one shard), and whether Redis answers.
  */
 
 /**
@@ -35,7 +36,7 @@ export function registerRedisGauges(
   current: Current,
   fallbackLogger: Logger | undefined,
 ): void {
-  const failed = (src: RedisSource, err: unknown, fields: object = {}) =>
+  const failed: Failed = (src, err, fields = {}) =>
     (src.logger ?? fallbackLogger)?.warn({ err, ...fields }, LIFECYCLE.metricsScrapeFailed);
   new Gauge({
     name: METRIC_NAMES.queueJobs,
@@ -127,6 +128,102 @@ export function registerRedisGauges(
       return Math.max(0, nowMs - dueMs) / 1000;
     },
   );
+  perShard(
+    METRIC_NAMES.oldestQueuedAge,
+    'How long the follow-up next in line for a worker has been queued, in seconds (0 when none waits for one), read at scrape time.',
+    oldestQueuedAge,
+  );
+  registerLivenessGauges(registry, current, failed);
+}
+
+type Failed = (src: RedisSource, err: unknown, fields?: object) => void;
+
+/**
+ * The age since enqueue of the follow-up that waits longest for a worker: BullMQ's next job (the
+ * tail of its wait list) and its most overdue delayed job (a park whose end has passed, which a
+ * live worker would have woken), whichever is older. Those parked for their budget, lane or a
+ * pause are left out until their wait ends: they wait by design, and their own gauges say so.
+ * Two reads at the ends of a list and a sorted set, whatever the backlog's size.
+ */
+async function oldestQueuedAge(redis: Redis, keys: Keys): Promise<number> {
+  const [time, next, delayed] = await Promise.all([
+    redis.time(),
+    redis.lindex(keys.dispatchQueue('wait'), -1),
+    redis.zrange(keys.dispatchQueue('delayed'), 0, 0, 'WITHSCORES'),
+  ]);
+  const nowMs = Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000);
+  const [overdue, score] = delayed;
+  const ids = [next];
+  // BullMQ scores a delayed job by its due time times 0x1000 (a counter in the low bits).
+  if (overdue !== undefined && Math.floor(Number(score) / 0x1000) <= nowMs) ids.push(overdue);
+  const stamps = await Promise.all(
+    ids.flatMap((id) => (id ? [redis.hget(keys.dispatchQueue(id), 'timestamp')] : [])),
+  );
+  const since = Math.min(...stamps.flatMap((t) => (t === null ? [] : [Number(t)])));
+  return Number.isFinite(since) ? Math.max(0, nowMs - since) / 1000 : 0;
+}
+
+/** The heartbeat count of each shard, and the projects an operator paused, since when. */
+function registerLivenessGauges(registry: Registry, current: Current, failed: Failed): void {
+  new Gauge({
+    name: METRIC_NAMES.liveProcesses,
+    help: 'Worker and poller processes whose heartbeat is alive, per role and shard, read at scrape time.',
+    labelNames: ['role', 'shard'],
+    registers: [registry],
+    async collect() {
+      this.reset();
+      const src = current();
+      if (!src) return;
+      await Promise.all(
+        src.shards.map(async (view) => {
+          const shard = String(view.index);
+          const counts = await withTimeout(countAlive(src.redis, view.keys)).catch((err) => {
+            failed(src, err, { shard });
+            return undefined;
+          });
+          // NaN, not 0, when Redis does not answer: "no worker alive" must not fire for that.
+          for (const role of BEATING_ROLES) this.set({ role, shard }, counts?.[role] ?? Number.NaN);
+        }),
+      );
+    },
+  });
+  new Gauge({
+    name: METRIC_NAMES.projectPausedSince,
+    help: 'When an operator paused a project (Unix time), per paused project, read at scrape time.',
+    labelNames: ['project', 'shard'],
+    registers: [registry],
+    async collect() {
+      this.reset();
+      const src = current();
+      if (!src) return;
+      await Promise.all(
+        src.shards.map(async (view) => {
+          const shard = String(view.index);
+          const paused = await withTimeout(pausedProjects(src.redis, view.keys)).catch((err) => {
+            failed(src, err, { shard });
+            return [];
+          });
+          for (const [project, sinceMs] of paused) this.set({ project, shard }, sinceMs / 1000);
+        }),
+      );
+    },
+  });
+}
+
+/** The paused projects of a shard and when each was paused: the controlled ones are few. */
+async function pausedProjects(redis: Redis, keys: Keys): Promise<[string, number][]> {
+  const projects = await redis.smembers(keys.controlledProjects);
+  if (projects.length === 0) return [];
+  const pipeline = redis.pipeline();
+  for (const project of projects)
+    pipeline.hmget(keys.projectControls(project), 'paused', 'pausedAt');
+  const replies = (await pipeline.exec()) ?? [];
+  return projects.flatMap((project, i): [string, number][] => {
+    const [err, values] = replies[i] ?? [new Error('no reply'), []];
+    if (err) throw err;
+    const [paused, pausedAt] = values as (string | null)[];
+    return paused === '1' ? [[project, Number(pausedAt ?? 0)]] : [];
+  });
 }
 
 function withTimeout<T>(promise: Promise<T>): Promise<T> {

@@ -101,7 +101,13 @@ describe('watchRedis', () => {
       expect(families.get(METRIC_NAMES.pollLag)?.samples[0]?.value).toBeNaN();
       expect(families.get(METRIC_NAMES.redisUp)?.samples[0]?.value).toBe(0);
       expect(families.get(METRIC_NAMES.authPaused)?.samples[0]?.value).toBeNaN();
-      expect(lines.filter((l) => l.msg === 'metrics:scrape-failed')).toHaveLength(4);
+      // Unknown, never 0: "no worker alive" must not fire when Redis is what is down.
+      const live = families.get(METRIC_NAMES.liveProcesses)?.samples ?? [];
+      expect(live.map((s) => s.labels['role'])).toEqual(['worker', 'poller']);
+      for (const sample of live) expect(sample.value).toBeNaN();
+      expect(families.get(METRIC_NAMES.oldestQueuedAge)?.samples[0]?.value).toBeNaN();
+      expect(families.get(METRIC_NAMES.projectPausedSince)?.samples).toEqual([]);
+      expect(lines.filter((l) => l.msg === 'metrics:scrape-failed')).toHaveLength(7);
     } finally {
       await queue.close().catch(() => {});
       redis.disconnect();
