@@ -2,7 +2,8 @@
 # Installs the system packages that `npm test` needs and the machine lacks, on Debian (12 or 13)
 # or Ubuntu, as root: redis-server (the tests' private Redis), valkey-server (the durability tests:
 # WAITAOF), chromium (the dashboard's browser tests), prometheus (promtool checks the alert
-# rules; a real Prometheus fires them) and docker-compose (checks docker-compose.yml). Valkey 8
+# rules; a real Prometheus fires them), docker-compose (checks docker-compose.yml) and python3
+# (the Python example's test). Valkey 8
 # is in Debian 12's bookworm-backports suite: where no valkey-server is available otherwise, the
 # suite is added to the `Suites:` line of the machine's existing Debian source file. Idempotent:
 # a second run installs nothing. `.ci/run` runs it too.
@@ -13,6 +14,7 @@ command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || need+=(chromium)
 command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
+command -v python3 >/dev/null 2>&1 || need+=(python3)
 want_valkey=0
 command -v valkey-server >/dev/null 2>&1 || want_valkey=1
 if [ ${#need[@]} -eq 0 ] && [ "$want_valkey" -eq 0 ]; then
