@@ -83,18 +83,10 @@ export async function enqueueIn(
   client: Redis,
   assessed: DurabilityAssessment,
   { queue, store, nodeKey }: ShardTarget,
-  followUps: readonly FollowUp[],
-  traceparents: readonly (string | undefined)[],
+  followUps: readonly Registration[],
 ): Promise<SendResult[]> {
   const wait: DiskWait = { timeoutMs: disk.timeoutMs, assessment: async () => assessed };
-  const transaction = await buildTransaction(
-    queue,
-    client,
-    store,
-    followUps,
-    attempts,
-    traceparents,
-  );
+  const transaction = await buildTransaction(queue, client, store, followUps, attempts);
   const mark = await beforeWrite(wait, client, nodeKey);
   const first = await execute(transaction, redis);
   const replies = await addMissingJobs(queue, client, transaction, first, attempts).catch(
@@ -115,16 +107,11 @@ async function buildTransaction(
   queue: Queue<DispatchJobData>,
   client: Redis,
   store: DispatchStore,
-  followUps: readonly FollowUp[],
+  registrations: readonly Registration[],
   attempts: number,
-  traceparents: readonly (string | undefined)[],
 ): Promise<Transaction> {
   const multi = client.multi();
-  const ids = followUps.map((f) => newDispatchId(f.key));
-  const registrations = followUps.map((followUp, i): Registration => ({
-    ...followUp,
-    traceparent: traceparents[i],
-  }));
+  const ids = registrations.map((f) => newDispatchId(f.key));
   const { loads, registers } = store.register.into(multi, ids, registrations);
   await Promise.all(
     registrations.map((registration, i) =>
@@ -219,7 +206,8 @@ function bullmqSources(client: Redis): string[] {
 /**
  * The answers of a committed transaction (its replies after the script loads): REGISTER answers,
  * per follow-up, 1 new, 0 the same content under the same key (deduplicated), -1 different content
- * under that key (a conflict).
+ * under that key (a conflict), -2 its key's claim was released while this send was slow (see
+ * `claims.ts`): nothing was registered for it, and the batch fails as retryable.
  */
 function resultsOf(
   followUps: readonly FollowUp[],
@@ -238,6 +226,10 @@ function resultsOf(
     const [addErr] = replies[addReply(transaction, i)] ?? [new Error('no reply')];
     if (registerErr || addErr) throw asRedisFailure(registerErr ?? addErr, redis);
     const created = (answers as unknown[])[i];
+    if (created === -2)
+      throw new RedisUnavailableError(
+        `key: its claim across shards was released while this send was slow, so dispatch ${dispatchId} was not enqueued; retry with the same key`,
+      );
     if (created !== -1) return { dispatchId, deduplicated: created === 0 };
     conflicts.push({ index: i, key: followUps[i]?.key ?? '', dispatchId });
     return null;
