@@ -5,7 +5,7 @@ import type { ClaimAnswer, ClaimRequest, DispatchStore } from '../dispatch/store
 import { afterWrite, beforeWrite, type DiskWait } from '../redis/disk-wait.js';
 import { claimShardOf, keysFor, shardOf } from '../redis/keys.js';
 import { newDispatchId } from '../runtime/jobs.js';
-import type { KeyConflict } from './errors.js';
+import { RedisUnavailableError, type KeyConflict } from './errors.js';
 
 /**
  * The producer's claims of a batch's idempotency keys, before its MULTIs (see
@@ -87,6 +87,35 @@ export async function claimKeys(
 }
 
 /**
+ * Replaces the claims that REGISTER found released (a producer may have died between fencing a
+ * claim and replacing it, which would refuse its key for ever): each by a claim of this producer
+ * for the same shard, if it still holds the released token. The caller's retry then registers.
+ */
+export async function replaceReleased(
+  client: Redis,
+  shards: readonly ClaimShard[],
+  released: readonly ReleasedClaim[],
+  wait: DiskWait | undefined,
+): Promise<void> {
+  const count = shards.length;
+  const token = randomUUID();
+  const requests = released.map((r) => ({
+    dispatchId: r.dispatchId,
+    shard: shardOf(r.projectId, count),
+    token,
+    replaces: r.claimToken,
+  }));
+  await perShard(
+    client,
+    shards,
+    requests,
+    (r) => claimShardOf(r.dispatchId, count),
+    wait,
+    (s, rs) => s.claims.claim(rs),
+  );
+}
+
+/**
  * Fences, in the shard they were made for, the claims for another shard older than
  * {@link CLAIM_REPAIR_AGE_MS}, and replaces those without a record by this batch's: `answers`
  * is updated in place.
@@ -156,4 +185,25 @@ async function perShard<T, A>(
     }),
   );
   return answers;
+}
+
+/** A follow-up that REGISTER refused because its key's claim was released (answer -2). */
+export interface ReleasedClaim {
+  readonly dispatchId: string;
+  readonly projectId: string;
+  readonly claimToken: string;
+}
+
+/**
+ * Some follow-ups were not registered: their keys' claims were released before their REGISTER
+ * (see `claims.ts`); nothing was written for them. To the caller it is a
+ * {@link RedisUnavailableError}: retry with the same key. `released` lets the producer replace a
+ * claim that was fenced and left so, before that retry ({@link replaceReleased}).
+ */
+export class ClaimReleasedError extends RedisUnavailableError {
+  constructor(readonly released: readonly ReleasedClaim[]) {
+    super(
+      `key: the claim across shards of dispatch ${released.map((r) => r.dispatchId).join(', ')} was released before it was registered; nothing was enqueued for it: retry with the same key`,
+    );
+  }
 }

@@ -4,7 +4,7 @@ import type { Registration } from '../dispatch/store.js';
 import { NotDurableError, type DiskWait } from '../redis/disk-wait.js';
 import type { DurabilityAssessment } from '../redis/durability.js';
 import { keysFor } from '../redis/keys.js';
-import { claimKeys } from './claims.js';
+import { ClaimReleasedError, claimKeys, replaceReleased } from './claims.js';
 import { asRedisFailure, RedisUnavailableError, type SendResult } from './errors.js';
 import { mergeShardResults, splitByShard, type ProducerShard } from './shards.js';
 import { enqueueIn, type EnqueueContext } from './transaction.js';
@@ -25,16 +25,15 @@ export async function enqueueByShard(
 ): Promise<SendResult[]> {
   // Before any read or write: a strict setting the server cannot keep refuses the batch.
   const assessed = await ctx.disk.assess(client);
-  const { tokens, conflicts } = await claimKeys(
-    client,
-    shards.map((s) => ({ store: s.store(client), prefix: s.shard.prefix })),
-    followUps,
-    claimWait(client, ctx.disk.timeoutMs, assessed),
-  ).catch((err: unknown) => {
-    throw err instanceof NotDurableError
-      ? new RedisUnavailableError(`${err.message}; retry with the same key`, err)
-      : asRedisFailure(err, ctx.redis);
-  });
+  const claimShards = shards.map((s) => ({ store: s.store(client), prefix: s.shard.prefix }));
+  const wait = claimWait(client, ctx.disk.timeoutMs, assessed);
+  const { tokens, conflicts } = await claimKeys(client, claimShards, followUps, wait).catch(
+    (err: unknown) => {
+      throw err instanceof NotDurableError
+        ? new RedisUnavailableError(`${err.message}; retry with the same key`, err)
+        : asRedisFailure(err, ctx.redis);
+    },
+  );
   const refused = new Set(conflicts.map((c) => c.index ?? -1));
   const batches = splitByShard(followUps, shards.length, refused);
   const settled = await Promise.allSettled(
@@ -49,6 +48,12 @@ export async function enqueueByShard(
       return enqueueIn(ctx, client, assessed, target, registrations);
     }),
   );
+  const released = settled.flatMap((s) =>
+    s.status === 'rejected' && s.reason instanceof ClaimReleasedError ? s.reason.released : [],
+  );
+  // Best effort: the batch fails as retryable whatever this does, and the retry claims again.
+  if (released.length > 0)
+    await replaceReleased(client, claimShards, released, wait).catch(() => undefined);
   return mergeShardResults(followUps.length, batches, settled, conflicts);
 }
 

@@ -1,6 +1,5 @@
 import type { Queue } from 'bullmq';
 import type { ChainableCommander, Redis } from 'ioredis';
-import type { FollowUp } from '../dispatch/followup.js';
 import {
   dispatchJobJson,
   dispatchJobOptions,
@@ -11,6 +10,7 @@ import type { DispatchStore, Registration } from '../dispatch/store.js';
 import { afterWrite, beforeWrite, NotDurableError, type DiskWait } from '../redis/disk-wait.js';
 import type { DurabilityAssessment } from '../redis/durability.js';
 import type { DiskGuard } from './disk.js';
+import { ClaimReleasedError, type ReleasedClaim } from './claims.js';
 import {
   asRedisFailure,
   IdempotencyConflictError,
@@ -210,7 +210,7 @@ function bullmqSources(client: Redis): string[] {
  * `claims.ts`): nothing was registered for it, and the batch fails as retryable.
  */
 function resultsOf(
-  followUps: readonly FollowUp[],
+  followUps: readonly Registration[],
   transaction: Transaction,
   replies: readonly [Error | null, unknown][],
   redis: Redis,
@@ -222,18 +222,20 @@ function resultsOf(
   const registerErr =
     registered.find(([err]) => err)?.[0] ??
     (answers.length === ids.length ? null : new Error('REGISTER answered for too few follow-ups'));
+  const released: ReleasedClaim[] = [];
   const results = ids.map((dispatchId, i): SendResult | null => {
     const [addErr] = replies[addReply(transaction, i)] ?? [new Error('no reply')];
     if (registerErr || addErr) throw asRedisFailure(registerErr ?? addErr, redis);
     const created = (answers as unknown[])[i];
-    if (created === -2)
-      throw new RedisUnavailableError(
-        `key: its claim across shards was released while this send was slow, so dispatch ${dispatchId} was not enqueued; retry with the same key`,
-      );
+    const { projectId, claimToken } = followUps[i] ?? {};
+    if (created === -2 && projectId && claimToken)
+      released.push({ dispatchId, projectId, claimToken });
+    if (created === -2) return null;
     if (created !== -1) return { dispatchId, deduplicated: created === 0 };
     conflicts.push({ index: i, key: followUps[i]?.key ?? '', dispatchId });
     return null;
   });
+  if (released.length > 0) throw new ClaimReleasedError(released);
   if (conflicts.length > 0) throw new IdempotencyConflictError(conflicts, results);
   return results as SendResult[];
 }

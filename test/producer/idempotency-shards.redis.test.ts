@@ -1,6 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { DispatchStore } from '../../src/dispatch/store.js';
-import { createProducer, IdempotencyConflictError } from '../../src/producer/index.js';
+import {
+  createProducer,
+  IdempotencyConflictError,
+  RedisUnavailableError,
+} from '../../src/producer/index.js';
 import type { Producer } from '../../src/producer/index.js';
 import { CLAIM_REPAIR_AGE_MS } from '../../src/producer/claims.js';
 import { claimShardOf, keysFor, shardLayout, shardOf } from '../../src/redis/keys.js';
@@ -176,5 +180,27 @@ describe('one idempotency key, one follow-up, across shards (DISPATCH_SHARDS=4)'
     expect(await ns().redis.exists(keysOf(shardA).orphan(dispatchId))).toBe(1);
     // Its producer's retry is then a plain conflict.
     expect(await outcome(first(), a, 'left-2')).toBe('conflict');
+  });
+
+  it('replaces a claim fenced by a send that died before replacing it: the next retry registers', async () => {
+    const [a] = projectsOfTwoShards();
+    await claimAndDie('left-3', a, 'dead-producer');
+    const dispatchId = newDispatchId('left-3');
+    // Fenced in its project's shard by a releaser that then died: the claim still names it.
+    const shardA = shardOf(a, SHARDS);
+    const store = new DispatchStore(ns().redis, keysOf(shardA), {
+      eventsStream: layout()[shardA]?.eventsStream ?? '',
+      eventsMaxLen: 1000,
+      retentionMs: 60_000,
+    });
+    expect(await store.claims.fence([{ dispatchId, token: 'dead-producer' }])).toEqual([true]);
+
+    const send = () => first().send({ projectId: a, jobId: 'left-3', prompt: 'p', key: 'left-3' });
+    const refused = await send().catch((err: unknown) => err);
+    expect(refused).toBeInstanceOf(RedisUnavailableError);
+    expect((refused as Error).message).toMatch(/^key: .*retry with the same key$/);
+    expect(await holders(dispatchId)).toEqual([]);
+    await expect(send()).resolves.toEqual({ dispatchId, deduplicated: false });
+    expect(await holders(dispatchId)).toEqual([shardA]);
   });
 });
