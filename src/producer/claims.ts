@@ -88,8 +88,9 @@ export async function claimKeys(
 
 /**
  * Replaces the claims that REGISTER found released (a producer may have died between fencing a
- * claim and replacing it, which would refuse its key for ever): each by a claim of this producer
- * for the same shard, if it still holds the released token. The caller's retry then registers.
+ * claim and replacing it, which refuses its key for the claim's lifetime): each by a claim of
+ * this producer for the same shard, if it still holds the released token. The caller's retry
+ * then registers.
  */
 export async function replaceReleased(
   client: Redis,
