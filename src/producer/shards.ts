@@ -85,8 +85,8 @@ export function splitByShard(
 
 /**
  * Puts the answers of each shard's transaction back in input order. A key conflict in any shard,
- * or one `refused` before the transactions (a key claimed for another shard, `claims.ts`), becomes one
- * {@link IdempotencyConflictError} for the batch, with batch indexes, after every shard
+ * or one `refused` before the transactions (a key claimed for another shard, `claims.ts`),
+ * becomes one {@link IdempotencyConflictError} for the batch, with batch indexes, after every shard
  * committed; any other failure is rethrown (the first one).
  */
 export function mergeShardResults(
