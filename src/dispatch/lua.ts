@@ -19,6 +19,8 @@ import type { ChainableCommander, Redis } from 'ioredis';
 /** Each script's file under `./lua/`, without `.lua`. */
 const FILES = {
   register: 'register-n',
+  claim: 'claim-n',
+  claimFence: 'claimFence-n',
   acquire: 'acquire-n',
   markSent: 'markSent-n',
   requeue: 'requeue-4',

@@ -4,8 +4,14 @@ import type { FollowUp } from './followup.js';
 import { LUA } from './lua.js';
 import { laneOf, type StoreState } from './store-state.js';
 
-/** A follow-up to register, with the trace context of the producer's span when traced. */
-export type Registration = FollowUp & { readonly traceparent?: string | undefined };
+/**
+ * A follow-up to register, with the trace context of the producer's span when traced, and the
+ * token of its key's claim across shards when it has one (`Claims`).
+ */
+export type Registration = FollowUp & {
+  readonly traceparent?: string | undefined;
+  readonly claimToken?: string | undefined;
+};
 
 /**
  * Follow-ups per REGISTER call. A batch has no size limit of its own (`sendMany`): one call for
@@ -59,10 +65,18 @@ function queueChunk(
   const { keys: at } = state;
   const keys: string[] = [at.open, at.laneProjects];
   // A record's key holds its dispatch id, so the id is not sent again.
-  const args: string[] = [at.dispatch(''), at.laneHeadsPrefix];
+  const args: string[] = [
+    at.dispatch(''),
+    at.laneHeadsPrefix,
+    String(followUps.length),
+    String(state.options.retentionMs),
+  ];
+  // Only a follow-up with a claim token has these two keys, after all the others.
+  const claimed: string[] = [];
   for (const [i, followUp] of followUps.entries()) {
     const dispatchId = dispatchIds[i] as string;
     keys.push(at.dispatch(dispatchId), ...laneOf(state, followUp), at.prompt(dispatchId));
+    if (followUp.claimToken) claimed.push(at.claimReleased(dispatchId), at.orphan(dispatchId));
     args.push(
       followUp.projectId,
       followUp.jobId,
@@ -71,7 +85,8 @@ function queueChunk(
       followUp.meta ? JSON.stringify(followUp.meta) : '',
       followUp.key === undefined ? '' : contentDigest(followUp),
       followUp.traceparent ?? '',
+      followUp.claimToken ?? '',
     );
   }
-  state.scripts.queue(multi, 'register', keys, args);
+  state.scripts.queue(multi, 'register', [...keys, ...claimed], args);
 }

@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { Keys } from '../redis/keys.js';
+import { Claims } from './claims.js';
 import { defineScripts } from './lua.js';
 import { OpenIndex } from './open-index.js';
 import { OperatorViews } from './operator-views.js';
@@ -13,6 +14,7 @@ import { Tracking } from './tracking.js';
 
 export type { Claim, ClaimLock, JobPresence, QueueKey } from './poll-state.js';
 export type { Registration } from './register.js';
+export type { ClaimAnswer, ClaimRequest, FenceRequest } from './claims.js';
 export { AUTH_PROBE_BACKOFF, parseSendPause, type SendPause } from './send-pause.js';
 export type { DispatchRef, MarkResult, StoreOptions, Verdict, WriteRetry } from './store-state.js';
 export type { Finished } from './finishes.js';
@@ -31,6 +33,8 @@ export type { EventView, OperatorViews, TrackedView } from './operator-views.js'
 export class DispatchStore {
   /** REGISTER of the producer's follow-ups, inside its MULTI. */
   readonly register: Register;
+  /** The claims of idempotency keys across shards, made before REGISTER. */
+  readonly claims: Claims;
   /** Records and lanes, and the step before a send: acquire. */
   readonly sends: Sends;
   /** The tracked set: a send's answer (mark sent) or its requeue, and the end with its event. */
@@ -55,6 +59,7 @@ export class DispatchStore {
       clock: new RedisClock(),
     };
     this.register = new Register(state);
+    this.claims = new Claims(state);
     this.tracking = new Tracking(state);
     this.sends = new Sends(state, this.tracking);
     this.pause = new SendPauses(state);

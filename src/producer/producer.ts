@@ -19,7 +19,8 @@ import {
 import { startSendSpans } from '../telemetry/tracing.js';
 import { cancelFollowUp, checkId } from './controls.js';
 import { diskGuard } from './disk.js';
-import { enqueueByShard, openShards, type ProducerShard } from './shards.js';
+import { enqueueByShard } from './enqueue.js';
+import { openShards, type ProducerShard } from './shards.js';
 
 import type { Producer, ProducerOptions } from './api.js';
 

@@ -3,17 +3,16 @@ import type { Redis } from 'ioredis';
 import type { FollowUp } from '../dispatch/followup.js';
 import { DispatchStore } from '../dispatch/store.js';
 import { keysFor, QUEUE_NAMES, queueOptions, shardOf, type Shard } from '../redis/keys.js';
-import { newDispatchId, type DispatchJobData } from '../runtime/jobs.js';
-import { asRedisFailure, IdempotencyConflictError } from './errors.js';
+import type { DispatchJobData } from '../runtime/jobs.js';
+import { IdempotencyConflictError } from './errors.js';
 import type { KeyConflict, SendResult } from './errors.js';
-import { enqueueIn, type EnqueueContext } from './transaction.js';
 
 /**
  * The producer's shards and how a batch is enqueued across them: per shard its BullMQ dispatch
  * queue and its store, on the producer's one connection (a cluster sends each shard's MULTI to the
  * master of the shard's slot). A batch is split by the shard of each project, one transaction per
- * shard (`transaction.ts`, with its wait for the disk); the answers are merged back in input
- * order.
+ * shard (`enqueue.ts`, `transaction.ts`, with its wait for the disk); the answers are merged back
+ * in input order.
  */
 
 /** One shard as the producer writes it. */
@@ -85,45 +84,9 @@ export function splitByShard(
 }
 
 /**
- * The follow-ups of a batch whose idempotency key is taken in another shard than their project's:
- * a key derives its dispatch id (`newDispatchId`), and REGISTER, which refuses a key used for
- * other content, sees its own shard only. A key taken in another shard was sent for another
- * project, so other content: a conflict, as it is on one shard. Read before the MULTIs (every
- * shard's records of the keyed ids, one pipelined read per shard, in parallel), and within the
- * batch the first shard a key appears in holds it. What this cannot see: another producer
- * registering the same key for a project of another shard between this read and the MULTI.
- * Nothing is read with one shard or without keys.
- */
-export async function keysTakenElsewhere(
-  client: Redis,
-  shards: readonly ProducerShard[],
-  followUps: readonly FollowUp[],
-): Promise<KeyConflict[]> {
-  const keyed = followUps.flatMap(({ key, projectId }, index) =>
-    key === undefined || shards.length === 1
-      ? []
-      : [{ index, key, dispatchId: newDispatchId(key), shard: shardOf(projectId, shards.length) }],
-  );
-  if (keyed.length === 0) return [];
-  const ids = [...new Set(keyed.map((k) => k.dispatchId))];
-  const found = await Promise.all(shards.map((s) => s.store(client).sends.getMany(ids)));
-  const holder = new Map<string, number>();
-  for (const [shard, records] of found.entries())
-    for (const [i, record] of records.entries())
-      if (record && !holder.has(ids[i] ?? '')) holder.set(ids[i] ?? '', shard);
-  const conflicts: KeyConflict[] = [];
-  for (const { index, key, dispatchId, shard } of keyed) {
-    const home = holder.get(dispatchId);
-    if (home === undefined) holder.set(dispatchId, shard);
-    else if (home !== shard) conflicts.push({ index, key, dispatchId });
-  }
-  return conflicts;
-}
-
-/**
  * Puts the answers of each shard's transaction back in input order. A key conflict in any shard,
- * or one `refused` before the transactions (see {@link keysTakenElsewhere}), becomes one
- * {@link IdempotencyConflictError} for the batch, with batch indexes, after every shard
+ * or one `refused` before the transactions (a key claimed for another shard, `claims.ts`),
+ * becomes one {@link IdempotencyConflictError} for the batch, with batch indexes, after every shard
  * committed; any other failure is rethrown (the first one).
  */
 export function mergeShardResults(
@@ -150,33 +113,4 @@ export function mergeShardResults(
   conflicts.sort((a, b) => (a.index ?? 0) - (b.index ?? 0));
   if (conflicts.length > 0) throw new IdempotencyConflictError(conflicts, results);
   return results as SendResult[];
-}
-
-/**
- * Enqueues a batch on `client` (BullMQ's connection, ready): one transaction per shard, in
- * parallel, each waited on disk (`enqueueIn`); answers in input order (see
- * {@link mergeShardResults}).
- */
-export async function enqueueByShard(
-  ctx: EnqueueContext,
-  client: Redis,
-  shards: readonly ProducerShard[],
-  followUps: readonly FollowUp[],
-  traceparents: readonly (string | undefined)[],
-): Promise<SendResult[]> {
-  // Before any read or write: a strict setting the server cannot keep refuses the batch.
-  const assessed = await ctx.disk.assess(client);
-  const taken = await keysTakenElsewhere(client, shards, followUps).catch((err: unknown) => {
-    throw asRedisFailure(err, ctx.redis);
-  });
-  const batches = splitByShard(followUps, shards.length, new Set(taken.map((c) => c.index ?? -1)));
-  const settled = await Promise.allSettled(
-    batches.map((b) => {
-      const { queue, store, shard } = shards[b.shard] as ProducerShard;
-      const target = { queue, store: store(client), nodeKey: keysFor(shard.prefix).open };
-      const tps = b.indexes.map((i) => traceparents[i]);
-      return enqueueIn(ctx, client, assessed, target, b.followUps, tps);
-    }),
-  );
-  return mergeShardResults(followUps.length, batches, settled, taken);
 }

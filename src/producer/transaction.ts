@@ -1,6 +1,5 @@
 import type { Queue } from 'bullmq';
 import type { ChainableCommander, Redis } from 'ioredis';
-import type { FollowUp } from '../dispatch/followup.js';
 import {
   dispatchJobJson,
   dispatchJobOptions,
@@ -11,6 +10,7 @@ import type { DispatchStore, Registration } from '../dispatch/store.js';
 import { afterWrite, beforeWrite, NotDurableError, type DiskWait } from '../redis/disk-wait.js';
 import type { DurabilityAssessment } from '../redis/durability.js';
 import type { DiskGuard } from './disk.js';
+import { ClaimReleasedError, type ReleasedClaim } from './claims.js';
 import {
   asRedisFailure,
   IdempotencyConflictError,
@@ -83,18 +83,10 @@ export async function enqueueIn(
   client: Redis,
   assessed: DurabilityAssessment,
   { queue, store, nodeKey }: ShardTarget,
-  followUps: readonly FollowUp[],
-  traceparents: readonly (string | undefined)[],
+  followUps: readonly Registration[],
 ): Promise<SendResult[]> {
   const wait: DiskWait = { timeoutMs: disk.timeoutMs, assessment: async () => assessed };
-  const transaction = await buildTransaction(
-    queue,
-    client,
-    store,
-    followUps,
-    attempts,
-    traceparents,
-  );
+  const transaction = await buildTransaction(queue, client, store, followUps, attempts);
   const mark = await beforeWrite(wait, client, nodeKey);
   const first = await execute(transaction, redis);
   const replies = await addMissingJobs(queue, client, transaction, first, attempts).catch(
@@ -115,16 +107,11 @@ async function buildTransaction(
   queue: Queue<DispatchJobData>,
   client: Redis,
   store: DispatchStore,
-  followUps: readonly FollowUp[],
+  registrations: readonly Registration[],
   attempts: number,
-  traceparents: readonly (string | undefined)[],
 ): Promise<Transaction> {
   const multi = client.multi();
-  const ids = followUps.map((f) => newDispatchId(f.key));
-  const registrations = followUps.map((followUp, i): Registration => ({
-    ...followUp,
-    traceparent: traceparents[i],
-  }));
+  const ids = registrations.map((f) => newDispatchId(f.key));
   const { loads, registers } = store.register.into(multi, ids, registrations);
   await Promise.all(
     registrations.map((registration, i) =>
@@ -219,10 +206,11 @@ function bullmqSources(client: Redis): string[] {
 /**
  * The answers of a committed transaction (its replies after the script loads): REGISTER answers,
  * per follow-up, 1 new, 0 the same content under the same key (deduplicated), -1 different content
- * under that key (a conflict).
+ * under that key (a conflict), -2 its key's claim was released while this send was slow (see
+ * `claims.ts`): nothing was registered for it, and the batch fails as retryable.
  */
 function resultsOf(
-  followUps: readonly FollowUp[],
+  followUps: readonly Registration[],
   transaction: Transaction,
   replies: readonly [Error | null, unknown][],
   redis: Redis,
@@ -234,14 +222,20 @@ function resultsOf(
   const registerErr =
     registered.find(([err]) => err)?.[0] ??
     (answers.length === ids.length ? null : new Error('REGISTER answered for too few follow-ups'));
+  const released: ReleasedClaim[] = [];
   const results = ids.map((dispatchId, i): SendResult | null => {
     const [addErr] = replies[addReply(transaction, i)] ?? [new Error('no reply')];
     if (registerErr || addErr) throw asRedisFailure(registerErr ?? addErr, redis);
     const created = (answers as unknown[])[i];
+    const { projectId, claimToken } = followUps[i] ?? {};
+    if (created === -2 && projectId && claimToken)
+      released.push({ dispatchId, projectId, claimToken });
+    if (created === -2) return null;
     if (created !== -1) return { dispatchId, deduplicated: created === 0 };
     conflicts.push({ index: i, key: followUps[i]?.key ?? '', dispatchId });
     return null;
   });
+  if (released.length > 0) throw new ClaimReleasedError(released);
   if (conflicts.length > 0) throw new IdempotencyConflictError(conflicts, results);
   return results as SendResult[];
 }

@@ -68,6 +68,17 @@ export interface Keys {
   park(projectId: string): string;
   /** String: marks that the orphan event of one BullMQ job was published. */
   orphan(bullJobId: string): string;
+  /**
+   * Hash, in the shard of the dispatch id ({@link claimShardOf}), not its project's: the claim of
+   * an idempotency key across shards (`dispatch/claims.ts`): `shard` (the project's shard that
+   * may register it), `token` (the claim's), `at` (Redis ms).
+   */
+  idempotencyClaim(dispatchId: string): string;
+  /**
+   * Set, in a project's shard: the tokens of claims of this dispatch id released while no record
+   * of it was here; REGISTER refuses a registration under any of them.
+   */
+  claimReleased(dispatchId: string): string;
   /** String: epoch ms until which a project's status reads are backed off (GET 429/5xx). */
   pollPark(projectId: string): string;
   /**
@@ -138,6 +149,8 @@ export function keysFor(prefix: string): Keys {
       k('project', `${projectId.length}.${projectId}`, 'parked'),
     controlledProjects: k('projects', 'controlled'),
     orphan: (bullJobId: string) => k('orphan', bullJobId),
+    idempotencyClaim: (dispatchId: string) => k('claim', dispatchId),
+    claimReleased: (dispatchId: string) => k('released', dispatchId),
     tracked: k('tracked'),
     open: k('open'),
     repairGate: k('repair', 'gate'),
@@ -205,6 +218,14 @@ export function shardLayout(
 export function shardOf(projectId: string, count: number): number {
   if (count === 1) return 0;
   return createHash('sha256').update(projectId).digest().readUInt32BE(0) % count;
+}
+
+/**
+ * The shard that holds the claim of a keyed dispatch id: a hash of the id itself, so that every
+ * producer asks the same shard whatever the project, and claims spread like projects do.
+ */
+export function claimShardOf(dispatchId: string, count: number): number {
+  return shardOf(dispatchId, count);
 }
 
 /** String: the shard count the keyspace was last started with (`DISPATCH_SHARDS`). */

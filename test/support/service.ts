@@ -3,6 +3,7 @@ import type { Config, SettingName } from '../../src/config/index.js';
 import { startPoller, type PollerOptions } from '../../src/poller/index.js';
 import { createProducer, type Producer } from '../../src/producer/index.js';
 import { openRoleResources, type RoleResources } from '../../src/runtime/resources.js';
+import { startPerShard } from '../../src/runtime/shards.js';
 import { createLogger, type Logger } from '../../src/telemetry/logger.js';
 import { createMetrics, type Metrics } from '../../src/telemetry/metrics.js';
 import { afterEach } from 'vitest';
@@ -71,11 +72,20 @@ export function startService(
   const config = serviceConfig(ns, simulator, settings);
   const logger = createLogger(config.logLevel);
   const metrics = createMetrics();
+  // Each role once per shard (`DISPATCH_SHARDS`), as the CLI starts them; one shard: just it.
   const started = [
-    ...(roles.worker === false ? [] : [startConsumer({ config, logger, metrics })]),
+    ...(roles.worker === false
+      ? []
+      : [startPerShard('worker', { config, logger, metrics }, startConsumer)]),
     ...(roles.poller === false
       ? []
-      : [startPoller({ config, logger, metrics, watchdog: roles.watchdog })]),
+      : [
+          startPerShard(
+            'poller',
+            { config, logger, metrics, watchdog: roles.watchdog },
+            startPoller,
+          ),
+        ]),
   ];
   const producer = createProducer({
     redisUrl: ns.redisUrl,

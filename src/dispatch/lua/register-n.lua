@@ -18,32 +18,45 @@
   were stored, or without an idempotency key, whose random id is never registered twice) counts
   as the same.
 
-  Input (n: the number of follow-ups; i from 1 to n):
+  Input (n: the number of follow-ups; i from 1 to n; m: those with a claim token):
     KEYS[1]      open index
     KEYS[2]      lane projects
     KEYS[4i - 1] record of follow-up i
     KEYS[4i]     lane heads of follow-up i's project (a lane of one)
     KEYS[4i + 1] lane of follow-up i (a lane of two or more)
     KEYS[4i + 2] prompt of follow-up i
+    then, for the j-th follow-up with a claim token (j from 1 to m):
+    KEYS[4n + 2j + 1] its released claims (see claimFence-n.lua)
+    KEYS[4n + 2j + 2] its orphan marker (see publishOrphan-5.lua)
 
     ARGV[1]      key prefix of records: a record's key is it and the dispatch id
     ARGV[2]      key prefix of lane heads: a project's name in KEYS[2] is its key without it
-    ARGV[7i - 4] projectId
-    ARGV[7i - 3] jobId
-    ARGV[7i - 2] prompt
-    ARGV[7i - 1] idempotency key ('' = none)
-    ARGV[7i]     meta as JSON ('' = none)
-    ARGV[7i + 1] digest of the content, computed by the producer ('' = none: no key)
-    ARGV[7i + 2] W3C traceparent of the producer's span ('' = not traced)
+    ARGV[3]      n
+    ARGV[4]      lifetime of an orphan marker in ms (the dispatch retention)
+    ARGV[8i - 3] projectId
+    ARGV[8i - 2] jobId
+    ARGV[8i - 1] prompt
+    ARGV[8i]     idempotency key ('' = none)
+    ARGV[8i + 1] meta as JSON ('' = none)
+    ARGV[8i + 2] digest of the content, computed by the producer ('' = none: no key)
+    ARGV[8i + 3] W3C traceparent of the producer's span ('' = not traced)
+    ARGV[8i + 4] token of the key's claim across shards ('' = none: one shard, or no key)
+
+  A follow-up whose claim was released (its producer stalled past the claim's repair, see
+  dispatch/claims.ts) is not registered, and its orphan marker is set: the BullMQ job that the
+  same MULTI adds finds no record and ends without an event (it was never accepted).
 
   Output: one answer per follow-up, in order:
     1  registered
     0  this id exists with the same digest (deduplicated)
     -1 this id exists with another digest: the key was used for a different follow-up
+    -2 not registered: its claim was released (retry the send)
 ]]
 local openKey, projectsKey, recordPrefix = KEYS[1], KEYS[2], ARGV[1]
 local idsFrom, namesFrom = #recordPrefix + 1, #ARGV[2] + 1
-local n = (#KEYS - 2) / 4
+local n, markerMs = tonumber(ARGV[3]), ARGV[4]
+-- The next of the keys that follow-ups with a claim token have (two each, in order).
+local claimKeysAt = 4 * n + 3
 --- @include "includes/now"
 --- @include "includes/lane-join"
 -- Written as text once: Redis formats a Lua number with printf each time it is passed.
@@ -93,12 +106,20 @@ local answers, opened, prompts, projects = {}, {}, {}, {}
 for i = 1, n do
   local recordKey, headsKey, laneKey, promptKey =
     KEYS[4 * i - 1], KEYS[4 * i], KEYS[4 * i + 1], KEYS[4 * i + 2]
-  local a = 7 * (i - 1) + 1
+  local a = 8 * (i - 1) + 3
   local dispatchId = string.sub(recordKey, idsFrom)
-  local digest, traceparent = ARGV[a + 7], ARGV[a + 8]
+  local digest, traceparent, token = ARGV[a + 7], ARGV[a + 8], ARGV[a + 9]
+  local releasedKey, markerKey
+  if token ~= '' then
+    releasedKey, markerKey = KEYS[claimKeysAt], KEYS[claimKeysAt + 1]
+    claimKeysAt = claimKeysAt + 2
+  end
   if registered[recordKey] ~= nil or
       (anyExisted and redis.call('EXISTS', recordKey) == 1) then
     answers[i] = existing(recordKey, digest)
+  elseif releasedKey and redis.call('SISMEMBER', releasedKey, token) == 1 then
+    redis.call('SET', markerKey, '1', 'NX', 'PX', markerMs)
+    answers[i] = -2
   else
     local fields = {'projectId', ARGV[a + 2], 'jobId', ARGV[a + 3], 'state', 'queued',
       'enqueuedAt', nowText}
