@@ -101,7 +101,7 @@ describe('loadConfig', () => {
     expect(error.message).not.toContain('hunter2-secret');
   });
 
-  it.each(['DASHBOARD_TOKEN', 'INTAKE_TOKEN'] as const)(
+  it.each(['DASHBOARD_TOKEN', 'INTAKE_TOKEN', 'EVENTS_TOKEN'] as const)(
     'refuses a %s shorter than 16 characters without echoing it',
     (name) => {
       const error = catchConfigError({ [name]: 'short-tok3n' });
@@ -145,7 +145,11 @@ describe('the README', () => {
   it('documents every setting', async () => {
     const { readFileSync } = await import('node:fs');
     const { SETTINGS } = await import('../../src/config/index.js');
-    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+    // The README's table, or a docs page's (the README is being cut down to what users read first).
+    const docs = ['README.md', 'docs/events.md'];
+    const readme = docs
+      .map((file) => readFileSync(new URL(`../../${file}`, import.meta.url), 'utf8'))
+      .join('\n');
     const row = (name: string) => new RegExp(`^\\|\\s*\`${name}\`\\s*\\|`, 'm');
     const missing = Object.keys(SETTINGS).filter((name) => !row(name).test(readme));
     expect(missing).toEqual([]);
