@@ -40,7 +40,19 @@ export function runScript(
   options: RunOptions = {},
 ): CliProcess {
   const nodeArgs = options.nodeArgs ?? [];
-  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', script, ...args], {
+  return runProgram(process.execPath, [...nodeArgs, '--import', 'tsx', script, ...args], env);
+}
+
+/**
+ * Starts any program (`python3` running an example, say) the way {@link runScript} starts a
+ * TypeScript file: `env` on top of PATH and HOME, output collected.
+ */
+export function runProgram(
+  program: string,
+  args: readonly string[],
+  env: Record<string, string>,
+): CliProcess {
+  const child = spawn(program, args, {
     cwd: ROOT,
     env: { PATH: process.env['PATH'] ?? '', HOME: process.env['HOME'] ?? '', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
