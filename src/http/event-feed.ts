@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import { compareIds } from '../dispatch/event-reader.js';
 import { newestCursor, type Cursor } from '../dispatch/event-pages.js';
+import { LayoutError, recordedShardCount } from '../redis/layout.js';
 import type { Logger } from '../telemetry/logger.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 
@@ -45,6 +46,17 @@ export interface EventFeed {
   newer(cursor: Cursor, signal: AbortSignal): Promise<void>;
   /** Ends every open stream and stops the poller. */
   close(): Promise<void>;
+  /**
+   * Resolves when the fleet's recorded shard count (if any) is the feed's; rejects with a
+   * {@link LayoutError} naming `DISPATCH_SHARDS` when not: reading another layout's streams would
+   * serve a part of the events as all of them. Read once, again after a failure.
+   */
+  checkLayout(): Promise<void>;
+}
+
+/** Where the fleet recorded its shard count: the deployment's `DISPATCH_PREFIX`. */
+interface Layout {
+  readonly prefix: string;
 }
 
 interface Waiter {
@@ -57,12 +69,13 @@ export function createEventFeed(
   redis: Redis,
   streams: readonly string[],
   logger: Logger,
-  { maxStreams = 100, heartbeatMs = 15_000, pollMs = 250 }: EventFeedOptions = {},
+  { maxStreams = 100, heartbeatMs = 15_000, pollMs = 250, prefix }: EventFeedOptions & Layout,
 ): EventFeed {
   const open = new Set<AbortController>();
   const waiters = new Set<Waiter>();
   let polling: Promise<void> | undefined;
   let closed = false;
+  let layout: Promise<void> | undefined;
 
   async function poll(): Promise<void> {
     while (waiters.size > 0 && !closed) {
@@ -109,6 +122,18 @@ export function createEventFeed(
         signal.addEventListener('abort', waiter.wake, { once: true });
         polling ??= poll();
       });
+    },
+    checkLayout() {
+      layout ??= recordedShardCount(redis, prefix).then((recorded) => {
+        if (recorded !== undefined && recorded !== streams.length)
+          throw new LayoutError(
+            'DISPATCH_SHARDS',
+            `is ${streams.length} on this server, but the fleet on its Redis records ${recorded} shards`,
+          );
+      });
+      // A Redis that did not answer is asked again by the next request.
+      layout.catch(() => (layout = undefined));
+      return layout;
     },
     async close() {
       closed = true;

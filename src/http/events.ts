@@ -10,6 +10,7 @@ import {
   type Cursor,
   type EventFilter,
 } from '../dispatch/event-pages.js';
+import { LayoutError } from '../redis/layout.js';
 import { within } from '../runtime/deadline.js';
 import type { Logger } from '../telemetry/logger.js';
 import { LIFECYCLE } from '../telemetry/names.js';
@@ -55,7 +56,8 @@ export function eventsRouter({ token, feed, logger }: EventsRouterOptions): Rout
   }
   // Swapped for the scoped tokens' requireScope('events') once they land.
   const auth = requireEventsToken(token);
-  router.get('/v1/events', auth, async (req, res) => {
+  const layout = sameLayout(feed, logger);
+  router.get('/v1/events', auth, layout, async (req, res) => {
     const query = parseQuery(req, feed.streams.length, req.query['after']);
     if (typeof query === 'string') return sendError(res, 400, query);
     try {
@@ -72,7 +74,7 @@ export function eventsRouter({ token, feed, logger }: EventsRouterOptions): Rout
       unavailable(res);
     }
   });
-  router.get('/v1/events/stream', auth, (req, res) => {
+  router.get('/v1/events/stream', auth, layout, (req, res) => {
     // A reconnecting EventSource sends the last `id:` it saw; it wins over the first `after`.
     const query = parseQuery(
       req,
@@ -179,6 +181,26 @@ function parseQuery(req: Request, shards: number, after: unknown): Query {
     projects: new Set(list(req.query['project'])),
   };
   return { cursor, filter, limit };
+}
+
+/**
+ * 500 naming `DISPATCH_SHARDS` when this server's shard count is not the fleet's (an operator must
+ * fix it; retrying cannot), 503 when Redis does not answer the check.
+ */
+function sameLayout(feed: EventFeed, logger: Logger): RequestHandler {
+  return (_req, res, next) => {
+    const timeout = () => {
+      throw new Error(`no answer from Redis within ${REDIS_TIMEOUT_MS} ms`);
+    };
+    within(feed.checkLayout(), REDIS_TIMEOUT_MS, timeout).then(
+      () => next(),
+      (err: unknown) => {
+        if (!(err instanceof LayoutError)) return unavailable(res);
+        logger.error({ err }, LIFECYCLE.httpError);
+        sendError(res, 500, err.message);
+      },
+    );
+  };
 }
 
 /** 401 unless the request carries `Authorization: Bearer <EVENTS_TOKEN>`. */

@@ -103,7 +103,8 @@ function eventFeedOf(options: HttpServerOptions) {
   const redis = duplicate(options.redis, { connectionName: 'agent-dispatch:events-http' });
   redis.on('error', (err: Error) => options.logger.debug({ err }, LIFECYCLE.redisError));
   const streams = shardsOf(options.config).map((s) => s.eventsStream);
-  return createEventFeed(redis, streams, options.logger, options.events);
+  const { prefix } = options.config;
+  return createEventFeed(redis, streams, options.logger, { ...options.events, prefix });
 }
 
 function listen(server: Server, port: number, host: string): Promise<void> {

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventBody } from '../../src/dispatch/event-body.js';
-import { shardLayout } from '../../src/redis/keys.js';
+import { layoutKey, shardLayout } from '../../src/redis/keys.js';
 import { waitForEvents } from '../support/events.js';
 import { eventually, useNamespace } from '../support/namespace.js';
 import { startService, type InProcessService } from '../support/service.js';
@@ -80,6 +80,20 @@ describe('GET /v1/events across shards', () => {
       const bad = await page(query);
       expect(bad.status, query).toBe(400);
       expect(String(bad.body['error'])).toMatch(new RegExp(`^${named}`));
+    }
+  });
+
+  it('answers 500 naming DISPATCH_SHARDS on a server whose count is not the one recorded', async () => {
+    await ns().redis.set(layoutKey(ns().prefix), '2');
+    const other = await startTestServer(ns().config({ EVENTS_TOKEN: TOKEN, DISPATCH_SHARDS: '3' }));
+    try {
+      const res = await fetch(`${other.url}/v1/events`, { headers: auth });
+      expect(res.status).toBe(500);
+      expect(((await res.json()) as { error: string }).error).toMatch(
+        /^DISPATCH_SHARDS: is 3\b.*records 2/,
+      );
+    } finally {
+      await other.close();
     }
   });
 });
