@@ -140,7 +140,8 @@ export function createEventFeed(
       for (const controller of open) controller.abort();
       open.clear();
       for (const w of waiters) w.wake();
-      await polling;
+      // The poller is not awaited: a round that waits for Redis ends when the server drops the
+      // feed's connection, and its loop stops at the next check of `closed`.
     },
   };
 }

@@ -94,13 +94,19 @@ export function eventsRouter({ token, feed, logger }: EventsRouterOptions): Rout
       'x-accel-buffering': 'no',
     });
     res.write(`retry: ${RETRY_MS}\n\n`);
-    res.once('close', stream.close);
     const heartbeat = setInterval(() => res.write(': heartbeat\n\n'), feed.heartbeatMs);
-    void sendEvents(feed, res, query, stream.signal, logger).finally(() => {
-      clearInterval(heartbeat);
-      stream.close();
-      res.end();
-    });
+    // Ends at once when the client leaves or the server shuts down, even while a read of the
+    // stream still waits for Redis (its answer is then dropped).
+    stream.signal.addEventListener(
+      'abort',
+      () => {
+        clearInterval(heartbeat);
+        res.end();
+      },
+      { once: true },
+    );
+    res.once('close', stream.close);
+    void sendEvents(feed, res, query, stream.signal, logger).finally(stream.close);
   });
   return router;
 }
@@ -120,8 +126,8 @@ async function sendEvents(
   let cursor = query.cursor;
   let told = formatCursor(cursor);
   while (!signal.aborted) {
-    const limit = STREAM_PAGE;
-    const page = await readEventPage(feed.redis, feed.streams, cursor, { ...query, limit }).catch(
+    const options = { ...query, limit: STREAM_PAGE };
+    const page = await readEventPage(feed.redis, feed.streams, cursor, options).catch(
       (err: unknown) => void logger.warn({ err }, LIFECYCLE.redisError),
     );
     if (!page) {
