@@ -95,6 +95,8 @@ export interface PageOptions {
    * @defaultValue 10000
    */
   readonly scanMax?: number;
+  /** Most entries one XRANGE reads from a stream. @defaultValue 500, or `limit` when unfiltered */
+  readonly fetchMax?: number;
 }
 
 /** Entries read from one stream per XRANGE. */
@@ -107,11 +109,11 @@ export async function readEventPage(
   redis: Redis,
   streams: readonly string[],
   after: Cursor,
-  { limit, filter = EVERY_EVENT, scanMax = 10_000 }: PageOptions,
+  { limit, filter = EVERY_EVENT, scanMax = 10_000, fetchMax = FETCH }: PageOptions,
 ): Promise<EventPage> {
   const filtering = filter.types.size > 0 || filter.projects.size > 0;
   const reads = streams.map((stream, i) => new StreamRead(redis, stream, after[i] ?? '0-0'));
-  const fetch = filtering ? FETCH : Math.max(1, Math.min(FETCH, limit));
+  const fetch = filtering ? fetchMax : Math.max(1, Math.min(fetchMax, limit));
   const next = [...after];
   const entries: PagedEntry[] = [];
   for (let looked = 0; entries.length < limit && looked < scanMax; looked++) {
