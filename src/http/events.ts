@@ -57,7 +57,14 @@ export function eventsRouter({ token, feed, logger }: EventsRouterOptions): Rout
   // Swapped for the scoped tokens' requireScope('events') once they land.
   const auth = requireEventsToken(token);
   const layout = sameLayout(feed, logger);
-  router.get('/v1/events', auth, layout, async (req, res) => {
+  router.get('/v1/events', auth, layout, pageHandler(feed, logger));
+  router.get('/v1/events/stream', auth, layout, streamHandler(feed, logger));
+  return router;
+}
+
+/** `GET /v1/events`: one page after `after`, and the cursor after it. */
+function pageHandler(feed: EventFeed, logger: Logger): RequestHandler {
+  return async (req, res) => {
     const query = parseQuery(req, feed.streams.length, req.query['after']);
     if (typeof query === 'string') return sendError(res, 400, query);
     try {
@@ -73,8 +80,12 @@ export function eventsRouter({ token, feed, logger }: EventsRouterOptions): Rout
       logger.warn({ err }, LIFECYCLE.redisError);
       unavailable(res);
     }
-  });
-  router.get('/v1/events/stream', auth, layout, (req, res) => {
+  };
+}
+
+/** `GET /v1/events/stream`: server-sent events after `Last-Event-ID` (or `after`), live. */
+function streamHandler(feed: EventFeed, logger: Logger): RequestHandler {
+  return (req, res) => {
     // A reconnecting EventSource sends the last `id:` it saw; it wins over the first `after`.
     const query = parseQuery(
       req,
@@ -107,8 +118,7 @@ export function eventsRouter({ token, feed, logger }: EventsRouterOptions): Rout
     );
     res.once('close', stream.close);
     void sendEvents(feed, res, query, stream.signal, logger).finally(stream.close);
-  });
-  return router;
+  };
 }
 
 /**
