@@ -24,6 +24,8 @@ describe('examples/python/send_and_follow.py', () => {
         AGENT_DISPATCH_URL: url,
         INTAKE_TOKEN,
         EVENTS_TOKEN,
+        // No __pycache__ beside the example in the checkout.
+        PYTHONDONTWRITEBYTECODE: '1',
       });
       const code = await example.exited;
       expect(example.output.stderr).toBe('');
