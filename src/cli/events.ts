@@ -1,17 +1,29 @@
 import type { Writable } from 'node:stream';
 import type { Redis } from 'ioredis';
+import type { Config } from '../config/index.js';
 import { RedisUnavailableError } from '../producer/index.js';
 import { connect } from '../redis/connections.js';
+import { LayoutError, recordedShardCount } from '../redis/layout.js';
 import { within } from '../runtime/deadline.js';
 import { EVENT_TYPES, readEventEntry } from '../dispatch/event.js';
-import { compareIds } from '../dispatch/event-reader.js';
+import {
+  CursorError,
+  hasNewer,
+  newestCursor,
+  parseCursor,
+  readEventPage,
+  startCursor,
+  type Cursor,
+  type EventFilter,
+  type PagedEntry,
+} from '../dispatch/event-pages.js';
 import { shardsOf } from '../runtime/shards.js';
 import { EXIT, UsageError, type Command, type CommandContext } from './command.js';
 import { configOf } from './compose.js';
 
-/** Entries read per XRANGE or XREAD call. */
+/** Most entries one page holds. */
 const PAGE = 500;
-/** How long `--follow` waits before it reads the streams again after a read found nothing. */
+/** How long `--follow` waits before it looks at the streams again after a read found nothing. */
 const FOLLOW_POLL_MS = 200;
 /** How long the first read waits for Redis before the command gives up (exit 1). */
 const REACH_MS = 5_000;
@@ -24,32 +36,30 @@ const TYPES = new Map<string, string>(
   ]),
 );
 
-/** What `--type` and `--project` keep. Empty sets keep everything. */
-interface Filter {
-  readonly types: ReadonlySet<string>;
-  readonly projects: ReadonlySet<string>;
-}
-
 /** `agent-dispatch events`: the completion events as NDJSON, without redis-cli. */
 export const eventsCommand: Command = {
   name: 'events',
   summary: 'prints completion events as NDJSON; --follow keeps reading',
-  usage: 'events [--follow] [--from ID] [--type T]... [--project P]... [--limit N]',
+  usage: 'events [--follow] [--from CURSOR] [--type T]... [--project P]... [--limit N]',
   details: [
-    'Reads EVENTS_STREAM (every shard\'s, merged by id) and prints one JSON object per event: the stream entry id as "id", the',
-    'fields of the contract (type, dispatchId, projectId, jobId, status, prLink, traceparent when traced, v) and "event"',
-    'parsed from its JSON. Reading changes nothing in Redis: no consumer group, no acknowledgement.',
+    "Reads EVENTS_STREAM (every shard's, merged in one order: by entry id, then shard) and prints one JSON object per",
+    'event: the stream entry id as "id", the "cursor" that resumes after it, the fields of the contract (type,',
+    'dispatchId, projectId, jobId, status, prLink, traceparent when traced, v) and "event" parsed from its JSON.',
+    'Reading changes nothing in Redis: no consumer group, no acknowledgement.',
     'Without --follow it prints the events after --from (default: the oldest kept) and exits 0;',
     'with --follow it then waits for new ones (from now on, unless --from is given) until SIGTERM',
-    'or SIGINT. --type takes a full type (followup.completed) or its short form (completed).',
+    'or SIGINT. To page, pass the last printed "cursor" to --from: nothing is skipped or repeated,',
+    'even while events are written (with one shard the cursor is the entry id). The shard count is',
+    'the one the fleet recorded in Redis; DISPATCH_SHARDS, when set, must agree (else exit 2).',
+    '--type takes a full type (followup.completed) or its short form (completed). See docs/events.md.',
     'Example: agent-dispatch events --follow --type undeliverable --project docs-site',
   ].join('\n'),
   options: {
     follow: { type: 'boolean', short: 'f', description: 'keep reading new events' },
     from: {
       type: 'string',
-      placeholder: 'ID',
-      description: 'print the events after this stream entry id (a printed "id")',
+      placeholder: 'CURSOR',
+      description: 'print the events after this cursor (a printed "cursor")',
     },
     type: {
       type: 'string',
@@ -80,28 +90,20 @@ export const eventsCommand: Command = {
     const stop = () => redis.disconnect();
     ctx.signal.addEventListener('abort', stop, { once: true });
     try {
-      const printer = new Printer(ctx.stdout, options.filter, options.limit);
-      // Following from now on starts after the newest entry, by id: XREAD's `$` would skip what
-      // arrives between two reads.
-      const fromNow = options.follow && options.from === undefined;
       // The first read fails within REACH_MS when Redis cannot be reached, as enqueue and status
       // do; only --follow then waits out later outages (its connection reconnects by itself).
       await within(redis.ping(), REACH_MS, () => {
         throw new RedisUnavailableError(REACH_MS);
       });
-      // Every shard's stream, read as one (see event-reader.ts): one command per stream.
-      const streams = shardsOf(config).map((s) => s.eventsStream);
-      let lasts: readonly string[] = fromNow
-        ? await Promise.all(streams.map((s) => newestId(redis, s)))
-        : await printRange(redis, streams, options.from ?? '-', printer);
-      while (options.follow && !printer.full() && !ctx.signal.aborted) {
-        const before = lasts;
-        lasts = await printNext(redis, streams, lasts, printer).catch((err: unknown) => {
-          if (ctx.signal.aborted) return before;
-          throw err;
-        });
-        if (lasts === before) await new Promise((r) => setTimeout(r, FOLLOW_POLL_MS));
-      }
+      const shardCount = await eventsShardCount(redis, config, ctx.env['DISPATCH_SHARDS']);
+      const streams = shardsOf({ ...config, shardCount }).map((s) => s.eventsStream);
+      const from = fromCursor(options.from, shardCount);
+      const printer = new Printer(ctx.stdout, options.limit);
+      // Following from now on starts after the newest entry of each stream: XREAD's `$` would
+      // skip what arrives between two reads.
+      const cursor =
+        from ?? (options.follow ? await newestCursor(redis, streams) : startCursor(streams.length));
+      await printPages(redis, streams, cursor, { ...options, printer, signal: ctx.signal });
       return EXIT.ok;
     } finally {
       ctx.signal.removeEventListener('abort', stop);
@@ -125,11 +127,8 @@ function parseOptions(ctx: CommandContext) {
     return type;
   });
   const from = ctx.values['from'];
-  if (typeof from === 'string' && !/^\d+(-\d+)?$/.test(from)) {
-    throw new UsageError(
-      `--from: expected a stream entry id such as 1732312345678-0, got "${from}"`,
-    );
-  }
+  // Its shape now, before Redis is reached; its shard count once the layout is read.
+  if (typeof from === 'string') fromCursor(from, from.split('_').length);
   const limitText = ctx.values['limit'];
   const limit = typeof limitText === 'string' ? Number(limitText) : Infinity;
   if (typeof limitText === 'string' && !(/^\d+$/.test(limitText) && limit > 0)) {
@@ -140,81 +139,81 @@ function parseOptions(ctx: CommandContext) {
     follow: ctx.values['follow'] === true,
     from: typeof from === 'string' ? from : undefined,
     limit,
-    filter: { types: new Set(types), projects: new Set(list('project')) } satisfies Filter,
+    filter: { types: new Set(types), projects: new Set(list('project')) } satisfies EventFilter,
   };
 }
 
-/** An entry of one stream: its index among the streams, id and flat fields. */
-type Entry = readonly [stream: number, id: string, fields: string[]];
+/** `--from` as a cursor of `shards` shards; a {@link UsageError} naming the flag when it is not. */
+function fromCursor(text: string | undefined, shards: number): Cursor | undefined {
+  if (text === undefined) return undefined;
+  try {
+    return parseCursor(text, shards);
+  } catch (err) {
+    if (err instanceof CursorError) throw new UsageError(`--from: ${err.message}`);
+    throw err;
+  }
+}
 
 /**
- * Prints the entries after `after` in every stream up to their ends, each round's pages merged by
- * id; resolves to the last id read in each stream.
+ * The shard count to read: the one the fleet recorded in Redis. `DISPATCH_SHARDS`, when set, must
+ * agree with it: reading another layout's streams would print a part of the events as all of them.
  */
-async function printRange(
+async function eventsShardCount(
   redis: Redis,
-  streams: readonly string[],
-  after: string,
-  printer: Printer,
-): Promise<string[]> {
-  const lasts = streams.map(() => after);
-  for (;;) {
-    const pages = await Promise.all(
-      streams.map((s, i) => {
-        const last = lasts[i] ?? after;
-        return redis.xrange(s, last === '-' ? '-' : `(${last}`, '+', 'COUNT', PAGE);
-      }),
+  config: Config,
+  setting: string | undefined,
+): Promise<number> {
+  const recorded = await recordedShardCount(redis, config.prefix);
+  if (recorded === undefined) return config.shardCount;
+  if (setting !== undefined && config.shardCount !== recorded) {
+    throw new LayoutError(
+      'DISPATCH_SHARDS',
+      `is ${config.shardCount}, but the fleet on this Redis records ${recorded} shards: set it to ${recorded}, or unset it to read the recorded layout`,
     );
-    const entries = pages.flatMap((page, i) => page.map(([id, f]): Entry => [i, id, f]));
-    if (!printMerged(entries, lasts, printer)) return lasts;
-    if (pages.every((page) => page.length < PAGE)) return lasts;
   }
+  return recorded;
 }
 
-/** Prints `entries` in id order, moving each stream's last id; false once the limit is reached. */
-function printMerged(entries: Entry[], lasts: string[], printer: Printer): boolean {
-  for (const [i, id, fields] of entries.sort((a, b) => compareIds(a[1], b[1]))) {
-    if (printer.full()) return false;
-    printer.print(id, fields);
-    lasts[i] = id;
-  }
-  return true;
-}
-
-/** The id of the newest entry of `stream`, or `0-0` when it is empty. */
-async function newestId(redis: Redis, stream: string): Promise<string> {
-  const [newest] = await redis.xrevrange(stream, '+', '-', 'COUNT', 1);
-  return newest?.[0] ?? '0-0';
+/** What {@link printPages} reads and prints. */
+interface PrintOptions {
+  readonly follow: boolean;
+  readonly filter: EventFilter;
+  readonly printer: Printer;
+  readonly signal: AbortSignal;
 }
 
 /**
- * Reads what came after each stream's last id (one XREAD per stream: a cluster refuses one across
- * slots), prints it merged; resolves to the new last ids, or `lasts` itself when nothing came.
+ * Prints the pages after `cursor` until the streams' ends (or the limit); with `follow`, then
+ * waits for newer entries and prints them, until the signal.
  */
-async function printNext(
+async function printPages(
   redis: Redis,
   streams: readonly string[],
-  lasts: readonly string[],
-  printer: Printer,
-): Promise<readonly string[]> {
-  const replies = await Promise.all(
-    streams.map((s, i) => redis.xread('COUNT', PAGE, 'STREAMS', s, lasts[i] ?? '0-0')),
-  );
-  const entries = replies.flatMap((reply, i) =>
-    (reply ?? []).flatMap(([, page]) => page.map(([id, f]): Entry => [i, id, f])),
-  );
-  if (entries.length === 0) return lasts;
-  const next = [...lasts];
-  printMerged(entries, next, printer);
-  return next;
+  start: Cursor,
+  { follow, filter, printer, signal }: PrintOptions,
+): Promise<void> {
+  let cursor = start;
+  while (!printer.full() && !signal.aborted) {
+    const limit = Math.min(PAGE, printer.room());
+    const page = await readEventPage(redis, streams, cursor, { limit, filter }).catch(
+      (err: unknown) => (signal.aborted ? undefined : Promise.reject(err)),
+    );
+    if (!page) return;
+    for (const entry of page.entries) printer.print(entry);
+    cursor = page.next;
+    if (!page.caughtUp) continue;
+    if (!follow) return;
+    while (!signal.aborted && !(await hasNewer(redis, streams, cursor).catch(() => false))) {
+      await new Promise((r) => setTimeout(r, FOLLOW_POLL_MS));
+    }
+  }
 }
 
-/** Writes matching entries as NDJSON, counting them against the limit. */
+/** Writes entries as NDJSON, counting them against the limit. */
 class Printer {
   #printed = 0;
   constructor(
     private readonly out: Writable,
-    private readonly filter: Filter,
     private readonly limit: number,
   ) {}
 
@@ -222,12 +221,14 @@ class Printer {
     return this.#printed >= this.limit;
   }
 
-  print(id: string, flat: string[]): void {
-    const { type, projectId, event, fields } = readEventEntry(flat);
-    const { types, projects } = this.filter;
-    if (types.size > 0 && !types.has(type)) return;
-    if (projects.size > 0 && !projects.has(projectId)) return;
-    const line = { id, ...fields, ...(fields['event'] === undefined ? {} : { event }) };
+  /** How many more lines the limit allows. */
+  room(): number {
+    return this.limit - this.#printed;
+  }
+
+  print({ id, cursor, fields: flat }: PagedEntry): void {
+    const { event, fields } = readEventEntry(flat);
+    const line = { id, cursor, ...fields, ...(fields['event'] === undefined ? {} : { event }) };
     this.out.write(`${JSON.stringify(line)}\n`);
     this.#printed++;
   }

@@ -11,7 +11,8 @@ export const serveCommand: Command = {
   usage: 'serve [--port N]',
   details: [
     'Serves /dashboard (needs DASHBOARD_TOKEN), /metrics, /healthz, /readyz and, with INTAKE_TOKEN,',
-    'POST /v1/followups. Needs REDIS_URL. Stops on SIGTERM or SIGINT.',
+    'POST /v1/followups; with EVENTS_TOKEN, GET /v1/events and /v1/events/stream (docs/events.md).',
+    'Needs REDIS_URL. Stops on SIGTERM or SIGINT.',
   ].join('\n'),
   options: {
     port: {

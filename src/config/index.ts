@@ -62,6 +62,8 @@ export interface Config {
   readonly shutdownTimeoutMs: number;
   readonly intakeToken: string | undefined;
   readonly dashboardToken: string | undefined;
+  /** `EVENTS_TOKEN`: the bearer token of the events routes; off when unset. */
+  readonly eventsToken: string | undefined;
   readonly dashboardAllowRetries: boolean;
   /** `DASHBOARD_ALLOW_CONTROLS`: the follow-ups page may pause, resume and cancel. */
   readonly dashboardAllowControls: boolean;
@@ -176,6 +178,7 @@ export function loadConfig(
     shutdownTimeoutMs: p.SHUTDOWN_TIMEOUT,
     intakeToken: p.INTAKE_TOKEN,
     dashboardToken: p.DASHBOARD_TOKEN,
+    eventsToken: p.EVENTS_TOKEN,
     dashboardAllowRetries: p.DASHBOARD_ALLOW_RETRIES,
     dashboardAllowControls: p.DASHBOARD_ALLOW_CONTROLS,
   });

@@ -213,6 +213,12 @@ export const SETTINGS = {
     description:
       'bearer token of the HTTP intake, at least 16 characters; the intake is off without it',
   },
+  EVENTS_TOKEN: {
+    schema: token,
+    secret: true,
+    description:
+      'bearer token of GET /v1/events and /v1/events/stream, at least 16 characters; off without it',
+  },
   DASHBOARD_TOKEN: {
     schema: token,
     secret: true,

@@ -9,6 +9,8 @@ import type { Metrics } from '../telemetry/metrics.js';
 import { controlsRouter } from './controls.js';
 import { dashboardRouter } from './dashboard.js';
 import { errorHandler, notFound } from './errors.js';
+import type { EventFeed } from './event-feed.js';
+import { eventsRouter } from './events.js';
 import { healthRouter, type SendPauseCheck } from './health.js';
 import { intakeBodyLimitBytes, intakeRouter } from './intake.js';
 import { LIFECYCLE } from '../telemetry/names.js';
@@ -28,6 +30,8 @@ export interface AppOptions {
   readonly roles: () => readonly { name: string; running: boolean }[];
   /** See `ReadinessSource.sendPauses`. */
   readonly sendPauses?: readonly SendPauseCheck[] | undefined;
+  /** What `/v1/events` and `/v1/events/stream` read; without it they answer 404. */
+  readonly events?: EventFeed | undefined;
 }
 
 /** The express app: health, metrics, intake, dashboard, then JSON 404 and error answers. */
@@ -61,6 +65,7 @@ export function createApp(options: AppOptions): Express {
   app.use(
     intakeRouter({ producer: options.producer, token: config.intakeToken, bodyLimitBytes, logger }),
   );
+  app.use(eventsRouter({ token: config.eventsToken, feed: options.events, logger }));
   app.use(controlsRouter({ admin: options.admin, token: config.intakeToken, logger }));
   app.use(
     dashboardRouter({

@@ -7,7 +7,9 @@ import { duplicate } from '../redis/connections.js';
 import type { ShardView } from '../redis/keys.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Metrics } from '../telemetry/metrics.js';
+import { shardsOf } from '../runtime/shards.js';
 import { createApp } from './app.js';
+import { createEventFeed, type EventFeedOptions } from './event-feed.js';
 import { READY_PING_TIMEOUT_MS, type SendPauseCheck } from './health.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 
@@ -33,6 +35,8 @@ export interface HttpServerOptions {
   sendPauses?: readonly SendPauseCheck[] | undefined;
   /** Interface to listen on. @defaultValue `0.0.0.0` */
   host?: string;
+  /** The event streams' cap, heartbeat and poll period (tests shorten them). */
+  events?: EventFeedOptions;
 }
 
 /** A listening HTTP server. */
@@ -62,12 +66,15 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
   // /readyz reports Redis outages; the same error in the log every reconnect would only be noise.
   readinessRedis.on('error', (err: Error) => logger.debug({ err }, LIFECYCLE.redisError));
   const admin = options.admin ?? adminFor(config, options.redis);
-  const app = createApp({ ...options, readinessRedis, producer: options.producer, admin });
+  // Its own connection only where the events API is on.
+  const events = config.eventsToken ? eventFeedOf(options) : undefined;
+  const app = createApp({ ...options, readinessRedis, producer: options.producer, admin, events });
   const server = createServer(app);
   try {
     await listen(server, config.httpPort, options.host ?? '0.0.0.0');
   } catch (err) {
     readinessRedis.disconnect();
+    await events?.close().finally(() => events.redis.disconnect());
     if (!options.admin) await admin.close();
     throw err;
   }
@@ -78,15 +85,26 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
     url: `http://${host.includes(':') ? `[${host}]` : host}:${address.port}`,
     port: address.port,
     close() {
-      closing ??= closeServer(server, Math.min(CLOSE_GRACE_MS, config.shutdownTimeoutMs)).finally(
-        async () => {
+      // The event streams end first: they never end by themselves, so the server would wait.
+      closing ??= Promise.resolve(events?.close())
+        .then(() => closeServer(server, Math.min(CLOSE_GRACE_MS, config.shutdownTimeoutMs)))
+        .finally(async () => {
           readinessRedis.disconnect();
+          events?.redis.disconnect();
           if (!options.admin) await admin.close();
-        },
-      );
+        });
       return closing;
     },
   };
+}
+
+/** The feed of the event routes, on a connection of its own: a page's reads queue behind nothing. */
+function eventFeedOf(options: HttpServerOptions) {
+  const redis = duplicate(options.redis, { connectionName: 'agent-dispatch:events-http' });
+  redis.on('error', (err: Error) => options.logger.debug({ err }, LIFECYCLE.redisError));
+  const streams = shardsOf(options.config).map((s) => s.eventsStream);
+  const { prefix } = options.config;
+  return createEventFeed(redis, streams, options.logger, { ...options.events, prefix });
 }
 
 function listen(server: Server, port: number, host: string): Promise<void> {

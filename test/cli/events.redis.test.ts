@@ -126,7 +126,7 @@ describe('agent-dispatch events', () => {
     expect(badType.stderr).toContain('--type: unknown event type "done"');
     const badFrom = await runCliToEnd(['events', '--from', 'yesterday'], ns().env());
     expect(badFrom.code).toBe(2);
-    expect(badFrom.stderr).toContain('--from: expected a stream entry id');
+    expect(badFrom.stderr).toContain('--from: expected a cursor');
     const help = await runCliToEnd(['events', '--help'], ns().env());
     expect(help.code).toBe(0);
     expect(help.stdout).toContain('--follow');

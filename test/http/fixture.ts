@@ -2,6 +2,7 @@ import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll } from 'vitest';
 import type { Config, SettingName } from '../../src/config/index.js';
+import type { EventFeedOptions } from '../../src/http/event-feed.js';
 import { startHttpServer, type HttpServer } from '../../src/http/index.js';
 import { createProducer, type Producer } from '../../src/producer/index.js';
 import { connect } from '../../src/redis/connections.js';
@@ -33,6 +34,8 @@ export interface TestServerOptions {
   roles?: () => readonly { name: string; running: boolean }[];
   /** Where the server logs (the fault suite reads its lines). @defaultValue a silent logger */
   logger?: Logger;
+  /** The event streams' cap, heartbeat and poll period. */
+  events?: EventFeedOptions;
 }
 
 /** Starts the server on a free loopback port. */
@@ -66,6 +69,7 @@ export async function startTestServer(
     producer,
     roles: options.roles ?? (() => []),
     host: '127.0.0.1',
+    ...(options.events ? { events: options.events } : {}),
   });
   return {
     server,

@@ -44,7 +44,25 @@ export function runScript(
 ): CliProcess {
   const nodeArgs = options.nodeArgs ?? [];
   // tsx resolved here, so that a process started in another folder finds it too.
-  const child = spawn(process.execPath, [...nodeArgs, '--import', TSX, script, ...args], {
+  return runProgram(
+    process.execPath,
+    [...nodeArgs, '--import', TSX, script, ...args],
+    env,
+    options,
+  );
+}
+
+/**
+ * Starts any program (`python3` running an example, say) the way {@link runScript} starts a
+ * TypeScript file: `env` on top of PATH and HOME, output collected.
+ */
+export function runProgram(
+  program: string,
+  args: readonly string[],
+  env: Record<string, string>,
+  options: Pick<RunOptions, 'cwd'> = {},
+): CliProcess {
+  const child = spawn(program, args, {
     cwd: options.cwd ?? ROOT,
     env: { PATH: process.env['PATH'] ?? '', HOME: process.env['HOME'] ?? '', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

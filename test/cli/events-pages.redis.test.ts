@@ -1,0 +1,85 @@
+import { describe, expect, it } from 'vitest';
+import { layoutKey, shardLayout } from '../../src/redis/keys.js';
+import { runCliToEnd } from '../support/cli.js';
+import { useNamespace, type Namespace } from '../support/namespace.js';
+
+/**
+ * `events` pages across shards: `--limit` then `--from` the last printed cursor must print every
+ * entry of every shard once, in one order, also when entries are written between the pages.
+ */
+
+const SHARDS = 2;
+
+/** The NDJSON lines a command printed, parsed. */
+function ndjson(stdout: string): Record<string, unknown>[] {
+  return stdout
+    .split('\n')
+    .filter((line) => line !== '')
+    .map((line) => JSON.parse(line) as Record<string, unknown>);
+}
+
+/** The events stream of each shard of the namespace. */
+function streamsOf(ns: Namespace): string[] {
+  return shardLayout(ns.prefix, ns.eventsStream, SHARDS, false).map((s) => s.eventsStream);
+}
+
+/** Adds entries with the explicit ids `ids` (so the test picks how shards interleave). */
+async function add(ns: Namespace, stream: string, ...ids: string[]): Promise<void> {
+  const pipeline = ns.redis.pipeline();
+  for (const id of ids)
+    pipeline.xadd(stream, id, 'type', 'followup.completed', 'dispatchId', `d${id}`, 'v', '1');
+  await pipeline.exec();
+}
+
+/** Runs `events` with `args` on the namespace, 2 shards, and returns the lines it printed. */
+async function events(ns: Namespace, args: string[]): Promise<Record<string, unknown>[]> {
+  const run = await runCliToEnd(['events', ...args], ns.env({ DISPATCH_SHARDS: String(SHARDS) }));
+  expect(run.stderr).toBe('');
+  expect(run.code).toBe(0);
+  return ndjson(run.stdout);
+}
+
+const dispatchIds = (lines: Record<string, unknown>[]) => lines.map((l) => l['dispatchId']);
+
+describe('agent-dispatch events across shards', () => {
+  const ns = useNamespace('events-pages', { shards: SHARDS });
+
+  it('pages with --limit and --from the last cursor without skipping an event', async () => {
+    const [s0 = '', s1 = ''] = streamsOf(ns());
+    await ns().redis.set(layoutKey(ns().prefix), String(SHARDS));
+    // Shard 0 holds more than one read of 500; shard 1 one entry that sorts inside shard 0's
+    // second read: a merge of the first reads alone would print it before 1500-0..1549-0.
+    await add(ns(), s0, ...Array.from({ length: 600 }, (_, k) => `${1000 + k}-0`));
+    await add(ns(), s1, '1550-1');
+    const all = [...Array.from({ length: 551 }, (_, k) => `d${1000 + k}-0`), 'd1550-1'];
+    all.push(...Array.from({ length: 49 }, (_, k) => `d${1551 + k}-0`));
+
+    const first = await events(ns(), ['--limit', '501']);
+    expect(first).toHaveLength(501);
+    const cursor = String(first.at(-1)?.['cursor']);
+    const rest = await events(ns(), ['--from', cursor]);
+    expect([...dispatchIds(first), ...dispatchIds(rest)]).toEqual(all);
+  });
+
+  it('resumes exactly when a shard writes an entry older than the last printed one', async () => {
+    const [s0 = '', s1 = ''] = streamsOf(ns());
+    await ns().redis.set(layoutKey(ns().prefix), String(SHARDS));
+    await add(ns(), s0, '10-0', '20-0', '30-0', '40-0');
+    await add(ns(), s1, '15-0');
+    const first = await events(ns(), ['--limit', '3']);
+    expect(dispatchIds(first)).toEqual(['d10-0', 'd15-0', 'd20-0']);
+    // Written after the first page, with an id below its last one (another node's clock, or the
+    // same millisecond): a cursor of one position would pass it by.
+    await add(ns(), s1, '17-0');
+    const rest = await events(ns(), ['--from', String(first.at(-1)?.['cursor'])]);
+    expect(dispatchIds(rest)).toEqual(['d17-0', 'd30-0', 'd40-0']);
+  });
+
+  it('refuses with exit 2 naming DISPATCH_SHARDS a count the fleet did not record', async () => {
+    await ns().redis.set(layoutKey(ns().prefix), '3');
+    const run = await runCliToEnd(['events'], ns().env({ DISPATCH_SHARDS: String(SHARDS) }));
+    expect(run.code).toBe(2);
+    expect(run.stderr).toMatch(/^agent-dispatch: DISPATCH_SHARDS: .*3/);
+    expect(run.stderr.trim().split('\n')).toHaveLength(1);
+  });
+});
