@@ -12,6 +12,7 @@ import { checkDurability, runUntilSignal, warnIfClearTextKey } from './roles.js'
 import { configOf, roleKit, startServing } from './compose.js';
 import { verifyDeployment } from './deployment.js';
 import { startPerShard } from '../runtime/shards.js';
+import { startWebhooks } from '../webhooks/index.js';
 
 /** Where `start` keeps its private Redis's data: git ignores `.data/`. */
 const EMBEDDED_DATA_DIR = '.data/redis';
@@ -153,6 +154,7 @@ async function runAll(
   const roles = [
     startPerShard('worker', kit, startConsumer),
     startPerShard('poller', kit, startPoller),
+    startWebhooks(kit),
   ];
   const http = await startServing(
     { ...kit, config },
