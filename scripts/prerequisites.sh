@@ -11,6 +11,8 @@ need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || need+=(chromium)
 command -v promtool >/dev/null 2>&1 || need+=(prometheus)
+# The example webhook receiver's test runs examples/python/webhook_receiver.py.
+command -v python3 >/dev/null 2>&1 || need+=(python3)
 want_valkey=0
 command -v valkey-server >/dev/null 2>&1 || want_valkey=1
 if [ ${#need[@]} -eq 0 ] && [ "$want_valkey" -eq 0 ]; then
