@@ -14,6 +14,7 @@ import { serveCommand } from './cli/serve.js';
 import { simulateCommand } from './cli/simulate.js';
 import { startCommand } from './cli/start.js';
 import { statusCommand } from './cli/status.js';
+import { webhookCommand } from './cli/webhook.js';
 import { ConfigError } from './config/index.js';
 import { LayoutError } from './redis/layout.js';
 import { InvalidFollowUpError } from './dispatch/followup.js';
@@ -31,6 +32,7 @@ const COMMANDS: readonly Command[] = [
   projectCommand,
   eventsCommand,
   simulateCommand,
+  webhookCommand,
 ];
 
 /** Runs the CLI with `argv` (without node and script); resolves to the exit code. */

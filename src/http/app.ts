@@ -12,6 +12,7 @@ import { errorHandler, notFound } from './errors.js';
 import { healthRouter, type SendPauseCheck } from './health.js';
 import { intakeBodyLimitBytes, intakeRouter } from './intake.js';
 import { LIFECYCLE } from '../telemetry/names.js';
+import { webhooksRouter } from './webhooks.js';
 
 /** Everything the routes need. */
 export interface AppOptions {
@@ -26,6 +27,8 @@ export interface AppOptions {
   /** The operator controls: the HTTP routes and the dashboard's buttons. */
   readonly admin: Admin;
   readonly roles: () => readonly { name: string; running: boolean }[];
+  /** The process's Redis connection (the webhook routes use it); `/readyz`'s by default. */
+  readonly redis?: Redis;
   /** See `ReadinessSource.sendPauses`. */
   readonly sendPauses?: readonly SendPauseCheck[] | undefined;
 }
@@ -62,6 +65,7 @@ export function createApp(options: AppOptions): Express {
     intakeRouter({ producer: options.producer, token: config.intakeToken, bodyLimitBytes, logger }),
   );
   app.use(controlsRouter({ admin: options.admin, token: config.intakeToken, logger }));
+  app.use(webhooksRouter({ config, redis: options.redis ?? options.readinessRedis, logger }));
   app.use(
     dashboardRouter({
       token: config.dashboardToken,
