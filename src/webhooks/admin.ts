@@ -100,27 +100,44 @@ export function webhookAdminFor(config: Config, redis?: Redis): WebhookAdmin {
       const byShard = await failedJobs(limit);
       return byShard.flatMap((jobs, shard) => jobs.map((job) => deadOf(job, shard)));
     },
-    async redrive(subscription) {
-      const byShard = await failedJobs(100_000);
-      let redriven = 0;
-      for (const [shard, jobs] of byShard.entries()) {
-        for (const job of jobs) {
-          const data = deliverySchema.safeParse(job.data);
-          if (!data.success || (subscription && data.data.subscription !== subscription)) continue;
-          const now = Date.now();
-          await job.updateData({ ...data.data, since: now });
-          await connection.zadd(webhookPendingKey(shards[shard]?.prefix ?? ''), now, job.id ?? '');
-          await job.retry('failed', { resetAttemptsMade: true, resetAttemptsStarted: true });
-          redriven++;
-        }
-      }
-      return { redriven };
-    },
+    redrive: async (subscription) =>
+      redrive(
+        connection,
+        shards.map((shard) => shard.prefix),
+        await failedJobs(100_000),
+        subscription,
+      ),
     async close() {
       await Promise.all(queues.map((q) => q.close().catch(() => undefined)));
       if (!redis) connection.disconnect();
     },
   };
+}
+
+/**
+ * Queues dead letters again (those of `subscription` only, when given): each gets a new max age
+ * from now, its attempts counted anew, and its place in the pending set back; its id, and so its
+ * `webhook-id`, stay.
+ */
+async function redrive(
+  connection: Redis,
+  shardPrefixes: readonly string[],
+  byShard: readonly Job[][],
+  subscription: string | undefined,
+): Promise<{ redriven: number }> {
+  let redriven = 0;
+  for (const [shard, jobs] of byShard.entries()) {
+    for (const job of jobs) {
+      const data = deliverySchema.safeParse(job.data);
+      if (!data.success || (subscription && data.data.subscription !== subscription)) continue;
+      const now = Date.now();
+      await job.updateData({ ...data.data, since: now });
+      await connection.zadd(webhookPendingKey(shardPrefixes[shard] ?? ''), now, job.id ?? '');
+      await job.retry('failed', { resetAttemptsMade: true, resetAttemptsStarted: true });
+      redriven++;
+    }
+  }
+  return { redriven };
 }
 
 /** The URL and filters of a new subscription, checked; {@link InvalidWebhookError} names a bad one. */

@@ -1,8 +1,12 @@
 import type { Redis } from 'ioredis';
+import type { Registry } from 'prom-client';
 import type { Agent } from 'undici';
 import type { Config } from '../config/index.js';
+import { connect } from '../redis/connections.js';
 import type { Logger } from '../telemetry/logger.js';
-import type { WebhookMetrics } from './metrics.js';
+import { LIFECYCLE } from '../telemetry/names.js';
+import { webhookDispatcher } from './attempt.js';
+import { webhookMetrics, type WebhookMetrics } from './metrics.js';
 import { SubscriptionStore, type Subscription } from './subscriptions.js';
 
 /** What the deliverer's Workers share in a process. */
@@ -45,6 +49,43 @@ export function cachedSubscriptions(redis: Redis, config: Config): CachedSubscri
     async disable(subscription) {
       await store.disable(subscription, Date.now());
       cached = undefined;
+    },
+  };
+}
+
+/** A {@link Deliverer} with the connection of its BullMQ Workers; `close` releases all. */
+export interface OpenDeliverer extends Deliverer {
+  readonly workerRedis: Redis;
+  close(): Promise<void>;
+}
+
+/**
+ * Opens what a process's deliverer shares: its two connections (commands; its Workers'), the
+ * cached subscriptions, the metrics of `registry`, and the one undici dispatcher.
+ */
+export function openDeliverer(config: Config, logger: Logger, registry: Registry): OpenDeliverer {
+  const redis = connect(config, 'worker', 'webhooks');
+  redis.on('error', (err) => logger.warn({ err }, LIFECYCLE.redisError));
+  const workerRedis = connect(config, 'worker', 'webhooks-queue');
+  workerRedis.on('error', (err) => logger.debug({ err }, LIFECYCLE.redisError));
+  const metrics = webhookMetrics(registry);
+  const dispatcher = webhookDispatcher(config.webhookTimeoutMs);
+  return {
+    config,
+    logger,
+    metrics,
+    redis,
+    workerRedis,
+    subscriptions: cachedSubscriptions(redis, config),
+    dispatcher,
+    async close() {
+      metrics.watch(undefined);
+      try {
+        await dispatcher.close();
+      } finally {
+        redis.disconnect();
+        workerRedis.disconnect();
+      }
     },
   };
 }

@@ -1,19 +1,17 @@
 import { hostname } from 'node:os';
 import { Queue, UnrecoverableError, Worker, type Job } from 'bullmq';
 import type { Config } from '../config/index.js';
-import { connect } from '../redis/connections.js';
 import { queueOptions, WEBHOOK_QUEUE, webhookPendingKey } from '../redis/keys.js';
 import { roleOf, type Role } from '../runtime/role.js';
 import { servedShards } from '../runtime/shards.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import { LIFECYCLE, WEBHOOK_NAMES } from '../telemetry/names.js';
-import { attempt, webhookDispatcher, type AttemptOutcome } from './attempt.js';
+import { attempt, type AttemptOutcome } from './attempt.js';
 import { retryDelayMs } from './backoff.js';
 import { deliverySchema, WEBHOOK_BACKOFF } from './deliveries.js';
 import { startFanOut } from './fan-out.js';
-import { webhookMetrics } from './metrics.js';
-import { cachedSubscriptions, type Deliverer } from './deliverer.js';
+import { openDeliverer, type Deliverer, type OpenDeliverer } from './deliverer.js';
 
 /**
  * The webhook deliverer, a role of its own that `poller` and `start` run beside theirs: the
@@ -39,27 +37,16 @@ const CONCURRENCY = 8;
 export function startWebhooks(options: WebhookRoleOptions): Role {
   const { config } = options;
   const logger = options.logger.child({ role: 'webhooks' });
-  const redis = connect(config, 'worker', 'webhooks');
-  redis.on('error', (err) => logger.warn({ err }, LIFECYCLE.redisError));
-  const workerRedis = connect(config, 'worker', 'webhooks-queue');
-  workerRedis.on('error', (err) => logger.debug({ err }, LIFECYCLE.redisError));
   const shards = servedShards(config);
-  const metrics = webhookMetrics(options.metrics.registry);
-  metrics.watch({ redis, shardPrefixes: shards.map((s) => s.prefix) });
-  const deliverer: Deliverer = {
-    config,
-    logger,
-    metrics,
-    redis,
-    subscriptions: cachedSubscriptions(redis, config),
-    dispatcher: webhookDispatcher(config.webhookTimeoutMs),
-  };
+  const deliverer = openDeliverer(config, logger, options.metrics.registry);
+  const { redis } = deliverer;
+  deliverer.metrics.watch({ redis, shardPrefixes: shards.map((s) => s.prefix) });
   const queues = shards.map((shard) => {
     const queue = new Queue(WEBHOOK_QUEUE, { connection: redis, ...queueOptions(shard.prefix) });
     queue.on('error', (err) => logger.warn({ err }, LIFECYCLE.redisError));
     return queue;
   });
-  const workers = shards.map((shard) => deliveryWorker(deliverer, shard.prefix, workerRedis));
+  const workers = shards.map((shard) => deliveryWorker(deliverer, shard.prefix));
   const fanOut = startFanOut({
     redis,
     shards: shards.map((shard, i) => ({ ...shard, queue: queues[i] as Queue })),
@@ -83,26 +70,17 @@ export function startWebhooks(options: WebhookRoleOptions): Role {
     after: [
       () => fanOut.stop(),
       async () => void (await Promise.all(queues.map((q) => q.close()))),
-      () => deliverer.dispatcher.close(),
-      async () => {
-        metrics.watch(undefined);
-        redis.disconnect();
-        workerRedis.disconnect();
-      },
+      () => deliverer.close(),
     ],
   });
 }
 
 /** The BullMQ Worker that sends one shard's deliveries. */
-function deliveryWorker(
-  deliverer: Deliverer,
-  prefix: string,
-  connection: Worker['opts']['connection'],
-): Worker {
+function deliveryWorker(deliverer: OpenDeliverer, prefix: string): Worker {
   const { config, logger } = deliverer;
   const pending = webhookPendingKey(prefix);
   const worker = new Worker(WEBHOOK_QUEUE, (job: Job) => deliver(deliverer, pending, job), {
-    connection,
+    connection: deliverer.workerRedis,
     prefix,
     concurrency: CONCURRENCY,
     // A deliverer that dies mid-attempt leaves a stalled job: it is delivered again (at least
