@@ -23,6 +23,11 @@ export interface Deliverer {
 /** The subscriptions, read from Redis at most once per {@link CACHE_MS}. */
 export interface CachedSubscriptions {
   get(): Promise<Subscription[]>;
+  /**
+   * The subscription `id`, read from Redis again when the cache lacks it: another process may
+   * have queued a delivery for a subscription added after this cache was read.
+   */
+  find(id: string): Promise<Subscription | undefined>;
   /** Disables one (its receiver answered 410) and forgets the cache. */
   disable(subscription: Subscription): Promise<void>;
 }
@@ -37,14 +42,19 @@ const CACHE_MS = 1_000;
 export function cachedSubscriptions(redis: Redis, config: Config): CachedSubscriptions {
   const store = new SubscriptionStore(redis, config);
   let cached: { at: number; value: Promise<Subscription[]> } | undefined;
+  const get = (fresh = false) => {
+    if (fresh || !cached || Date.now() - cached.at > CACHE_MS) {
+      const value = store.all();
+      cached = { at: Date.now(), value };
+      value.catch(() => (cached = undefined));
+    }
+    return cached.value;
+  };
   return {
-    get() {
-      if (!cached || Date.now() - cached.at > CACHE_MS) {
-        const value = store.all();
-        cached = { at: Date.now(), value };
-        value.catch(() => (cached = undefined));
-      }
-      return cached.value;
+    get: () => get(),
+    async find(id) {
+      const known = (await get()).find((s) => s.id === id);
+      return known ?? (await get(true)).find((s) => s.id === id);
     },
     async disable(subscription) {
       await store.disable(subscription, Date.now());

@@ -119,9 +119,7 @@ async function deliver(
   const data = parsed.data;
   const webhookId = job.id ?? '';
   const log = deliverer.logger.child({ webhookId, subscription: data.subscription });
-  const subscription = (await deliverer.subscriptions.get()).find(
-    (s) => s.id === data.subscription,
-  );
+  const subscription = await deliverer.subscriptions.find(data.subscription);
   let outcome: AttemptOutcome | 'dropped' = 'dropped';
   if (subscription && !subscription.disabledAt) {
     try {
