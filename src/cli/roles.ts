@@ -41,8 +41,10 @@ export const pollerCommand = roleCommand(
     name: 'poller',
     summary: 'the poller role only: tracks sent follow-ups and publishes their events',
     usage: 'poller [--interval DURATION]',
-    details:
+    details: [
       'Any number may run: their ticks never overlap. Stops gracefully on SIGTERM or SIGINT.',
+      'It also delivers the webhooks (WEBHOOK_URL, `agent-dispatch webhook add`; docs/webhooks.md).',
+    ].join('\n'),
     options: {
       interval: {
         type: 'string',

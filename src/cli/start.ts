@@ -43,6 +43,7 @@ export const startCommand: Command = {
     'With REDIS_URL and no key it exits 2 naming AGENT_API_KEY, unless --simulator asks for the',
     'simulator (then no demo follow-ups are enqueued). It prints where the dashboard is and shows',
     'progress as follow-ups move. Stops gracefully on SIGTERM or SIGINT.',
+    'It delivers the webhooks too (WEBHOOK_URL, `agent-dispatch webhook add`; docs/webhooks.md).',
   ].join('\n'),
   options: {
     simulator: {
