@@ -7,35 +7,38 @@ describe('agent-dispatch webhook', () => {
   const cli = (args: string[], settings: Record<string, string> = {}) =>
     runCliToEnd(['webhook', ...args], ns().env(settings));
 
-  it('adds, lists, removes; dead and redrive answer JSON', { timeout: 120_000 }, async () => {
-    const added = await cli([
-      'add',
-      'http://127.0.0.1:9/hook',
-      '--project',
-      'p1',
-      '--project',
-      'p2',
-      '--type',
-      'followup.completed',
-    ]);
-    expect(added.code).toBe(0);
-    const subscription = JSON.parse(added.stdout) as { id: string; secret: string };
-    expect(subscription).toMatchObject({ projects: ['p1', 'p2'], types: ['followup.completed'] });
-    expect(subscription.secret).toMatch(/^whsec_/);
-    const listed = await cli(['list']);
-    expect(JSON.parse(listed.stdout)).toMatchObject({ webhooks: [{ id: subscription.id }] });
-    expect(listed.stdout).not.toContain('whsec_');
-    expect(JSON.parse((await cli(['dead'])).stdout)).toEqual({ dead: [] });
-    expect(JSON.parse((await cli(['redrive'])).stdout)).toEqual({ redriven: 0 });
-    expect((await cli(['remove', subscription.id])).code).toBe(0);
-    const again = await cli(['remove', subscription.id]);
-    expect(again.code).toBe(1);
-    expect(again.stderr).toContain(`no webhook subscription ${subscription.id}`);
-  });
+  it(
+    'adds, lists, removes; dead answers JSON (redrive: test/http/webhooks)',
+    { timeout: 180_000 },
+    async () => {
+      const added = await cli([
+        'add',
+        'http://127.0.0.1:9/hook',
+        '--project',
+        'p1',
+        '--project',
+        'p2',
+        '--type',
+        'followup.completed',
+      ]);
+      expect(added.code).toBe(0);
+      const subscription = JSON.parse(added.stdout) as { id: string; secret: string };
+      expect(subscription).toMatchObject({ projects: ['p1', 'p2'], types: ['followup.completed'] });
+      expect(subscription.secret).toMatch(/^whsec_/);
+      const listed = await cli(['list']);
+      expect(JSON.parse(listed.stdout)).toMatchObject({ webhooks: [{ id: subscription.id }] });
+      expect(listed.stdout).not.toContain('whsec_');
+      expect(JSON.parse((await cli(['dead'])).stdout)).toEqual({ dead: [] });
+      expect((await cli(['remove', subscription.id])).code).toBe(0);
+      const again = await cli(['remove', subscription.id]);
+      expect(again.code).toBe(1);
+      expect(again.stderr).toContain(`no webhook subscription ${subscription.id}`);
+    },
+  );
 
   it(
     'exits 2 naming the field or the setting, never echoing a secret',
-    { timeout: 120_000 },
+    { timeout: 180_000 },
     async () => {
       const badUrl = await cli(['add', 'ftp://example.com']);
       expect(badUrl.code).toBe(2);

@@ -17,7 +17,7 @@ export interface TestDeliverer {
  * until its consumer group is on the namespace's stream, so no event published after it is missed.
  */
 export async function startDeliverer(
-  ns: Namespace,
+  ns: Pick<Namespace, 'redis' | 'eventsStream'>,
   config: Config,
   claimIdleMs = 30_000,
 ): Promise<TestDeliverer> {
@@ -37,7 +37,7 @@ export async function startDeliverer(
 
 /** Publishes completion events `followup.completed` of dispatches `ids` on the namespace's stream. */
 export async function publishEvents(
-  ns: Namespace,
+  ns: Pick<Namespace, 'redis' | 'eventsStream'>,
   ids: readonly string[],
   projectId = 'p1',
 ): Promise<void> {
