@@ -80,6 +80,8 @@ export default tseslint.config(
   ...layer(['src/poller/**'], ['consumer', 'producer', 'http', 'cli']),
   ...layer(['src/producer/**'], ['consumer', 'poller', 'http', 'cli']),
   ...layer(['src/http/**'], ['consumer', 'poller', 'cli']),
+  // The webhook deliverer is a role of its own: it shares the runtime, never another role.
+  ...layer(['src/webhooks/**'], ['consumer', 'poller', 'producer', 'http', 'cli']),
   {
     // The composition root and the config loader are the only readers of process.env; tests and
     // scripts set up child processes' environments.

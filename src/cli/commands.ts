@@ -7,6 +7,7 @@ import { serveCommand } from './serve.js';
 import { simulateCommand } from './simulate.js';
 import { startCommand } from './start.js';
 import { statusCommand } from './status.js';
+import { webhookCommand } from './webhook.js';
 
 /** Every `agent-dispatch` command, in the order of `--help` and docs/reference/cli.md. */
 export const COMMANDS: readonly Command[] = [
@@ -20,4 +21,5 @@ export const COMMANDS: readonly Command[] = [
   projectCommand,
   eventsCommand,
   simulateCommand,
+  webhookCommand,
 ];

@@ -6,6 +6,7 @@ import { assessOnce, type DurabilityAssessment } from '../redis/durability.js';
 import { untilAborted } from '../runtime/deadline.js';
 import type { Role } from '../runtime/role.js';
 import { startPerShard } from '../runtime/shards.js';
+import { startWebhooks } from '../webhooks/index.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import { EXIT, type Command, type CommandContext } from './command.js';
 import { configOf, roleKit, startServing, type RoleKit } from './compose.js';
@@ -34,20 +35,28 @@ export const workerCommand = roleCommand(startConsumer, {
 });
 
 /** `agent-dispatch poller`: the poller role only. */
-export const pollerCommand = roleCommand(startPoller, {
-  name: 'poller',
-  summary: 'the poller role only: tracks sent follow-ups and publishes their events',
-  usage: 'poller [--interval DURATION]',
-  details: 'Any number may run: their ticks never overlap. Stops gracefully on SIGTERM or SIGINT.',
-  options: {
-    interval: {
-      type: 'string',
-      placeholder: 'DURATION',
-      setting: 'POLL_INTERVAL',
-      description: 'period of the scheduled tick',
+export const pollerCommand = roleCommand(
+  startPoller,
+  {
+    name: 'poller',
+    summary: 'the poller role only: tracks sent follow-ups and publishes their events',
+    usage: 'poller [--interval DURATION]',
+    details: [
+      'Any number may run: their ticks never overlap. Stops gracefully on SIGTERM or SIGINT.',
+      'It also delivers the webhooks (WEBHOOK_URL, `agent-dispatch webhook add`; docs/webhooks.md).',
+    ].join('\n'),
+    options: {
+      interval: {
+        type: 'string',
+        placeholder: 'DURATION',
+        setting: 'POLL_INTERVAL',
+        description: 'period of the scheduled tick',
+      },
     },
   },
-});
+  // The webhook deliverer runs beside the poller (docs/webhooks.md).
+  (kit) => [startWebhooks(kit)],
+);
 
 /**
  * A command that runs one role in its process (`worker`, `poller`) until a signal. Both need
@@ -56,6 +65,7 @@ export const pollerCommand = roleCommand(startPoller, {
 function roleCommand(
   start: (kit: RoleKit) => Role,
   spec: Omit<Command, 'requires' | 'run'>,
+  also: (kit: RoleKit) => Role[] = () => [],
 ): Command {
   return {
     ...spec,
@@ -67,7 +77,7 @@ function roleCommand(
       if (ctx.signal.aborted) return EXIT.ok;
       const durability = await checkDurability(kit);
       if (durability !== EXIT.ok) return durability;
-      return runUntilSignal(ctx, kit, [startPerShard(spec.name, kit, start)]);
+      return runUntilSignal(ctx, kit, [startPerShard(spec.name, kit, start), ...also(kit)]);
     },
   };
 }

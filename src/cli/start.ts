@@ -13,6 +13,7 @@ import { checkDurability, runUntilSignal, warnIfClearTextKey } from './roles.js'
 import { configOf, roleKit, startServing } from './compose.js';
 import { verifyDeployment } from './deployment.js';
 import { startPerShard } from '../runtime/shards.js';
+import { startWebhooks } from '../webhooks/index.js';
 
 /**
  * Demo follow-ups `start` enqueues when it runs against the simulator with its private Redis (keys
@@ -40,6 +41,7 @@ export const startCommand: Command = {
     'With REDIS_URL and no key it exits 2 naming AGENT_API_KEY, unless --simulator asks for the',
     'simulator (then no demo follow-ups are enqueued). It prints where the dashboard is and shows',
     'progress as follow-ups move. Stops gracefully on SIGTERM or SIGINT.',
+    'It delivers the webhooks too (WEBHOOK_URL, `agent-dispatch webhook add`; docs/webhooks.md).',
   ].join('\n'),
   options: {
     simulator: {
@@ -151,6 +153,7 @@ async function runAll(
   const roles = [
     startPerShard('worker', kit, startConsumer),
     startPerShard('poller', kit, startPoller),
+    startWebhooks(kit),
   ];
   const http = await startServing(
     { ...kit, config },

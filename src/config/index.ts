@@ -3,6 +3,7 @@ import type { DurabilitySetting } from '../redis/durability.js';
 import { KeyFileError, readKeyFile } from './key-file.js';
 import { SETTINGS, type LOG_FORMATS, type SettingName } from './settings.js';
 import { nonEmpty } from './values.js';
+import { webhookPairProblems } from './webhook-settings.js';
 import type { Rate } from './units.js';
 
 export { SETTINGS, type SettingName } from './settings.js';
@@ -67,6 +68,11 @@ export interface Config {
   readonly dashboardAllowRetries: boolean;
   /** `DASHBOARD_ALLOW_CONTROLS`: the follow-ups page may pause, resume and cancel. */
   readonly dashboardAllowControls: boolean;
+  /** `WEBHOOK_URL` and `WEBHOOK_SECRET`: the static webhook endpoint, set together or not at all. */
+  readonly webhookUrl: string | undefined;
+  readonly webhookSecret: string | undefined;
+  readonly webhookMaxAgeMs: number;
+  readonly webhookTimeoutMs: number;
 }
 
 /** One problem with one setting. `message` never contains a secret setting's value. */
@@ -141,6 +147,7 @@ export function loadConfig(
   const agentApiKey = keyOf(parsed, problems);
   const p = parsed as Parsed;
   const servedShards = problems.length > 0 ? [] : shardsOf(p, problems);
+  if (problems.length === 0) problems.push(...webhookPairProblems(p.WEBHOOK_URL, p.WEBHOOK_SECRET));
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze({
     redisUrl: p.REDIS_URL,
@@ -181,6 +188,10 @@ export function loadConfig(
     eventsToken: p.EVENTS_TOKEN,
     dashboardAllowRetries: p.DASHBOARD_ALLOW_RETRIES,
     dashboardAllowControls: p.DASHBOARD_ALLOW_CONTROLS,
+    webhookUrl: p.WEBHOOK_URL,
+    webhookSecret: p.WEBHOOK_SECRET?.trim(),
+    webhookMaxAgeMs: p.WEBHOOK_MAX_AGE,
+    webhookTimeoutMs: p.WEBHOOK_TIMEOUT,
   });
 }
 

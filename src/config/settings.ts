@@ -16,6 +16,7 @@ import {
   OTLP_PROTOCOLS,
   tracesExporters,
 } from './values.js';
+import { WEBHOOK_SETTINGS } from './webhook-settings.js';
 
 export { LOG_FORMATS, MIN_TOKEN_LENGTH } from './values.js';
 
@@ -236,6 +237,7 @@ export const SETTINGS = {
     description:
       'show pause, resume and cancel buttons on /dashboard/followups (the same code as the CLI)',
   },
+  ...WEBHOOK_SETTINGS,
 } as const satisfies Record<string, Setting>;
 
 /** Name of one setting (its environment variable). */

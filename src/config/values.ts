@@ -83,6 +83,19 @@ export const durability = z.string().transform((text, ctx): DurabilitySetting =>
   return parsed;
 });
 
+/**
+ * `WEBHOOK_SECRET`: `whsec_` + base64 of 16 to 64 bytes (Standard Webhooks). The message states
+ * the rule only, never the value.
+ */
+export const webhookSecret = z.string().refine(
+  (text) => {
+    const match = /^whsec_([A-Za-z0-9+/]+={0,2})$/.exec(text.trim());
+    const bytes = match?.[1] ? Buffer.from(match[1], 'base64').length : 0;
+    return bytes >= 16 && bytes <= 64;
+  },
+  { message: 'expected whsec_ followed by the base64 of 16 to 64 bytes' },
+);
+
 export const secret = z.string().min(1, { message: 'must not be empty' });
 
 /** Shortest HTTP token accepted: a shorter one can be guessed by a patient script. */

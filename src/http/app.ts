@@ -14,6 +14,7 @@ import { eventsRouter } from './events.js';
 import { healthRouter, type SendPauseCheck } from './health.js';
 import { intakeBodyLimitBytes, intakeRouter } from './intake.js';
 import { LIFECYCLE } from '../telemetry/names.js';
+import { webhooksRouter } from './webhooks.js';
 
 /** Everything the routes need. */
 export interface AppOptions {
@@ -28,6 +29,8 @@ export interface AppOptions {
   /** The operator controls: the HTTP routes and the dashboard's buttons. */
   readonly admin: Admin;
   readonly roles: () => readonly { name: string; running: boolean }[];
+  /** The process's Redis connection (the webhook routes use it); `/readyz`'s by default. */
+  readonly redis?: Redis;
   /** See `ReadinessSource.sendPauses`. */
   readonly sendPauses?: readonly SendPauseCheck[] | undefined;
   /** What `/v1/events` and `/v1/events/stream` read; without it they answer 404. */
@@ -67,6 +70,7 @@ export function createApp(options: AppOptions): Express {
   );
   app.use(eventsRouter({ token: config.eventsToken, feed: options.events, logger }));
   app.use(controlsRouter({ admin: options.admin, token: config.intakeToken, logger }));
+  app.use(webhooksRouter({ config, redis: options.redis ?? options.readinessRedis, logger }));
   app.use(
     dashboardRouter({
       token: config.dashboardToken,

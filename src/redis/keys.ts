@@ -228,6 +228,13 @@ export function claimShardOf(dispatchId: string, count: number): number {
   return shardOf(dispatchId, count);
 }
 
+export {
+  WEBHOOK_GROUP,
+  WEBHOOK_QUEUE,
+  webhookPendingKey,
+  webhookSubscriptionsKey,
+} from './webhook-keys.js';
+
 /** String: the shard count the keyspace was last started with (`DISPATCH_SHARDS`). */
 export function layoutKey(prefix: string): string {
   return `${bare(prefix)}:shards`;

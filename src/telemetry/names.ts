@@ -142,3 +142,23 @@ export const SPAN_ATTRIBUTES = {
   /** The completion event's `type`, on `settle dispatch`. */
   eventType: 'agent_dispatch.event.type',
 } as const;
+
+/** Webhook deliveries: their log events and metric names. */
+export const WEBHOOK_NAMES = {
+  /** The deliverer of a process started (poller and start). */
+  started: 'webhooks:started',
+  /** One event was delivered to one subscription (debug). */
+  delivered: 'webhook:delivered',
+  /** One attempt failed; it is retried after its backoff (info). */
+  failed: 'webhook:failed',
+  /** A delivery ran out of WEBHOOK_MAX_AGE: dead-lettered until `webhook redrive`. */
+  dead: 'webhook:dead',
+  /** A receiver answered 410 Gone: its subscription is disabled. */
+  disabled: 'webhook:disabled',
+  /** A round of the fan-out of a shard's events failed; it is tried again. */
+  fanOutError: 'webhook:fan-out-error',
+  /** Deliveries by outcome: delivered, failed (an attempt), dead, gone. */
+  deliveriesMetric: 'agent_dispatch_webhook_deliveries_total',
+  /** Age of the oldest delivery not delivered yet (dead letters excluded). */
+  oldestMetric: 'agent_dispatch_webhook_oldest_undelivered_seconds',
+} as const;
