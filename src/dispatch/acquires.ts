@@ -1,5 +1,4 @@
 import type { Rate } from '../config/index.js';
-import type { StoreItemError } from './call-batch.js';
 import { beforeWrite, notOnDisk } from '../redis/disk-wait.js';
 import { failureOf, itemAnswer, ItemFailure } from './call-batch.js';
 import { laneOf, type DispatchRef, type StoreState } from './store-state.js';
@@ -34,7 +33,7 @@ export interface Acquired {
 /**
  * Runs `items` in one call of acquire-n.lua (see `Sends.acquire`, which batches them), each
  * answered as if it ran alone (one whose keys or stored values are broken fails alone, writing
- * nothing: a {@link StoreItemError}); then, when any may go, one wait for the disk covers every intent
+ * nothing: a `StoreItemError`); then, when any may go, one wait for the disk covers every intent
  * of the call. A wait that fails otherwise (a connection lost meanwhile) fails the `go`s only.
  */
 export async function acquireMany(
