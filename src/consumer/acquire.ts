@@ -4,6 +4,7 @@ import { budgetRate } from '../dispatch/budget.js';
 import { isConnectionError } from '../redis/connections.js';
 import { sleep } from '../runtime/deadline.js';
 import { sendInFlightMs } from '../runtime/in-flight.js';
+import { reportItemError, STORE_ITEM_RECHECK_MS } from '../runtime/store-item-error.js';
 import { type DispatchJobData, type DispatchJobRef } from '../runtime/jobs.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import { endUndeliverable, park, parkPaused, poison } from './endings.js';
@@ -79,7 +80,12 @@ export function createProcessor(ctx: SendContext) {
     const attemptToken = randomUUID();
     const verdict = await retryOnConnectionError(() =>
       ctx.store.sends.acquire(ref, rate, toleranceMs, ctx.config.pollMinIntervalMs, attemptToken),
-    );
+    ).catch((err: unknown) => {
+      // Its keys or stored values are broken (a limit out of range, a key of the wrong type): its
+      // ACQUIRE wrote nothing, and it waits, unsent and not ended, until an operator repairs them.
+      if (!reportItemError(ctx, err, ref)) throw err;
+      return park(ctx, job, token, Date.now() + STORE_ITEM_RECHECK_MS);
+    });
     switch (verdict.kind) {
       case 'go':
         ctx.metrics.projectSends.inc({ project: ref.projectId });

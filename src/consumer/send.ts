@@ -2,6 +2,7 @@ import { DelayedError, type Job } from 'bullmq';
 import { isAgentApiError, type AgentJob } from '../agent-api/index.js';
 import type { DispatchRef, MarkResult, WriteRetry } from '../dispatch/store.js';
 import { pauseSends, resumeSends } from '../runtime/auth-pause.js';
+import { reportItemError } from '../runtime/store-item-error.js';
 import type { RoleContext } from '../runtime/role.js';
 import type { Logger } from '../telemetry/logger.js';
 import { errorCode } from '../telemetry/metrics.js';
@@ -98,10 +99,11 @@ export async function recordOutcome(
       outcomeRetry(ctx, log, { state }),
     );
   } catch (err) {
-    log.error(
-      { err, attempt: attempt.n, state, status: agentJob?.status },
-      LIFECYCLE.followupUnrecorded,
-    );
+    if (!reportItemError(ctx, err, ref))
+      log.error(
+        { err, attempt: attempt.n, state, status: agentJob?.status },
+        LIFECYCLE.followupUnrecorded,
+      );
     throw err;
   }
   // Another attempt holds the dispatch, or it ended meanwhile: this answer changes nothing.

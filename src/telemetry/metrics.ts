@@ -45,6 +45,11 @@ export interface Metrics {
    */
   readonly repairs: Counter<'outcome'>;
   /**
+   * Batched store writes that failed for one follow-up alone (a key of the wrong type, a stored
+   * value out of range), by op: acquire, mark_sent, reschedule, finish.
+   */
+  readonly storeItemErrors: Counter<'op'>;
+  /**
    * Adds collectors that read Redis at scrape time, each with a `shard` label (`0` with one
    * shard): `agent_dispatch_queue_jobs{queue,state,shard}` (`queue.getJobCounts`),
    * `agent_dispatch_tracked_followups` (ZCARD of `keys.tracked`),
@@ -173,6 +178,12 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       name: METRIC_NAMES.repairs,
       help: 'Queued follow-ups whose lost BullMQ job the poller gave back, by outcome.',
       labelNames: ['outcome'],
+      registers,
+    }),
+    storeItemErrors: new Counter({
+      name: METRIC_NAMES.storeItemErrors,
+      help: 'Store writes that failed for one follow-up alone (a broken key or stored value), by op.',
+      labelNames: ['op'],
       registers,
     }),
     watchRedis(next) {

@@ -91,6 +91,8 @@ export const LIFECYCLE = {
   redisNotDurable: 'redis:not-durable',
   /** The start-up check: the server keeps a sent follow-up's record as a hashtable, not compact. */
   redisRecordsNotCompact: 'redis:records-not-compact',
+  /** One follow-up's keys or stored values are broken: its store write failed alone; it waits. */
+  storeItemError: 'store:item-error',
 } as const;
 
 /** Metric names, defined once. Every name starts with `agent_dispatch_`. */
@@ -113,6 +115,7 @@ export const METRIC_NAMES = {
   redisUp: 'agent_dispatch_redis_up',
   repairs: 'agent_dispatch_repairs_total',
   authPaused: 'agent_dispatch_api_auth_paused',
+  storeItemErrors: 'agent_dispatch_store_item_errors_total',
 } as const;
 
 /** Span names (OpenTelemetry messaging conventions: `{operation} {destination}`). */
