@@ -78,9 +78,19 @@ export function createProcessor(ctx: SendContext) {
     // A fresh token per run: a retried or resent ACQUIRE of this run is answered `go` again, any
     // other run's (a rerun of a job thought stalled) `sending`.
     const attemptToken = randomUUID();
-    const verdict = await retryOnConnectionError(() =>
-      ctx.store.sends.acquire(ref, rate, toleranceMs, ctx.config.pollMinIntervalMs, attemptToken),
-    ).catch((err: unknown) => {
+    // When the (last) ACQUIRE was asked for: its grant came later, so a write deadline counted
+    // from here by this process's monotonic clock is never later than the one counted from it.
+    let askedAt = 0;
+    const verdict = await retryOnConnectionError(() => {
+      askedAt = performance.now();
+      return ctx.store.sends.acquire(
+        ref,
+        rate,
+        toleranceMs,
+        ctx.config.pollMinIntervalMs,
+        attemptToken,
+      );
+    }).catch((err: unknown) => {
       // Its keys or stored values are broken (a limit out of range, a key of the wrong type): its
       // ACQUIRE wrote nothing, and it waits, unsent and not ended, until an operator repairs them.
       if (!reportItemError(ctx, err, ref)) throw err;
@@ -93,7 +103,12 @@ export function createProcessor(ctx: SendContext) {
           ctx,
           ref,
           { n: verdict.attempt, token: attemptToken },
-          { prompt: verdict.prompt, probe: verdict.probe },
+          {
+            prompt: verdict.prompt,
+            probe: verdict.probe,
+            writeBy:
+              verdict.writeWithinMs === undefined ? undefined : askedAt + verdict.writeWithinMs,
+          },
           job,
           token,
         );

@@ -36,7 +36,7 @@ export async function sendFollowUp(
   ctx: SendContext,
   ref: DispatchRef,
   attempt: Attempt,
-  { prompt, probe }: { prompt: string; probe: boolean },
+  { prompt, probe, writeBy }: { prompt: string; probe: boolean; writeBy?: number | undefined },
   job: Job,
   token: string | undefined,
 ): Promise<string> {
@@ -50,7 +50,7 @@ export async function sendFollowUp(
   const started = performance.now();
   let agentJob: AgentJob;
   try {
-    agentJob = await ctx.api.sendMessage(ref.projectId, ref.jobId, prompt);
+    agentJob = await ctx.api.sendMessage(ref.projectId, ref.jobId, prompt, { writeBy });
   } catch (err) {
     ctx.metrics.apiLatency.observe(
       { operation: 'send', outcome: errorCode(err) },
@@ -163,6 +163,13 @@ async function onFailure(
       }
       log.info({ err, attempt: attempt.n }, LIFECYCLE.followupRetry);
       throw err;
+    case 'regrant':
+      // Its grant is too old for the request to arrive within the budget's margin (this worker
+      // stalled): nothing left, the unit goes back and it acquires again now, no attempt spent.
+      ctx.metrics.sends.inc({ outcome: 'regrant' });
+      log.info({ attempt: attempt.n }, LIFECYCLE.followupRegrant);
+      await requeue(ctx, ref, attempt, 'unwritten', 0, log);
+      return park(ctx, job, token, Date.now());
     case 'ambiguous':
       // The worker's own view decides what is in doubt: its timeout fired or the connection
       // reset after the request was written. Only such a send may be resent, and only when
@@ -188,7 +195,7 @@ function requeue(
   ctx: SendContext,
   ref: DispatchRef,
   attempt: Attempt,
-  refund: boolean,
+  refund: boolean | 'unwritten',
   parkMs: number,
   log: Logger,
 ) {

@@ -18,8 +18,8 @@ export interface Acquire {
   readonly attemptToken: string;
 }
 
-/** What acquire-n.lua answered for one dispatch: {verdict, n, text, probe, now}. */
-export type AcquireReply = [string, number, string, number?, number?];
+/** What acquire-n.lua answered for one dispatch: {verdict, n, text, probe, now, writeBy}. */
+export type AcquireReply = [string, number, string, number?, number?, number?];
 
 /**
  * One ACQUIRE's answer, and for a `go`, why its intent is not confirmed on disk

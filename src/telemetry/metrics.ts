@@ -10,7 +10,8 @@ export interface Metrics {
   readonly registry: Registry;
   /**
    * Send outcomes: sent, rate_limited, rejected, transient, ambiguous, budget_wait, blocked,
-   * auth_paused (held, or refused, while the agent API rejects the key), and not_durable (held:
+   * auth_paused (held, or refused, while the agent API rejects the key), regrant (not written: its
+   * budget grant was too old to arrive within the margin; given back), and not_durable (held:
    * Redis did not confirm the intent on disk).
    */
   readonly sends: Counter<'outcome'>;

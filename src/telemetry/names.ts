@@ -42,6 +42,8 @@ export const LIFECYCLE = {
   followupRepaired: 'followup:repaired',
   /** Redis did not confirm a send's intent on disk: it is queued again, nothing was sent. */
   followupNotDurable: 'followup:not-durable',
+  /** A send's budget grant was too old to be written: given back unsent, acquired again. */
+  followupRegrant: 'followup:regrant',
   projectParked: 'project:parked',
   concurrencyChanged: 'concurrency:changed',
   pollTick: 'poll:tick',

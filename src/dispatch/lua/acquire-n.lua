@@ -66,7 +66,8 @@
 
   Output: for each dispatch, {verdict, n, text, probe, now}
     go          n = attempt, text = prompt, probe = 1 when it is the fleet's probe of a rejected key,
-                now = Redis's time
+                now = Redis's time, then by when (Redis's time) the request must be written: later,
+                it could arrive outside the budget's margin, and the worker gives the grant back
     blocked     another dispatch heads the lane (heads with no record, or an ended one, are
                 dropped first); a head in the lane's list that the open index lacks is added to it
     invalid     n = the prompt's size in bytes: empty, or over ARGV[3]; nothing is spent
@@ -107,7 +108,12 @@ local function acquire(k, a)
   end
   if state == 'sending' then
     local holder = stored[3] or ''
-    if token ~= '' and holder == token then return {'go', tonumber(stored[4]), prompt()} end
+    if token ~= '' and holder == token then
+      -- Its slot is at least a tolerance before the intent: written by then, it is within margin.
+      local controls = readControls(controlsKey)
+      local writeBy = (tonumber(stored[5]) or now) + (controls[2] and controls[4] or tolerance)
+      return {'go', tonumber(stored[4]), prompt(), 0, now, writeBy}
+    end
     return {state, tonumber(stored[5] or '0'), holder}
   end
   if state ~= 'queued' then return {state, 0, ''} end
@@ -231,8 +237,10 @@ local function acquire(k, a)
     pause[1], pause[2] = now + backoff, backoff
     redis.call('HSET', pauseKey, 'probeAt', pause[1], 'backoffMs', backoff)
   end
-  -- `now` too: the worker schedules the first status read by this clock (MARK_SENT).
-  return {'go', attempt, text, probe, now}
+  -- `now` too: the worker schedules the first status read by this clock (MARK_SENT). The budget
+  -- counts this send at `slot`, the API at its arrival: the window's margin (twice the tolerance,
+  -- see dispatch/budget.ts) covers the time between, so the request must be written by then.
+  return {'go', attempt, text, probe, now, slot + 2 * tolerance}
 end
 
 return eachItem(n, function(i)
