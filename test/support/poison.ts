@@ -102,7 +102,9 @@ export async function itemState(
   const state: Record<string, string | null> = {};
   for (const key of keys) {
     state[key] = (await redis.dumpBuffer(key))?.toString('hex') ?? null;
-    state[`${key} ttl`] = String(await redis.pttl(key));
+    // Whether it expires, not when: a TTL counts down between two reads.
+    const ttl = await redis.pttl(key);
+    state[`${key} ttl`] = ttl > 0 ? 'expires' : String(ttl);
     state[`tracked ${key}`] = await redis.zscore(at.tracked, ref.dispatchId);
   }
   return state;
