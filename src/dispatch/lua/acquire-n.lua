@@ -120,8 +120,6 @@ local function acquire(k, a)
   -- Everything below that could raise is read and checked here, before the first write.
   local attempts = numberIn(recordKey, 'attempts', stored[4] or '0', 0, MAX_SENDS, true)
   if not stored[2] then expectType(promptKey, 'string') end
-  expectType(headsKey, 'hash')
-  expectType(laneKey, 'list')
   checkBudget(budgetKey)
   local controls, parked, pause = readControls(controlsKey), readPark(parkKey), readPause(pauseKey)
   -- A lane head whose record is gone (deleted by hand, or lost with a Redis crash) would block its

@@ -57,8 +57,7 @@ end
 -- The budget log's type and its latest entry: no later than a window or two ahead, so the times
 -- computed from it stay exact (see MAX_WINDOW_MS).
 local function checkBudget(budgetKey)
-  expectType(budgetKey, 'zset')
-  local top = redis.call('ZRANGE', budgetKey, -1, -1, 'WITHSCORES')[2]
+  local top = callOn('ZRANGE', budgetKey, -1, -1, 'WITHSCORES')[2]
   if top then numberIn(budgetKey, 'latest entry', top, -math.huge, now + 3 * MAX_WINDOW_MS) end
 end
 
@@ -69,17 +68,23 @@ local function ended(recordPrefix, id)
   return not headState or headState == 'done'
 end
 
--- Walks the lane without writing: how many heads before this dispatch have ended (or have no
--- record) and are to be dropped, then the head after them, and whether it is the list's.
+-- Walks the lane without writing (as laneHead and laneAdvance would, includes/lane.lua; its reads
+-- check the lane's keys): how many heads before this dispatch have ended (or have no record) and
+-- are to be dropped, then the head after them, and whether it is the list's.
 local function laneWalk(recordPrefix, headsKey, laneKey, jobId, dispatchId)
-  local head, inList = laneHead(headsKey, laneKey, jobId)
+  local head = callOn('HGET', headsKey, jobId)
+  local inList = false
+  if not head then
+    head = callOn('LINDEX', laneKey, 0)
+    inList = head ~= false
+  end
   local drops, index = 0, 0
   while head and head ~= dispatchId and ended(recordPrefix, head) do
     drops = drops + 1
     -- Dropping the field (a lane of one) leaves the list's first next; dropping the list's head,
     -- its second.
     if inList then index = index + 1 end
-    head = redis.call('LINDEX', laneKey, index)
+    head = callOn('LINDEX', laneKey, index)
     inList = head ~= false
   end
   return drops, head, inList
