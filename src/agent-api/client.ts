@@ -29,6 +29,11 @@ export const DEFAULT_CONNECTIONS = 64;
 export interface CallOptions {
   /** Aborts the call: code `timeout`, ambiguous when the request was already written. */
   readonly signal?: AbortSignal;
+  /**
+   * Sends only: the latest `performance.now()` time at which the request may be handed to the
+   * socket; later, it is not written and the call rejects (its cause a `WriteDeadlineError`).
+   */
+  readonly writeBy?: number | undefined;
 }
 
 /** The routes of the two calls, as the HTTP spans' `url.template` (after the base path). */
@@ -95,7 +100,7 @@ export class AgentApiClient {
     const path = `${this.#jobPath(projectId, jobId)}/message`;
     const body = JSON.stringify({ prompt });
     const request = { method: 'POST', path, body, headers: this.#sendHeaders } as const;
-    return this.#call('send', projectId, jobId, request, options.signal);
+    return this.#call('send', projectId, jobId, request, options.signal, options.writeBy);
   }
 
   /** Reads a job: `GET {base}/v2/agent/{projectId}/job/{jobId}`. Rejects with {@link AgentApiError}. */
@@ -134,9 +139,10 @@ export class AgentApiClient {
     jobId: string,
     request: Dispatcher.DispatchOptions,
     signal: AbortSignal | undefined,
+    writeBy?: number,
   ): Promise<AgentJob> {
     const startedAt = performance.now();
-    const outcome = await this.#exchange(op, request, signal);
+    const outcome = await this.#exchange(op, request, signal, writeBy);
     const ms = Math.round(performance.now() - startedAt);
     try {
       const job = this.#interpret(op, outcome);
@@ -156,6 +162,7 @@ export class AgentApiClient {
     op: Operation,
     request: Dispatcher.DispatchOptions,
     signal: AbortSignal | undefined,
+    writeBy: number | undefined,
   ): Promise<ExchangeResult> {
     const span = startHttpSpan(() => ({
       method: op === 'send' ? 'POST' : 'GET',
@@ -167,6 +174,7 @@ export class AgentApiClient {
       this.#pool,
       traceparent ? { ...request, headers: { ...request.headers, traceparent } } : request,
       signal,
+      writeBy,
     ).catch((err: unknown) => {
       span?.end({ status: undefined, cause: err });
       throw err;

@@ -33,6 +33,19 @@ export type ExchangeResult =
       readonly headers: IncomingHttpHeaders;
     };
 
+/**
+ * Why a request was not written: its `writeBy` deadline had passed when undici was about to hand
+ * it to the socket (a send whose budget grant is too old to arrive within the budget's margin).
+ * Nothing left; the caller gives the grant back.
+ */
+export class WriteDeadlineError extends Error {
+  readonly code = 'write_deadline';
+  constructor(lateMs: number) {
+    super(`request not written: its write deadline passed ${Math.round(lateMs)} ms ago`);
+    this.name = 'WriteDeadlineError';
+  }
+}
+
 /** Raised through undici when a response body passes {@link MAX_RESPONSE_BYTES}. */
 export class ResponseTooLargeError extends Error {
   readonly code = 'response_too_large';
@@ -42,11 +55,16 @@ export class ResponseTooLargeError extends Error {
   }
 }
 
-/** Runs one request on `dispatcher`; resolves with its {@link ExchangeResult}, never rejects. */
+/**
+ * Runs one request on `dispatcher`; resolves with its {@link ExchangeResult}, never rejects.
+ * `writeBy` (`performance.now()` time): when undici is about to write the request later than
+ * that, it is aborted unwritten with a {@link WriteDeadlineError}.
+ */
 export function exchange(
   dispatcher: Dispatcher,
   request: Dispatcher.DispatchOptions,
   signal: AbortSignal | undefined,
+  writeBy?: number,
 ): Promise<ExchangeResult> {
   return new Promise((resolve) => {
     if (signal?.aborted) {
@@ -60,7 +78,7 @@ export function exchange(
       });
       return;
     }
-    dispatcher.dispatch(request, new ExchangeHandler(resolve, signal));
+    dispatcher.dispatch(request, new ExchangeHandler(resolve, signal, writeBy));
   });
 }
 
@@ -75,11 +93,17 @@ class ExchangeHandler implements Dispatcher.DispatchHandler {
   #controller: Dispatcher.DispatchController | undefined;
   readonly #resolve: (outcome: ExchangeResult) => void;
   readonly #signal: AbortSignal | undefined;
+  readonly #writeBy: number | undefined;
   readonly #onAbort = (): void => this.#abort();
 
-  constructor(resolve: (outcome: ExchangeResult) => void, signal: AbortSignal | undefined) {
+  constructor(
+    resolve: (outcome: ExchangeResult) => void,
+    signal: AbortSignal | undefined,
+    writeBy: number | undefined,
+  ) {
     this.#resolve = resolve;
     this.#signal = signal;
+    this.#writeBy = writeBy;
     signal?.addEventListener('abort', this.#onAbort, { once: true });
   }
 
@@ -88,6 +112,12 @@ class ExchangeHandler implements Dispatcher.DispatchHandler {
     // Aborted while queued for a connection: stop here, before undici writes anything.
     if (this.#settled || this.#signal?.aborted) {
       controller.abort(abortReason(this.#signal));
+      return;
+    }
+    // Checked here, synchronously before the write: no stall can come between check and write.
+    const lateMs = this.#writeBy === undefined ? 0 : performance.now() - this.#writeBy;
+    if (lateMs > 0) {
+      controller.abort(new WriteDeadlineError(lateMs));
       return;
     }
     this.#written = true;

@@ -19,7 +19,7 @@ export {
   type ErrorDescription,
 } from './errors.js';
 export { retryAfterMsOf } from './errors.js';
-export { MAX_RESPONSE_BYTES } from './exchange.js';
+export { MAX_RESPONSE_BYTES, WriteDeadlineError } from './exchange.js';
 export {
   JOB_STATUSES,
   TERMINAL_STATUSES,

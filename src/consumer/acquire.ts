@@ -4,6 +4,7 @@ import { budgetRate } from '../dispatch/budget.js';
 import { isConnectionError } from '../redis/connections.js';
 import { sleep } from '../runtime/deadline.js';
 import { sendInFlightMs } from '../runtime/in-flight.js';
+import { reportItemError, STORE_ITEM_RECHECK_MS } from '../runtime/store-item-error.js';
 import { type DispatchJobData, type DispatchJobRef } from '../runtime/jobs.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import { endUndeliverable, park, parkPaused, poison } from './endings.js';
@@ -77,9 +78,24 @@ export function createProcessor(ctx: SendContext) {
     // A fresh token per run: a retried or resent ACQUIRE of this run is answered `go` again, any
     // other run's (a rerun of a job thought stalled) `sending`.
     const attemptToken = randomUUID();
-    const verdict = await retryOnConnectionError(() =>
-      ctx.store.sends.acquire(ref, rate, toleranceMs, ctx.config.pollMinIntervalMs, attemptToken),
-    );
+    // When the (last) ACQUIRE was asked for: its grant came later, so a write deadline counted
+    // from here by this process's monotonic clock is never later than the one counted from it.
+    let askedAt = 0;
+    const verdict = await retryOnConnectionError(() => {
+      askedAt = performance.now();
+      return ctx.store.sends.acquire(
+        ref,
+        rate,
+        toleranceMs,
+        ctx.config.pollMinIntervalMs,
+        attemptToken,
+      );
+    }).catch((err: unknown) => {
+      // Its keys or stored values are broken (a limit out of range, a key of the wrong type): its
+      // ACQUIRE wrote nothing, and it waits, unsent and not ended, until an operator repairs them.
+      if (!reportItemError(ctx, err, ref)) throw err;
+      return park(ctx, job, token, Date.now() + STORE_ITEM_RECHECK_MS);
+    });
     switch (verdict.kind) {
       case 'go':
         ctx.metrics.projectSends.inc({ project: ref.projectId });
@@ -87,7 +103,12 @@ export function createProcessor(ctx: SendContext) {
           ctx,
           ref,
           { n: verdict.attempt, token: attemptToken },
-          { prompt: verdict.prompt, probe: verdict.probe },
+          {
+            prompt: verdict.prompt,
+            probe: verdict.probe,
+            writeBy:
+              verdict.writeWithinMs === undefined ? undefined : askedAt + verdict.writeWithinMs,
+          },
           job,
           token,
         );

@@ -1,4 +1,4 @@
-import { AgentApiError, configRejectionStatus } from '../agent-api/index.js';
+import { AgentApiError, configRejectionStatus, WriteDeadlineError } from '../agent-api/index.js';
 
 /**
  * The one place that decides what a failed send means.
@@ -24,6 +24,11 @@ export type SendFailure =
    * budget unit back when the request never reached the API.
    */
   | { kind: 'transient'; reason: string; refund: boolean }
+  /**
+   * Not written: its budget grant was too old to arrive within the margin (`WriteDeadlineError`).
+   * Given back and acquired again, no attempt spent.
+   */
+  | { kind: 'regrant' }
   /** May have been delivered (timeout or reset after the request was written): settle first. */
   | { kind: 'ambiguous'; reason: string }
   /** The API answered success with an unreadable body: delivered, job unknown. */
@@ -33,6 +38,7 @@ export type SendFailure =
 export function classifySendFailure(err: unknown): SendFailure {
   if (!(err instanceof AgentApiError)) return { kind: 'ambiguous', reason: 'unexpected_error' };
   if (err.ambiguous) return { kind: 'ambiguous', reason: err.code };
+  if (err.cause instanceof WriteDeadlineError) return { kind: 'regrant' };
   // A 429 first: it is the answer a busy fleet gets most, and it needs nothing else to decide.
   if (err.code === 'rate_limited') return { kind: 'rate_limited', retryAfterMs: err.retryAfterMs };
   const rejected = configRejectionStatus(err);

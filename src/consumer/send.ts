@@ -2,6 +2,7 @@ import { DelayedError, type Job } from 'bullmq';
 import { isAgentApiError, type AgentJob } from '../agent-api/index.js';
 import type { DispatchRef, MarkResult, WriteRetry } from '../dispatch/store.js';
 import { pauseSends, resumeSends } from '../runtime/auth-pause.js';
+import { reportItemError } from '../runtime/store-item-error.js';
 import type { RoleContext } from '../runtime/role.js';
 import type { Logger } from '../telemetry/logger.js';
 import { errorCode } from '../telemetry/metrics.js';
@@ -35,7 +36,7 @@ export async function sendFollowUp(
   ctx: SendContext,
   ref: DispatchRef,
   attempt: Attempt,
-  { prompt, probe }: { prompt: string; probe: boolean },
+  { prompt, probe, writeBy }: { prompt: string; probe: boolean; writeBy?: number | undefined },
   job: Job,
   token: string | undefined,
 ): Promise<string> {
@@ -49,7 +50,7 @@ export async function sendFollowUp(
   const started = performance.now();
   let agentJob: AgentJob;
   try {
-    agentJob = await ctx.api.sendMessage(ref.projectId, ref.jobId, prompt);
+    agentJob = await ctx.api.sendMessage(ref.projectId, ref.jobId, prompt, { writeBy });
   } catch (err) {
     ctx.metrics.apiLatency.observe(
       { operation: 'send', outcome: errorCode(err) },
@@ -98,10 +99,11 @@ export async function recordOutcome(
       outcomeRetry(ctx, log, { state }),
     );
   } catch (err) {
-    log.error(
-      { err, attempt: attempt.n, state, status: agentJob?.status },
-      LIFECYCLE.followupUnrecorded,
-    );
+    if (!reportItemError(ctx, err, ref))
+      log.error(
+        { err, attempt: attempt.n, state, status: agentJob?.status },
+        LIFECYCLE.followupUnrecorded,
+      );
     throw err;
   }
   // Another attempt holds the dispatch, or it ended meanwhile: this answer changes nothing.
@@ -161,6 +163,13 @@ async function onFailure(
       }
       log.info({ err, attempt: attempt.n }, LIFECYCLE.followupRetry);
       throw err;
+    case 'regrant':
+      // Its grant is too old for the request to arrive within the budget's margin (this worker
+      // stalled): nothing left, the unit goes back and it acquires again now, no attempt spent.
+      ctx.metrics.sends.inc({ outcome: 'regrant' });
+      log.info({ attempt: attempt.n }, LIFECYCLE.followupRegrant);
+      await requeue(ctx, ref, attempt, 'unwritten', 0, log);
+      return park(ctx, job, token, Date.now());
     case 'ambiguous':
       // The worker's own view decides what is in doubt: its timeout fired or the connection
       // reset after the request was written. Only such a send may be resent, and only when
@@ -186,7 +195,7 @@ function requeue(
   ctx: SendContext,
   ref: DispatchRef,
   attempt: Attempt,
-  refund: boolean,
+  refund: boolean | 'unwritten',
   parkMs: number,
   log: Logger,
 ) {

@@ -1,6 +1,6 @@
 import type { Rate } from '../config/index.js';
 import { beforeWrite, notOnDisk } from '../redis/disk-wait.js';
-import { failureOf, ItemFailure } from './call-batch.js';
+import { failureOf, itemAnswer, ItemFailure } from './call-batch.js';
 import { laneOf, type DispatchRef, type StoreState } from './store-state.js';
 
 /**
@@ -18,8 +18,8 @@ export interface Acquire {
   readonly attemptToken: string;
 }
 
-/** What acquire-n.lua answered for one dispatch: {verdict, n, text, probe, now}. */
-export type AcquireReply = [string, number, string, number?, number?];
+/** What acquire-n.lua answered for one dispatch: {verdict, n, text, probe, now, writeBy}. */
+export type AcquireReply = [string, number, string, number?, number?, number?];
 
 /**
  * One ACQUIRE's answer, and for a `go`, why its intent is not confirmed on disk
@@ -32,7 +32,8 @@ export interface Acquired {
 
 /**
  * Runs `items` in one call of acquire-n.lua (see `Sends.acquire`, which batches them), each
- * answered as if it ran alone; then, when any may go, one wait for the disk covers every intent
+ * answered as if it ran alone (one whose keys or stored values are broken fails alone, writing
+ * nothing: a `StoreItemError`); then, when any may go, one wait for the disk covers every intent
  * of the call. A wait that fails otherwise (a connection lost meanwhile) fails the `go`s only.
  */
 export async function acquireMany(
@@ -62,15 +63,21 @@ export async function acquireMany(
     );
   }
   const connection = await beforeWrite(options.durability, state.redis, keys.tracked);
-  const replies = (await state.scripts.run('acquire', keyList, args)) as AcquireReply[];
-  for (const [, , , , redisNowMs] of replies)
-    if (redisNowMs !== undefined) state.clock.saw(redisNowMs);
+  const replies = (
+    (await state.scripts.run('acquire', keyList, args)) as (AcquireReply | Error)[]
+  ).map((reply) => itemAnswer('acquire', reply));
+  for (const reply of replies)
+    if (!(reply instanceof ItemFailure) && reply[4] !== undefined) state.clock.saw(reply[4]);
   // The intents must be on disk before their prompts leave: a crash that took one back would
   // make its follow-up `queued` again, and it would be sent twice.
-  if (!replies.some(([kind]) => kind === 'go')) return replies.map((reply) => ({ reply }));
+  const isGo = (reply: AcquireReply | ItemFailure): reply is AcquireReply =>
+    !(reply instanceof ItemFailure) && reply[0] === 'go';
+  const answer = (reply: AcquireReply | ItemFailure) =>
+    reply instanceof ItemFailure ? reply : { reply };
+  if (!replies.some(isGo)) return replies.map(answer);
   const notDurable = await failureOf(notOnDisk(options.durability, connection));
   return replies.map((reply) => {
-    if (reply[0] !== 'go') return { reply };
+    if (!isGo(reply)) return answer(reply);
     return notDurable instanceof ItemFailure ? notDurable : { reply, notDurable };
   });
 }

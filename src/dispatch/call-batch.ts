@@ -81,3 +81,37 @@ export class CallBatch<Item, Result> {
     );
   }
 }
+
+/** The four writes that go many to a script call. */
+export type BatchedOp = 'acquire' | 'mark_sent' | 'reschedule' | 'finish';
+
+/**
+ * One item of a batched script call failed on its own and wrote nothing (see
+ * lua/includes/per-call.lua): a key of the wrong type, or a value stored in Redis that is out of
+ * range (a limit, a park, a budget log entry written by hand). It fails again until an operator
+ * repairs `key`; the other items of its call were not touched.
+ */
+export class StoreItemError extends Error {
+  override readonly name = 'StoreItemError';
+  constructor(
+    readonly op: BatchedOp,
+    /** The key at fault, `-` when Redis's own error named none. */
+    readonly key: string,
+    /** What is wrong with it. */
+    readonly why: string,
+  ) {
+    super(`${op}: ${key === '-' ? 'an item failed' : `key ${key}`}: ${why}`);
+  }
+}
+
+const ITEM_REPLY = /^ITEM (\S+) ([\s\S]*)$/;
+
+/**
+ * `reply` of one item as `run` answers it: an error reply (`ITEM <key> <why>`) becomes an
+ * {@link ItemFailure} with a {@link StoreItemError}; anything else is the item's result.
+ */
+export function itemAnswer<T>(op: BatchedOp, reply: T | Error): T | ItemFailure {
+  if (!(reply instanceof Error)) return reply;
+  const [, key = '-', why = reply.message] = ITEM_REPLY.exec(reply.message) ?? [];
+  return new ItemFailure(new StoreItemError(op, key, why));
+}

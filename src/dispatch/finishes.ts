@@ -1,5 +1,5 @@
 import { beforeWrite, notOnDisk } from '../redis/disk-wait.js';
-import { failureOf, ItemFailure } from './call-batch.js';
+import { failureOf, itemAnswer, ItemFailure } from './call-batch.js';
 import { eventFields, type Ending } from './event.js';
 import type { DispatchRecord, DispatchState } from './record.js';
 import { laneOf, type StoreState } from './store-state.js';
@@ -31,7 +31,7 @@ export interface Finished {
 
 /**
  * Runs `items` in one call of finish-n.lua (see `Tracking.finish`, which batches them), each
- * answered as if it ran alone. The lanes' releases must be on disk before their next follow-ups
+ * answered as if it ran alone (a broken key fails its item alone, writing nothing). The lanes' releases must be on disk before their next follow-ups
  * are woken: when the wait for the disk (`REDIS_DURABILITY`) fails, no next follow-up is
  * answered; each looks at its lane by itself later, and its own ACQUIRE's wait covers these ends
  * too (the AOF is one file, fsynced in order).
@@ -66,21 +66,25 @@ export async function finishMany(
     );
   }
   const connection = await beforeWrite(options.durability, state.redis, keys.tracked);
-  const reply = (await state.scripts.run('finish', keyList, args)) as [
-    number,
-    string,
-    string,
-    string?,
-  ][];
-  const answers = reply.map(([ended, next, , found]) => ({
-    finished: ended === 1,
-    nextDispatchId: next || undefined,
-    found: (found || undefined) as DispatchState | undefined,
-  }));
-  if (!answers.some((a) => a.nextDispatchId !== undefined)) return answers;
+  const reply = (await state.scripts.run('finish', keyList, args)) as (
+    [number, string, string, string?] | Error
+  )[];
+  const answers = reply.map((item): Finished | ItemFailure => {
+    const answer = itemAnswer('finish', item);
+    if (answer instanceof ItemFailure) return answer;
+    const [ended, next, , found] = answer;
+    return {
+      finished: ended === 1,
+      nextDispatchId: next || undefined,
+      found: (found || undefined) as DispatchState | undefined,
+    };
+  });
+  const hasNext = (a: Finished | ItemFailure): a is Finished =>
+    !(a instanceof ItemFailure) && a.nextDispatchId !== undefined;
+  if (!answers.some(hasNext)) return answers;
   const notDurable = await failureOf(notOnDisk(options.durability, connection));
   return answers.map((a) => {
-    if (a.nextDispatchId === undefined) return a;
+    if (!hasNext(a)) return a;
     if (notDurable instanceof ItemFailure) return notDurable;
     return notDurable === undefined ? a : { ...a, nextDispatchId: undefined };
   });

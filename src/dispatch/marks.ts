@@ -1,6 +1,6 @@
 import type { AgentJob } from '../agent-api/index.js';
 import { afterWrite, beforeWrite } from '../redis/disk-wait.js';
-import { failureOf, ItemFailure } from './call-batch.js';
+import { failureOf, itemAnswer, ItemFailure } from './call-batch.js';
 import type { DispatchRef, MarkResult, StoreState } from './store-state.js';
 
 /**
@@ -20,7 +20,7 @@ export interface Mark {
 
 /**
  * Runs `items` in one call of markSent-n.lua (see `Tracking.markSent`, which batches them), each
- * answered as if it ran alone; then, when any was recorded, one wait for the disk covers them all.
+ * answered as if it ran alone (a broken record fails alone, writing nothing); then, when any was recorded, one wait for the disk covers them all.
  * The answers must be on disk before their BullMQ jobs complete: a crash that took one back while
  * the job's completion (resent by ioredis after the reconnect) survived would leave the dispatch
  * `sending` with no job left to settle it. When the wait fails, each recorded answer fails with
@@ -46,14 +46,14 @@ export async function markMany(
   }
   const recordKeys = items.map((item) => keys.dispatch(item.ref.dispatchId));
   const connection = await beforeWrite(options.durability, state.redis, keys.tracked);
-  const replies = (await state.scripts.run(
-    'markSent',
-    [keys.tracked, ...recordKeys],
-    args,
-  )) as number[];
-  const results = replies.map((reply): MarkResult =>
-    reply === 1 ? 'marked' : reply === 0 ? 'moved-on' : 'stale',
-  );
+  const replies = (await state.scripts.run('markSent', [keys.tracked, ...recordKeys], args)) as (
+    number | Error
+  )[];
+  const results = replies.map((reply): MarkResult | ItemFailure => {
+    const answer = itemAnswer('mark_sent', reply);
+    if (answer instanceof ItemFailure) return answer;
+    return answer === 1 ? 'marked' : answer === 0 ? 'moved-on' : 'stale';
+  });
   if (!results.includes('marked')) return results;
   const onDisk = await failureOf(afterWrite(options.durability, connection));
   return results.map((result) =>

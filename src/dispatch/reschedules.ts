@@ -1,3 +1,4 @@
+import { itemAnswer, type ItemFailure } from './call-batch.js';
 import type { StoreState } from './store-state.js';
 
 /** Most reschedules in one call of reschedule-n.lua: its arguments stay a few thousand. */
@@ -12,12 +13,13 @@ export interface Reschedule {
 
 /**
  * Runs `items` in one call of reschedule-n.lua (see `Tracking.reschedule`, which batches them):
- * for each, whether it was still tracked.
+ * for each, whether it was still tracked, or its failure (a record that is not a hash: it wrote
+ * nothing).
  */
 export async function rescheduleMany(
   state: StoreState,
   items: readonly Reschedule[],
-): Promise<boolean[]> {
+): Promise<(boolean | ItemFailure)[]> {
   const { keys, scripts, clock } = state;
   const args: (string | number)[] = [items.length];
   for (const { dispatchId, delayMs, fields } of items) {
@@ -28,5 +30,8 @@ export async function rescheduleMany(
   }
   const recordKeys = items.map((item) => keys.dispatch(item.dispatchId));
   const reply = await scripts.run('reschedule', [keys.tracked, ...recordKeys], args);
-  return (Array.isArray(reply) ? reply : []).map((moved) => moved === 1);
+  return (Array.isArray(reply) ? (reply as (number | Error)[]) : []).map((moved) => {
+    const answer = itemAnswer('reschedule', moved);
+    return typeof answer === 'number' ? answer === 1 : answer;
+  });
 }

@@ -74,10 +74,13 @@ export class Sends {
       firstPollMs,
       attemptToken,
     });
-    const [kind, n, text, probe] = reply;
+    const [kind, n, text, probe, now, writeBy] = reply;
     switch (kind) {
       case 'go': {
-        if (notDurable === undefined) return { kind, attempt: n, prompt: text, probe: probe === 1 };
+        const writeWithinMs =
+          now !== undefined && writeBy !== undefined ? writeBy - now : undefined;
+        if (notDurable === undefined)
+          return { kind, attempt: n, prompt: text, probe: probe === 1, writeWithinMs };
         // Its intent is not on disk (see `acquireMany`): it must not be sent now.
         // Its own wait may fail too: the next run of the job then finds the intent in doubt.
         await this.#tracking.requeue(ref, n, attemptToken, true, 0).catch((err: unknown) => {

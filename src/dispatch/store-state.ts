@@ -65,8 +65,12 @@ export interface DispatchRef {
 
 /** The answer of `Sends.acquire`. */
 export type Verdict =
-  /** Send now. `probe`: sends are paused and this one tries whether the key works again. */
-  | { kind: 'go'; attempt: number; prompt: string; probe: boolean }
+  /**
+   * Send now. `probe`: sends are paused and this one tries whether the key works again.
+   * `writeWithinMs`: how long after the grant the request may still be written (the budget's
+   * margin, less how late a reserved slot was spent); later, it must be given back unsent.
+   */
+  | { kind: 'go'; attempt: number; prompt: string; probe: boolean; writeWithinMs?: number }
   | { kind: 'blocked' }
   /** Its prompt cannot be sent (empty, or over `promptMaxBytes`): nothing was spent. */
   | { kind: 'invalid'; promptBytes: number }

@@ -66,14 +66,15 @@ export class Tracking {
 
   /**
    * Returns a dispatch to `queued`, for attempt `attemptToken` only (`refund`: the request never
-   * left; `parkMs`: park the project), on disk. Resolves to the park deadline (0: none), or why
+   * left, its budget unit goes back; `'unwritten'`: nor was it written, so the attempt does not
+   * count either; `parkMs`: park the project), on disk. Resolves to the park deadline (0: none), or why
    * not. Idempotent.
    */
   async requeue(
     ref: DispatchRef,
     attempt: number,
     attemptToken: string,
-    refund: boolean,
+    refund: boolean | 'unwritten',
     parkMs = 0,
     retry?: WriteRetry,
   ): Promise<number | Exclude<MarkResult, 'marked'>> {
@@ -87,7 +88,7 @@ export class Tracking {
         [
           ref.dispatchId,
           attempt,
-          refund ? '1' : '0',
+          refund === 'unwritten' ? '2' : refund ? '1' : '0',
           Math.max(0, Math.round(parkMs)),
           attemptToken,
         ],

@@ -1,6 +1,7 @@
 import { AUTH_PROBE_BACKOFF } from '../dispatch/store.js';
 import type { DispatchRecord } from '../dispatch/record.js';
 import { within } from '../runtime/deadline.js';
+import { reportItemError } from '../runtime/store-item-error.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import { withTraceparent } from '../telemetry/trace-context.js';
 import { pollOne, type TickContext } from './read.js';
@@ -131,6 +132,11 @@ async function readFrom(
       .then(({ acted }) => acted)
       .then((ended) => {
         if (ended) counts.finished++;
+      })
+      // A RESCHEDULE or FINISH that failed for this follow-up alone (a broken key): reported; it
+      // stays due and is read again until an operator repairs the key.
+      .catch((err: unknown) => {
+        if (!reportItemError(ctx, err, record)) throw err;
       });
     reading.add(record.dispatchId);
     // Awaited below, or logged when the lane moves on without it: never an unhandled rejection.

@@ -10,7 +10,8 @@ export interface Metrics {
   readonly registry: Registry;
   /**
    * Send outcomes: sent, rate_limited, rejected, transient, ambiguous, budget_wait, blocked,
-   * auth_paused (held, or refused, while the agent API rejects the key), and not_durable (held:
+   * auth_paused (held, or refused, while the agent API rejects the key), regrant (not written: its
+   * budget grant was too old to arrive within the margin; given back), and not_durable (held:
    * Redis did not confirm the intent on disk).
    */
   readonly sends: Counter<'outcome'>;
@@ -44,6 +45,11 @@ export interface Metrics {
    * job had ended while it was still queued), orphaned (its record was gone: one event).
    */
   readonly repairs: Counter<'outcome'>;
+  /**
+   * Batched store writes that failed for one follow-up alone (a key of the wrong type, a stored
+   * value out of range), by op: acquire, mark_sent, reschedule, finish.
+   */
+  readonly storeItemErrors: Counter<'op'>;
   /**
    * Adds collectors that read Redis at scrape time, each with a `shard` label (`0` with one
    * shard): `agent_dispatch_queue_jobs{queue,state,shard}` (`queue.getJobCounts`),
@@ -176,6 +182,12 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       name: METRIC_NAMES.repairs,
       help: 'Queued follow-ups whose lost BullMQ job the poller gave back, by outcome.',
       labelNames: ['outcome'],
+      registers,
+    }),
+    storeItemErrors: new Counter({
+      name: METRIC_NAMES.storeItemErrors,
+      help: 'Store writes that failed for one follow-up alone (a broken key or stored value), by op.',
+      labelNames: ['op'],
       registers,
     }),
     watchRedis(next) {

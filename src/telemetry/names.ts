@@ -42,6 +42,8 @@ export const LIFECYCLE = {
   followupRepaired: 'followup:repaired',
   /** Redis did not confirm a send's intent on disk: it is queued again, nothing was sent. */
   followupNotDurable: 'followup:not-durable',
+  /** A send's budget grant was too old to be written: given back unsent, acquired again. */
+  followupRegrant: 'followup:regrant',
   projectParked: 'project:parked',
   concurrencyChanged: 'concurrency:changed',
   pollTick: 'poll:tick',
@@ -93,6 +95,8 @@ export const LIFECYCLE = {
   redisNotDurable: 'redis:not-durable',
   /** The start-up check: the server keeps a sent follow-up's record as a hashtable, not compact. */
   redisRecordsNotCompact: 'redis:records-not-compact',
+  /** One follow-up's keys or stored values are broken: its store write failed alone; it waits. */
+  storeItemError: 'store:item-error',
 } as const;
 
 /** Metric names, defined once. Every name starts with `agent_dispatch_`. */
@@ -118,6 +122,7 @@ export const METRIC_NAMES = {
   liveProcesses: 'agent_dispatch_live_processes',
   oldestQueuedAge: 'agent_dispatch_oldest_queued_age_seconds',
   projectPausedSince: 'agent_dispatch_project_paused_since_timestamp_seconds',
+  storeItemErrors: 'agent_dispatch_store_item_errors_total',
 } as const;
 
 /** Span names (OpenTelemetry messaging conventions: `{operation} {destination}`). */

@@ -1,5 +1,10 @@
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
-import { statusKind, type AgentApiClient } from '../../src/agent-api/index.js';
+import {
+  AgentApiError,
+  statusKind,
+  WriteDeadlineError,
+  type AgentApiClient,
+} from '../../src/agent-api/index.js';
 import { TEST_API_KEY, useSimulator } from '../support/simulator.js';
 import { failure, testClient } from './servers.js';
 
@@ -218,5 +223,23 @@ describe('unusable 2xx bodies', () => {
     const job = await client.getJob('proj', 'job-chunks');
     expect(job.id).toBe('job-chunks');
     expect(sim().requests[0]?.fault).toBe('slow-body');
+  });
+});
+
+describe('a write deadline', () => {
+  it('a send whose deadline passed is not written: nothing arrives, and it says why', async () => {
+    sim().seedJob('p', 'late');
+    const sent = client.sendMessage('p', 'late', 'hello', { writeBy: performance.now() - 1 });
+    const err = await sent.then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(AgentApiError);
+    expect(err).toMatchObject({ ambiguous: false });
+    expect((err as AgentApiError).cause).toBeInstanceOf(WriteDeadlineError);
+    expect(sim().deliveries).toEqual([]);
+    // In time, it goes.
+    await client.sendMessage('p', 'late', 'hello', { writeBy: performance.now() + 60_000 });
+    expect(sim().deliveries).toHaveLength(1);
   });
 });

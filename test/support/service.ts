@@ -1,3 +1,4 @@
+import type { AgentApiClient } from '../../src/agent-api/index.js';
 import { startConsumer } from '../../src/consumer/index.js';
 import type { Config, SettingName } from '../../src/config/index.js';
 import { startPoller, type PollerOptions } from '../../src/poller/index.js';
@@ -67,7 +68,13 @@ export function startService(
   ns: Namespace,
   simulator: Simulator,
   settings: Partial<Record<SettingName, string>> = {},
-  roles: { worker?: boolean; poller?: boolean; watchdog?: PollerOptions['watchdog'] } = {},
+  roles: {
+    worker?: boolean;
+    poller?: boolean;
+    watchdog?: PollerOptions['watchdog'];
+    /** The worker's agent-API client, in place of the one its config makes. */
+    api?: AgentApiClient;
+  } = {},
 ): InProcessService {
   const config = serviceConfig(ns, simulator, settings);
   const logger = createLogger(config.logLevel);
@@ -76,7 +83,7 @@ export function startService(
   const started = [
     ...(roles.worker === false
       ? []
-      : [startPerShard('worker', { config, logger, metrics }, startConsumer)]),
+      : [startPerShard('worker', { config, logger, metrics, api: roles.api }, startConsumer)]),
     ...(roles.poller === false
       ? []
       : [
@@ -114,7 +121,7 @@ export interface ServiceFixture {
   /** Starts {@link startService} in the test's namespace; closed after the test. */
   start(
     settings?: Partial<Record<SettingName, string>>,
-    roles?: { worker?: boolean; poller?: boolean },
+    roles?: { worker?: boolean; poller?: boolean; api?: AgentApiClient },
   ): InProcessService;
 }
 

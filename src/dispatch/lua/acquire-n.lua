@@ -32,7 +32,8 @@
   The ACQUIREs a worker asks for at about the same time go in one call (see dispatch/acquires.ts),
   each as if it ran alone, in the order given. What no ACQUIRE writes is read once per call: the
   send pause, and each project's controls and park. The tracked set gets one ZADD per call (see
-  includes/per-call.lua).
+  includes/per-call.lua). An item's error (a key of the wrong type, a limit, park or log entry out of
+  range) is its own answer, raised before its first write (includes/acquire-reads.lua).
 
   A reservation is looked up in the log when the record says it holds one (its field `reserved`,
   written with the reservation and dropped when it is spent), or, for one an earlier version made,
@@ -65,7 +66,8 @@
 
   Output: for each dispatch, {verdict, n, text, probe, now}
     go          n = attempt, text = prompt, probe = 1 when it is the fleet's probe of a rejected key,
-                now = Redis's time
+                now = Redis's time, then by when (Redis's time) the request must be written: later,
+                it could arrive outside the budget's margin, and the worker gives the grant back
     blocked     another dispatch heads the lane (heads with no record, or an ended one, are
                 dropped first); a head in the lane's list that the open index lacks is added to it
     invalid     n = the prompt's size in bytes: empty, or over ARGV[3]; nothing is spent
@@ -76,6 +78,7 @@
     missing     no record
     sending     n = when that attempt started, text = its token
     <state>     the record's state when not queued
+    or an error reply `ITEM <key> <why>`: this dispatch wrote nothing (includes/per-call.lua)
 ]]
 local trackedKey, pauseKey, openKey = KEYS[1], KEYS[2], KEYS[3]
 local n, recordPrefix, promptMaxBytes = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
@@ -83,23 +86,18 @@ local n, recordPrefix, promptMaxBytes = tonumber(ARGV[1]), ARGV[2], tonumber(ARG
 --- @include "includes/lane"
 --- @include "includes/now"
 --- @include "includes/per-call"
-
--- Read at most once per call: the send pause's probe time (kept here as ACQUIRE moves it), and
--- each project's controls and park, by key.
-local probeAt = nil
-local controlsOf, parkOf = {}, {}
+--- @include "includes/acquire-reads"
 
 local function acquire(k, a)
   local recordKey, headsKey, laneKey, budgetKey, parkKey, controlsKey, promptKey =
     KEYS[k], KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4], KEYS[k + 5], KEYS[k + 6]
   local dispatchId, token, jobId = ARGV[a], ARGV[a + 5], ARGV[a + 6]
-  local max, window, tolerance = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]),
-    tonumber(ARGV[a + 3])
+  local max, window, tolerance = checkedRate(recordKey, ARGV[a + 1], ARGV[a + 2], ARGV[a + 3])
   local keepFor = window
   local firstPollMs = tonumber(ARGV[a + 4])
 
   -- One read of the fields it decides on; the prompt (it goes back with `go`) only when it may go.
-  local stored = redis.call('HMGET', recordKey, 'state', 'prompt', 'attemptToken', 'attempts',
+  local stored = callOn('HMGET', recordKey, 'state', 'prompt', 'attemptToken', 'attempts',
     'sendingAt', 'reserved')
   local state = stored[1]
   if not state then return {'missing', 0, ''} end
@@ -110,31 +108,34 @@ local function acquire(k, a)
   end
   if state == 'sending' then
     local holder = stored[3] or ''
-    if token ~= '' and holder == token then return {'go', tonumber(stored[4]), prompt()} end
+    if token ~= '' and holder == token then
+      -- Its slot is at least a tolerance before the intent: written by then, it is within margin.
+      local controls = readControls(controlsKey)
+      local writeBy = (tonumber(stored[5]) or now) + (controls[2] and controls[4] or tolerance)
+      return {'go', tonumber(stored[4]), prompt(), 0, now, writeBy}
+    end
     return {state, tonumber(stored[5] or '0'), holder}
   end
   if state ~= 'queued' then return {state, 0, ''} end
+  -- Everything below that could raise is read and checked here, before the first write.
+  local attempts = numberIn(recordKey, 'attempts', stored[4] or '0', 0, MAX_SENDS, true)
+  if not stored[2] then expectType(promptKey, 'string') end
+  checkBudget(budgetKey)
+  local controls, parked, pause = readControls(controlsKey), readPark(parkKey), readPause(pauseKey)
   -- A lane head whose record is gone (deleted by hand, or lost with a Redis crash) would block its
   -- agent job for ever, and one whose record has ended (`done`: a FINISH of an earlier version did
   -- not hand the lane on) until the record expires: it is dropped, and the next head takes its
   -- turn. Records share the lane's prefix (and hash tag), so the head's record key is built from
   -- ARGV[2].
-  local function ended(id)
-    local headState = redis.call('HGET', recordPrefix .. id, 'state')
-    return not headState or headState == 'done'
-  end
-  local head, inList = laneHead(headsKey, laneKey, jobId)
-  while head and head ~= dispatchId and ended(head) do
-    laneAdvance(headsKey, laneKey, jobId)
-    head, inList = laneHead(headsKey, laneKey, jobId)
-  end
+  local drops, head, inList = laneWalk(recordPrefix, headsKey, laneKey, jobId, dispatchId)
+  for _ = 1, drops do laneAdvance(headsKey, laneKey, jobId) end
   if head ~= dispatchId then
     -- The repair sweep finds a lane of two or more through the open index. A producer of an earlier
     -- version that moved a lane of one into its list did not add the head to it: this waiting
     -- follow-up does, by the head's enqueue time, so a head whose job vanished is still repaired.
     if inList and not redis.call('ZSCORE', openKey, head) then
-      local since = redis.call('HGET', recordPrefix .. head, 'enqueuedAt')
-      if since then redis.call('ZADD', openKey, 'NX', since, head) end
+      local since = tonumber(redis.call('HGET', recordPrefix .. head, 'enqueuedAt'))
+      if since and since == since then redis.call('ZADD', openKey, 'NX', since, head) end
     end
     return {'blocked', 0, ''}
   end
@@ -146,25 +147,15 @@ local function acquire(k, a)
   end
   -- The log lives until its latest entry (a send or a reservation, possibly in the future) is
   -- `keepFor` old, and a minute more. This script knows that entry: no PTTL needed to extend it.
+  -- (Rounded up: an entry written by hand may have a fractional score.)
   local function keepUntil(latest)
-    redis.call('PEXPIRE', budgetKey, latest - now + keepFor + 60000)
+    redis.call('PEXPIRE', budgetKey, math.ceil(latest - now + keepFor + 60000))
   end
-  if not probeAt then probeAt = tonumber(redis.call('HGET', pauseKey, 'probeAt') or '0') end
-  if probeAt > now then return {'auth_paused', probeAt, ''} end
-  local controls = controlsOf[controlsKey]
-  if not controls then
-    controls = redis.call('HMGET', controlsKey, 'paused', 'max', 'windowMs', 'toleranceMs')
-    controlsOf[controlsKey] = controls
-  end
+  if pause[1] > now then return {'auth_paused', pause[1], ''} end
   if controls[1] == '1' then return {'paused', 0, ''} end
   if controls[2] then
-    max, window, tolerance = tonumber(controls[2]), tonumber(controls[3]), tonumber(controls[4])
+    max, window, tolerance = controls[2], controls[3], controls[4]
     if window > keepFor then keepFor = window end
-  end
-  local parked = parkOf[parkKey]
-  if not parked then
-    parked = tonumber(redis.call('GET', parkKey) or '0')
-    parkOf[parkKey] = parked
   end
   if parked > now then return {'parked', parked, ''} end
   redis.call('ZREMRANGEBYSCORE', budgetKey, '-inf', now - keepFor)
@@ -230,7 +221,7 @@ local function acquire(k, a)
     latest = tonumber(redis.call('ZRANGE', budgetKey, -1, -1, 'WITHSCORES')[2] or '0')
   end
   -- The attempt count was read with the state: one HSET writes it with the intent.
-  local attempt = (tonumber(stored[4]) or 0) + 1
+  local attempt = attempts + 1
   redis.call('ZADD', budgetKey, slot, dispatchId .. ':' .. attempt)
   keepUntil(math.max(latest, slot))
   redis.call('HSET', recordKey, 'state', 'sending', 'sendingAt', now, 'seenActive', '0',
@@ -238,17 +229,18 @@ local function acquire(k, a)
   if hinted then redis.call('HDEL', recordKey, 'reserved') end
   later('ZADD', trackedKey, now + firstPollMs, dispatchId)
   local probe = 0
-  if probeAt > 0 then
+  if pause[1] > 0 then
     probe = 1
-    local pause = redis.call('HMGET', pauseKey, 'backoffMs', 'maxBackoffMs')
-    local backoff = math.min(2 * tonumber(pause[1]), tonumber(pause[2]))
-    probeAt = now + backoff
-    redis.call('HSET', pauseKey, 'probeAt', probeAt, 'backoffMs', backoff)
+    local backoff = math.min(2 * pause[2], pause[3])
+    pause[1], pause[2] = now + backoff, backoff
+    redis.call('HSET', pauseKey, 'probeAt', pause[1], 'backoffMs', backoff)
   end
-  -- `now` too: the worker schedules the first status read by this clock (MARK_SENT).
-  return {'go', attempt, text, probe, now}
+  -- `now` too: the worker schedules the first status read by this clock (MARK_SENT). The budget
+  -- counts this send at `slot`, the API at its arrival: the window's margin (twice the tolerance,
+  -- see dispatch/budget.ts) covers the time between, so the request must be written by then.
+  return {'go', attempt, text, probe, now, slot + 2 * tolerance}
 end
 
 return eachItem(n, function(i)
   return acquire(4 + 7 * (i - 1), 4 + 7 * (i - 1))
-end)
+end, {{trackedKey, 'zset'}, {pauseKey, 'hash'}, {openKey, 'zset'}})

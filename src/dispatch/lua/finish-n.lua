@@ -39,7 +39,8 @@
       how many arguments follow: the stream entry's field/value pairs
 
   Output: for each dispatch, {1, next dispatchId of the lane or '', stream entry id}, or
-  {0, '', '', the state found ('' = no record)} when nothing changed
+  {0, '', '', the state found ('' = no record)} when nothing changed, or an error reply
+  `ITEM <key> <why>` (a key of the wrong type): it wrote nothing (see includes/per-call.lua)
 ]]
 local trackedKey, streamKey, openKey = KEYS[1], KEYS[2], KEYS[3]
 local n, retentionMs, maxLen = tonumber(ARGV[1]), ARGV[2], ARGV[3]
@@ -53,9 +54,13 @@ local function finish(k, a)
   local dispatchId, expected, jobId = ARGV[a], ARGV[a + 1], ARGV[a + 7]
   local entryFrom, entryTo = a + 9, a + 8 + tonumber(ARGV[a + 8])
 
-  local state = redis.call('HGET', recordKey, 'state')
+  local state = callOn('HGET', recordKey, 'state')
   if not state or state == 'done' then return {0, '', '', state or ''} end
   if expected ~= '' and expected ~= state then return {0, '', '', state} end
+  -- Every key it writes is checked before the first write: a failure writes nothing.
+  expectType(headsKey, 'hash')
+  expectType(laneKey, 'list')
+  if state == 'queued' then expectType(budgetKey, 'zset') end
   local fields = {'state', 'done', 'finishedAt', ARGV[a + 2], 'type', ARGV[a + 3], 'reason',
     ARGV[a + 4]}
   if ARGV[a + 5] ~= '' then table.insert(fields, 'job'); table.insert(fields, ARGV[a + 5]) end
@@ -84,9 +89,12 @@ local function finish(k, a)
   return {1, nextId or '', entry}
 end
 
-local a = 4
-return eachItem(n, function(i)
-  local reply = finish(4 + 5 * (i - 1), a)
+-- Where each dispatch's arguments start: each has a stream entry of its own length.
+local starts, a = {}, 4
+for i = 1, n do
+  starts[i] = a
   a = a + 9 + tonumber(ARGV[a + 8])
-  return reply
-end)
+end
+return eachItem(n, function(i)
+  return finish(4 + 5 * (i - 1), starts[i])
+end, {{trackedKey, 'zset'}, {streamKey, 'stream'}, {openKey, 'zset'}})

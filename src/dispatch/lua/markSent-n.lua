@@ -30,6 +30,8 @@
     1  recorded, or already so
     0  the record had moved on (another state)
     -1 another attempt holds it
+    or an error reply `ITEM <key> <why>` (a key of the wrong type): it wrote nothing (its one
+    write comes after the read that would raise; see includes/per-call.lua)
 ]]
 local trackedKey = KEYS[1]
 local n = tonumber(ARGV[1])
@@ -40,7 +42,7 @@ local n = tonumber(ARGV[1])
 local function mark(recordKey, a)
   local dispatchId, newState, token = ARGV[a], ARGV[a + 1], ARGV[a + 6]
   -- One read of the fields it decides on.
-  local stored = redis.call('HMGET', recordKey, 'state', 'attemptToken', 'sendingAt', 'seenActive')
+  local stored = callOn('HMGET', recordKey, 'state', 'attemptToken', 'sendingAt', 'seenActive')
   local state = stored[1]
   if state ~= 'sending' and state ~= 'unsettled' and state ~= 'sent' then return 0 end
   if (stored[2] or '') ~= token then return -1 end
@@ -64,4 +66,4 @@ end
 
 return eachItem(n, function(i)
   return mark(KEYS[i + 1], 2 + 8 * (i - 1))
-end)
+end, {{trackedKey, 'zset'}})

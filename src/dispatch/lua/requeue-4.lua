@@ -14,7 +14,8 @@
 
     ARGV[1] dispatchId
     ARGV[2] attempt
-    ARGV[3] refund (1/0)
+    ARGV[3] refund (1/0; 2: refund, and the request was never written: the attempt does not
+      count, so the event's `attempts` counts requests written only)
     ARGV[4] parkMs (0 = no park)
     ARGV[5] attemptToken
 
@@ -36,7 +37,10 @@ if state == 'sending' then
 else
   redis.call('HSET', recordKey, 'resend', '1')
 end
-if refund == '1' then redis.call('ZREM', budgetKey, dispatchId .. ':' .. attempt) end
+if refund ~= '0' then redis.call('ZREM', budgetKey, dispatchId .. ':' .. attempt) end
+if refund == '2' and redis.call('HGET', recordKey, 'attempts') == attempt then
+  redis.call('HSET', recordKey, 'attempts', tonumber(attempt) - 1)
+end
 if parkMs <= 0 then return 0 end
 --- @include "includes/now"
 local untilMs = now + parkMs

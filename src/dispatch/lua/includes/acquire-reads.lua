@@ -1,0 +1,91 @@
+-- ACQUIRE's reads that could raise (includes/guard.lua), made before the item's first write, and
+-- what is read at most once per call: the send pause, each project's controls and park, by key.
+
+-- The largest window a limit may have (about 300 years): every time the budget log computes stays
+-- an exact integer that Lua prints in full and PEXPIRE takes.
+local MAX_WINDOW_MS = 1e13
+local MAX_SENDS = 2147483647
+
+local pauseRead = nil
+local controlsOf, parkOf = {}, {}
+
+-- A rate's max, window and tolerance, checked; `key` is named when one is out of range.
+local function checkedRate(key, max, window, tolerance)
+  return numberIn(key, 'max', max, 1, MAX_SENDS, true),
+    numberIn(key, 'windowMs', window, 1, MAX_WINDOW_MS, true),
+    numberIn(key, 'toleranceMs', tolerance, 0, MAX_WINDOW_MS, false)
+end
+
+-- The send pause: {probeAt, backoffMs, maxBackoffMs}; ACQUIRE moves probeAt as it probes.
+local function readPause(pauseKey)
+  if not pauseRead then
+    local pause = redis.call('HMGET', pauseKey, 'probeAt', 'backoffMs', 'maxBackoffMs')
+    local probeAt = numberIn(pauseKey, 'probeAt', pause[1] or '0', 0, math.huge, false)
+    pauseRead = {probeAt, 0, 0}
+    if probeAt > 0 then
+      pauseRead[2] = numberIn(pauseKey, 'backoffMs', pause[2], 0, MAX_WINDOW_MS, false)
+      pauseRead[3] = numberIn(pauseKey, 'maxBackoffMs', pause[3], 0, MAX_WINDOW_MS, false)
+    end
+  end
+  return pauseRead
+end
+
+-- The project's controls: {paused, max, windowMs, toleranceMs}, a limit's three checked.
+local function readControls(controlsKey)
+  local controls = controlsOf[controlsKey]
+  if not controls then
+    controls = redis.call('HMGET', controlsKey, 'paused', 'max', 'windowMs', 'toleranceMs')
+    if controls[2] then
+      controls[2], controls[3], controls[4] =
+        checkedRate(controlsKey, controls[2], controls[3], controls[4])
+    end
+    controlsOf[controlsKey] = controls
+  end
+  return controls
+end
+
+-- Until when the project is parked (0: it is not).
+local function readPark(parkKey)
+  local parked = parkOf[parkKey]
+  if not parked then
+    parked = numberIn(parkKey, 'park', redis.call('GET', parkKey) or '0', 0, math.huge, false)
+    parkOf[parkKey] = parked
+  end
+  return parked
+end
+
+-- The budget log's type and its latest entry: no later than a window or two ahead, so the times
+-- computed from it stay exact (see MAX_WINDOW_MS).
+local function checkBudget(budgetKey)
+  local top = callOn('ZRANGE', budgetKey, -1, -1, 'WITHSCORES')[2]
+  if top then numberIn(budgetKey, 'latest entry', top, -math.huge, now + 3 * MAX_WINDOW_MS) end
+end
+
+-- Whether dispatch `id` has ended or has no record (its record checked to be a hash).
+local function ended(recordPrefix, id)
+  expectType(recordPrefix .. id, 'hash')
+  local headState = redis.call('HGET', recordPrefix .. id, 'state')
+  return not headState or headState == 'done'
+end
+
+-- Walks the lane without writing (as laneHead and laneAdvance would, includes/lane.lua; its reads
+-- check the lane's keys): how many heads before this dispatch have ended (or have no record) and
+-- are to be dropped, then the head after them, and whether it is the list's.
+local function laneWalk(recordPrefix, headsKey, laneKey, jobId, dispatchId)
+  local head = callOn('HGET', headsKey, jobId)
+  local inList = false
+  if not head then
+    head = callOn('LINDEX', laneKey, 0)
+    inList = head ~= false
+  end
+  local drops, index = 0, 0
+  while head and head ~= dispatchId and ended(recordPrefix, head) do
+    drops = drops + 1
+    -- Dropping the field (a lane of one) leaves the list's first next; dropping the list's head,
+    -- its second.
+    if inList then index = index + 1 end
+    head = callOn('LINDEX', laneKey, index)
+    inList = head ~= false
+  end
+  return drops, head, inList
+end

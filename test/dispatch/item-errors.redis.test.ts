@@ -1,0 +1,131 @@
+import { describe, expect, it } from 'vitest';
+import { StoreItemError } from '../../src/dispatch/call-batch.js';
+import type { DispatchRef } from '../../src/dispatch/store.js';
+import { keysFor } from '../../src/redis/keys.js';
+import { useStore } from '../support/store.js';
+
+/**
+ * One item of a batched script call (ACQUIRE, MARK_SENT, RESCHEDULE, FINISH) whose keys or stored
+ * values are broken fails alone, writing nothing; the others of its call complete as alone.
+ */
+describe('a broken item of a batched call', () => {
+  const fixture = useStore('item-errors');
+  const rate = { max: 10, windowMs: 60_000 };
+
+  /** One follow-up of each project named, agent job `j`. */
+  async function sent(...projects: string[]): Promise<DispatchRef[]> {
+    const results = await fixture().producer.sendMany(
+      projects.map((projectId) => ({ projectId, jobId: 'j', prompt: `to ${projectId}` })),
+    );
+    return results.map(({ dispatchId }, i) => ({
+      dispatchId,
+      projectId: projects[i]!,
+      jobId: 'j',
+    }));
+  }
+
+  /** Every key of the namespace with its type and contents, to compare writes. */
+  async function snapshot(): Promise<Record<string, string>> {
+    const { ns } = fixture();
+    const keys = (await ns.redis.keys(`${ns.prefix}*`)).sort();
+    const out: Record<string, string> = {};
+    for (const key of keys) out[key] = (await ns.redis.dumpBuffer(key))?.toString('hex') ?? '';
+    return out;
+  }
+
+  it('ACQUIRE: a limit out of range or a budget of the wrong type fails its own item only', async () => {
+    const { ns, store } = fixture();
+    const at = keysFor(ns.prefix);
+    const [healthy1, evil, healthy2, wrong] = await sent('h1', 'evil', 'h2', 'wrong');
+    // As `project limit evil 1/10000000000d` stored it: PEXPIRE cannot take its window.
+    await ns.redis.hset(at.projectControls('evil'), {
+      limit: '1/10000000000d',
+      max: 1,
+      windowMs: 864_000_000_000_000_000,
+      toleranceMs: 500,
+    });
+    await ns.redis.set(at.budget('wrong'), 'a budget log overwritten by hand');
+    const before = { evil: await store.sends.get(evil!.dispatchId), wrongBudget: 'string' };
+
+    const acquired = await Promise.allSettled(
+      [healthy1, evil, healthy2, wrong].map((ref, i) =>
+        store.sends.acquire(ref!, rate, 50, 60_000, `T${i}`),
+      ),
+    );
+    expect(acquired.map((r) => r.status)).toEqual([
+      'fulfilled',
+      'rejected',
+      'fulfilled',
+      'rejected',
+    ]);
+    expect((acquired[0] as PromiseFulfilledResult<{ kind: string }>).value.kind).toBe('go');
+    expect((acquired[2] as PromiseFulfilledResult<{ kind: string }>).value.kind).toBe('go');
+    const evilErr = (acquired[1] as PromiseRejectedResult).reason as StoreItemError;
+    expect(evilErr).toBeInstanceOf(StoreItemError);
+    expect(evilErr).toMatchObject({ op: 'acquire', key: at.projectControls('evil') });
+    expect(evilErr.why).toMatch(/windowMs/);
+    const wrongErr = (acquired[3] as PromiseRejectedResult).reason as StoreItemError;
+    expect(wrongErr).toMatchObject({ op: 'acquire', key: at.budget('wrong') });
+    expect(wrongErr.why).toMatch(/WRONGTYPE/);
+    // The broken items wrote nothing; the healthy ones are tracked.
+    expect(await store.sends.get(evil!.dispatchId)).toEqual(before.evil);
+    expect(await ns.redis.exists(at.budget('evil'))).toBe(0);
+    expect(await ns.redis.type(at.budget('wrong'))).toBe(before.wrongBudget);
+    expect(await ns.redis.zscore(at.tracked, evil!.dispatchId)).toBeNull();
+    expect(await ns.redis.zscore(at.tracked, healthy1!.dispatchId)).not.toBeNull();
+    expect(await ns.redis.zscore(at.tracked, healthy2!.dispatchId)).not.toBeNull();
+
+    // Repaired, it goes by itself.
+    await ns.redis.del(at.projectControls('evil'), at.budget('wrong'));
+    const again = await Promise.all(
+      [evil, wrong].map((ref, i) => store.sends.acquire(ref!, rate, 50, 60_000, `R${i}`)),
+    );
+    expect(again.map((v) => v.kind)).toEqual(['go', 'go']);
+  });
+
+  it('MARK_SENT, RESCHEDULE and FINISH: a record of the wrong type fails its own item only', async () => {
+    const { ns, store } = fixture();
+    const at = keysFor(ns.prefix);
+    const [a, broken] = await sent('a', 'b');
+    await store.sends.acquire(a!, rate, 50, 60_000, 'A');
+    await store.sends.acquire(broken!, rate, 50, 60_000, 'B');
+    await ns.redis.zrem(at.tracked, a!.dispatchId);
+    await ns.redis.del(at.dispatch(broken!.dispatchId));
+    await ns.redis.sadd(at.dispatch(broken!.dispatchId), 'not a hash');
+    const untouched = await snapshot();
+
+    const marked = await Promise.allSettled([
+      store.tracking.markSent(broken!, 'sent', undefined, 60_000, 'B'),
+      store.tracking.markSent(a!, 'sent', undefined, 60_000, 'A'),
+    ]);
+    expect(marked.map((r) => r.status)).toEqual(['rejected', 'fulfilled']);
+    expect((marked[0] as PromiseRejectedResult).reason).toMatchObject({
+      op: 'mark_sent',
+      key: at.dispatch(broken!.dispatchId),
+    });
+    expect((await store.sends.get(a!.dispatchId))?.state).toBe('sent');
+    expect(await ns.redis.zscore(at.tracked, a!.dispatchId)).not.toBeNull();
+
+    await ns.redis.zadd(at.tracked, 1, broken!.dispatchId);
+    const moved = await Promise.allSettled([
+      store.tracking.reschedule(broken!.dispatchId, 5_000, { pollDelayMs: 5_000 }),
+      store.tracking.reschedule(a!.dispatchId, 5_000, { pollDelayMs: 5_000 }),
+    ]);
+    expect(moved.map((r) => r.status)).toEqual(['rejected', 'fulfilled']);
+    expect(await ns.redis.zscore(at.tracked, broken!.dispatchId)).toBe('1');
+
+    const record = await store.sends.get(a!.dispatchId);
+    const ended = await Promise.allSettled([
+      store.tracking.finish(
+        { ...record!, dispatchId: broken!.dispatchId, projectId: 'b' },
+        { type: 'followup.completed' },
+      ),
+      store.tracking.finish(record!, { type: 'followup.completed' }),
+    ]);
+    expect(ended.map((r) => r.status)).toEqual(['rejected', 'fulfilled']);
+    expect((await store.sends.get(a!.dispatchId))?.state).toBe('done');
+    const after = await snapshot();
+    expect(after[at.dispatch(broken!.dispatchId)]).toBe(untouched[at.dispatch(broken!.dispatchId)]);
+    expect(await ns.redis.xlen(ns.eventsStream)).toBe(1);
+  });
+});
