@@ -30,7 +30,8 @@ export interface ControlsOptions {
 
 /**
  * `DELETE /v1/followups/:dispatchId`, `POST /v1/projects/:projectId/pause` and `/resume`,
- * `PUT /v1/projects/:projectId/limit` (`{"limit": "50/1h"}` or `{"limit": null}`) and
+ * `PUT /v1/projects/:projectId/limit` (`{"limit": "50/1h"}`, with `"force": true` for one looser
+ * than `SEND_RATE_LIMIT`, or `{"limit": null}`) and
  * `GET /v1/projects/:projectId`.
  */
 export function controlsRouter(options: ControlsOptions): Router {
@@ -66,11 +67,13 @@ export function controlsRouter(options: ControlsOptions): Router {
       const projectId = param(req.params['projectId']);
       if (typeof body !== 'object' || body === null || Array.isArray(body) || !('limit' in body))
         return sendProblem(res, 'limit', 'expected a body {"limit": "50/1h"} or {"limit": null}');
-      const { limit } = body as { limit: unknown };
+      const { limit, force } = body as { limit: unknown; force?: unknown };
+      if (force !== undefined && typeof force !== 'boolean')
+        return sendProblem(res, 'force', 'expected true or false');
       return answer(res, logger, () =>
         limit === null
           ? admin.clearProjectLimit(projectId)
-          : admin.setProjectLimit(projectId, limit as string),
+          : admin.setProjectLimit(projectId, limit as string, { force: force === true }),
       );
     },
   );

@@ -77,16 +77,18 @@ function button(action: string, label: string, danger = false): string {
   return `<form method="post" action="${esc(action)}"><button type="submit"${cls}>${esc(label)}</button></form>`;
 }
 
-/** The project's badges: paused, parked by a 429, out of budget, or sending. */
+/** The project's badges: what is wrong with its stored controls, paused, parked, out of budget, or sending. */
 function badges(p: ProjectView, now: number): string {
   const out: string[] = [];
+  if (p.problem)
+    out.push(`<span class="badge parked" title="${esc(p.problem)}">${esc(p.problem)}</span>`);
   if (p.paused) out.push(`<span class="badge paused">paused</span>`);
   if (p.parkedUntil)
     out.push(
       `<span class="badge parked">parked (429) for ${span(Date.parse(p.parkedUntil) - now)}</span>`,
     );
   // Against the project's own reading time: `now` is the page's, read a moment before.
-  const next = Date.parse(p.nextSlotAt) - Date.parse(p.at);
+  const next = p.nextSlotAt === null ? 0 : Date.parse(p.nextSlotAt) - Date.parse(p.at);
   if (next > 0) out.push(`<span class="badge over">out of budget for ${span(next)}</span>`);
   if (out.length === 0) out.push(`<span class="badge ok">sending</span>`);
   return out.join('');

@@ -57,6 +57,12 @@ export interface LimitResult {
   readonly previous: string | null;
 }
 
+/** Options of {@link Admin.setProjectLimit}. */
+export interface LimitOptions {
+  /** Sets a limit looser than `SEND_RATE_LIMIT` (the agent API's own) all the same. */
+  readonly force?: boolean;
+}
+
 /**
  * The operator controls (contract, section 4). Each change is one atomic script that every
  * worker's next ACQUIRE reads, so it holds fleet-wide at once. Input errors throw
@@ -68,8 +74,12 @@ export interface Admin {
   pauseProject(projectId: string): Promise<PauseResult>;
   /** Resumes the project and wakes its parked follow-ups at once. */
   resumeProject(projectId: string): Promise<PauseResult>;
-  /** Gives the project its own limit, `N/DURATION` (`50/1h`), in place of `SEND_RATE_LIMIT`. */
-  setProjectLimit(projectId: string, limit: string): Promise<LimitResult>;
+  /**
+   * Gives the project its own limit, `N/DURATION` (`50/1h`), in place of `SEND_RATE_LIMIT`: a
+   * count of at least 1, a window of at most 24 h, and no looser than `SEND_RATE_LIMIT` (no
+   * window of its length may hold more sends) unless `force` (see `checkLimit`).
+   */
+  setProjectLimit(projectId: string, limit: string, options?: LimitOptions): Promise<LimitResult>;
   /** Back to `SEND_RATE_LIMIT`. */
   clearProjectLimit(projectId: string): Promise<LimitResult>;
   /** Paused or not, its limit and budget use, its next slot, its 429 park, its counts. */
@@ -124,9 +134,9 @@ export function createAdmin(options: AdminOptions): Admin {
     }
   }
 
-  async function setLimit(projectIdInput: string, limit: string | undefined) {
+  async function setLimit(projectIdInput: string, limit: string | undefined, force = false) {
     const projectId = checkId('projectId', projectIdInput);
-    const parsed = limit === undefined ? undefined : checkLimit(limit);
+    const parsed = limit === undefined ? undefined : checkLimit(limit, defaultRate, force);
     const { previous } = await run(async () => {
       const rate = parsed && { text: parsed.text, rate: budgetRate(parsed.rate) };
       const { store, queue } = shardFor(projectId);
@@ -160,7 +170,8 @@ export function createAdmin(options: AdminOptions): Admin {
         return { projectId, paused: false, changed, woken: parked.length };
       });
     },
-    setProjectLimit: (projectId, limit) => setLimit(projectId, limit ?? ''),
+    setProjectLimit: (projectId, limit, limitOptions) =>
+      setLimit(projectId, limit ?? '', limitOptions?.force === true),
     clearProjectLimit: (projectId) => setLimit(projectId, undefined),
     showProject,
     project: showProject,

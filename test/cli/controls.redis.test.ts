@@ -84,6 +84,43 @@ describe('the control commands', () => {
     expect(await ns().redis.exists(keys.projectControls('other'))).toBe(0);
   }, 60_000);
 
+  it('bounds a limit, needs --force for one looser than SEND_RATE_LIMIT, and shows any stored limit', async () => {
+    const keys = keysFor(ns().prefix);
+    const long = await run('project', 'limit', 'B', '1/200000000d');
+    expect([long.code, long.stderr]).toEqual([
+      2,
+      'agent-dispatch: limit: the window must be at least 1ms and at most 24h, got "1/200000000d"\n',
+    ]);
+    const loose = await run('project', 'limit', 'B', '200/2h');
+    expect(loose.code).toBe(2);
+    expect(loose.stderr).toMatch(
+      /^agent-dispatch: limit: 200\/2h is looser than SEND_RATE_LIMIT 100\/1h.*--force/,
+    );
+    expect(await ns().redis.exists(keys.projectControls('B'))).toBe(0);
+    const forced = await run('project', 'limit', 'B', '200/2h', '--force');
+    expect([forced.code, json(forced.stdout)]).toEqual([
+      0,
+      { projectId: 'B', limit: '200/2h', previous: null },
+    ]);
+    // What an earlier version let through, with a send in its window: a next slot past any date.
+    await ns().redis.hset(keys.projectControls('B'), {
+      limit: '1/200000000d',
+      max: '1',
+      windowMs: '17280000001000000',
+    });
+    await ns().redis.zadd(keys.budget('B'), Date.now(), 's:one');
+    const shown = await run('project', 'show', 'B');
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(json(shown.stdout)).toMatchObject({
+      limit: '1/200000000d',
+      sendsInWindow: 1,
+      nextSlotAt: null,
+      problem: expect.stringMatching(
+        /^invalid stored limit "1\/200000000d": its window .* is over 24h/,
+      ),
+    });
+  }, 60_000);
+
   it('cancels a queued follow-up; refuses with exit 1 one being sent, a finished one, an unknown id', async () => {
     const [queued, sending] = await producer().sendMany([
       { projectId: 'c', jobId: 'a', prompt: 'one' },
