@@ -63,6 +63,8 @@ export const projectCommand: Command = {
     'show P       paused or not, its limit, sends in the current window, when its next slot',
     '             opens, its 429 park, and its queued / sending / tracked follow-ups',
     'Each prints one JSON object. An unknown project is fine (a control may come first).',
+    'They use the shard count the fleet recorded in Redis; a DISPATCH_SHARDS that differs from it',
+    'is refused (exit 2), having changed nothing.',
     'Example: agent-dispatch project limit docs-site 50/1h',
   ].join('\n'),
   options: {

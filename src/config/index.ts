@@ -26,6 +26,11 @@ export interface Config {
   readonly redisCluster: boolean;
   /** `DISPATCH_SHARDS`: how many shards the keyspace is split into (see `shardLayout`). */
   readonly shardCount: number;
+  /**
+   * Whether `DISPATCH_SHARDS` was set: when not, the tools (`status`, `cancel`, `project ...`, the
+   * intake's producer) use the count the fleet recorded in Redis instead of the default.
+   */
+  readonly shardCountSet: boolean;
   /** `SHARDS`: the shards this process serves, ascending; every shard when unset. */
   readonly servedShards: readonly number[];
   readonly agentApiUrl: string;
@@ -145,6 +150,7 @@ export function loadConfig(
     durability: Object.freeze(p.REDIS_DURABILITY),
     redisCluster: p.REDIS_CLUSTER,
     shardCount: p.DISPATCH_SHARDS,
+    shardCountSet: (overrides.DISPATCH_SHARDS ?? nonEmpty(env['DISPATCH_SHARDS'])) !== undefined,
     servedShards,
     agentApiUrl: p.AGENT_API_URL.replace(/\/+$/, ''),
     agentApiKey,

@@ -6,6 +6,7 @@ import {
   UnknownDispatchError,
   type Admin,
 } from '../producer/index.js';
+import { LayoutError } from '../redis/layout.js';
 import { within } from '../runtime/deadline.js';
 import type { Logger } from '../telemetry/logger.js';
 import { LIFECYCLE } from '../telemetry/names.js';
@@ -101,7 +102,8 @@ function sendProblem(res: Response, field: string, message: string): void {
 
 /**
  * Bad input 400 naming the field, an unknown follow-up 404, one past `queued` 409 with its state,
- * Redis unreachable 503; anything else a logged 500.
+ * a `DISPATCH_SHARDS` the fleet's record contradicts 500 naming it, Redis unreachable 503;
+ * anything else a logged 500.
  */
 function answerFailure(res: Response, logger: Logger, err: unknown): void {
   if (err instanceof InvalidControlError) return sendProblem(res, err.field, err.problem);
@@ -113,6 +115,11 @@ function answerFailure(res: Response, logger: Logger, err: unknown): void {
       dispatchId: err.dispatchId,
       state: err.state,
     });
+  if (err instanceof LayoutError) {
+    // The server's own setting disagrees with the fleet's record: nothing a caller can fix.
+    logger.error({ err, method: res.req.method, path: res.req.path }, LIFECYCLE.intakeError);
+    return sendError(res, 500, err.message, { code: err.code, setting: err.setting });
+  }
   if (err instanceof RedisUnavailableError) {
     logger.warn({ err, method: res.req.method, path: res.req.path }, LIFECYCLE.intakeUnavailable);
     res.set('retry-after', '5');
