@@ -1,3 +1,4 @@
+import { durably } from '../redis/disk-wait.js';
 import type { BudgetRate } from './budget.js';
 import { readShowReply, type ProjectState, type ShowReply } from './project-state.js';
 import type { StoreState } from './store-state.js';
@@ -7,8 +8,9 @@ export type { ProjectState } from './project-state.js';
 /**
  * An operator's controls of one project (`Keys.projectControls`): pause and resume, its own send
  * limit, and what `project show` reads. Each change is one script, read by every ACQUIRE
- * (acquire-n.lua), so the whole fleet honours it from its next send. Reached through
- * `DispatchStore.projects`.
+ * (acquire-n.lua), so the whole fleet honours it from its next send, and is on disk before it
+ * answers (`StoreOptions.durability`, as an enqueue is): a crash must not undo a pause or a limit
+ * the operator was told about. Reached through `DispatchStore.projects`.
  */
 
 /** Open follow-ups `show` reads at most to count a project's (see projectShow-5.lua). */
@@ -57,16 +59,18 @@ export class ProjectControls {
     limit: { text: string; rate: BudgetRate } | undefined,
   ): Promise<{ previous: string | undefined; reservedBy: string[] }> {
     const { controls, budget } = this.#keys(projectId);
-    const [previous, dropped] = (await this.#state.scripts.run(
-      'projectLimit',
-      [controls, budget, this.#state.keys.controlledProjects],
-      [
-        projectId,
-        limit?.text ?? '',
-        limit?.rate.max ?? 0,
-        limit?.rate.windowMs ?? 0,
-        limit?.rate.toleranceMs ?? 0,
-      ],
+    const [previous, dropped] = (await this.#durably(controls, () =>
+      this.#state.scripts.run(
+        'projectLimit',
+        [controls, budget, this.#state.keys.controlledProjects],
+        [
+          projectId,
+          limit?.text ?? '',
+          limit?.rate.max ?? 0,
+          limit?.rate.windowMs ?? 0,
+          limit?.rate.toleranceMs ?? 0,
+        ],
+      ),
     )) as [string, string[]];
     return { previous: previous || undefined, reservedBy: dropped };
   }
@@ -102,10 +106,18 @@ export class ProjectControls {
 
   #pauseScript(projectId: string, pause: boolean) {
     const { keys } = this.#state;
-    return this.#state.scripts.run(
-      'projectPause',
-      [keys.projectControls(projectId), keys.projectPaused(projectId), keys.controlledProjects],
-      [projectId, pause ? 1 : 0],
+    const controls = keys.projectControls(projectId);
+    return this.#durably(controls, () =>
+      this.#state.scripts.run(
+        'projectPause',
+        [controls, keys.projectPaused(projectId), keys.controlledProjects],
+        [projectId, pause ? 1 : 0],
+      ),
     );
+  }
+
+  /** Runs a change of `key`'s controls and waits for the disk (see `durably`). */
+  #durably<T>(key: string, write: () => Promise<T>): Promise<T> {
+    return durably(this.#state.options.durability, this.#state.redis, key, write);
   }
 }

@@ -6,6 +6,7 @@ import {
   UnknownDispatchError,
   type Admin,
 } from '../producer/index.js';
+import { NotDurableError } from '../redis/disk-wait.js';
 import { LayoutError } from '../redis/layout.js';
 import { within } from '../runtime/deadline.js';
 import type { Logger } from '../telemetry/logger.js';
@@ -119,6 +120,11 @@ function answerFailure(res: Response, logger: Logger, err: unknown): void {
     // The server's own setting disagrees with the fleet's record: nothing a caller can fix.
     logger.error({ err, method: res.req.method, path: res.req.path }, LIFECYCLE.intakeError);
     return sendError(res, 500, err.message, { code: err.code, setting: err.setting });
+  }
+  if (err instanceof NotDurableError) {
+    // A strict REDIS_DURABILITY this server cannot keep: refused before anything was written.
+    logger.warn({ err, method: res.req.method, path: res.req.path }, LIFECYCLE.intakeUnavailable);
+    return sendError(res, 503, `${err.message}; nothing changed`, { code: err.code });
   }
   if (err instanceof RedisUnavailableError) {
     logger.warn({ err, method: res.req.method, path: res.req.path }, LIFECYCLE.intakeUnavailable);

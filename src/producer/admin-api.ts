@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { Rate } from '../config/index.js';
+import type { DurabilitySetting } from '../redis/durability.js';
 import type { CancelResult, ProjectView } from './controls.js';
 import type { Overview, OverviewOptions } from './overview.js';
 
@@ -30,6 +31,15 @@ export interface AdminOptions {
   shards?: number;
   /** `REDIS_CLUSTER`: `redisUrl` is the seed node of a Redis Cluster. @defaultValue false */
   cluster?: boolean;
+  /**
+   * `REDIS_DURABILITY`: with `fsync` (the default) on a server that has WAITAOF, a cancel, pause,
+   * resume or limit answers only once fsynced to the AOF, as `send` does, so a Redis crash cannot
+   * undo a change the caller was told about. `strict` refuses every change, before any write,
+   * with `NotDurableError` where the server cannot keep that promise.
+   */
+  durability?: DurabilitySetting;
+  /** How long a change waits for the disk (WAITAOF) before it fails, retryable. @defaultValue 5000 */
+  durabilityTimeoutMs?: number;
 }
 
 /** The answer of a pause or resume; `changed` is false when the project already was so. */

@@ -8,7 +8,7 @@ import { shardOf } from '../redis/keys.js';
 import { wakeDispatch } from '../runtime/jobs.js';
 import type { Admin, AdminOptions } from './admin-api.js';
 import { cancelFollowUp, checkId, checkLimit, projectView, type ProjectView } from './controls.js';
-import { asRedisFailure } from './errors.js';
+import { controlFailure, diskGuard } from './disk.js';
 import { fleetOf } from './fleet.js';
 import { mergeOverviews, readOverview } from './overview.js';
 
@@ -33,6 +33,7 @@ export function createAdmin(options: AdminOptions): Admin {
   redis.on('error', () => {
     // Failures reach the caller as rejected calls.
   });
+  const disk = diskGuard(options.durability, options.durabilityTimeoutMs ?? 5_000, redis);
   const fleet = fleetOf(redis, {
     prefix,
     eventsStream: options.eventsStream ?? 'agent-dispatch:events',
@@ -41,6 +42,8 @@ export function createAdmin(options: AdminOptions): Admin {
     ending: {
       eventsMaxLen: options.eventsMaxLen ?? 1_000_000,
       retentionMs: options.dispatchRetentionMs ?? 7 * 86_400_000,
+      // Every change waits for the disk before it answers, as an enqueue does.
+      durability: disk.wait,
     },
     readyTimeoutMs: options.readyTimeoutMs ?? 5_000,
   });
@@ -53,20 +56,28 @@ export function createAdmin(options: AdminOptions): Admin {
 
   /**
    * Runs `call` on the shards once Redis is reachable and the layout read (see `fleetOf`), Redis
-   * failures mapped; a `LayoutError` is rethrown as it is.
+   * failures mapped; a `LayoutError` is rethrown as it is. A change (`kept`: what may be kept when
+   * its wait for the disk fails) is refused first when a strict `REDIS_DURABILITY` cannot be kept.
    */
-  async function run<T>(call: (all: Awaited<ReturnType<typeof shards>>) => Promise<T>) {
+  async function run<T>(call: (all: AdminShard[]) => Promise<T>, kept?: string) {
     const all = await shards();
     try {
+      if (kept !== undefined) await disk.assess(redis);
       return await call(all);
     } catch (err) {
-      throw asRedisFailure(err, redis);
+      throw controlFailure(err, redis, kept ?? '');
     }
   }
 
-  /** Runs `call` on the shard of `projectId`. */
+  const shardOfProject = (all: AdminShard[], projectId: string) =>
+    all[shardOf(projectId, all.length)] ?? (all[0] as AdminShard);
+
+  /** Runs the change `call` on the shard of `projectId`. */
   const inShardOf = <T>(projectId: string, call: (shard: AdminShard) => Promise<T>) =>
-    run((all) => call(all[shardOf(projectId, all.length)] ?? (all[0] as AdminShard)));
+    run(
+      (all) => call(shardOfProject(all, projectId)),
+      'the change may or may not be kept: retry it',
+    );
 
   async function setLimit(projectIdInput: string, limit: string | undefined, force = false) {
     const projectId = checkId('projectId', projectIdInput);
@@ -83,8 +94,8 @@ export function createAdmin(options: AdminOptions): Admin {
 
   async function showProject(projectIdInput: string): Promise<ProjectView> {
     const projectId = checkId('projectId', projectIdInput);
-    const state = await inShardOf(projectId, ({ store }) =>
-      store.projects.show(projectId, budgetRate(defaultRate)),
+    const state = await run((all) =>
+      shardOfProject(all, projectId).store.projects.show(projectId, budgetRate(defaultRate)),
     );
     return projectView(state, defaultRate);
   }
@@ -127,15 +138,9 @@ export function createAdmin(options: AdminOptions): Admin {
       return run(async (all) => {
         // The id does not name its shard: the one that holds the record ends it.
         const found = await Promise.all(all.map((s) => s.store.sends.get(dispatchId)));
-        const shard =
-          all[
-            Math.max(
-              0,
-              found.findIndex((r) => r !== undefined),
-            )
-          ];
-        return cancelFollowUp(shard ?? (all[0] as AdminShard), dispatchId);
-      });
+        const at = found.findIndex((r) => r !== undefined);
+        return cancelFollowUp(all[Math.max(0, at)] ?? (all[0] as AdminShard), dispatchId);
+      }, 'the cancel may or may not be kept: see status');
     },
     close() {
       closing ??= (async () => {
@@ -159,6 +164,7 @@ export function adminFor(config: Config, connection?: Redis): Admin {
     ...(config.shardCountSet ? { shards: config.shardCount } : {}),
     cluster: config.redisCluster,
     sendRateLimit: config.sendRateLimit,
+    durability: config.durability,
   });
 }
 

@@ -16,7 +16,7 @@ import {
 import { fleetOf } from './fleet.js';
 import { startSendSpans } from '../telemetry/tracing.js';
 import { cancelFollowUp, checkId } from './controls.js';
-import { diskGuard } from './disk.js';
+import { controlFailure, diskGuard } from './disk.js';
 import { enqueueByShard, type ProducerShard } from './shards.js';
 
 import type { Producer, ProducerOptions } from './api.js';
@@ -40,7 +40,9 @@ export function createProducer(options: ProducerOptions): Producer {
   redis.on('error', () => {
     // Failures reach the caller as rejected sends; the fail-fast connection never queues them.
   });
-  // The shards, once the fleet's layout is read (see fleet.ts); only `cancel` ends a dispatch here.
+  const disk = diskGuard(options.durability, options.durabilityTimeoutMs ?? 5_000, redis);
+  // The shards, once the fleet's layout is read (see fleet.ts); only `cancel` ends a dispatch
+  // here, and waits for the disk as `send` does.
   const fleet = fleetOf(redis, {
     prefix,
     eventsStream: options.eventsStream ?? 'agent-dispatch:events',
@@ -49,10 +51,10 @@ export function createProducer(options: ProducerOptions): Producer {
     ending: {
       eventsMaxLen: options.eventsMaxLen ?? 1_000_000,
       retentionMs: options.dispatchRetentionMs ?? 7 * 86_400_000,
+      durability: disk.wait,
     },
     readyTimeoutMs: options.readyTimeoutMs ?? 5_000,
   });
-  const disk = diskGuard(options.durability, options.durabilityTimeoutMs ?? 5_000, redis);
   let closing: Promise<void> | undefined;
 
   /**
@@ -144,9 +146,11 @@ export function createProducer(options: ProducerOptions): Producer {
     async cancel(dispatchIdInput) {
       const dispatchId = checkId('dispatchId', dispatchIdInput);
       const { client, shard } = await recordOf(dispatchId);
+      // A strict REDIS_DURABILITY the server cannot keep refuses before anything is written.
+      await disk.assess(client);
       return cancelFollowUp({ store: shard.store(client), queue: shard.queue }, dispatchId).catch(
         (err: unknown) => {
-          throw asRedisFailure(err, redis);
+          throw controlFailure(err, redis, 'the cancel may or may not be kept: see status');
         },
       );
     },
