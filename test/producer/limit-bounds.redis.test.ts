@@ -79,5 +79,17 @@ describe('project limits: bounds, force, and views of what is stored', () => {
     expect(shown.get('fine')).toMatchObject({ paused: true, problem: null });
     for (const projectId of ['huge', 'garbage', 'negative', 'typed'])
       expect(shown.get(projectId)?.problem, projectId).toMatch(/^invalid stored /);
+    expect(overview.problems).toEqual([]);
+
+    // Keys every project shares, of the wrong type: the page lists what it can, and says so.
+    await ns().redis.set(ns().eventsStream, 'not a stream');
+    await ns().redis.zadd(keys().tracked, Date.now(), 'd1');
+    await ns().redis.rpush(keys().dispatch('d1'), 'not a record');
+    const partial = await admin().overview();
+    expect(partial.problems).toEqual([
+      expect.stringMatching(/^invalid stored events stream: WRONGTYPE/),
+    ]);
+    expect(partial.tracked).toMatchObject([{ dispatchId: 'd1', state: 'unreadable' }]);
+    expect(partial.projects.map((p) => p.projectId)).toContain('fine');
   });
 });
