@@ -19,6 +19,7 @@ export type {
   Admin,
   AdminOptions,
   CancelResult,
+  LimitOptions,
   LimitResult,
   PauseResult,
   ProjectView,

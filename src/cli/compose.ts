@@ -59,7 +59,8 @@ export function producerFor(config: Config): Producer {
   return createProducer({
     redisUrl: config.redisUrl ?? '',
     prefix: config.prefix,
-    shards: config.shardCount,
+    // Unset, the fleet's recorded count (see `fleetShardCount`).
+    ...(config.shardCountSet ? { shards: config.shardCount } : {}),
     cluster: config.redisCluster,
     promptMaxBytes: config.promptMaxBytes,
     sendAttempts: config.sendAttempts,

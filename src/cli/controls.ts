@@ -44,7 +44,7 @@ export const cancelCommand: Command = {
 };
 
 const PROJECT_USAGE =
-  'project pause P | project resume P | project limit P N/DURATION | project limit P --clear | project show P';
+  'project pause P | project resume P | project limit P N/DURATION [--force] | project limit P --clear | project show P';
 
 /** `agent-dispatch project pause|resume|limit|show P`. */
 export const projectCommand: Command = {
@@ -57,22 +57,31 @@ export const projectCommand: Command = {
     'resume P     P sends again; its waiting follow-ups are woken at once, in order',
     'limit P N/D  P gets its own send limit (like SEND_RATE_LIMIT, e.g. 50/1h) from its next',
     '             send on; no window of it holds more, the sends before the change included',
+    '             a count of at least 1 and a window of at most 24h; one looser than',
+    '             SEND_RATE_LIMIT (more sends in a window of its length) needs --force',
     'limit P --clear  back to SEND_RATE_LIMIT',
     'show P       paused or not, its limit, sends in the current window, when its next slot',
     '             opens, its 429 park, and its queued / sending / tracked follow-ups',
     'Each prints one JSON object. An unknown project is fine (a control may come first).',
+    'They use the shard count the fleet recorded in Redis; a DISPATCH_SHARDS that differs from it',
+    'is refused (exit 2), having changed nothing.',
     'Example: agent-dispatch project limit docs-site 50/1h',
   ].join('\n'),
   options: {
     clear: { type: 'boolean', description: 'with limit: remove the project limit' },
+    force: {
+      type: 'boolean',
+      description: 'with limit: set a limit looser than SEND_RATE_LIMIT all the same',
+    },
   },
   requires: ['REDIS_URL'],
   async run(ctx) {
     const [action, projectId, ...rest] = ctx.positionals;
     if (!action || !projectId) throw new UsageError(`usage: agent-dispatch ${PROJECT_USAGE}`);
     const clear = ctx.values['clear'] === true;
+    const force = ctx.values['force'] === true;
     const none = (n: number) => {
-      if (rest.length > n || (clear && action !== 'limit'))
+      if (rest.length > n || ((clear || force) && action !== 'limit'))
         throw new UsageError(`too many arguments; usage: agent-dispatch ${PROJECT_USAGE}`);
     };
     switch (action) {
@@ -88,12 +97,12 @@ export const projectCommand: Command = {
       case 'limit': {
         const [limit] = rest;
         none(1);
-        if (clear === (limit !== undefined))
+        if (clear === (limit !== undefined) || (clear && force))
           throw new UsageError('limit takes either N/DURATION (such as 50/1h) or --clear');
         return withAdmin(this, ctx, (admin) =>
           limit === undefined
             ? admin.clearProjectLimit(projectId)
-            : admin.setProjectLimit(projectId, limit),
+            : admin.setProjectLimit(projectId, limit, { force }),
         );
       }
       default:

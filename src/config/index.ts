@@ -8,6 +8,7 @@ import type { Rate } from './units.js';
 
 export { SETTINGS, type SettingName } from './settings.js';
 export { formatDuration, parseDurationMs, parseRate, type Rate } from './units.js';
+export { clearTextApiHost } from './api-url.js';
 export {
   KeyFileError,
   readKeyFile,
@@ -27,6 +28,11 @@ export interface Config {
   readonly redisCluster: boolean;
   /** `DISPATCH_SHARDS`: how many shards the keyspace is split into (see `shardLayout`). */
   readonly shardCount: number;
+  /**
+   * Whether `DISPATCH_SHARDS` was set: when not, the tools (`status`, `cancel`, `project ...`, the
+   * intake's producer) use the count the fleet recorded in Redis instead of the default.
+   */
+  readonly shardCountSet: boolean;
   /** `SHARDS`: the shards this process serves, ascending; every shard when unset. */
   readonly servedShards: readonly number[];
   readonly agentApiUrl: string;
@@ -154,6 +160,7 @@ export function loadConfig(
     durability: Object.freeze(p.REDIS_DURABILITY),
     redisCluster: p.REDIS_CLUSTER,
     shardCount: p.DISPATCH_SHARDS,
+    shardCountSet: (overrides.DISPATCH_SHARDS ?? nonEmpty(env['DISPATCH_SHARDS'])) !== undefined,
     servedShards,
     agentApiUrl: p.AGENT_API_URL.replace(/\/+$/, ''),
     agentApiKey,
@@ -193,23 +200,6 @@ export function loadConfig(
     webhookMaxAgeMs: p.WEBHOOK_MAX_AGE,
     webhookTimeoutMs: p.WEBHOOK_TIMEOUT,
   });
-}
-
-/**
- * The host of `agentApiUrl` when the key would travel to it in clear text (`http://` to a host
- * that is not loopback: 127.0.0.0/8, ::1, localhost), else `undefined`. Allowed (a sidecar or a
- * proxy on a private network may need it), but worth a warning.
- */
-export function clearTextApiHost(agentApiUrl: string): string | undefined {
-  const url = new URL(agentApiUrl);
-  if (url.protocol !== 'http:') return undefined;
-  const host = url.hostname.replace(/^\[|\]$/g, '').toLowerCase();
-  const loopback =
-    host === 'localhost' ||
-    host.endsWith('.localhost') ||
-    host === '::1' ||
-    /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
-  return loopback ? undefined : url.hostname;
 }
 
 /** The key: `AGENT_API_KEY`, or the content of `AGENT_API_KEY_FILE`; never both. */

@@ -69,18 +69,19 @@ async function trackedPage(
   const replies = page.length > 0 ? ((await pipeline.exec()) ?? []) : [];
   const tracked = page.map(([dispatchId, nextReadAt], i): TrackedView => {
     const [err, values] = replies[i] ?? [null, []];
-    if (err) throw err;
-    const [projectId, jobId, recordState, sentAt, sendingAt, lastStatus, polls] = (values ??
-      []) as (string | null)[];
+    // A record that is not a hash (written by hand) is listed as such, not a failed page.
+    const [projectId, jobId, recordState, sentAt, sendingAt, lastStatus, polls] = (
+      err ? [] : (values ?? [])
+    ) as (string | null)[];
     const sent = sentAt || sendingAt;
     return {
       dispatchId,
       projectId: projectId ?? '',
       jobId: jobId ?? '',
-      state: recordState ?? 'gone',
+      state: err ? 'unreadable' : (recordState ?? 'gone'),
       sentAt: sent ? Number(sent) : undefined,
       lastStatus: lastStatus ?? '',
-      polls: Number(polls ?? 0),
+      polls: Number(polls ?? 0) || 0,
       nextReadAt,
     };
   });

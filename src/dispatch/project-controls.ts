@@ -1,38 +1,17 @@
+import { durably } from '../redis/disk-wait.js';
 import type { BudgetRate } from './budget.js';
+import { readShowReply, type ProjectState, type ShowReply } from './project-state.js';
 import type { StoreState } from './store-state.js';
+
+export type { ProjectState } from './project-state.js';
 
 /**
  * An operator's controls of one project (`Keys.projectControls`): pause and resume, its own send
  * limit, and what `project show` reads. Each change is one script, read by every ACQUIRE
- * (acquire-n.lua), so the whole fleet honours it from its next send. Reached through
- * `DispatchStore.projects`.
+ * (acquire-n.lua), so the whole fleet honours it from its next send, and is on disk before it
+ * answers (`StoreOptions.durability`, as an enqueue is): a crash must not undo a pause or a limit
+ * the operator was told about. Reached through `DispatchStore.projects`.
  */
-
-/** One project as `project show` sees it, at `nowMs` of Redis's clock. Times are epoch ms. */
-export interface ProjectState {
-  readonly projectId: string;
-  readonly nowMs: number;
-  readonly paused: boolean;
-  /** When the pause began (0 when not paused). */
-  readonly pausedAt: number;
-  /** The project's own limit as written (`50/1h`), or `undefined`: `SEND_RATE_LIMIT` applies. */
-  readonly limit: string | undefined;
-  /** The budget in force, as counted (its window includes the margin). */
-  readonly budget: { readonly max: number; readonly windowMs: number };
-  /** Sends in the current window, and slots reserved by follow-ups waiting for one. */
-  readonly sendsInWindow: number;
-  readonly reservedSlots: number;
-  /** When a new follow-up's slot would open (`nowMs` when there is room now). */
-  readonly nextSlotAt: number;
-  /** Until when the API's 429 parked the project (0: not parked). */
-  readonly parkedUntil: number;
-  readonly queued: number;
-  readonly sending: number;
-  /** Sent (or unsettled) follow-ups whose agent job the poller reads. */
-  readonly tracked: number;
-  /** Whether the counts are exact: the open dispatches read were at most the scan cap. */
-  readonly countsExact: boolean;
-}
 
 /** Open follow-ups `show` reads at most to count a project's (see projectShow-5.lua). */
 export const SHOW_SCAN_CAP = 10_000;
@@ -80,16 +59,18 @@ export class ProjectControls {
     limit: { text: string; rate: BudgetRate } | undefined,
   ): Promise<{ previous: string | undefined; reservedBy: string[] }> {
     const { controls, budget } = this.#keys(projectId);
-    const [previous, dropped] = (await this.#state.scripts.run(
-      'projectLimit',
-      [controls, budget, this.#state.keys.controlledProjects],
-      [
-        projectId,
-        limit?.text ?? '',
-        limit?.rate.max ?? 0,
-        limit?.rate.windowMs ?? 0,
-        limit?.rate.toleranceMs ?? 0,
-      ],
+    const [previous, dropped] = (await this.#durably(controls, () =>
+      this.#state.scripts.run(
+        'projectLimit',
+        [controls, budget, this.#state.keys.controlledProjects],
+        [
+          projectId,
+          limit?.text ?? '',
+          limit?.rate.max ?? 0,
+          limit?.rate.windowMs ?? 0,
+          limit?.rate.toleranceMs ?? 0,
+        ],
+      ),
     )) as [string, string[]];
     return { previous: previous || undefined, reservedBy: dropped };
   }
@@ -109,25 +90,8 @@ export class ProjectControls {
       'projectShow',
       [controls, budget, keys.park(projectId), keys.open, keys.laneHeads(projectId)],
       [defaults.max, defaults.windowMs, keys.dispatch(''), projectId, scanCap],
-    )) as [number, number, number, string, ...number[]];
-    const [nowMs, paused, pausedAt, limit, ...n] = reply;
-    const at = (i: number) => n[i] ?? 0;
-    return {
-      projectId,
-      nowMs,
-      paused: paused === 1,
-      pausedAt,
-      limit: limit || undefined,
-      budget: { max: at(0), windowMs: at(1) },
-      sendsInWindow: at(2),
-      reservedSlots: at(3),
-      nextSlotAt: at(4),
-      parkedUntil: at(5),
-      queued: at(6),
-      sending: at(7),
-      tracked: at(8),
-      countsExact: at(9) === at(10),
-    };
+    )) as ShowReply;
+    return readShowReply(projectId, reply);
   }
 
   /** The projects that have a pause or a limit now. */
@@ -142,10 +106,18 @@ export class ProjectControls {
 
   #pauseScript(projectId: string, pause: boolean) {
     const { keys } = this.#state;
-    return this.#state.scripts.run(
-      'projectPause',
-      [keys.projectControls(projectId), keys.projectPaused(projectId), keys.controlledProjects],
-      [projectId, pause ? 1 : 0],
+    const controls = keys.projectControls(projectId);
+    return this.#durably(controls, () =>
+      this.#state.scripts.run(
+        'projectPause',
+        [controls, keys.projectPaused(projectId), keys.controlledProjects],
+        [projectId, pause ? 1 : 0],
+      ),
     );
+  }
+
+  /** Runs a change of `key`'s controls and waits for the disk (see `durably`). */
+  #durably<T>(key: string, write: () => Promise<T>): Promise<T> {
+    return durably(this.#state.options.durability, this.#state.redis, key, write);
   }
 }

@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import { durably } from '../redis/disk-wait.js';
 import type { Keys } from '../redis/keys.js';
 import { Claims } from './claims.js';
 import { defineScripts } from './lua.js';
@@ -50,6 +51,8 @@ export class DispatchStore {
   /** What the operator's page reads besides: tracked follow-ups, the last events. */
   readonly views: OperatorViews;
 
+  readonly #state: StoreState;
+
   constructor(redis: Redis, keys: Keys, options: StoreOptions) {
     const state: StoreState = {
       redis,
@@ -67,5 +70,16 @@ export class DispatchStore {
     this.open = new OpenIndex(state);
     this.projects = new ProjectControls(state);
     this.views = new OperatorViews(state);
+    this.#state = state;
+  }
+
+  /**
+   * Runs `write` (calls of this store) and, with `StoreOptions.durability`, resolves only once it
+   * is on disk: for an operator's change (a cancel) that a crash must not undo once answered.
+   * Throws `NotDurableError` after the write when that is not confirmed.
+   */
+  onDisk<T>(write: () => Promise<T>): Promise<T> {
+    const { options, redis, keys } = this.#state;
+    return durably(options.durability, redis, keys.tracked, write);
   }
 }

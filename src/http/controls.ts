@@ -6,6 +6,8 @@ import {
   UnknownDispatchError,
   type Admin,
 } from '../producer/index.js';
+import { NotDurableError } from '../redis/disk-wait.js';
+import { LayoutError } from '../redis/layout.js';
 import { within } from '../runtime/deadline.js';
 import type { Logger } from '../telemetry/logger.js';
 import { LIFECYCLE } from '../telemetry/names.js';
@@ -30,7 +32,8 @@ export interface ControlsOptions {
 
 /**
  * `DELETE /v1/followups/:dispatchId`, `POST /v1/projects/:projectId/pause` and `/resume`,
- * `PUT /v1/projects/:projectId/limit` (`{"limit": "50/1h"}` or `{"limit": null}`) and
+ * `PUT /v1/projects/:projectId/limit` (`{"limit": "50/1h"}`, with `"force": true` for one looser
+ * than `SEND_RATE_LIMIT`, or `{"limit": null}`) and
  * `GET /v1/projects/:projectId`.
  */
 export function controlsRouter(options: ControlsOptions): Router {
@@ -66,11 +69,13 @@ export function controlsRouter(options: ControlsOptions): Router {
       const projectId = param(req.params['projectId']);
       if (typeof body !== 'object' || body === null || Array.isArray(body) || !('limit' in body))
         return sendProblem(res, 'limit', 'expected a body {"limit": "50/1h"} or {"limit": null}');
-      const { limit } = body as { limit: unknown };
+      const { limit, force } = body as { limit: unknown; force?: unknown };
+      if (force !== undefined && typeof force !== 'boolean')
+        return sendProblem(res, 'force', 'expected true or false');
       return answer(res, logger, () =>
         limit === null
           ? admin.clearProjectLimit(projectId)
-          : admin.setProjectLimit(projectId, limit as string),
+          : admin.setProjectLimit(projectId, limit as string, { force: force === true }),
       );
     },
   );
@@ -98,7 +103,8 @@ function sendProblem(res: Response, field: string, message: string): void {
 
 /**
  * Bad input 400 naming the field, an unknown follow-up 404, one past `queued` 409 with its state,
- * Redis unreachable 503; anything else a logged 500.
+ * a `DISPATCH_SHARDS` the fleet's record contradicts 500 naming it, Redis unreachable 503;
+ * anything else a logged 500.
  */
 function answerFailure(res: Response, logger: Logger, err: unknown): void {
   if (err instanceof InvalidControlError) return sendProblem(res, err.field, err.problem);
@@ -110,6 +116,16 @@ function answerFailure(res: Response, logger: Logger, err: unknown): void {
       dispatchId: err.dispatchId,
       state: err.state,
     });
+  if (err instanceof LayoutError) {
+    // The server's own setting disagrees with the fleet's record: nothing a caller can fix.
+    logger.error({ err, method: res.req.method, path: res.req.path }, LIFECYCLE.intakeError);
+    return sendError(res, 500, err.message, { code: err.code, setting: err.setting });
+  }
+  if (err instanceof NotDurableError) {
+    // A strict REDIS_DURABILITY this server cannot keep: refused before anything was written.
+    logger.warn({ err, method: res.req.method, path: res.req.path }, LIFECYCLE.intakeUnavailable);
+    return sendError(res, 503, `${err.message}; nothing changed`, { code: err.code });
+  }
   if (err instanceof RedisUnavailableError) {
     logger.warn({ err, method: res.req.method, path: res.req.path }, LIFECYCLE.intakeUnavailable);
     res.set('retry-after', '5');

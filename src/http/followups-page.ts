@@ -77,16 +77,18 @@ function button(action: string, label: string, danger = false): string {
   return `<form method="post" action="${esc(action)}"><button type="submit"${cls}>${esc(label)}</button></form>`;
 }
 
-/** The project's badges: paused, parked by a 429, out of budget, or sending. */
+/** The project's badges: what is wrong with its stored controls, paused, parked, out of budget, or sending. */
 function badges(p: ProjectView, now: number): string {
   const out: string[] = [];
+  if (p.problem)
+    out.push(`<span class="badge parked" title="${esc(p.problem)}">${esc(p.problem)}</span>`);
   if (p.paused) out.push(`<span class="badge paused">paused</span>`);
   if (p.parkedUntil)
     out.push(
       `<span class="badge parked">parked (429) for ${span(Date.parse(p.parkedUntil) - now)}</span>`,
     );
   // Against the project's own reading time: `now` is the page's, read a moment before.
-  const next = Date.parse(p.nextSlotAt) - Date.parse(p.at);
+  const next = p.nextSlotAt === null ? 0 : Date.parse(p.nextSlotAt) - Date.parse(p.at);
   if (next > 0) out.push(`<span class="badge over">out of budget for ${span(next)}</span>`);
   if (out.length === 0) out.push(`<span class="badge ok">sending</span>`);
   return out.join('');
@@ -162,6 +164,7 @@ export function renderPage(o: Overview, page: PageOptions): string {
   const notice = page.notice
     ? `<p class="notice ${page.notice.ok ? 'ok' : 'fail'}" role="status">${esc(page.notice.text)}</p>`
     : '';
+  const problems = o.problems.map((p) => `<p class="banner" role="alert">${esc(p)}</p>`).join('');
   const banner = o.sendPause
     ? `<p class="banner" role="alert">Every send is paused: the agent API answered ${o.sendPause.httpStatus} (the key, or AGENT_API_URL); next probe in ${span(o.sendPause.probeAt - o.at)}.</p>`
     : '';
@@ -181,7 +184,7 @@ export function renderPage(o: Overview, page: PageOptions): string {
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>agent-dispatch · follow-ups</title><style>${STYLE}</style></head>
 <body><header><h1>agent-dispatch · follow-ups</h1><nav><a href="${esc(page.path)}">Refresh</a> · <a href="${esc(page.queuesPath)}">BullMQ queues</a></nav><span class="at">as of ${esc(new Date(o.at).toISOString())}</span></header>
-<main>${notice}${banner}
+<main>${notice}${banner}${problems}
 <section id="projects"><h2>Projects${partial}</h2>${table([...projectHeaders, ...(page.controls ? ['Action'] : [])], projectRows(o, page), 'No project has an open follow-up or a control.')}</section>
 <section id="queued"><h2>Queued <small>oldest first</small></h2>${table(['Dispatch', 'Project', 'Agent job', 'Waiting', ...(page.controls ? ['Action'] : [])], queued, 'Nothing is queued.')}</section>
 <section id="tracked"><h2>Tracked <small>${o.trackedTotal} sent, their agent job read until it ends</small></h2>${table(['Dispatch', 'Project', 'Agent job', 'Job status', 'Tracked for', 'Reads'], tracked, 'Nothing is tracked.')}</section>

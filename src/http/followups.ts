@@ -5,6 +5,7 @@ import {
   UnknownDispatchError,
   type Admin,
 } from '../producer/index.js';
+import { LayoutError } from '../redis/layout.js';
 import { within } from '../runtime/deadline.js';
 import type { Logger } from '../telemetry/logger.js';
 import { LIFECYCLE } from '../telemetry/names.js';
@@ -59,6 +60,8 @@ export function followupsRouter(options: FollowupsPageOptions): Router {
       res.type('html').send(html);
     } catch (err) {
       logger.warn({ err, path: req.path }, LIFECYCLE.httpError);
+      if (err instanceof LayoutError)
+        return sendError(res, 500, err.message, { code: err.code, setting: err.setting });
       sendError(res, 503, 'the follow-ups page could not read Redis; retry later');
     }
   });
@@ -116,6 +119,7 @@ function noticeOf(req: Request): { ok: boolean; text: string } | undefined {
 }
 
 function failureText(err: unknown): string {
+  if (err instanceof LayoutError) return err.message;
   if (
     err instanceof InvalidControlError ||
     err instanceof NotCancellableError ||

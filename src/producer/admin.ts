@@ -3,89 +3,24 @@ import type { Redis } from 'ioredis';
 import { parseRate, type Config, type Rate } from '../config/index.js';
 import { budgetRate } from '../dispatch/budget.js';
 import { connect } from '../redis/connections.js';
-import { shardLayout, shardOf } from '../redis/keys.js';
-import { within } from '../runtime/deadline.js';
+import type { DispatchStore } from '../dispatch/store.js';
+import { shardOf } from '../redis/keys.js';
 import { wakeDispatch } from '../runtime/jobs.js';
-import {
-  cancelFollowUp,
-  checkId,
-  checkLimit,
-  projectView,
-  type CancelResult,
-  type ProjectView,
-} from './controls.js';
-import { asRedisFailure, RedisUnavailableError } from './errors.js';
-import { openShards } from './shards.js';
-import { mergeOverviews, readOverview, type Overview, type OverviewOptions } from './overview.js';
+import type { Admin, AdminOptions } from './admin-api.js';
+import { cancelFollowUp, checkId, checkLimit, projectView, type ProjectView } from './controls.js';
+import { controlFailure, diskGuard } from './disk.js';
+import { fleetOf } from './fleet.js';
+import { mergeOverviews, readOverview } from './overview.js';
 
-/** Options of {@link createAdmin}; every default matches the service's settings. */
-export interface AdminOptions {
-  redisUrl: string;
-  /** @defaultValue `agent-dispatch` */
-  prefix?: string;
-  /** `EVENTS_STREAM`, where a cancel's event goes. @defaultValue `agent-dispatch:events` */
-  eventsStream?: string;
-  /** `EVENTS_MAXLEN`. @defaultValue 1000000 */
-  eventsMaxLen?: number;
-  /** `DISPATCH_RETENTION` of a cancelled follow-up's record, in ms. @defaultValue 7 days */
-  dispatchRetentionMs?: number;
-  /** `SEND_RATE_LIMIT`, which `showProject` reports for a project without a limit of its own. */
-  sendRateLimit?: string | Rate;
-  /** An existing connection to use instead of `redisUrl` (not closed by `close`). */
-  connection?: Redis;
-  /** How long a call waits for Redis to be reachable before it fails. @defaultValue 5000 */
-  readyTimeoutMs?: number;
-  /** `DISPATCH_SHARDS`: a project's controls live in its shard. @defaultValue 1 */
-  shards?: number;
-  /** `REDIS_CLUSTER`: `redisUrl` is the seed node of a Redis Cluster. @defaultValue false */
-  cluster?: boolean;
-}
-
-/** The answer of a pause or resume; `changed` is false when the project already was so. */
-export interface PauseResult {
-  readonly projectId: string;
-  readonly paused: boolean;
-  readonly changed: boolean;
-  /** Follow-ups the resume woke (0 for a pause). */
-  readonly woken: number;
-}
-
-/** The answer of a limit change: the limit now (`null`: `SEND_RATE_LIMIT`) and the one before. */
-export interface LimitResult {
-  readonly projectId: string;
-  readonly limit: string | null;
-  readonly previous: string | null;
-}
-
-/**
- * The operator controls (contract, section 4). Each change is one atomic script that every
- * worker's next ACQUIRE reads, so it holds fleet-wide at once. Input errors throw
- * `InvalidControlError` naming the field (`projectId`, `limit`, `dispatchId`); an unknown project
- * is fine (a control may come before its follow-ups).
- */
-export interface Admin {
-  /** Stops every send to the project: no attempt, no budget spent; its follow-ups wait. */
-  pauseProject(projectId: string): Promise<PauseResult>;
-  /** Resumes the project and wakes its parked follow-ups at once. */
-  resumeProject(projectId: string): Promise<PauseResult>;
-  /** Gives the project its own limit, `N/DURATION` (`50/1h`), in place of `SEND_RATE_LIMIT`. */
-  setProjectLimit(projectId: string, limit: string): Promise<LimitResult>;
-  /** Back to `SEND_RATE_LIMIT`. */
-  clearProjectLimit(projectId: string): Promise<LimitResult>;
-  /** Paused or not, its limit and budget use, its next slot, its 429 park, its counts. */
-  showProject(projectId: string): Promise<ProjectView>;
-  /** The contract's name of {@link Admin.showProject}. */
-  project(projectId: string): Promise<ProjectView>;
-  /** The projects with a pause or a limit of their own. */
-  controlledProjects(): Promise<string[]>;
-  /** Everything the operator's page shows at once (`/dashboard/followups`). */
-  overview(options?: OverviewOptions): Promise<Overview>;
-  /** `producer.cancel`: ends a queued follow-up `followup.cancelled`. */
-  cancel(dispatchId: string): Promise<CancelResult>;
-  close(): Promise<void>;
-}
+export type { Admin, AdminOptions, LimitOptions, LimitResult, PauseResult } from './admin-api.js';
 
 const DEFAULT_RATE: Rate = { max: 100, windowMs: 3_600_000 };
+
+/** One shard as the controls use it: its dispatch queue, its store on the admin's connection. */
+interface AdminShard {
+  readonly queue: Queue;
+  readonly store: DispatchStore;
+}
 
 /** Creates the operator controls. Its connection fails fast, like the producer's. */
 export function createAdmin(options: AdminOptions): Admin {
@@ -98,38 +33,57 @@ export function createAdmin(options: AdminOptions): Admin {
   redis.on('error', () => {
     // Failures reach the caller as rejected calls.
   });
-  const eventsStream = options.eventsStream ?? 'agent-dispatch:events';
-  // Per shard its dispatch queue and store: a project's controls, budget and lanes are in its own.
-  const layout = shardLayout(prefix, eventsStream, options.shards ?? 1, cluster);
-  const shards = openShards(redis, layout, () => {}, {
-    eventsMaxLen: options.eventsMaxLen ?? 1_000_000,
-    retentionMs: options.dispatchRetentionMs ?? 7 * 86_400_000,
-  }).map((s) => ({ queue: s.queue, store: s.store(redis) }));
-  const first = shards[0] as (typeof shards)[number];
-  const { queue } = first;
-  const shardFor = (projectId: string) => shards[shardOf(projectId, shards.length)] ?? first;
-  const readyTimeoutMs = options.readyTimeoutMs ?? 5_000;
+  const disk = diskGuard(options.durability, options.durabilityTimeoutMs ?? 5_000, redis);
+  const fleet = fleetOf(redis, {
+    prefix,
+    eventsStream: options.eventsStream ?? 'agent-dispatch:events',
+    cluster,
+    shards: options.shards,
+    ending: {
+      eventsMaxLen: options.eventsMaxLen ?? 1_000_000,
+      retentionMs: options.dispatchRetentionMs ?? 7 * 86_400_000,
+      // Every change waits for the disk before it answers, as an enqueue does.
+      durability: disk.wait,
+    },
+    readyTimeoutMs: options.readyTimeoutMs ?? 5_000,
+  });
   let closing: Promise<void> | undefined;
 
-  /** Runs `call` once Redis is reachable (at most `readyTimeoutMs`), failures mapped. */
-  async function run<T>(call: () => Promise<T>): Promise<T> {
+  /** Every shard, each with its store on the admin's connection. */
+  async function shards() {
+    return (await fleet.shards()).map((s) => ({ queue: s.queue, store: s.store(redis) }));
+  }
+
+  /**
+   * Runs `call` on the shards once Redis is reachable and the layout read (see `fleetOf`), Redis
+   * failures mapped; a `LayoutError` is rethrown as it is. A change (`kept`: what may be kept when
+   * its wait for the disk fails) is refused first when a strict `REDIS_DURABILITY` cannot be kept.
+   */
+  async function run<T>(call: (all: AdminShard[]) => Promise<T>, kept?: string) {
+    const all = await shards();
     try {
-      if (redis.status !== 'ready')
-        await within(queue.waitUntilReady(), readyTimeoutMs, () => {
-          throw new RedisUnavailableError(readyTimeoutMs);
-        });
-      return await call();
+      if (kept !== undefined) await disk.assess(redis);
+      return await call(all);
     } catch (err) {
-      throw asRedisFailure(err, redis);
+      throw controlFailure(err, redis, kept ?? '');
     }
   }
 
-  async function setLimit(projectIdInput: string, limit: string | undefined) {
+  const shardOfProject = (all: AdminShard[], projectId: string) =>
+    all[shardOf(projectId, all.length)] ?? (all[0] as AdminShard);
+
+  /** Runs the change `call` on the shard of `projectId`. */
+  const inShardOf = <T>(projectId: string, call: (shard: AdminShard) => Promise<T>) =>
+    run(
+      (all) => call(shardOfProject(all, projectId)),
+      'the change may or may not be kept: retry it',
+    );
+
+  async function setLimit(projectIdInput: string, limit: string | undefined, force = false) {
     const projectId = checkId('projectId', projectIdInput);
-    const parsed = limit === undefined ? undefined : checkLimit(limit);
-    const { previous } = await run(async () => {
+    const parsed = limit === undefined ? undefined : checkLimit(limit, defaultRate, force);
+    const { previous } = await inShardOf(projectId, async ({ store, queue }) => {
       const rate = parsed && { text: parsed.text, rate: budgetRate(parsed.rate) };
-      const { store, queue } = shardFor(projectId);
       const changed = await store.projects.setLimit(projectId, rate);
       // Follow-ups asleep until a slot of the old limit reserve one of the new limit now.
       await wakeAll(queue, changed.reservedBy);
@@ -140,60 +94,57 @@ export function createAdmin(options: AdminOptions): Admin {
 
   async function showProject(projectIdInput: string): Promise<ProjectView> {
     const projectId = checkId('projectId', projectIdInput);
-    const { store } = shardFor(projectId);
-    const state = await run(() => store.projects.show(projectId, budgetRate(defaultRate)));
+    const state = await run((all) =>
+      shardOfProject(all, projectId).store.projects.show(projectId, budgetRate(defaultRate)),
+    );
     return projectView(state, defaultRate);
   }
 
   return {
     async pauseProject(projectIdInput) {
       const projectId = checkId('projectId', projectIdInput);
-      const { changed } = await run(() => shardFor(projectId).store.projects.pause(projectId));
+      const { changed } = await inShardOf(projectId, ({ store }) =>
+        store.projects.pause(projectId),
+      );
       return { projectId, paused: true, changed, woken: 0 };
     },
     async resumeProject(projectIdInput) {
       const projectId = checkId('projectId', projectIdInput);
-      return run(async () => {
-        const { store, queue } = shardFor(projectId);
+      return inShardOf(projectId, async ({ store, queue }) => {
         const { changed, parked } = await store.projects.resume(projectId);
         await wakeAll(queue, parked);
         return { projectId, paused: false, changed, woken: parked.length };
       });
     },
-    setProjectLimit: (projectId, limit) => setLimit(projectId, limit ?? ''),
+    setProjectLimit: (projectId, limit, limitOptions) =>
+      setLimit(projectId, limit ?? '', limitOptions?.force === true),
     clearProjectLimit: (projectId) => setLimit(projectId, undefined),
     showProject,
     project: showProject,
     controlledProjects: () =>
-      run(async () => {
-        const each = await Promise.all(shards.map((s) => s.store.projects.controlled()));
+      run(async (all) => {
+        const each = await Promise.all(all.map((s) => s.store.projects.controlled()));
         return each.flat().sort();
       }),
     overview: (overviewOptions) =>
-      run(async () => {
+      run(async (all) => {
         const parts = await Promise.all(
-          shards.map((s) => readOverview(s.store, defaultRate, overviewOptions)),
+          all.map((s) => readOverview(s.store, defaultRate, overviewOptions)),
         );
         return mergeOverviews(parts, overviewOptions);
       }),
     cancel: (dispatchIdInput) => {
       const dispatchId = checkId('dispatchId', dispatchIdInput);
-      return run(async () => {
+      return run(async (all) => {
         // The id does not name its shard: the one that holds the record ends it.
-        const found = await Promise.all(shards.map((s) => s.store.sends.get(dispatchId)));
-        const shard =
-          shards[
-            Math.max(
-              0,
-              found.findIndex((r) => r !== undefined),
-            )
-          ] ?? first;
-        return cancelFollowUp(shard, dispatchId);
-      });
+        const found = await Promise.all(all.map((s) => s.store.sends.get(dispatchId)));
+        const at = found.findIndex((r) => r !== undefined);
+        return cancelFollowUp(all[Math.max(0, at)] ?? (all[0] as AdminShard), dispatchId);
+      }, 'the cancel may or may not be kept: see status');
     },
     close() {
       closing ??= (async () => {
-        await Promise.all(shards.map((s) => s.queue.close().catch(() => {})));
+        await fleet.close();
         if (!options.connection) redis.disconnect();
       })();
       return closing;
@@ -210,9 +161,10 @@ export function adminFor(config: Config, connection?: Redis): Admin {
     eventsStream: config.eventsStream,
     eventsMaxLen: config.eventsMaxLen,
     dispatchRetentionMs: config.dispatchRetentionMs,
-    shards: config.shardCount,
+    ...(config.shardCountSet ? { shards: config.shardCount } : {}),
     cluster: config.redisCluster,
     sendRateLimit: config.sendRateLimit,
+    durability: config.durability,
   });
 }
 

@@ -27,7 +27,11 @@ export interface ProducerOptions {
    * where the server cannot keep that promise.
    */
   durability?: DurabilitySetting;
-  /** `DISPATCH_SHARDS`: the fleet's, checked on the first call. @defaultValue 1 */
+  /**
+   * `DISPATCH_SHARDS`. Unset: the count the fleet recorded in Redis when its roles started (1
+   * when none did); set: checked against that record on the first call, which rejects with
+   * `LayoutError` (code `layout_mismatch`, `setting` `DISPATCH_SHARDS`) when they differ.
+   */
   shards?: number;
   /** `REDIS_CLUSTER`: `redisUrl` is the seed node of a Redis Cluster. @defaultValue false */
   cluster?: boolean;

@@ -1,6 +1,7 @@
-import { formatDuration, parseRate, type Rate } from '../config/index.js';
+import { formatDuration, parseDurationMs, type Rate } from '../config/index.js';
 import { ID_MAX_CHARS } from '../dispatch/followup.js';
 import type { DispatchState } from '../dispatch/record.js';
+import { LIMIT_WINDOW_MAX_MS } from '../dispatch/project-state.js';
 import type { ProjectState } from '../dispatch/store.js';
 import { cancelDispatch, type CancelContext } from '../runtime/cancel.js';
 
@@ -86,15 +87,50 @@ export function checkId(field: string, value: unknown): string {
   return value;
 }
 
-/** Parses a project limit with `SEND_RATE_LIMIT`'s parser; throws naming the field `limit`. */
-export function checkLimit(value: unknown): { text: string; rate: Rate } {
-  const text = typeof value === 'string' ? value.trim() : undefined;
-  const rate = text === undefined ? undefined : parseRate(text);
-  if (!text || !rate) {
+/**
+ * Parses a project limit, `N/DURATION`, and holds it to its bounds: a count of at least 1, a window
+ * of at most 24 h, and no looser than `defaultRate` (`SEND_RATE_LIMIT`, the API's own) unless
+ * `force`: see {@link mostInWindow}. Throws {@link InvalidControlError} naming the field `limit`.
+ */
+export function checkLimit(
+  value: unknown,
+  defaultRate: Rate,
+  force = false,
+): { text: string; rate: Rate } {
+  const text = typeof value === 'string' ? value.trim() : '';
+  const match = /^(\d+)\/(.+)$/.exec(text);
+  const max = Number(match?.[1]);
+  const windowMs = parseDurationMs(match?.[2] ?? '');
+  const refuse = (problem: string) => {
+    throw new InvalidControlError('limit', problem);
+  };
+  if (!match || windowMs === undefined) {
     const got = typeof value === 'string' ? `"${value}"` : (JSON.stringify(value) ?? String(value));
-    throw new InvalidControlError('limit', `expected N/DURATION such as 50/1h, got ${got}`);
+    return refuse(`expected N/DURATION such as 50/1h, got ${got}`);
   }
+  if (!Number.isSafeInteger(max) || max < 1)
+    refuse(`the count must be a whole number of at least 1, got "${text}"`);
+  if (windowMs < 1 || windowMs > LIMIT_WINDOW_MAX_MS)
+    refuse(`the window must be at least 1ms and at most 24h, got "${text}"`);
+  const rate = { max, windowMs };
+  const most = mostInWindow(rate, defaultRate.windowMs);
+  if (!force && most > defaultRate.max)
+    refuse(
+      `${text} is looser than SEND_RATE_LIMIT ${formatRate(defaultRate)}: it lets up to ${most} sends go ` +
+        `in ${formatDuration(defaultRate.windowMs)}, where the agent API allows ${defaultRate.max}; ` +
+        'to set it anyway, use force (project limit --force, "force": true over HTTP)',
+    );
   return { text, rate };
+}
+
+/**
+ * The most sends `rate` lets go in one window of `windowMs`: a burst of `max` at the start of
+ * each of its own windows that fit, so `max × ⌈windowMs / rate.windowMs⌉`. A limit is looser than
+ * `SEND_RATE_LIMIT` when this is over its max: 200/2h is 200 in an hour (a burst), 60/40m 120
+ * (two bursts), though both average no more than 100/1h.
+ */
+export function mostInWindow(rate: Rate, windowMs: number): number {
+  return rate.max * Math.ceil(windowMs / rate.windowMs);
 }
 
 /** `N/DURATION` of a rate, as settings are written. */
@@ -113,8 +149,8 @@ export interface ProjectView {
   readonly sendsInWindow: number;
   /** Slots reserved by follow-ups waiting for one (counted in the window). */
   readonly reservedSlots: number;
-  /** When a new follow-up's send slot opens (now, when there is room). */
-  readonly nextSlotAt: string;
+  /** When a new follow-up's send slot opens (now, when there is room); null: see `problem`. */
+  readonly nextSlotAt: string | null;
   /** Until when the agent API's 429 parked the project; null when not parked. */
   readonly parkedUntil: string | null;
   readonly queued: number;
@@ -123,6 +159,8 @@ export interface ProjectView {
   /** False when there were more open dispatches than `show` reads: the counts are of a part. */
   readonly countsExact: boolean;
   readonly at: string;
+  /** What is wrong with what Redis holds for the project (`invalid stored ...`), or null. */
+  readonly problem: string | null;
 }
 
 /** The {@link ProjectView} of what the store read; `defaultRate` is `SEND_RATE_LIMIT`. */
@@ -131,17 +169,18 @@ export function projectView(state: ProjectState, defaultRate: Rate): ProjectView
   return {
     projectId: state.projectId,
     paused: state.paused,
-    pausedAt: state.paused ? iso(state.pausedAt) : null,
+    pausedAt: state.paused && state.pausedAt > 0 ? iso(state.pausedAt) : null,
     limit: state.limit ?? formatRate(defaultRate),
     limitSource: state.limit ? 'project' : 'default',
     sendsInWindow: state.sendsInWindow,
     reservedSlots: state.reservedSlots,
-    nextSlotAt: iso(Math.max(state.nextSlotAt, state.nowMs)),
+    nextSlotAt: state.nextSlotAt > 0 ? iso(Math.max(state.nextSlotAt, state.nowMs)) : null,
     parkedUntil: state.parkedUntil > 0 ? iso(state.parkedUntil) : null,
     queued: state.queued,
     sending: state.sending,
     tracked: state.tracked,
     countsExact: state.countsExact,
     at: iso(state.nowMs),
+    problem: state.problems.length > 0 ? state.problems.join('; ') : null,
   };
 }

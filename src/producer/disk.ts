@@ -1,12 +1,12 @@
 import type { Redis } from 'ioredis';
-import { NotDurableError } from '../redis/disk-wait.js';
+import { NotDurableError, type DiskWait } from '../redis/disk-wait.js';
 import {
   assessDurability,
   probeServer,
   type DurabilityAssessment,
   type DurabilitySetting,
 } from '../redis/durability.js';
-import { asRedisFailure } from './errors.js';
+import { asRedisFailure, RedisUnavailableError } from './errors.js';
 
 /** `REDIS_DURABILITY`'s default. */
 const FSYNC: DurabilitySetting = { mode: 'fsync', replicas: 0, strict: false };
@@ -25,6 +25,11 @@ export interface DiskGuard {
    * the server cannot keep it.
    */
   assess(client: Redis): Promise<DurabilityAssessment>;
+  /**
+   * The same as a store's {@link DiskWait}, for the writes of a cancel or a control on the
+   * producer's (or the admin's) connection: they answer only once on disk, as `send` does.
+   */
+  readonly wait: DiskWait;
 }
 
 /** The producer's {@link DiskGuard} for `REDIS_DURABILITY` `setting` (default `fsync`). */
@@ -34,8 +39,9 @@ export function diskGuard(
   redis: Redis,
 ): DiskGuard {
   let assessing: Promise<DurabilityAssessment> | undefined;
-  return {
+  const guard: DiskGuard = {
     timeoutMs,
+    wait: { timeoutMs, assessment: () => guard.assess(redis) },
     async assess(client) {
       assessing ??= probeServer(client).then(
         (facts) => assessDurability(setting, facts),
@@ -50,4 +56,16 @@ export function diskGuard(
       return assessment;
     },
   };
+  return guard;
+}
+
+/**
+ * A cancel's or a control's failure as its caller sees it: a write not confirmed on disk is a
+ * `RedisUnavailableError` saying what may be kept (`kept`), like a `send` whose wait failed;
+ * Redis failures are mapped by `asRedisFailure`, anything else is returned as it is.
+ */
+export function controlFailure(err: unknown, redis: Redis, kept: string): unknown {
+  if (err instanceof NotDurableError)
+    return new RedisUnavailableError(`${err.message}; ${kept}`, err);
+  return asRedisFailure(err, redis);
 }

@@ -35,6 +35,11 @@ export interface Overview {
   readonly tracked: readonly TrackedView[];
   readonly trackedTotal: number;
   readonly events: readonly EventView[];
+  /**
+   * The parts that could not be read as stored (a key of the wrong type, say), each `invalid
+   * stored ...`: they show empty, and the rest of the page is shown all the same.
+   */
+  readonly problems: readonly string[];
 }
 
 /** Sizes of the lists; each has a default. */
@@ -53,12 +58,19 @@ export async function readOverview(
   defaultRate: Rate,
   options: OverviewOptions = {},
 ): Promise<Overview> {
+  const problems: string[] = [];
   const [open, controlled, trackedPage, events, sendPause] = await Promise.all([
-    store.open.first(OPEN_SCAN),
-    store.projects.controlled(),
-    store.views.trackedPage(options.tracked ?? 50),
-    store.views.lastEvents(options.events ?? 20),
-    store.pause.current(),
+    stored(problems, 'open index', store.open.first(OPEN_SCAN), {
+      dispatches: [],
+      complete: false,
+    }),
+    stored(problems, 'set of controlled projects', store.projects.controlled(), []),
+    stored(problems, 'tracked set', store.views.trackedPage(options.tracked ?? 50), {
+      tracked: [],
+      total: 0,
+    }),
+    stored(problems, 'events stream', store.views.lastEvents(options.events ?? 20), []),
+    stored(problems, 'send pause', store.pause.current(), undefined),
   ]);
   const counts = new Map<string, { queued: number; sending: number; tracked: number }>();
   const queued: QueuedView[] = [];
@@ -76,9 +88,13 @@ export async function readOverview(
   }
   const names = [...new Set([...controlled.sort(), ...[...counts.keys()].sort()])];
   const defaults = budgetRate(defaultRate);
-  const states = await Promise.all(
-    names.slice(0, MAX_PROJECTS).map((p) => store.projects.show(p, defaults, 0)),
-  );
+  const states = (
+    await Promise.all(
+      names
+        .slice(0, MAX_PROJECTS)
+        .map((p) => stored(problems, `project ${p}`, store.projects.show(p, defaults, 0), null)),
+    )
+  ).filter((state) => state !== null);
   const projects = states.map((state) => ({
     ...projectView(state, defaultRate),
     ...(counts.get(state.projectId) ?? { queued: 0, sending: 0, tracked: 0 }),
@@ -98,7 +114,28 @@ export async function readOverview(
     tracked: trackedPage.tracked,
     trackedTotal: trackedPage.total,
     events,
+    problems,
   };
+}
+
+/**
+ * `read`'s value, or `empty` when Redis refused it for what the keys hold (a reply error such as
+ * WRONGTYPE, or a script that failed on a value): noted in `problems`, so that one bad key does
+ * not take the whole page down. A failure to reach Redis is rethrown.
+ */
+async function stored<T, E>(
+  problems: string[],
+  what: string,
+  read: Promise<T>,
+  empty: E,
+): Promise<T | E> {
+  try {
+    return await read;
+  } catch (err) {
+    if (!(err instanceof Error) || err.name !== 'ReplyError') throw err;
+    problems.push(`invalid stored ${what}: ${err.message.slice(0, 200)}`);
+    return empty;
+  }
 }
 
 /**
@@ -124,6 +161,7 @@ export function mergeOverviews(
       .sort((a, b) => a.nextReadAt - b.nextReadAt)
       .slice(0, options.tracked ?? 50),
     trackedTotal: parts.reduce((sum, o) => sum + o.trackedTotal, 0),
+    problems: all((o) => o.problems),
     events: all((o) => o.events)
       .sort((a, b) => compareIds(b.id, a.id))
       .slice(0, options.events ?? 20),

@@ -7,20 +7,18 @@ import {
 } from '../dispatch/followup.js';
 import { describeDispatch } from '../dispatch/status.js';
 import { connect } from '../redis/connections.js';
-import { shardLayout } from '../redis/keys.js';
-import { checkProducerLayout, LayoutError } from '../redis/layout.js';
-import { within } from '../runtime/deadline.js';
 import {
   asRedisFailure,
   IdempotencyConflictError,
   RedisUnavailableError,
   type SendResult,
 } from './errors.js';
+import { fleetOf } from './fleet.js';
 import { startSendSpans } from '../telemetry/tracing.js';
 import { cancelFollowUp, checkId } from './controls.js';
-import { diskGuard } from './disk.js';
+import { controlFailure, diskGuard } from './disk.js';
 import { enqueueByShard } from './enqueue.js';
-import { openShards, type ProducerShard } from './shards.js';
+import type { ProducerShard } from './shards.js';
 
 import type { Producer, ProducerOptions } from './api.js';
 
@@ -36,7 +34,6 @@ export function createProducer(options: ProducerOptions): Producer {
   const prefix = options.prefix ?? 'agent-dispatch';
   const promptMaxBytes = options.promptMaxBytes ?? 65_536;
   const attempts = options.sendAttempts ?? 8;
-  const shardCount = options.shards ?? 1;
   const cluster = options.cluster ?? false;
   const redis =
     options.connection ??
@@ -44,54 +41,35 @@ export function createProducer(options: ProducerOptions): Producer {
   redis.on('error', () => {
     // Failures reach the caller as rejected sends; the fail-fast connection never queues them.
   });
-  // Queue errors reach the caller through the rejected promise of send/sendMany.
-  const layout = shardLayout(
-    prefix,
-    options.eventsStream ?? 'agent-dispatch:events',
-    shardCount,
-    cluster,
-  );
-  // Only `cancel` ends a dispatch here; everything else ends in the consumer and poller.
-  const shards = openShards(redis, layout, () => {}, {
-    eventsMaxLen: options.eventsMaxLen ?? 1_000_000,
-    retentionMs: options.dispatchRetentionMs ?? 7 * 86_400_000,
-  });
-  const queue = (shards[0] as ProducerShard).queue;
-  let checking: Promise<void> | undefined;
-  const readyTimeoutMs = options.readyTimeoutMs ?? 5_000;
   const disk = diskGuard(options.durability, options.durabilityTimeoutMs ?? 5_000, redis);
+  // The shards, once the fleet's layout is read (see fleet.ts); only `cancel` ends a dispatch
+  // here, and waits for the disk as `send` does.
+  const fleet = fleetOf(redis, {
+    prefix,
+    eventsStream: options.eventsStream ?? 'agent-dispatch:events',
+    cluster,
+    shards: options.shards,
+    ending: {
+      eventsMaxLen: options.eventsMaxLen ?? 1_000_000,
+      retentionMs: options.dispatchRetentionMs ?? 7 * 86_400_000,
+      durability: disk.wait,
+    },
+    readyTimeoutMs: options.readyTimeoutMs ?? 5_000,
+  });
   let closing: Promise<void> | undefined;
 
   /**
-   * Waits for the connection, at most `readyTimeoutMs`: with no offline queue a command before
-   * it is up would fail, and BullMQ's own wait has no end while Redis was never reachable.
+   * Every shard, and BullMQ's client of their queues (the producer's one connection): REGISTER
+   * joins BullMQ's MULTI there, and WAITAOF must go where the MULTI went.
    */
-  async function ready(): Promise<void> {
-    if (redis.status === 'ready') return;
+  async function connection(): Promise<{ client: Redis; shards: readonly ProducerShard[] }> {
+    const shards = await fleet.shards();
     try {
-      await within(queue.waitUntilReady(), readyTimeoutMs, () => {
-        throw new RedisUnavailableError(readyTimeoutMs);
-      });
+      const client = (await (shards[0] as ProducerShard).queue.backend.client) as unknown as Redis;
+      return { client, shards };
     } catch (err) {
       throw asRedisFailure(err, redis);
     }
-  }
-
-  /**
-   * BullMQ's own duplicate of the connection, once ready and checked (see `checkProducerLayout`):
-   * REGISTER joins BullMQ's MULTI there, and WAITAOF must go where the MULTI went.
-   */
-  async function connection(): Promise<Redis> {
-    await ready();
-    const client = (await queue.backend.client) as unknown as Redis;
-    checking ??= checkProducerLayout(client, { cluster, prefix, shardCount }).catch(
-      (err: unknown) => {
-        checking = undefined;
-        throw err instanceof LayoutError ? err : asRedisFailure(err, redis);
-      },
-    );
-    await checking;
-    return client;
   }
 
   /**
@@ -99,7 +77,7 @@ export function createProducer(options: ProducerOptions): Producer {
    * id does not name its shard, so every shard is asked, in parallel.
    */
   async function recordOf(dispatchId: string) {
-    const client = await connection();
+    const { client, shards } = await connection();
     const records = await Promise.all(
       shards.map((s) => s.store(client).sends.get(dispatchId)),
     ).catch((err: unknown) => {
@@ -113,7 +91,7 @@ export function createProducer(options: ProducerOptions): Producer {
   async function enqueue(followUps: readonly FollowUp[]): Promise<SendResult[]> {
     const spans = startSendSpans(followUps.length);
     try {
-      const client = await connection();
+      const { client, shards } = await connection();
       const results = await enqueueByShard(
         { redis, attempts, disk },
         client,
@@ -169,15 +147,17 @@ export function createProducer(options: ProducerOptions): Producer {
     async cancel(dispatchIdInput) {
       const dispatchId = checkId('dispatchId', dispatchIdInput);
       const { client, shard } = await recordOf(dispatchId);
+      // A strict REDIS_DURABILITY the server cannot keep refuses before anything is written.
+      await disk.assess(client);
       return cancelFollowUp({ store: shard.store(client), queue: shard.queue }, dispatchId).catch(
         (err: unknown) => {
-          throw asRedisFailure(err, redis);
+          throw controlFailure(err, redis, 'the cancel may or may not be kept: see status');
         },
       );
     },
     close() {
       closing ??= (async () => {
-        await Promise.all(shards.map((s) => s.queue.close()));
+        await fleet.close();
         if (!options.connection) redis.disconnect();
       })();
       return closing;

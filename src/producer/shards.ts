@@ -1,6 +1,7 @@
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { FollowUp } from '../dispatch/followup.js';
+import type { DiskWait } from '../redis/disk-wait.js';
 import { DispatchStore } from '../dispatch/store.js';
 import { keysFor, QUEUE_NAMES, queueOptions, shardOf, type Shard } from '../redis/keys.js';
 import type { DispatchJobData } from '../runtime/jobs.js';
@@ -23,10 +24,12 @@ export interface ProducerShard {
   store(client: Redis): DispatchStore;
 }
 
-/** What a shard's store needs to end a follow-up (the producer's `cancel`). */
+/** What a shard's store needs to end a follow-up (`cancel`) and to change a control. */
 export interface EndingOptions {
   readonly eventsMaxLen: number;
   readonly retentionMs: number;
+  /** The wait for the disk before a cancel or a control answers (`REDIS_DURABILITY`). */
+  readonly durability?: DiskWait;
 }
 
 /** Opens the queue of every shard on `redis`; `onError` listens to each queue's errors. */

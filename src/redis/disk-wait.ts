@@ -64,6 +64,24 @@ export async function afterWrite(
 }
 
 /**
+ * Runs `write`, whose commands go through `redis` (`key`: one of the keys it writes), and waits
+ * until it is on disk as `wait` asks ({@link beforeWrite}, then {@link afterWrite}): for a change
+ * a caller is told about, which a crash must not undo once told. Throws {@link NotDurableError}
+ * after the write when it is not confirmed.
+ */
+export async function durably<T>(
+  wait: DiskWait | undefined,
+  redis: Redis,
+  key: string,
+  write: () => Promise<T>,
+): Promise<T> {
+  const mark = await beforeWrite(wait, redis, key);
+  const result = await write();
+  await afterWrite(wait, mark);
+  return result;
+}
+
+/**
  * {@link afterWrite}, answering why the write is not confirmed on disk (`NotDurableError`'s
  * message), or `undefined` when it is or nothing is asked. Other failures reject.
  */

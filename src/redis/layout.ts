@@ -64,19 +64,36 @@ export function shardCountMismatch(
 }
 
 /**
- * A producer's check, once: a single Redis must not be a cluster node (a cluster connection to a
- * single Redis never gets ready, so that case shows as Redis unavailable), and its shard count
- * must be the one the fleet recorded.
+ * The shard count a tool (the producer, `createAdmin`, `status`, `cancel`, `project ...`) works
+ * with, read once: the count the fleet recorded when its roles started (`layoutKey`), so a tool
+ * whose `DISPATCH_SHARDS` is unset (`configured` undefined) still reaches every shard. A
+ * `configured` count that differs from the record is refused with {@link LayoutError}, as is a
+ * record that is not a count: acting on the wrong shard would answer `paused` while the project
+ * goes on sending. Without a record (no role ever started): `configured`, else 1. A single Redis
+ * must not be a cluster node either (a cluster connection to a single Redis never gets ready, so
+ * that case shows as Redis unavailable).
  */
-export async function checkProducerLayout(
+export async function fleetShardCount(
   redis: Redis,
-  expected: { cluster: boolean; prefix: string; shardCount: number },
-): Promise<void> {
+  expected: { cluster: boolean; prefix: string; configured: number | undefined },
+): Promise<number> {
   if (!expected.cluster) checkClusterMode(false, await isClusterNode(redis));
-  const recorded = await recordedShardCount(redis, expected.prefix);
-  if (recorded !== undefined && recorded !== expected.shardCount)
+  const key = layoutKey(expected.prefix);
+  const stored = await redis.get(key);
+  const { configured } = expected;
+  if (stored === null) return configured ?? 1;
+  const recorded = Number(stored);
+  if (!/^\d{1,3}$/.test(stored) || recorded < 1)
     throw new LayoutError(
       'DISPATCH_SHARDS',
-      `the producer has ${expected.shardCount}, but the fleet on this Redis runs with ${recorded}`,
+      `the fleet's record of it (${key}) holds ${JSON.stringify(stored.slice(0, 40))}, not a shard count: ` +
+        "start a worker with the fleet's DISPATCH_SHARDS to record it again",
     );
+  if (configured !== undefined && configured !== recorded)
+    throw new LayoutError(
+      'DISPATCH_SHARDS',
+      `is ${configured}, but the fleet on this Redis runs with ${recorded}: ` +
+        `set it to ${recorded}, or unset it to use the fleet's count`,
+    );
+  return recorded;
 }

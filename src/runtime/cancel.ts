@@ -36,7 +36,11 @@ export async function cancelDispatch(
   // Queued again to resend an unsettled send (AMBIGUOUS_RESEND): its first send may have reached
   // the agent, so a cancel could not promise that nothing was sent. It counts as unsettled.
   if (record.resendPending) return { outcome: 'refused', state: 'unsettled' };
-  const ended = await finishAndHandOn(ctx, record, { type: EVENT_TYPES.cancelled }, 'queued');
+  // On disk before it answers (REDIS_DURABILITY): a crash that undid a confirmed cancel would
+  // let the worker send the prompt after all.
+  const ended = await ctx.store.onDisk(() =>
+    finishAndHandOn(ctx, record, { type: EVENT_TYPES.cancelled }, 'queued'),
+  );
   if (!ended.finished)
     return ended.found ? { outcome: 'refused', state: ended.found } : { outcome: 'unknown' };
   await dropJob(ctx.queue, record.bullJobId ?? dispatchId);

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { keysFor } from '../../src/redis/keys.js';
+import { keysFor, shardLayout, shardOf } from '../../src/redis/keys.js';
+import { recordShardCount } from '../../src/redis/layout.js';
 import { runCliToEnd } from '../support/cli.js';
 import { readEvents } from '../support/events.js';
 import { useOpened } from '../support/hooks.js';
@@ -84,6 +85,43 @@ describe('the control commands', () => {
     expect(await ns().redis.exists(keys.projectControls('other'))).toBe(0);
   }, 60_000);
 
+  it('bounds a limit, needs --force for one looser than SEND_RATE_LIMIT, and shows any stored limit', async () => {
+    const keys = keysFor(ns().prefix);
+    const long = await run('project', 'limit', 'B', '1/200000000d');
+    expect([long.code, long.stderr]).toEqual([
+      2,
+      'agent-dispatch: limit: the window must be at least 1ms and at most 24h, got "1/200000000d"\n',
+    ]);
+    const loose = await run('project', 'limit', 'B', '200/2h');
+    expect(loose.code).toBe(2);
+    expect(loose.stderr).toMatch(
+      /^agent-dispatch: limit: 200\/2h is looser than SEND_RATE_LIMIT 100\/1h.*--force/,
+    );
+    expect(await ns().redis.exists(keys.projectControls('B'))).toBe(0);
+    const forced = await run('project', 'limit', 'B', '200/2h', '--force');
+    expect([forced.code, json(forced.stdout)]).toEqual([
+      0,
+      { projectId: 'B', limit: '200/2h', previous: null },
+    ]);
+    // What an earlier version let through, with a send in its window: a next slot past any date.
+    await ns().redis.hset(keys.projectControls('B'), {
+      limit: '1/200000000d',
+      max: '1',
+      windowMs: '17280000001000000',
+    });
+    await ns().redis.zadd(keys.budget('B'), Date.now(), 's:one');
+    const shown = await run('project', 'show', 'B');
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(json(shown.stdout)).toMatchObject({
+      limit: '1/200000000d',
+      sendsInWindow: 1,
+      nextSlotAt: null,
+      problem: expect.stringMatching(
+        /^invalid stored limit "1\/200000000d": its window .* is over 24h/,
+      ),
+    });
+  }, 60_000);
+
   it('cancels a queued follow-up; refuses with exit 1 one being sent, a finished one, an unknown id', async () => {
     const [queued, sending] = await producer().sendMany([
       { projectId: 'c', jobId: 'a', prompt: 'one' },
@@ -122,4 +160,54 @@ describe('the control commands', () => {
     ]);
     expect((await store.sends.get(ref.dispatchId))?.state).toBe('sending');
   }, 60_000);
+});
+
+/** The same commands on a fleet that recorded DISPATCH_SHARDS=4, as its roles do at start. */
+describe('the control commands on a 4-shard fleet', () => {
+  const SHARDS = 4;
+  const ns = useNamespace('cli-shards', { scope: 'all', shards: SHARDS });
+  const run = (env: Record<string, string>, ...args: string[]) => runCliToEnd(args, ns().env(env));
+  // A project outside shard 0, where a tool with the default of 1 would look.
+  const projectId = Array.from({ length: 50 }, (_, i) => `p${i}`).find(
+    (p) => shardOf(p, SHARDS) !== 0,
+  ) as string;
+
+  it('status, project pause and cancel use the recorded count, and refuse a DISPATCH_SHARDS that differs', async () => {
+    await recordShardCount(ns().redis, ns().prefix, SHARDS);
+    const producer = createProducer({
+      redisUrl: ns().redisUrl,
+      prefix: ns().prefix,
+      shards: SHARDS,
+    });
+    const { dispatchId } = await producer
+      .send({ projectId, jobId: 'j', prompt: 'hello' })
+      .finally(() => producer.close());
+    const [unset, set, refused] = await Promise.all([
+      run({}, 'status', dispatchId),
+      run({ DISPATCH_SHARDS: '4' }, 'status', dispatchId),
+      run({ DISPATCH_SHARDS: '2' }, 'project', 'pause', projectId),
+    ]);
+    for (const res of [unset, set]) {
+      expect(res.code, res.stderr).toBe(0);
+      expect(JSON.parse(res.stdout)).toMatchObject({ dispatchId, state: 'queued' });
+    }
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toMatch(
+      /^agent-dispatch: DISPATCH_SHARDS: is 2, but the fleet on this Redis runs with 4: [^\n]*\n$/,
+    );
+    const controls = (shard: number) =>
+      keysFor(
+        shardLayout(ns().prefix, ns().eventsStream, SHARDS, false)[shard]?.prefix ?? '',
+      ).projectControls(projectId);
+    expect(await ns().redis.exists(controls(shardOf(projectId, SHARDS)))).toBe(0);
+    const paused = await run({}, 'project', 'pause', projectId);
+    expect([paused.code, JSON.parse(paused.stdout)]).toEqual([
+      0,
+      { projectId, paused: true, changed: true, woken: 0 },
+    ]);
+    expect(await ns().redis.hget(controls(shardOf(projectId, SHARDS)), 'paused')).toBe('1');
+    const cancelled = await run({}, 'cancel', dispatchId);
+    expect(cancelled.code, cancelled.stderr).toBe(0);
+    expect(JSON.parse(cancelled.stdout)).toMatchObject({ type: 'followup.cancelled' });
+  }, 120_000);
 });

@@ -65,7 +65,7 @@ describe('a start that the Redis contradicts', () => {
       const four = createProducer({ redisUrl: ns.redisUrl, prefix: ns.prefix, shards: 4 });
       try {
         await expect(one.send({ projectId: 'p0', jobId: 'j0', prompt: 'old' })).rejects.toThrow(
-          'DISPATCH_SHARDS: the producer has 1, but the fleet on this Redis runs with 4',
+          'DISPATCH_SHARDS: is 1, but the fleet on this Redis runs with 4',
         );
         await expect(one.send({ projectId: 'p0', jobId: 'j0', prompt: 'old' })).rejects.toThrow(
           LayoutError,

@@ -187,7 +187,7 @@ describe('operator controls in the store (cancel, pause, limit, show)', () => {
       tracked: 0,
       countsExact: true,
     });
-    expect(Date.parse(shown.nextSlotAt)).toBeGreaterThan(Date.now() + 3_000_000);
+    expect(Date.parse(shown.nextSlotAt ?? '')).toBeGreaterThan(Date.now() + 3_000_000);
     // Clearing it drops the slot reserved under it; the default lets the next ones go.
     expect(await withAdmin((admin) => admin.clearProjectLimit('L'))).toEqual({
       projectId: 'L',

@@ -5,13 +5,14 @@ import { withNamespace } from '../support/namespace.js';
 import { expectNoLeakedHandles, startTestServer, useTestServer } from './fixture.js';
 
 const TOKEN = 'controls-secret-token';
+const PAGE_TOKEN = 'controls-page-token';
 
 afterAll(() => expectNoLeakedHandles());
 
 describe('the operator controls over HTTP', () => {
   const served = useTestServer(
     'http-controls',
-    { INTAKE_TOKEN: TOKEN, SEND_RATE_LIMIT: '100/1h' },
+    { INTAKE_TOKEN: TOKEN, SEND_RATE_LIMIT: '100/1h', DASHBOARD_TOKEN: PAGE_TOKEN },
     () => ({ withProducer: true }),
   );
 
@@ -92,6 +93,46 @@ describe('the operator controls over HTTP', () => {
     const longId = await call('POST', `/v1/projects/${'x'.repeat(201)}/pause`);
     expect(await longId.json()).toMatchObject({ problems: [{ field: 'projectId' }] });
     expect(await controlKeys()).toBe(0);
+  });
+
+  it('needs "force" for a limit looser than SEND_RATE_LIMIT; shows any stored limit, as does the page', async () => {
+    const loose = await call('PUT', '/v1/projects/F/limit', { limit: '200/2h' });
+    expect(loose.status).toBe(400);
+    expect(await loose.json()).toMatchObject({
+      problems: [{ field: 'limit', message: expect.stringMatching(/looser than SEND_RATE_LIMIT/) }],
+    });
+    const forced = await call('PUT', '/v1/projects/F/limit', { limit: '200/2h', force: true });
+    expect([forced.status, await forced.json()]).toEqual([
+      200,
+      { projectId: 'F', limit: '200/2h', previous: null },
+    ]);
+    const badForce = await call('PUT', '/v1/projects/F/limit', { limit: '1/1h', force: 'yes' });
+    expect(await badForce.json()).toMatchObject({ problems: [{ field: 'force' }] });
+    // Written by hand: a limit past any date, garbage, and a controls key of the wrong type.
+    const keys = keysFor(served.ns.prefix);
+    await served.ns.redis.hset(keys.projectControls('F'), 'windowMs', '17280000001000000');
+    await served.ns.redis.zadd(keys.budget('F'), Date.now(), 's:one');
+    await served.ns.redis.hset(keys.projectControls('G'), { limit: 'x', max: 'y', windowMs: 'z' });
+    await served.ns.redis.set(keys.projectControls('H'), 'garbage');
+    await served.ns.redis.sadd(keys.controlledProjects, 'F', 'G', 'H');
+    for (const projectId of ['F', 'G', 'H']) {
+      const shown = await call('GET', `/v1/projects/${projectId}`);
+      expect(shown.status, projectId).toBe(200);
+      expect(await shown.json()).toMatchObject({
+        problem: expect.stringMatching(/^invalid stored/),
+      });
+    }
+    const page = await fetch(`${served.app.url}/dashboard/followups`, {
+      headers: { authorization: `Bearer ${PAGE_TOKEN}` },
+    });
+    expect(page.status).toBe(200);
+    const html = await page.text();
+    for (const projectId of ['F', 'G', 'H']) expect(html).toContain(`data-project="${projectId}"`);
+    expect(html).toContain('invalid stored limit');
+    await call('PUT', '/v1/projects/F/limit', { limit: null });
+    await call('PUT', '/v1/projects/G/limit', { limit: null });
+    await served.ns.redis.del(keys.projectControls('H'));
+    await served.ns.redis.srem(keys.controlledProjects, 'H');
   });
 
   it('cancels a queued follow-up; 409 with the state once it is past queued; 404 when unknown', async () => {

@@ -33,13 +33,13 @@ describe('the operator controls with DISPATCH_SHARDS=4', () => {
   it('pauses and limits a project in its own shard, where ACQUIRE reads it', async () => {
     for (const [shard, projectId] of projects()) {
       await admin().pauseProject(projectId);
-      await admin().setProjectLimit(projectId, '5/1m');
+      await admin().setProjectLimit(projectId, '5/1h');
       for (const [i, s] of layout().entries()) {
         const fields = await ns().redis.hgetall(keysFor(s.prefix).projectControls(projectId));
         if (i === shard) expect(fields).toMatchObject({ paused: '1', max: expect.any(String) });
         else expect(fields).toEqual({});
       }
-      expect(await admin().showProject(projectId)).toMatchObject({ paused: true, limit: '5/1m' });
+      expect(await admin().showProject(projectId)).toMatchObject({ paused: true, limit: '5/1h' });
     }
     expect(await admin().controlledProjects()).toEqual(
       projects()

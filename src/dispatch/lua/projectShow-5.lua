@@ -8,6 +8,11 @@
   `scanned` says how many were read, `open` how many there are; a count is exact when they are
   equal. A follow-up an earlier version put in both is counted once.
 
+  Whatever the keys hold is read without failing: a key of the wrong type reads as empty, a limit
+  whose max or window is not a positive number is counted with the default, and a score or park
+  that is not a number is left out. Each such finding is named in the last element of the reply,
+  for the caller to show (`invalid stored ...`); the stored fields come back as they are.
+
   Input:
     KEYS[1] project controls
     KEYS[2] the project's budget log
@@ -21,9 +26,10 @@
     ARGV[4] projectId
     ARGV[5] most open entries to read (0: none, no counts)
 
-  Output: {now, paused (1/0), pausedAt, limit as written ('' = default), max, windowMs, sends in
-    the window, reserved slots, next slot, parked until (0 = not), queued, sending, tracked,
-    scanned, open}
+  Output: {now, then the stored controls as strings ('' = absent): paused, pausedAt, limit, max,
+    windowMs; then max and windowMs counted with, sends in the window, reserved slots, next slot
+    (a string: it may be past any integer), parked until (a string, '' = not parked), queued,
+    sending, tracked, scanned, open, {findings}}
 ]]
 local controlsKey, budgetKey, parkKey, openKey, headsKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4],
   KEYS[5]
@@ -31,44 +37,81 @@ local max, window = tonumber(ARGV[1]), tonumber(ARGV[2])
 local recordPrefix, projectId, cap = ARGV[3], ARGV[4], tonumber(ARGV[5])
 
 --- @include "includes/now"
-local controls = redis.call('HMGET', controlsKey, 'paused', 'pausedAt', 'limit', 'max', 'windowMs')
-if controls[4] then max, window = tonumber(controls[4]), tonumber(controls[5]) end
+local findings = {}
+-- Whether `key` holds a `kind` (false when it does not exist); a key of another type is a finding.
+local function holds(key, kind, what)
+  local found = redis.call('TYPE', key)['ok']
+  if found == kind or found == 'none' then return found == kind end
+  findings[#findings + 1] = what .. ' is a ' .. found .. ', not a ' .. kind
+  return false
+end
+-- A number that every comparison below can use: finite and at least 1.
+local function countable(value)
+  local n = tonumber(value)
+  if n and n == n and n >= 1 and n < math.huge then return n end
+  return nil
+end
 
-local inWindow = redis.call('ZRANGEBYSCORE', budgetKey, '(' .. (now - window), '+inf', 'WITHSCORES')
+local controls = {false, false, false, false, false}
+if holds(controlsKey, 'hash', 'controls') then
+  controls = redis.call('HMGET', controlsKey, 'paused', 'pausedAt', 'limit', 'max', 'windowMs')
+end
+if controls[4] or controls[5] then
+  local m, w = countable(controls[4]), countable(controls[5])
+  if m and w then max, window = m, w else findings[#findings + 1] = 'limit' end
+end
+
+local inWindow = {}
+if holds(budgetKey, 'zset', 'budget log') then
+  inWindow = redis.call('ZRANGEBYSCORE', budgetKey, '(' .. (now - window), '+inf', 'WITHSCORES')
+end
 local sends, reserved, last = 0, 0, now
 for i = 1, #inWindow, 2 do
   if string.sub(inWindow[i], 1, 2) == 'r:' then reserved = reserved + 1 else sends = sends + 1 end
-  last = math.max(last, tonumber(inWindow[i + 1]))
+  local score = tonumber(inWindow[i + 1])
+  if score and score < math.huge then last = math.max(last, score) end
 end
 -- The slot a new follow-up would get, as ACQUIRE reckons it.
 local n, slot = #inWindow / 2, last
 if n >= max then
-  local pivot = tonumber(inWindow[2 * (n - max) + 2]) + window
+  local pivot = (tonumber(inWindow[2 * (n - max) + 2]) or now) + window
   slot = math.max(slot, pivot, last + math.ceil(window / max))
 end
-local parked = tonumber(redis.call('GET', parkKey) or '0')
-if parked <= now then parked = 0 end
+local parked = ''
+if holds(parkKey, 'string', 'park') then
+  parked = redis.call('GET', parkKey)
+  local parkedUntil = tonumber(parked)
+  if parkedUntil and parkedUntil <= now then parked = '' end
+end
 
 local queued, sending, tracked, scanned, seen = 0, 0, 0, 0, {}
 local function count(id)
   scanned = scanned + 1
   if seen[id] then return end
   seen[id] = true
-  local record = redis.call('HMGET', recordPrefix .. id, 'projectId', 'state')
-  if record[1] == projectId then
+  -- A record of another type is not this project's.
+  local record = redis.pcall('HMGET', recordPrefix .. id, 'projectId', 'state')
+  if record['err'] == nil and record[1] == projectId then
     local state = record[2]
     if state == 'queued' then queued = queued + 1
     elseif state == 'sending' then sending = sending + 1
     elseif state == 'sent' or state == 'unsettled' then tracked = tracked + 1 end
   end
 end
-if cap > 0 then
-  for _, id in ipairs(redis.call('ZRANGE', openKey, 0, cap - 1)) do count(id) end
+local open, lanes = 0, 0
+if holds(openKey, 'zset', 'open index') then
+  open = redis.call('ZCARD', openKey)
+  if cap > 0 then
+    for _, id in ipairs(redis.call('ZRANGE', openKey, 0, cap - 1)) do count(id) end
+  end
 end
-local lanes = redis.call('HLEN', headsKey)
-if cap - scanned >= lanes then
-  for _, id in ipairs(redis.call('HVALS', headsKey)) do count(id) end
+if holds(headsKey, 'hash', 'lane heads') then
+  lanes = redis.call('HLEN', headsKey)
+  if cap - scanned >= lanes then
+    for _, id in ipairs(redis.call('HVALS', headsKey)) do count(id) end
+  end
 end
-return {now, controls[1] == '1' and 1 or 0, tonumber(controls[2] or '0'), controls[3] or '', max,
-  window, sends, reserved, slot, parked, queued, sending, tracked, scanned,
-  redis.call('ZCARD', openKey) + lanes}
+local function text(value) return value or '' end
+return {now, text(controls[1]), text(controls[2]), text(controls[3]), text(controls[4]),
+  text(controls[5]), tostring(max), tostring(window), sends, reserved, tostring(slot), parked,
+  queued, sending, tracked, scanned, open + lanes, findings}

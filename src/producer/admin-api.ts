@@ -1,0 +1,97 @@
+import type { Redis } from 'ioredis';
+import type { Rate } from '../config/index.js';
+import type { DurabilitySetting } from '../redis/durability.js';
+import type { CancelResult, ProjectView } from './controls.js';
+import type { Overview, OverviewOptions } from './overview.js';
+
+/* The operator controls' public shape (contract, section 4: `createAdmin`); `admin.ts` builds it. */
+
+/** Options of {@link createAdmin}; every default matches the service's settings. */
+export interface AdminOptions {
+  redisUrl: string;
+  /** @defaultValue `agent-dispatch` */
+  prefix?: string;
+  /** `EVENTS_STREAM`, where a cancel's event goes. @defaultValue `agent-dispatch:events` */
+  eventsStream?: string;
+  /** `EVENTS_MAXLEN`. @defaultValue 1000000 */
+  eventsMaxLen?: number;
+  /** `DISPATCH_RETENTION` of a cancelled follow-up's record, in ms. @defaultValue 7 days */
+  dispatchRetentionMs?: number;
+  /** `SEND_RATE_LIMIT`, which `showProject` reports for a project without a limit of its own. */
+  sendRateLimit?: string | Rate;
+  /** An existing connection to use instead of `redisUrl` (not closed by `close`). */
+  connection?: Redis;
+  /** How long a call waits for Redis to be reachable before it fails. @defaultValue 5000 */
+  readyTimeoutMs?: number;
+  /**
+   * `DISPATCH_SHARDS`: a project's controls live in its shard. Unset: the count the fleet
+   * recorded in Redis (1 when none did); set: a count that differs from the record rejects every
+   * call with `LayoutError` (code `layout_mismatch`), having changed nothing.
+   */
+  shards?: number;
+  /** `REDIS_CLUSTER`: `redisUrl` is the seed node of a Redis Cluster. @defaultValue false */
+  cluster?: boolean;
+  /**
+   * `REDIS_DURABILITY`: with `fsync` (the default) on a server that has WAITAOF, a cancel, pause,
+   * resume or limit answers only once fsynced to the AOF, as `send` does, so a Redis crash cannot
+   * undo a change the caller was told about. `strict` refuses every change, before any write,
+   * with `NotDurableError` where the server cannot keep that promise.
+   */
+  durability?: DurabilitySetting;
+  /** How long a change waits for the disk (WAITAOF) before it fails, retryable. @defaultValue 5000 */
+  durabilityTimeoutMs?: number;
+}
+
+/** The answer of a pause or resume; `changed` is false when the project already was so. */
+export interface PauseResult {
+  readonly projectId: string;
+  readonly paused: boolean;
+  readonly changed: boolean;
+  /** Follow-ups the resume woke (0 for a pause). */
+  readonly woken: number;
+}
+
+/** The answer of a limit change: the limit now (`null`: `SEND_RATE_LIMIT`) and the one before. */
+export interface LimitResult {
+  readonly projectId: string;
+  readonly limit: string | null;
+  readonly previous: string | null;
+}
+
+/** Options of {@link Admin.setProjectLimit}. */
+export interface LimitOptions {
+  /** Sets a limit looser than `SEND_RATE_LIMIT` (the agent API's own) all the same. */
+  readonly force?: boolean;
+}
+
+/**
+ * The operator controls (contract, section 4). Each change is one atomic script that every
+ * worker's next ACQUIRE reads, so it holds fleet-wide at once. Input errors throw
+ * `InvalidControlError` naming the field (`projectId`, `limit`, `dispatchId`); an unknown project
+ * is fine (a control may come before its follow-ups).
+ */
+export interface Admin {
+  /** Stops every send to the project: no attempt, no budget spent; its follow-ups wait. */
+  pauseProject(projectId: string): Promise<PauseResult>;
+  /** Resumes the project and wakes its parked follow-ups at once. */
+  resumeProject(projectId: string): Promise<PauseResult>;
+  /**
+   * Gives the project its own limit, `N/DURATION` (`50/1h`), in place of `SEND_RATE_LIMIT`: a
+   * count of at least 1, a window of at most 24 h, and no looser than `SEND_RATE_LIMIT` (no
+   * window of its length may hold more sends) unless `force` (see `checkLimit`).
+   */
+  setProjectLimit(projectId: string, limit: string, options?: LimitOptions): Promise<LimitResult>;
+  /** Back to `SEND_RATE_LIMIT`. */
+  clearProjectLimit(projectId: string): Promise<LimitResult>;
+  /** Paused or not, its limit and budget use, its next slot, its 429 park, its counts. */
+  showProject(projectId: string): Promise<ProjectView>;
+  /** The contract's name of {@link Admin.showProject}. */
+  project(projectId: string): Promise<ProjectView>;
+  /** The projects with a pause or a limit of their own. */
+  controlledProjects(): Promise<string[]>;
+  /** Everything the operator's page shows at once (`/dashboard/followups`). */
+  overview(options?: OverviewOptions): Promise<Overview>;
+  /** `producer.cancel`: ends a queued follow-up `followup.cancelled`. */
+  cancel(dispatchId: string): Promise<CancelResult>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,90 @@
+import type { Redis } from 'ioredis';
+import { shardLayout } from '../redis/keys.js';
+import { fleetShardCount, LayoutError } from '../redis/layout.js';
+import { asRedisFailure, RedisUnavailableError } from './errors.js';
+import { openShards, type EndingOptions, type ProducerShard } from './shards.js';
+
+/**
+ * The shards a tool (the producer, `createAdmin`) reaches, opened on first use: only then is the
+ * shard count the fleet recorded known (`fleetShardCount`), and a tool without `DISPATCH_SHARDS`
+ * must use that one, not a default that would act on shard 0 of a 4-shard fleet.
+ */
+
+/** Where the shards are and how many the caller expects. */
+export interface FleetOptions {
+  readonly prefix: string;
+  readonly eventsStream: string;
+  readonly cluster: boolean;
+  /** `DISPATCH_SHARDS` as the caller set it; `undefined`: the count the fleet recorded. */
+  readonly shards: number | undefined;
+  readonly ending: EndingOptions;
+  /** How long a call waits for Redis to be reachable before it fails. */
+  readonly readyTimeoutMs: number;
+}
+
+/** The shards of a tool, opened once. */
+export interface Fleet {
+  /**
+   * Every shard, once Redis answered (at most `readyTimeoutMs`) and the layout was read. Rejects
+   * with {@link LayoutError} when the setting and the fleet disagree, with
+   * `RedisUnavailableError` when Redis does not answer; the next call tries again.
+   */
+  shards(): Promise<readonly ProducerShard[]>;
+  /** Closes the queues opened so far. */
+  close(): Promise<void>;
+}
+
+/** The {@link Fleet} of a tool on `redis`, its one connection. */
+export function fleetOf(redis: Redis, options: FleetOptions): Fleet {
+  let opening: Promise<ProducerShard[]> | undefined;
+  let opened: ProducerShard[] = [];
+
+  async function open(): Promise<ProducerShard[]> {
+    try {
+      await untilReady(redis, options.readyTimeoutMs);
+      const { prefix, eventsStream, cluster } = options;
+      const count = await fleetShardCount(redis, { cluster, prefix, configured: options.shards });
+      const layout = shardLayout(prefix, eventsStream, count, cluster);
+      // Queue errors reach the caller through the rejected call.
+      opened = openShards(redis, layout, () => {}, options.ending);
+      return opened;
+    } catch (err) {
+      throw err instanceof LayoutError ? err : asRedisFailure(err, redis);
+    }
+  }
+
+  return {
+    shards() {
+      const current = (opening ??= open());
+      current.catch(() => {
+        if (opening === current) opening = undefined;
+      });
+      return current;
+    },
+    async close() {
+      await Promise.all(opened.map((s) => s.queue.close().catch(() => {})));
+    },
+  };
+}
+
+/**
+ * Resolves once `redis` is ready, rejects with `RedisUnavailableError` after `timeoutMs`: with no
+ * offline queue a command before it is up would fail, and a connection error is no reason to give
+ * up early (ioredis reconnects). A cluster client counts from `connect` on, as BullMQ counts it.
+ */
+function untilReady(redis: Redis, timeoutMs: number): Promise<void> {
+  if (redis.status === 'ready' || (redis.isCluster && redis.status === 'connect'))
+    return Promise.resolve();
+  if (redis.status === 'wait') redis.connect().catch(() => {});
+  return new Promise((resolve, reject) => {
+    const onReady = () => {
+      clearTimeout(timer);
+      resolve();
+    };
+    const timer = setTimeout(() => {
+      redis.off('ready', onReady);
+      reject(new RedisUnavailableError(timeoutMs));
+    }, timeoutMs);
+    redis.once('ready', onReady);
+  });
+}

@@ -1,0 +1,85 @@
+import { describe, expect, it } from 'vitest';
+import { createAdmin, createProducer } from '../../src/producer/index.js';
+import { runCliToEnd } from '../support/cli.js';
+import { monitorServer, type Monitor } from '../support/monitor.js';
+import { usePrivateRedis } from '../support/redis-server.js';
+
+/**
+ * Under REDIS_DURABILITY=fsync (the default) on Valkey, which has WAITAOF, every operator change
+ * (cancel, pause, resume, limit, clear) answers only after a WAITAOF that follows its write, as an
+ * enqueue does: MONITOR shows the server's commands in the order it ran them.
+ */
+describe('the operator controls wait for the disk (Valkey, MONITOR)', () => {
+  const served = usePrivateRedis('valkey-server');
+
+  /** Runs `change`, then the server's commands since it began: a WAITAOF after its script. */
+  async function waitsAfterWrite(monitor: Monitor, what: string, change: () => Promise<unknown>) {
+    await monitor.settle();
+    const from = monitor.commands.length;
+    await change();
+    await monitor.settle();
+    const names = monitor.commands.slice(from).map(([name]) => name);
+    const write = names.findIndex((n) => n === 'EVALSHA' || n === 'EVAL');
+    expect(write, `${what}: ${names.join(' ')}`).toBeGreaterThanOrEqual(0);
+    expect(names.indexOf('WAITAOF', write), `${what}: ${names.join(' ')}`).toBeGreaterThan(write);
+  }
+
+  it('cancel, pause, resume, limit and clear each answer after a WAITAOF of their write', async () => {
+    const url = served().server.url;
+    const prefix = 'durable-controls';
+    const admin = createAdmin({ redisUrl: url, prefix });
+    const producer = createProducer({ redisUrl: url, prefix });
+    const monitor = await monitorServer(url);
+    try {
+      const [a, b] = await producer.sendMany([
+        { projectId: 'p', jobId: 'a', prompt: 'one' },
+        { projectId: 'p', jobId: 'b', prompt: 'two' },
+      ]);
+      await waitsAfterWrite(monitor, 'pause', () => admin.pauseProject('p'));
+      await waitsAfterWrite(monitor, 'resume', () => admin.resumeProject('p'));
+      await waitsAfterWrite(monitor, 'limit', () => admin.setProjectLimit('p', '5/1h'));
+      await waitsAfterWrite(monitor, 'clear', () => admin.clearProjectLimit('p'));
+      await waitsAfterWrite(monitor, 'admin cancel', () => admin.cancel(a?.dispatchId ?? ''));
+      await waitsAfterWrite(monitor, 'producer cancel', () => producer.cancel(b?.dispatchId ?? ''));
+    } finally {
+      await Promise.all([monitor.stop(), admin.close(), producer.close()]);
+    }
+  });
+
+  it('a change whose WAITAOF falls short rejects as retryable, saying it may be kept', async () => {
+    const admin = createAdmin({
+      redisUrl: served().server.url,
+      prefix: 'durable-short',
+      // The server has no replica: every WAITAOF falls short of one.
+      durability: { mode: 'fsync', replicas: 1, strict: false },
+      durabilityTimeoutMs: 100,
+    });
+    try {
+      await expect(admin.pauseProject('p')).rejects.toMatchObject({
+        code: 'redis_unavailable',
+        message: expect.stringMatching(
+          /WAITAOF answered 1 local and 0 replica.*may or may not be kept/,
+        ),
+      });
+    } finally {
+      await admin.close();
+    }
+  });
+
+  it('project pause as a process waits too', async () => {
+    const url = served().server.url;
+    const monitor = await monitorServer(url);
+    try {
+      await waitsAfterWrite(monitor, 'project pause', async () => {
+        const res = await runCliToEnd(['project', 'pause', 'q'], {
+          REDIS_URL: url,
+          DISPATCH_PREFIX: 'durable-cli',
+          LOG_LEVEL: 'warn',
+        });
+        expect([res.code, res.stderr]).toEqual([0, '']);
+      });
+    } finally {
+      await monitor.stop();
+    }
+  }, 60_000);
+});
