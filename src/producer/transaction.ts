@@ -229,13 +229,13 @@ function resultsOf(
     const created = (answers as unknown[])[i];
     const { projectId, claimToken } = followUps[i] ?? {};
     if (created === -2 && projectId && claimToken)
-      released.push({ dispatchId, projectId, claimToken });
+      released.push({ index: i, dispatchId, projectId, claimToken });
     if (created === -2) return null;
     if (created !== -1) return { dispatchId, deduplicated: created === 0 };
     conflicts.push({ index: i, key: followUps[i]?.key ?? '', dispatchId });
     return null;
   });
-  if (released.length > 0) throw new ClaimReleasedError(released);
+  if (released.length > 0) throw new ClaimReleasedError(released, results, conflicts);
   if (conflicts.length > 0) throw new IdempotencyConflictError(conflicts, results);
   return results as SendResult[];
 }

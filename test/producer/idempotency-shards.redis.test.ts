@@ -1,10 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { DispatchStore } from '../../src/dispatch/store.js';
-import {
-  createProducer,
-  IdempotencyConflictError,
-  RedisUnavailableError,
-} from '../../src/producer/index.js';
+import { createProducer, IdempotencyConflictError } from '../../src/producer/index.js';
 import type { Producer } from '../../src/producer/index.js';
 import { CLAIM_REPAIR_AGE_MS } from '../../src/producer/claims.js';
 import { claimShardOf, keysFor, shardLayout, shardOf } from '../../src/redis/keys.js';
@@ -84,6 +80,15 @@ describe('one idempotency key, one follow-up, across shards (DISPATCH_SHARDS=4)'
       { dispatchId, shard: shardOf(projectId, SHARDS), token },
     ]);
     expect(answer?.kind).toBe('claimed');
+  };
+  /** Fences a claim in `shard` as a releaser would that then died before replacing it. */
+  const fenceIn = async (shard: number, dispatchId: string, token: string) => {
+    const store = new DispatchStore(ns().redis, keysOf(shard), {
+      eventsStream: layout()[shard]?.eventsStream ?? '',
+      eventsMaxLen: 1000,
+      retentionMs: 60_000,
+    });
+    expect(await store.claims.fence([{ dispatchId, token }])).toEqual([true]);
   };
   /** Makes a claim look older than the repair age, instead of waiting that long. */
   const age = (key: string) =>
@@ -186,21 +191,36 @@ describe('one idempotency key, one follow-up, across shards (DISPATCH_SHARDS=4)'
     const [a] = projectsOfTwoShards();
     await claimAndDie('left-3', a, 'dead-producer');
     const dispatchId = newDispatchId('left-3');
-    // Fenced in its project's shard by a releaser that then died: the claim still names it.
     const shardA = shardOf(a, SHARDS);
-    const store = new DispatchStore(ns().redis, keysOf(shardA), {
-      eventsStream: layout()[shardA]?.eventsStream ?? '',
-      eventsMaxLen: 1000,
-      retentionMs: 60_000,
-    });
-    expect(await store.claims.fence([{ dispatchId, token: 'dead-producer' }])).toEqual([true]);
+    await fenceIn(shardA, dispatchId, 'dead-producer');
 
+    // The producer replaces the claim and registers again at once: the caller sees no failure.
     const send = () => first().send({ projectId: a, jobId: 'left-3', prompt: 'p', key: 'left-3' });
-    const refused = await send().catch((err: unknown) => err);
-    expect(refused).toBeInstanceOf(RedisUnavailableError);
-    expect((refused as Error).message).toMatch(/^key: .*retry with the same key$/);
-    expect(await holders(dispatchId)).toEqual([]);
     await expect(send()).resolves.toEqual({ dispatchId, deduplicated: false });
     expect(await holders(dispatchId)).toEqual([shardA]);
+    await expect(send()).resolves.toEqual({ dispatchId, deduplicated: true });
+  });
+
+  it('answers a whole batch in which a claim was found released: its committed items are not failed, so not enqueued twice', async () => {
+    const [a] = projectsOfTwoShards();
+    const shardA = shardOf(a, SHARDS);
+    await claimAndDie('left-4', a, 'dead-producer');
+    const dispatchId = newDispatchId('left-4');
+    await fenceIn(shardA, dispatchId, 'dead-producer');
+    const batch = [
+      { projectId: a, jobId: 'left-4', prompt: 'p', key: 'left-4' },
+      { projectId: a, jobId: 'no-key', prompt: 'without a key' },
+    ];
+    // Before: RedisUnavailableError for the batch, its item without a key already enqueued, and
+    // enqueued again by the retry the error asks for.
+    const results = await first().sendMany(batch);
+    expect(results).toEqual([
+      { dispatchId, deduplicated: false },
+      { dispatchId: expect.any(String), deduplicated: false },
+    ]);
+    const unkeyed = results[1]?.dispatchId ?? '';
+    expect(await holders(dispatchId)).toEqual([shardA]);
+    expect(await holders(unkeyed)).toEqual([shardA]);
+    expect(await ns().redis.hlen(keysOf(shardA).laneHeads(a))).toBe(2);
   });
 });
