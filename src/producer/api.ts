@@ -41,7 +41,11 @@ export interface ProducerOptions {
   eventsStream?: string;
   /** `EVENTS_MAXLEN`. @defaultValue 1000000 */
   eventsMaxLen?: number;
-  /** `DISPATCH_RETENTION` of a cancelled follow-up's record, in ms. @defaultValue 7 days */
+  /**
+   * `DISPATCH_RETENTION`, in ms: of a cancelled follow-up's record, and, with several shards, of
+   * a key's claim (twice it), which must outlive the record: give the fleet's value.
+   * @defaultValue 7 days
+   */
   dispatchRetentionMs?: number;
 }
 

@@ -5,7 +5,7 @@ import type { ClaimAnswer, ClaimRequest, DispatchStore } from '../dispatch/store
 import { afterWrite, beforeWrite, type DiskWait } from '../redis/disk-wait.js';
 import { claimShardOf, keysFor, shardOf } from '../redis/keys.js';
 import { newDispatchId } from '../runtime/jobs.js';
-import { RedisUnavailableError, type KeyConflict } from './errors.js';
+import { RedisUnavailableError, type KeyConflict, type SendResult } from './errors.js';
 
 /**
  * The producer's claims of a batch's idempotency keys, before its MULTIs (see
@@ -190,6 +190,8 @@ async function perShard<T, A>(
 
 /** A follow-up that REGISTER refused because its key's claim was released (answer -2). */
 export interface ReleasedClaim {
+  /** Its position in its shard's transaction. */
+  readonly index: number;
   readonly dispatchId: string;
   readonly projectId: string;
   readonly claimToken: string;
@@ -197,12 +199,18 @@ export interface ReleasedClaim {
 
 /**
  * Some follow-ups were not registered: their keys' claims were released before their REGISTER
- * (see `claims.ts`); nothing was written for them. To the caller it is a
- * {@link RedisUnavailableError}: retry with the same key. `released` lets the producer replace a
- * claim that was fenced and left so, before that retry ({@link replaceReleased}).
+ * (see `claims.ts`); nothing was written for them. The rest of the same transaction was committed:
+ * `results` and `conflicts` answer for it (`null` at each released or conflicting position), so
+ * the producer can send the released ones again itself ({@link replaceReleased} first) and answer
+ * the whole batch; a caller that gets this error (the second time in one call) retries with the
+ * same key.
  */
 export class ClaimReleasedError extends RedisUnavailableError {
-  constructor(readonly released: readonly ReleasedClaim[]) {
+  constructor(
+    readonly released: readonly ReleasedClaim[],
+    readonly results: readonly (SendResult | null)[] = [],
+    readonly conflicts: readonly KeyConflict[] = [],
+  ) {
     super(
       `key: the claim across shards of dispatch ${released.map((r) => r.dispatchId).join(', ')} was released before it was registered; nothing was enqueued for it: retry with the same key`,
     );

@@ -5,8 +5,14 @@ import { NotDurableError, type DiskWait } from '../redis/disk-wait.js';
 import type { DurabilityAssessment } from '../redis/durability.js';
 import { keysFor } from '../redis/keys.js';
 import { ClaimReleasedError, claimKeys, replaceReleased } from './claims.js';
-import { asRedisFailure, RedisUnavailableError, type SendResult } from './errors.js';
-import { mergeShardResults, splitByShard, type ProducerShard } from './shards.js';
+import {
+  asRedisFailure,
+  IdempotencyConflictError,
+  RedisUnavailableError,
+  type KeyConflict,
+  type SendResult,
+} from './errors.js';
+import { mergeShardResults, splitByShard, type ProducerShard, type ShardBatch } from './shards.js';
 import { enqueueIn, type EnqueueContext } from './transaction.js';
 
 /**
@@ -14,7 +20,9 @@ import { enqueueIn, type EnqueueContext } from './transaction.js';
  * one shard), then one transaction per shard, in parallel, each waited on disk (`enqueueIn`); the
  * answers in input order (`mergeShardResults`). A keyed follow-up costs, besides its shard's
  * MULTI, its part of one claim script call per shard that holds claims of the batch; one shard
- * claims nothing.
+ * claims nothing. Follow-ups whose claim REGISTER found released are sent once more, at once
+ * ({@link sendReleasedAgain}): the rest of their transaction was committed, so failing the batch
+ * would have its caller enqueue those again.
  */
 export async function enqueueByShard(
   ctx: EnqueueContext,
@@ -22,6 +30,7 @@ export async function enqueueByShard(
   shards: readonly ProducerShard[],
   followUps: readonly FollowUp[],
   traceparents: readonly (string | undefined)[],
+  again = true,
 ): Promise<SendResult[]> {
   // Before any read or write: a strict setting the server cannot keep refuses the batch.
   const assessed = await ctx.disk.assess(client);
@@ -29,32 +38,106 @@ export async function enqueueByShard(
   const wait = claimWait(client, ctx.disk.timeoutMs, assessed);
   const { tokens, conflicts } = await claimKeys(client, claimShards, followUps, wait).catch(
     (err: unknown) => {
-      throw err instanceof NotDurableError
-        ? new RedisUnavailableError(`${err.message}; retry with the same key`, err)
-        : asRedisFailure(err, ctx.redis);
+      throw asClaimFailure(err, ctx.redis);
     },
   );
-  const refused = new Set(conflicts.map((c) => c.index ?? -1));
-  const batches = splitByShard(followUps, shards.length, refused);
+  const batches = splitByShard(
+    followUps,
+    shards.length,
+    new Set(conflicts.map((c) => c.index ?? -1)),
+  );
+  const registration = (i: number): Registration => ({
+    ...(followUps[i] as FollowUp),
+    traceparent: traceparents[i],
+    claimToken: tokens[i],
+  });
   const settled = await Promise.allSettled(
     batches.map((b) => {
       const { queue, store, shard } = shards[b.shard] as ProducerShard;
       const target = { queue, store: store(client), nodeKey: keysFor(shard.prefix).open };
-      const registrations = b.indexes.map((i): Registration => ({
-        ...(followUps[i] as FollowUp),
-        traceparent: traceparents[i],
-        claimToken: tokens[i],
-      }));
-      return enqueueIn(ctx, client, assessed, target, registrations);
+      return enqueueIn(ctx, client, assessed, target, b.indexes.map(registration));
     }),
   );
   const released = settled.flatMap((s) =>
     s.status === 'rejected' && s.reason instanceof ClaimReleasedError ? s.reason.released : [],
   );
-  // Best effort: the batch fails as retryable whatever this does, and the retry claims again.
-  if (released.length > 0)
-    await replaceReleased(client, claimShards, released, wait).catch(() => undefined);
+  if (released.length === 0)
+    return mergeShardResults(followUps.length, batches, settled, conflicts);
+  // Best effort: whatever this does, the claims are made again by the send that follows.
+  await replaceReleased(client, claimShards, released, wait).catch(() => undefined);
+  const pick = <T>(items: readonly number[], from: readonly T[]) => items.map((i) => from[i] as T);
+  if (again)
+    await sendReleasedAgain(batches, settled, (items) =>
+      enqueueByShard(ctx, client, shards, pick(items, followUps), pick(items, traceparents), false),
+    );
   return mergeShardResults(followUps.length, batches, settled, conflicts);
+}
+
+/** What a send of some follow-ups answered: per follow-up its result, `null` where a conflict. */
+interface Answered {
+  readonly results: readonly (SendResult | null)[];
+  readonly conflicts: readonly KeyConflict[];
+}
+
+/**
+ * Sends the follow-ups of each {@link ClaimReleasedError} of `settled` again with `send` (by their
+ * positions in the batch), and replaces that outcome, in place, by its transaction's answers
+ * completed with theirs: new, deduplicated, or a conflict (their key was claimed for another
+ * shard meanwhile: a producer that stalled past the repair age).
+ */
+async function sendReleasedAgain(
+  batches: readonly ShardBatch[],
+  settled: PromiseSettledResult<SendResult[]>[],
+  send: (items: readonly number[]) => Promise<SendResult[]>,
+): Promise<void> {
+  const items = settled.flatMap((s, b) =>
+    s.status === 'rejected' && s.reason instanceof ClaimReleasedError
+      ? s.reason.released.map((r) => batches[b]?.indexes[r.index] ?? -1)
+      : [],
+  );
+  const answered: Answered = await send(items).then(
+    (results) => ({ results, conflicts: [] }),
+    (err: unknown) => {
+      if (err instanceof IdempotencyConflictError) return err;
+      throw err;
+    },
+  );
+  for (const [b, outcome] of settled.entries()) {
+    if (outcome.status !== 'rejected' || !(outcome.reason instanceof ClaimReleasedError)) continue;
+    settled[b] = completed(batches[b]?.indexes ?? [], outcome.reason, items, answered);
+  }
+}
+
+/**
+ * One transaction's outcome (`err`, of the follow-ups at `indexes` of the batch) completed with
+ * what the send of `items` (positions in the batch) answered.
+ */
+function completed(
+  indexes: readonly number[],
+  err: ClaimReleasedError,
+  items: readonly number[],
+  again: Answered,
+): PromiseSettledResult<SendResult[]> {
+  const inItems = new Map(items.map((item, k) => [item, k]));
+  const local = new Map(indexes.map((item, j) => [item, j]));
+  const results = err.results.map(
+    (r, j) => r ?? again.results[inItems.get(indexes[j] ?? -1) ?? -1] ?? null,
+  );
+  const conflicts = [...err.conflicts];
+  for (const c of again.conflicts) {
+    const j = local.get(items[c.index ?? 0] ?? -1);
+    if (j !== undefined) conflicts.push({ ...c, index: j });
+  }
+  return conflicts.length > 0
+    ? { status: 'rejected', reason: new IdempotencyConflictError(conflicts, results) }
+    : { status: 'fulfilled', value: results as SendResult[] };
+}
+
+/** A failure of the claims as the caller sees it: retryable (nothing was registered yet). */
+function asClaimFailure(err: unknown, redis: Redis): unknown {
+  return err instanceof NotDurableError
+    ? new RedisUnavailableError(`${err.message}; retry with the same key`, err)
+    : asRedisFailure(err, redis);
 }
 
 /**

@@ -25,7 +25,7 @@ import {
  * or neither does; then the wait for the disk (`REDIS_DURABILITY`) before the answers. A traced
  * follow-up's `traceparent` rides in both, in the same commands: tracing adds no round trip.
  *
- * Scripts: REGISTER (3.2 KB) is loaded at the start of every MULTI, so it can never be missing when
+ * Scripts: REGISTER (3.6 KB) is loaded at the start of every MULTI, so it can never be missing when
  * it runs. BullMQ's job add (about 20 KB) is sent as ioredis sends it: its source once per
  * connection, then by SHA. If the server forgot it (SCRIPT FLUSH, or a restart behind a kept
  * connection), the adds fail NOSCRIPT inside the committed MULTI while the REGISTER landed: a
@@ -229,13 +229,13 @@ function resultsOf(
     const created = (answers as unknown[])[i];
     const { projectId, claimToken } = followUps[i] ?? {};
     if (created === -2 && projectId && claimToken)
-      released.push({ dispatchId, projectId, claimToken });
+      released.push({ index: i, dispatchId, projectId, claimToken });
     if (created === -2) return null;
     if (created !== -1) return { dispatchId, deduplicated: created === 0 };
     conflicts.push({ index: i, key: followUps[i]?.key ?? '', dispatchId });
     return null;
   });
-  if (released.length > 0) throw new ClaimReleasedError(released);
+  if (released.length > 0) throw new ClaimReleasedError(released, results, conflicts);
   if (conflicts.length > 0) throw new IdempotencyConflictError(conflicts, results);
   return results as SendResult[];
 }

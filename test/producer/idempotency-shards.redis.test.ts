@@ -1,10 +1,7 @@
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { DispatchStore } from '../../src/dispatch/store.js';
-import {
-  createProducer,
-  IdempotencyConflictError,
-  RedisUnavailableError,
-} from '../../src/producer/index.js';
+import { createProducer, IdempotencyConflictError } from '../../src/producer/index.js';
 import type { Producer } from '../../src/producer/index.js';
 import { CLAIM_REPAIR_AGE_MS } from '../../src/producer/claims.js';
 import { claimShardOf, keysFor, shardLayout, shardOf } from '../../src/redis/keys.js';
@@ -14,6 +11,7 @@ import { useOpened } from '../support/hooks.js';
 import { eventually, useNamespace } from '../support/namespace.js';
 import { startService } from '../support/service.js';
 import { useSimulator } from '../support/simulator.js';
+import { runScript } from '../support/cli.js';
 
 const SHARDS = 4;
 /** Keys raced per test: enough that, without one claim per key, some race is always lost. */
@@ -68,22 +66,27 @@ describe('one idempotency key, one follow-up, across shards (DISPATCH_SHARDS=4)'
     Promise.all(
       keys.map((key) => Promise.all([outcome(first(), a, key), outcome(second(), b, key)])),
     );
+  /** A shard's store, as a producer's or a worker's. */
+  const storeOf = (shard: number) =>
+    new DispatchStore(ns().redis, keysOf(shard), {
+      eventsStream: layout()[shard]?.eventsStream ?? '',
+      eventsMaxLen: 1000,
+      retentionMs: 60_000,
+    });
   /** The claim of `key`'s dispatch id, where every producer looks for it. */
   const claimOf = (key: string) =>
     keysOf(claimShardOf(newDispatchId(key), SHARDS)).idempotencyClaim(newDispatchId(key));
   /** Claims `key` for `projectId`'s shard as a producer would that then died before its MULTI. */
   const claimAndDie = async (key: string, projectId: string, token: string) => {
-    const shard = claimShardOf(newDispatchId(key), SHARDS);
-    const store = new DispatchStore(ns().redis, keysOf(shard), {
-      eventsStream: ns().eventsStream,
-      eventsMaxLen: 1000,
-      retentionMs: 60_000,
-    });
     const dispatchId = newDispatchId(key);
-    const [answer] = await store.claims.claim([
+    const [answer] = await storeOf(claimShardOf(dispatchId, SHARDS)).claims.claim([
       { dispatchId, shard: shardOf(projectId, SHARDS), token },
     ]);
     expect(answer?.kind).toBe('claimed');
+  };
+  /** Fences a claim in `shard` as a releaser would that then died before replacing it. */
+  const fenceIn = async (shard: number, dispatchId: string, token: string) => {
+    expect(await storeOf(shard).claims.fence([{ dispatchId, token }])).toEqual([true]);
   };
   /** Makes a claim look older than the repair age, instead of waiting that long. */
   const age = (key: string) =>
@@ -155,11 +158,7 @@ describe('one idempotency key, one follow-up, across shards (DISPATCH_SHARDS=4)'
 
     // The stalled producer's MULTI arrives now, under the released claim's token: refused.
     const shardA = shardOf(a, SHARDS);
-    const store = new DispatchStore(ns().redis, keysOf(shardA), {
-      eventsStream: layout()[shardA]?.eventsStream ?? '',
-      eventsMaxLen: 1000,
-      retentionMs: 60_000,
-    });
+    const store = storeOf(shardA);
     const multi = ns().redis.multi();
     const followUp = {
       projectId: a,
@@ -186,21 +185,64 @@ describe('one idempotency key, one follow-up, across shards (DISPATCH_SHARDS=4)'
     const [a] = projectsOfTwoShards();
     await claimAndDie('left-3', a, 'dead-producer');
     const dispatchId = newDispatchId('left-3');
-    // Fenced in its project's shard by a releaser that then died: the claim still names it.
     const shardA = shardOf(a, SHARDS);
-    const store = new DispatchStore(ns().redis, keysOf(shardA), {
-      eventsStream: layout()[shardA]?.eventsStream ?? '',
-      eventsMaxLen: 1000,
-      retentionMs: 60_000,
-    });
-    expect(await store.claims.fence([{ dispatchId, token: 'dead-producer' }])).toEqual([true]);
+    await fenceIn(shardA, dispatchId, 'dead-producer');
 
+    // The producer replaces the claim and registers again at once: the caller sees no failure.
     const send = () => first().send({ projectId: a, jobId: 'left-3', prompt: 'p', key: 'left-3' });
-    const refused = await send().catch((err: unknown) => err);
-    expect(refused).toBeInstanceOf(RedisUnavailableError);
-    expect((refused as Error).message).toMatch(/^key: .*retry with the same key$/);
-    expect(await holders(dispatchId)).toEqual([]);
     await expect(send()).resolves.toEqual({ dispatchId, deduplicated: false });
     expect(await holders(dispatchId)).toEqual([shardA]);
+    await expect(send()).resolves.toEqual({ dispatchId, deduplicated: true });
+  });
+
+  it('answers a whole batch in which a claim was found released: its committed items are not failed, so not enqueued twice', async () => {
+    const [a] = projectsOfTwoShards();
+    const shardA = shardOf(a, SHARDS);
+    await claimAndDie('left-4', a, 'dead-producer');
+    const dispatchId = newDispatchId('left-4');
+    await fenceIn(shardA, dispatchId, 'dead-producer');
+    const batch = [
+      { projectId: a, jobId: 'left-4', prompt: 'p', key: 'left-4' },
+      { projectId: a, jobId: 'no-key', prompt: 'without a key' },
+    ];
+    // Before: RedisUnavailableError for the batch, its item without a key already enqueued, and
+    // enqueued again by the retry the error asks for.
+    const results = await first().sendMany(batch);
+    expect(results).toEqual([
+      { dispatchId, deduplicated: false },
+      { dispatchId: expect.any(String), deduplicated: false },
+    ]);
+    const unkeyed = results[1]?.dispatchId ?? '';
+    expect(await holders(dispatchId)).toEqual([shardA]);
+    expect(await holders(unkeyed)).toEqual([shardA]);
+    expect(await ns().redis.hlen(keysOf(shardA).laneHeads(a))).toBe(2);
+  });
+
+  it('a producer process killed in the middle of its sends: each key still ends in one shard, with its job', async () => {
+    const [a, b] = projectsOfTwoShards();
+    const script = fileURLToPath(new URL('support/keyed-sender.ts', import.meta.url));
+    const env = { ...ns().env(), DISPATCH_SHARDS: String(SHARDS), PROJECT: a, KEYS: '200' };
+    const sender = runScript(script, [], env);
+    const printed = () => sender.output.stdout.split('\n').filter(Boolean);
+    // Killed as soon as it has had a few keys accepted: the next send is in flight.
+    await eventually(async () => (printed().length >= 12 ? true : undefined));
+    expect(await sender.stop('SIGKILL')).toBe('SIGKILL');
+    const accepted = printed();
+    // Every key it may have touched, one past the last it printed (the send in flight) too.
+    const keys = Array.from({ length: accepted.length + 2 }, (_, i) => `killed-${i}`);
+    for (const key of keys) await age(key);
+    for (const key of keys) {
+      const dispatchId = newDispatchId(key);
+      const before = await holders(dispatchId);
+      const answer = await outcome(second(), b, key);
+      const after = await holders(dispatchId);
+      // A record of the killed process keeps the key; with none, the other project gets it.
+      const kept = accepted.includes(key) || before.length > 0;
+      const expected = kept ? { answer: 'conflict', after: before } : { answer: 'accepted' };
+      expect({ key, answer, after }).toEqual({ key, after: [shardOf(b, SHARDS)], ...expected });
+      if (!kept) expect(await outcome(first(), a, key), key).toBe('conflict');
+      const shard = after[0] ?? -1;
+      expect(await ns().redis.exists(keysOf(shard).dispatchQueue(dispatchId)), key).toBe(1);
+    }
   });
 });
