@@ -31,14 +31,15 @@ export const serveCommand: Command = {
     const serving = await startServing(kit, {
       name: 'serve',
       dashboard: true,
-      intake: config.intakeToken !== undefined,
+      intake: config.tokens.intake.length > 0,
     });
     const { url, port } = serving.server;
     logger.info(
       {
         url,
         port,
-        dashboard: config.dashboardToken ? `${url}/dashboard` : 'off (set DASHBOARD_TOKEN)',
+        dashboard:
+          config.tokens.dashboard.length > 0 ? `${url}/dashboard` : 'off (set DASHBOARD_TOKEN)',
         intake: serving.producer ? `${url}/v1/followups` : 'off (set INTAKE_TOKEN)',
       },
       LIFECYCLE.httpListening,

@@ -3,9 +3,11 @@ import type { DurabilitySetting } from '../redis/durability.js';
 import { KeyFileError, readKeyFile } from './key-file.js';
 import { SETTINGS, type LOG_FORMATS, type SettingName } from './settings.js';
 import { nonEmpty } from './values.js';
+import type { HttpConfig } from './http-settings.js';
 import type { Rate } from './units.js';
 
 export { SETTINGS, type SettingName } from './settings.js';
+export { SCOPES, type HttpConfig, type Scope, type ScopeTokens } from './http-settings.js';
 export { formatDuration, parseDurationMs, parseRate, type Rate } from './units.js';
 export {
   KeyFileError,
@@ -19,7 +21,7 @@ export {
 export type LogFormat = (typeof LOG_FORMATS)[number];
 
 /** The parsed, frozen configuration every role receives. Units are in the names. */
-export interface Config {
+export interface Config extends HttpConfig {
   readonly redisUrl: string | undefined;
   readonly durability: DurabilitySetting;
   /** `REDIS_CLUSTER`: `redisUrl` is the seed node of a Redis Cluster. */
@@ -60,8 +62,6 @@ export interface Config {
   readonly dispatchRetentionMs: number;
   readonly repairGraceMs: number;
   readonly shutdownTimeoutMs: number;
-  readonly intakeToken: string | undefined;
-  readonly dashboardToken: string | undefined;
   readonly dashboardAllowRetries: boolean;
   /** `DASHBOARD_ALLOW_CONTROLS`: the follow-ups page may pause, resume and cancel. */
   readonly dashboardAllowControls: boolean;
@@ -174,8 +174,17 @@ export function loadConfig(
     dispatchRetentionMs: p.DISPATCH_RETENTION,
     repairGraceMs: p.REPAIR_GRACE,
     shutdownTimeoutMs: p.SHUTDOWN_TIMEOUT,
-    intakeToken: p.INTAKE_TOKEN,
-    dashboardToken: p.DASHBOARD_TOKEN,
+    tokens: Object.freeze({
+      intake: p.INTAKE_TOKEN ?? [],
+      events: p.EVENTS_TOKEN ?? [],
+      operator: p.OPERATOR_TOKEN ?? [],
+      dashboard: p.DASHBOARD_TOKEN ?? [],
+    }),
+    metricsTokens: p.METRICS_TOKEN ?? [],
+    httpHost: p.HTTP_HOST,
+    httpBodyMaxBytes: p.HTTP_BODY_MAX,
+    httpBodyInflightMaxBytes: p.HTTP_BODY_INFLIGHT_MAX,
+    trustProxy: p.TRUST_PROXY,
     dashboardAllowRetries: p.DASHBOARD_ALLOW_RETRIES,
     dashboardAllowControls: p.DASHBOARD_ALLOW_CONTROLS,
   });

@@ -12,6 +12,7 @@ import { errorHandler, notFound } from './errors.js';
 import { healthRouter, type SendPauseCheck } from './health.js';
 import { intakeBodyLimitBytes, intakeRouter } from './intake.js';
 import { LIFECYCLE } from '../telemetry/names.js';
+import { installScopes } from './scopes.js';
 
 /** Everything the routes need. */
 export interface AppOptions {
@@ -36,7 +37,8 @@ export function createApp(options: AppOptions): Express {
   const bodyLimitBytes = intakeBodyLimitBytes(config.promptMaxBytes);
   const app = express();
   app.disable('x-powered-by');
-  app.set('trust proxy', false);
+  app.set('trust proxy', config.trustProxy);
+  installScopes(app, config.tokens);
   app.use(requestLog(logger));
   app.use((_req, res, next) => {
     res.set('x-content-type-options', 'nosniff');
@@ -58,13 +60,11 @@ export function createApp(options: AppOptions): Express {
     const text = await metrics.registry.metrics();
     res.set('content-type', metrics.registry.contentType).send(text);
   });
-  app.use(
-    intakeRouter({ producer: options.producer, token: config.intakeToken, bodyLimitBytes, logger }),
-  );
-  app.use(controlsRouter({ admin: options.admin, token: config.intakeToken, logger }));
+  app.use(intakeRouter({ producer: options.producer, bodyLimitBytes, logger }));
+  app.use(controlsRouter({ admin: options.admin, logger }));
   app.use(
     dashboardRouter({
-      token: config.dashboardToken,
+      tokens: config.tokens,
       shards: options.shards,
       allowRetries: config.dashboardAllowRetries,
       admin: options.admin,

@@ -10,6 +10,7 @@ import type { Logger } from '../telemetry/logger.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import { sendError } from './errors.js';
 import { renderPage } from './followups-page.js';
+import { grantedScopes } from './scopes.js';
 
 /**
  * `/dashboard/followups`, beside bull-board and behind the same token: what an operator asks
@@ -52,7 +53,8 @@ export function followupsRouter(options: FollowupsPageOptions): Router {
       const html = renderPage(overview, {
         path,
         queuesPath: basePath,
-        controls: allowControls,
+        // The buttons only for a token that may press them (an operator's).
+        controls: allowControls && grantedScopes(res).has('operator'),
         notice: noticeOf(req),
       });
       res.status(200).set({ 'content-security-policy': CSP, 'cache-control': 'no-store' });

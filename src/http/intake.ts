@@ -8,8 +8,8 @@ import {
 } from '../producer/index.js';
 import { within } from '../runtime/deadline.js';
 import type { Logger } from '../telemetry/logger.js';
-import { bearerToken, secretsEqual } from './auth.js';
 import { sendError } from './errors.js';
+import { requireScope } from './scopes.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import { withTraceparent } from '../telemetry/trace-context.js';
 
@@ -31,10 +31,9 @@ export function intakeBodyLimitBytes(promptMaxBytes: number): number {
   return Math.min(perFollowUp * MAX_BATCH, 64 * 1024 * 1024);
 }
 
-/** What the intake needs; without a producer or a token it only explains how to turn it on. */
+/** What the intake needs; without a producer it only explains how to turn it on. */
 export interface IntakeOptions {
   readonly producer: Producer | undefined;
-  readonly token: string | undefined;
   readonly bodyLimitBytes: number;
   readonly logger: Logger;
 }
@@ -42,15 +41,18 @@ export interface IntakeOptions {
 /** `POST /v1/followups` (one, an array, or `{"followups": [...]}`) and `GET /v1/followups/:id`. */
 export function intakeRouter(options: IntakeOptions): Router {
   const router = Router();
-  const { producer, token, logger } = options;
-  if (!producer || !token) {
-    router.use('/v1/followups', (_req, res) => {
+  const { producer, logger } = options;
+  const auth = requireScope('intake');
+  if (!producer) {
+    // Only the intake's own routes: DELETE /v1/followups/:id is the operator's.
+    const off: RequestHandler = (_req, res) =>
       sendError(res, 404, 'the intake is off: set INTAKE_TOKEN to accept follow-ups over HTTP');
-    });
+    router.post('/v1/followups', auth, off);
+    router.get('/v1/followups/:dispatchId', auth, off);
     return router;
   }
   const json = express.json({ limit: options.bodyLimitBytes, strict: false });
-  router.post('/v1/followups', requireBearer(token), requireJson, json, async (req, res) => {
+  router.post('/v1/followups', auth, requireJson, json, async (req, res) => {
     const body: unknown = req.body;
     const batch = asBatch(body);
     if (typeof batch === 'string')
@@ -67,7 +69,7 @@ export function intakeRouter(options: IntakeOptions): Router {
       ),
     );
   });
-  router.get('/v1/followups/:dispatchId', requireBearer(token), async (req, res) => {
+  router.get('/v1/followups/:dispatchId', auth, async (req, res) => {
     await answer(res, logger, async () => {
       const status = await producer.status(String(req.params['dispatchId']));
       return status ?? undefined;
@@ -154,17 +156,6 @@ function answerFailure(res: Response, logger: Logger, err: unknown): void {
   }
   logger.error({ err, method: res.req.method, path: res.req.path }, LIFECYCLE.intakeError);
   sendError(res, 500, 'internal error; see the server log');
-}
-
-/** 401 unless the request carries `Authorization: Bearer <token>`. */
-export function requireBearer(token: string): RequestHandler {
-  return (req, res, next) => {
-    const presented = bearerToken(req);
-    if (presented === undefined)
-      return sendError(res, 401, 'missing Authorization: Bearer <INTAKE_TOKEN>');
-    if (!secretsEqual(presented, token)) return sendError(res, 401, 'wrong bearer token');
-    next();
-  };
 }
 
 /** 415 for a body that is not declared JSON, so a form post gets an answer that says why. */

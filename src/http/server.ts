@@ -20,7 +20,7 @@ export interface HttpServerOptions {
   redis: Redis;
   /** Every shard of the deployment, with the queues the dashboard shows. */
   shards: readonly ShardView[];
-  /** The intake; when absent, or `config.intakeToken` is unset, `/v1/followups` answers 404. */
+  /** The intake; when absent, or `INTAKE_TOKEN` is unset, `/v1/followups` answers 404. */
   producer?: Producer;
   /** The operator controls; by default built on `redis` from the config. */
   admin?: Admin;
@@ -31,7 +31,7 @@ export interface HttpServerOptions {
    * (`auth` checks). Left out by `serve`, whose intake keeps taking follow-ups meanwhile.
    */
   sendPauses?: readonly SendPauseCheck[] | undefined;
-  /** Interface to listen on. @defaultValue `0.0.0.0` */
+  /** Interface to listen on. @defaultValue `config.httpHost` (`HTTP_HOST`, `127.0.0.1`) */
   host?: string;
 }
 
@@ -65,7 +65,7 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
   const app = createApp({ ...options, readinessRedis, producer: options.producer, admin });
   const server = createServer(app);
   try {
-    await listen(server, config.httpPort, options.host ?? '0.0.0.0');
+    await listen(server, config.httpPort, options.host ?? config.httpHost);
   } catch (err) {
     readinessRedis.disconnect();
     if (!options.admin) await admin.close();

@@ -101,17 +101,29 @@ describe('loadConfig', () => {
     expect(error.message).not.toContain('hunter2-secret');
   });
 
-  it.each(['DASHBOARD_TOKEN', 'INTAKE_TOKEN'] as const)(
-    'refuses a %s shorter than 16 characters without echoing it',
-    (name) => {
-      const error = catchConfigError({ [name]: 'short-tok3n' });
-      expect(error.problems).toEqual([
-        { setting: name, message: 'must be at least 16 characters' },
-      ]);
-      expect(error.message).not.toContain('short-tok3n');
-      expect(loadConfig({ [name]: 'x'.repeat(16) })).toBeDefined();
-    },
-  );
+  it.each([
+    'DASHBOARD_TOKEN',
+    'INTAKE_TOKEN',
+    'EVENTS_TOKEN',
+    'OPERATOR_TOKEN',
+    'METRICS_TOKEN',
+  ] as const)('refuses a %s shorter than 16 characters without echoing it', (name) => {
+    const error = catchConfigError({ [name]: 'short-tok3n' });
+    expect(error.problems).toEqual([
+      { setting: name, message: 'each token must be at least 16 characters' },
+    ]);
+    expect(error.message).not.toContain('short-tok3n');
+    expect(loadConfig({ [name]: 'x'.repeat(16) })).toBeDefined();
+  });
+
+  it('reads a token list for rotation, and names the short entry without echoing it', () => {
+    const config = loadConfig({ INTAKE_TOKEN: ` ${'a'.repeat(16)}, ${'b'.repeat(16)},` });
+    expect(config.tokens.intake).toEqual(['a'.repeat(16), 'b'.repeat(16)]);
+    const error = catchConfigError({ OPERATOR_TOKEN: `${'a'.repeat(16)},short-tok3n` });
+    expect(error.message).toBe(
+      'OPERATOR_TOKEN: each token must be at least 16 characters (entry 2 of 2 is shorter)',
+    );
+  });
 
   it('exits 2 with one line for a short token, before connecting anywhere', async () => {
     const { code, stderr } = await runCliToEnd(['serve'], {
@@ -119,7 +131,9 @@ describe('loadConfig', () => {
       DASHBOARD_TOKEN: 'change-me',
     });
     expect(code).toBe(2);
-    expect(stderr).toBe('agent-dispatch: DASHBOARD_TOKEN: must be at least 16 characters\n');
+    expect(stderr).toBe(
+      'agent-dispatch: DASHBOARD_TOKEN: each token must be at least 16 characters\n',
+    );
   });
 
   it('lets flags override the environment', () => {
@@ -143,9 +157,17 @@ function catchConfigError(
 
 describe('the README', () => {
   it('documents every setting', async () => {
-    const { readFileSync } = await import('node:fs');
+    const { readFileSync, readdirSync } = await import('node:fs');
     const { SETTINGS } = await import('../../src/config/index.js');
-    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+    // The README's table, or a table of a docs/ page (the README is not to grow).
+    const docs = new URL('../../docs/', import.meta.url);
+    const pages = readdirSync(docs).filter((name) => name.endsWith('.md'));
+    const readme = [
+      new URL('../../README.md', import.meta.url),
+      ...pages.map((p) => new URL(p, docs)),
+    ]
+      .map((file) => readFileSync(file, 'utf8'))
+      .join('\n');
     const row = (name: string) => new RegExp(`^\\|\\s*\`${name}\`\\s*\\|`, 'm');
     const missing = Object.keys(SETTINGS).filter((name) => !row(name).test(readme));
     expect(missing).toEqual([]);
