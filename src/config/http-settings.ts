@@ -90,3 +90,13 @@ export const HTTP_TOKEN_SETTINGS = {
     description: 'when set, /metrics needs it as a bearer token (a list); open without it',
   },
 } as const;
+
+/** A body limit no request could meet: one body must fit in the budget of all bodies. */
+export function bodyLimitProblems(
+  bodyMaxBytes: number,
+  inflightMaxBytes: number,
+): { setting: string; message: string }[] {
+  if (bodyMaxBytes <= inflightMaxBytes) return [];
+  const message = `must be at least HTTP_BODY_MAX (${bodyMaxBytes} bytes), got ${inflightMaxBytes} bytes`;
+  return [{ setting: 'HTTP_BODY_INFLIGHT_MAX', message }];
+}

@@ -3,7 +3,7 @@ import type { DurabilitySetting } from '../redis/durability.js';
 import { KeyFileError, readKeyFile } from './key-file.js';
 import { SETTINGS, type LOG_FORMATS, type SettingName } from './settings.js';
 import { nonEmpty } from './values.js';
-import type { HttpConfig } from './http-settings.js';
+import { bodyLimitProblems, type HttpConfig } from './http-settings.js';
 import type { Rate } from './units.js';
 
 export { SETTINGS, type SettingName } from './settings.js';
@@ -139,6 +139,8 @@ export function loadConfig(
   const agentApiKey = keyOf(parsed, problems);
   const p = parsed as Parsed;
   const servedShards = problems.length > 0 ? [] : shardsOf(p, problems);
+  if (problems.length === 0)
+    problems.push(...bodyLimitProblems(p.HTTP_BODY_MAX, p.HTTP_BODY_INFLIGHT_MAX));
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze({
     redisUrl: p.REDIS_URL,

@@ -13,6 +13,7 @@ import { healthRouter, type SendPauseCheck } from './health.js';
 import { intakeBodyLimitBytes, intakeRouter } from './intake.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import { installScopes } from './scopes.js';
+import { createBodyBudget } from './body-budget.js';
 
 /** Everything the routes need. */
 export interface AppOptions {
@@ -34,7 +35,11 @@ export interface AppOptions {
 /** The express app: health, metrics, intake, dashboard, then JSON 404 and error answers. */
 export function createApp(options: AppOptions): Express {
   const { config, logger, metrics } = options;
-  const bodyLimitBytes = intakeBodyLimitBytes(config.promptMaxBytes);
+  const bodyLimitBytes = intakeBodyLimitBytes(config.promptMaxBytes, config.httpBodyMaxBytes);
+  const bodies = createBodyBudget({
+    maxBytes: config.httpBodyMaxBytes,
+    inflightMaxBytes: config.httpBodyInflightMaxBytes,
+  });
   const app = express();
   app.disable('x-powered-by');
   app.set('trust proxy', config.trustProxy);
@@ -60,7 +65,7 @@ export function createApp(options: AppOptions): Express {
     const text = await metrics.registry.metrics();
     res.set('content-type', metrics.registry.contentType).send(text);
   });
-  app.use(intakeRouter({ producer: options.producer, bodyLimitBytes, logger }));
+  app.use(intakeRouter({ producer: options.producer, bodyLimitBytes, bodies, logger }));
   app.use(controlsRouter({ admin: options.admin, logger }));
   app.use(
     dashboardRouter({

@@ -136,6 +136,25 @@ describe('loadConfig', () => {
     );
   });
 
+  it('reads body sizes, and refuses a body limit over the in-flight budget naming both', () => {
+    const config = loadConfig({ HTTP_BODY_MAX: '512KiB', HTTP_BODY_INFLIGHT_MAX: '8MiB' });
+    expect([config.httpBodyMaxBytes, config.httpBodyInflightMaxBytes]).toEqual([
+      512 * 1024,
+      8 * 1024 * 1024,
+    ]);
+    expect(catchConfigError({ HTTP_BODY_MAX: 'lots' }).message).toMatch(
+      /^HTTP_BODY_MAX: expected a size/,
+    );
+    expect(
+      catchConfigError({ HTTP_BODY_MAX: '8MiB', HTTP_BODY_INFLIGHT_MAX: '4MiB' }).message,
+    ).toMatch(/^HTTP_BODY_INFLIGHT_MAX: must be at least HTTP_BODY_MAX/);
+  });
+
+  it('binds loopback unless HTTP_HOST says otherwise', () => {
+    expect(loadConfig({}).httpHost).toBe('127.0.0.1');
+    expect(loadConfig({ HTTP_HOST: '0.0.0.0' }).httpHost).toBe('0.0.0.0');
+  });
+
   it('lets flags override the environment', () => {
     const config = loadConfig({ HTTP_PORT: '3000' }, { HTTP_PORT: '4000' });
     expect(config.httpPort).toBe(4000);

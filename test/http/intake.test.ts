@@ -1,5 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { intakeBodyLimitBytes } from '../../src/http/index.js';
+import { loadConfig } from '../../src/config/index.js';
 import { RedisUnavailableError, type Producer } from '../../src/producer/index.js';
 import { completedStatus, waitForEvents } from '../support/events.js';
 import { withNamespace } from '../support/namespace.js';
@@ -85,10 +86,10 @@ describe('POST /v1/followups', () => {
   });
 
   it('answers 413 for a body over the limit', async () => {
-    const limit = intakeBodyLimitBytes(PROMPT_MAX_BYTES);
+    const limit = intakeBodyLimitBytes(PROMPT_MAX_BYTES, loadConfig({}).httpBodyMaxBytes);
     const res = await post(JSON.stringify({ followups: [], padding: 'x'.repeat(limit) }));
     expect(res.status).toBe(413);
-    expect(await res.json()).toEqual({ error: expect.stringMatching(/larger than/) });
+    expect(await res.json()).toMatchObject({ error: expect.stringMatching(/larger than/) });
   });
 
   it('accepts one follow-up with 202 and records the dispatch', async () => {
