@@ -86,7 +86,7 @@ describe('/dashboard/followups in a browser', () => {
         const target = held[0]?.dispatchId ?? '';
         await page.locator(`tr[data-dispatch="${target}"] button`, { hasText: 'Cancel' }).click();
         await page.waitForURL(/done=/);
-        expect(await page.getByRole('status').innerText()).toContain(`${target} cancelled`);
+        expect(await page.getByRole('status').innerText()).toContain('Follow-up cancelled.');
         const events = await readEvents(ns.redis, ns.eventsStream);
         expect(events.filter((e) => e.dispatchId === target).map((e) => e.type)).toEqual([
           'followup.cancelled',
