@@ -12,7 +12,7 @@ import { errorHandler, notFound } from './errors.js';
 import { healthRouter, type SendPauseCheck } from './health.js';
 import { intakeBodyLimitBytes, intakeRouter } from './intake.js';
 import { LIFECYCLE } from '../telemetry/names.js';
-import { installScopes } from './scopes.js';
+import { installScopes, requireListedToken } from './scopes.js';
 import { createBodyBudget } from './body-budget.js';
 
 /** Everything the routes need. */
@@ -61,10 +61,14 @@ export function createApp(options: AppOptions): Express {
       },
     }),
   );
-  app.get('/metrics', async (_req, res) => {
-    const text = await metrics.registry.metrics();
-    res.set('content-type', metrics.registry.contentType).send(text);
-  });
+  app.get(
+    '/metrics',
+    requireListedToken(config.metricsTokens, 'METRICS_TOKEN'),
+    async (_req, res) => {
+      const text = await metrics.registry.metrics();
+      res.set('content-type', metrics.registry.contentType).send(text);
+    },
+  );
   app.use(intakeRouter({ producer: options.producer, bodyLimitBytes, bodies, logger }));
   app.use(controlsRouter({ admin: options.admin, logger }));
   app.use(

@@ -74,6 +74,23 @@ export function grantScopes(res: Response, scopes: ReadonlySet<Scope>): void {
 }
 
 /**
+ * Lets a request through with `Authorization: Bearer <one of tokens>`, or with none when the list
+ * is empty (the route is open): `/metrics` behind `METRICS_TOKEN`. 401 naming `setting` otherwise.
+ */
+export function requireListedToken(tokens: readonly string[], setting: string): RequestHandler {
+  return (req, res, next) => {
+    if (tokens.length === 0) return next();
+    const presented = bearerToken(req);
+    let match = false;
+    for (const token of tokens)
+      match = (presented !== undefined && secretsEqual(presented, token)) || match;
+    if (match) return next();
+    res.set('www-authenticate', 'Bearer realm="agent-dispatch"');
+    sendError(res, 401, `needs Authorization: Bearer <${setting}>`, { code: 'unauthenticated' });
+  };
+}
+
+/**
  * Express middleware that lets a request through only with `Authorization: Bearer <token>` of
  * `scope`. Mount it before the route's handler (and before a body parser, so an unauthenticated
  * body is never read):

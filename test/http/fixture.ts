@@ -65,7 +65,6 @@ export async function startTestServer(
     shards,
     producer,
     roles: options.roles ?? (() => []),
-    host: '127.0.0.1',
   });
   return {
     server,
