@@ -88,6 +88,9 @@ export function intakeRouter(options: IntakeOptions): Router {
  */
 function asBatch(body: unknown): FollowUpInput[] | undefined | string {
   const list = isObject(body) && 'followups' in body ? body['followups'] : body;
+  const others = list === body ? [] : Object.keys(body as object).filter((k) => k !== 'followups');
+  if (others.length > 0)
+    return `unknown field ${others.join(', ')}; send {"followups": [...]} alone`;
   if (!Array.isArray(list)) {
     if (list !== body) return '"followups" must be an array';
     return isObject(body)
