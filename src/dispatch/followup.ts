@@ -88,8 +88,9 @@ function buildSchema(promptMaxBytes: number) {
         .refine((s) => utf8Bytes(s) <= promptMaxBytes, {
           error: `must be at most ${promptMaxBytes} bytes`,
         }),
-      key: identifier.optional(),
-      meta: meta.optional(),
+      // null means absent (withoutNulls drops it first); the schema says so for the documentation.
+      key: identifier.nullish(),
+      meta: meta.nullish(),
     },
     { error: 'must be an object with projectId, jobId and prompt' },
   );
@@ -151,7 +152,8 @@ export function checkFollowUp(
     else if (!problems.some(isAboutMeta) && metaBytes(input) > META_MAX_BYTES)
       problems.push(problem('meta', `must be at most ${META_MAX_BYTES} bytes as JSON`));
     if (!result.success || problems.length > 0) return { ok: false, problems };
-    const { projectId, jobId, prompt, key } = result.data;
+    const { projectId, jobId, prompt } = result.data;
+    const key = result.data.key ?? undefined;
     return { ok: true, value: { projectId, jobId, prompt, key, meta: copyOfMeta(input) } };
   } catch {
     // Nothing else can be said about a value whose validation threw; the field is unknown.

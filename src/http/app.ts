@@ -1,3 +1,4 @@
+import { createRequire } from 'node:module';
 import express, { type Express, type RequestHandler } from 'express';
 import type { Redis } from 'ioredis';
 import type { Config } from '../config/index.js';
@@ -14,6 +15,13 @@ import { intakeBodyLimitBytes, intakeRouter } from './intake.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import { installScopes, requireListedToken } from './scopes.js';
 import { createBodyBudget } from './body-budget.js';
+import { describeCoreRoutes } from './api-routes.js';
+import { openApiRouter } from './openapi.js';
+
+/** The package's version, for the OpenAPI document (`src/` and `dist/` are both two levels down). */
+const PACKAGE_VERSION = (
+  createRequire(import.meta.url)('../../package.json') as { version: string }
+).version;
 
 /** Everything the routes need. */
 export interface AppOptions {
@@ -44,6 +52,7 @@ export function createApp(options: AppOptions): Express {
   app.disable('x-powered-by');
   app.set('trust proxy', config.trustProxy);
   installScopes(app, config.tokens);
+  describeCoreRoutes(config.promptMaxBytes);
   app.use(requestLog(logger));
   app.use((_req, res, next) => {
     res.set('x-content-type-options', 'nosniff');
@@ -61,6 +70,7 @@ export function createApp(options: AppOptions): Express {
       },
     }),
   );
+  app.use(openApiRouter(PACKAGE_VERSION));
   app.get(
     '/metrics',
     requireListedToken(config.metricsTokens, 'METRICS_TOKEN'),
