@@ -1,12 +1,7 @@
 import { createReadStream } from 'node:fs';
 import { createInterface } from 'node:readline';
 import type { Writable } from 'node:stream';
-import {
-  checkFollowUp,
-  describeProblem,
-  type FollowUp,
-  type FollowUpInput,
-} from '../dispatch/followup.js';
+import { checkFollowUp, type FollowUp, type FollowUpInput } from '../dispatch/followup.js';
 import { IdempotencyConflictError, type Producer, type SendResult } from '../producer/index.js';
 import { EXIT, UsageError, type Command } from './command.js';
 import { configOf, producerFor } from './compose.js';
@@ -190,5 +185,6 @@ function parseLine(text: string, promptMaxBytes: number): FollowUp | string {
   }
   const checked = checkFollowUp(value, promptMaxBytes);
   if (checked.ok) return checked.value;
-  return checked.problems.map(describeProblem).join('; ');
+  // `field: message` per problem: scripts read the field before the first colon.
+  return checked.problems.map((p) => `${p.field}: ${p.message}`).join('; ');
 }

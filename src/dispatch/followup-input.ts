@@ -3,7 +3,7 @@ import type { z } from 'zod';
 /**
  * A follow-up as JSON clients write it: `null` for an optional field means absent, and the
  * schema's issues are worded for a person: an unknown field first, named (`unknown field
- * projectid; did you mean projectId?`), and then not also "projectId: must be a string" for the
+ * projectid (did you mean projectId?)`), and then not also "projectId: must be a string" for the
  * field it was probably meant as, which would send the reader the wrong way.
  */
 
@@ -37,7 +37,8 @@ export function issueProblems(issues: readonly z.core.$ZodIssue[], input: unknow
   const first = unknown.map((field) => {
     const guess = KNOWN.find((known) => !present(known) && similar(field, known));
     if (guess) meant.add(guess);
-    const hint = guess ? `; did you mean ${guess}?` : `; the fields are ${KNOWN.join(', ')}`;
+    // No "; " inside a message: `enqueue --file` joins a line's problems with it.
+    const hint = guess ? ` (did you mean ${guess}?)` : ` (the fields are ${KNOWN.join(', ')})`;
     return { field, message: `unknown field ${field}${hint}` };
   });
   const rest = issues

@@ -115,10 +115,8 @@ export class InvalidFollowUpError extends Error {
   }
 }
 
-/** One problem as a line: `[3] prompt: must not be empty`; an unknown field's names itself. */
-export function describeProblem(p: FieldProblem): string {
-  const where = p.message.startsWith(`unknown field ${p.field}`) ? '' : `${p.field}: `;
-  return `${p.index === undefined ? '' : `[${p.index}] `}${where}${p.message}`;
+function describeProblem(p: FieldProblem): string {
+  return `${p.index === undefined ? '' : `[${p.index}] `}${p.field}: ${p.message}`;
 }
 
 /**

@@ -45,7 +45,7 @@ describe('JSON as clients send it', () => {
     expect(await res.json()).toEqual({
       error: 'invalid follow-up',
       problems: [
-        { field: 'projectid', message: 'unknown field projectid; did you mean projectId?' },
+        { field: 'projectid', message: 'unknown field projectid (did you mean projectId?)' },
       ],
     });
     const batch = await post({ followups: [{ ...MISSPELLED, projectId: 'p', colour: 'red' }] });
@@ -64,7 +64,9 @@ describe('JSON as clients send it', () => {
       ?.send(MISSPELLED as never)
       .catch((err: unknown) => err);
     expect(thrown).toBeInstanceOf(InvalidFollowUpError);
-    expect((thrown as Error).message).toBe('unknown field projectid; did you mean projectId?');
+    expect((thrown as Error).message).toBe(
+      'projectid: unknown field projectid (did you mean projectId?)',
+    );
   });
 
   it('does the same in enqueue --file: null accepted, an unknown field a line error naming it', async () => {
@@ -78,7 +80,9 @@ describe('JSON as clients send it', () => {
       writeFileSync(file, lines.map((l) => JSON.stringify(l)).join('\n'));
       const result = await runCliToEnd(['enqueue', '--file', file], served.ns.env());
       expect(result.stdout).toMatch(/"line":1/);
-      expect(result.stderr).toContain('line 2: unknown field projectid; did you mean projectId?\n');
+      expect(result.stderr).toContain(
+        'line 2: projectid: unknown field projectid (did you mean projectId?)\n',
+      );
       expect(result.code).toBe(1);
     } finally {
       rmSync(dir, { recursive: true, force: true });
