@@ -11,7 +11,8 @@ export const serveCommand: Command = {
   usage: 'serve [--port N]',
   details: [
     'Serves /dashboard (needs DASHBOARD_TOKEN), /metrics, /healthz, /readyz and, with INTAKE_TOKEN,',
-    'POST /v1/followups. Needs REDIS_URL. Stops on SIGTERM or SIGINT.',
+    'POST /v1/followups; with OPERATOR_TOKEN the controls. GET /openapi.json describes the /v1 routes',
+    '(docs/http-api.md). Binds HTTP_HOST (127.0.0.1). Needs REDIS_URL. Stops on SIGTERM or SIGINT.',
   ].join('\n'),
   options: {
     port: {
