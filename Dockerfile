@@ -14,7 +14,8 @@ RUN npm run build
 # --- runtime: production dependencies and the compiled output only ---------------------------------
 FROM node:20-bookworm-slim AS runtime
 ENV NODE_ENV=production \
-    HTTP_PORT=3000
+    HTTP_PORT=3000 \
+    HTTP_HOST=0.0.0.0
 WORKDIR /app
 COPY --chown=node:node package.json package-lock.json ./
 RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force

@@ -185,5 +185,6 @@ function parseLine(text: string, promptMaxBytes: number): FollowUp | string {
   }
   const checked = checkFollowUp(value, promptMaxBytes);
   if (checked.ok) return checked.value;
+  // `field: message` per problem: scripts read the field before the first colon.
   return checked.problems.map((p) => `${p.field}: ${p.message}`).join('; ');
 }

@@ -153,8 +153,8 @@ export async function runUntilSignal(
     const config = {
       ...kit.config,
       httpPort: kit.config.metricsPort,
-      dashboardToken: undefined,
-      intakeToken: undefined,
+      // Metrics and probes only: every scope off.
+      tokens: { intake: [], events: [], operator: [], dashboard: [] },
     };
     const metrics = await startServing(
       { ...kit, config },

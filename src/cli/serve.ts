@@ -11,8 +11,9 @@ export const serveCommand: Command = {
   usage: 'serve [--port N]',
   details: [
     'Serves /dashboard (needs DASHBOARD_TOKEN), /metrics, /healthz, /readyz and, with INTAKE_TOKEN,',
-    'POST /v1/followups; with EVENTS_TOKEN, GET /v1/events and /v1/events/stream (docs/events.md).',
-    'Needs REDIS_URL. Stops on SIGTERM or SIGINT.',
+    'POST /v1/followups; with EVENTS_TOKEN, GET /v1/events and /v1/events/stream (docs/events.md);',
+    'with OPERATOR_TOKEN the controls. GET /openapi.json describes the /v1 routes (docs/http-api.md).',
+    'Binds HTTP_HOST (127.0.0.1). Needs REDIS_URL. Stops on SIGTERM or SIGINT.',
   ].join('\n'),
   options: {
     port: {
@@ -32,14 +33,15 @@ export const serveCommand: Command = {
     const serving = await startServing(kit, {
       name: 'serve',
       dashboard: true,
-      intake: config.intakeToken !== undefined,
+      intake: config.tokens.intake.length > 0,
     });
     const { url, port } = serving.server;
     logger.info(
       {
         url,
         port,
-        dashboard: config.dashboardToken ? `${url}/dashboard` : 'off (set DASHBOARD_TOKEN)',
+        dashboard:
+          config.tokens.dashboard.length > 0 ? `${url}/dashboard` : 'off (set DASHBOARD_TOKEN)',
         intake: serving.producer ? `${url}/v1/followups` : 'off (set INTAKE_TOKEN)',
       },
       LIFECYCLE.httpListening,

@@ -131,8 +131,9 @@ async function embeddedServices(
     );
     overrides.REDIS_URL = redis.url;
   }
-  if (!base.dashboardToken) overrides.DASHBOARD_TOKEN = randomBytes(16).toString('hex');
-  if (!base.intakeToken) overrides.INTAKE_TOKEN = randomBytes(16).toString('hex');
+  if (base.tokens.dashboard.length === 0)
+    overrides.DASHBOARD_TOKEN = randomBytes(16).toString('hex');
+  if (base.tokens.intake.length === 0) overrides.INTAKE_TOKEN = randomBytes(16).toString('hex');
   return overrides;
 }
 
@@ -160,12 +161,12 @@ async function runAll(
     { name: 'start', dashboard: true, intake: true, roles },
   );
   const { server, producer, redis } = http;
-  const token = config.dashboardToken ?? '';
+  const token = config.tokens.dashboard[0] ?? '';
   const login = made.DASHBOARD_TOKEN ? `?token=${token}` : ' (DASHBOARD_TOKEN)';
   say(`follow-ups page: ${server.url}/dashboard/followups${login}`);
   say(`dashboard (bull-board, same token): ${server.url}/dashboard`);
   say(
-    `intake: POST ${server.url}/v1/followups${made.INTAKE_TOKEN ? ` with "Authorization: Bearer ${config.intakeToken}"` : ' (INTAKE_TOKEN)'}`,
+    `intake: POST ${server.url}/v1/followups${made.INTAKE_TOKEN ? ` with "Authorization: Bearer ${config.tokens.intake[0] ?? ''}"` : ' (INTAKE_TOKEN)'}`,
   );
   say(`metrics: ${server.url}/metrics · health: ${server.url}/healthz, ${server.url}/readyz`);
   if (producer && made.AGENT_API_KEY && made.REDIS_URL) {

@@ -1,12 +1,16 @@
 import { z } from 'zod';
 import type { DurabilitySetting } from '../redis/durability.js';
-import { KeyFileError, readKeyFile } from './key-file.js';
+import { ConfigError, type SettingProblem } from './errors.js';
+import { keyOf } from './key-file.js';
 import { SETTINGS, type LOG_FORMATS, type SettingName } from './settings.js';
 import { nonEmpty } from './values.js';
 import { webhookPairProblems } from './webhook-settings.js';
+import { bodyLimitProblems, type HttpConfig } from './http-settings.js';
 import type { Rate } from './units.js';
 
 export { SETTINGS, type SettingName } from './settings.js';
+export { ConfigError, type SettingProblem } from './errors.js';
+export { SCOPES, type HttpConfig, type Scope, type ScopeTokens } from './http-settings.js';
 export { formatDuration, parseDurationMs, parseRate, type Rate } from './units.js';
 export { clearTextApiHost } from './api-url.js';
 export {
@@ -21,7 +25,7 @@ export {
 export type LogFormat = (typeof LOG_FORMATS)[number];
 
 /** The parsed, frozen configuration every role receives. Units are in the names. */
-export interface Config {
+export interface Config extends HttpConfig {
   readonly redisUrl: string | undefined;
   readonly durability: DurabilitySetting;
   /** `REDIS_CLUSTER`: `redisUrl` is the seed node of a Redis Cluster. */
@@ -67,10 +71,6 @@ export interface Config {
   readonly dispatchRetentionMs: number;
   readonly repairGraceMs: number;
   readonly shutdownTimeoutMs: number;
-  readonly intakeToken: string | undefined;
-  readonly dashboardToken: string | undefined;
-  /** `EVENTS_TOKEN`: the bearer token of the events routes; off when unset. */
-  readonly eventsToken: string | undefined;
   readonly dashboardAllowRetries: boolean;
   /** `DASHBOARD_ALLOW_CONTROLS`: the follow-ups page may pause, resume and cancel. */
   readonly dashboardAllowControls: boolean;
@@ -79,21 +79,6 @@ export interface Config {
   readonly webhookSecret: string | undefined;
   readonly webhookMaxAgeMs: number;
   readonly webhookTimeoutMs: number;
-}
-
-/** One problem with one setting. `message` never contains a secret setting's value. */
-export interface SettingProblem {
-  readonly setting: string;
-  readonly message: string;
-}
-
-/** Thrown by {@link loadConfig}; lists every bad setting at once. Code `bad_setting`. */
-export class ConfigError extends Error {
-  readonly code = 'bad_setting';
-  constructor(readonly problems: readonly SettingProblem[]) {
-    super(problems.map((p) => `${p.setting}: ${p.message}`).join('\n'));
-    this.name = 'ConfigError';
-  }
 }
 
 /** What a role needs besides the defaults: `required` settings must be present. */
@@ -153,7 +138,11 @@ export function loadConfig(
   const agentApiKey = keyOf(parsed, problems);
   const p = parsed as Parsed;
   const servedShards = problems.length > 0 ? [] : shardsOf(p, problems);
-  if (problems.length === 0) problems.push(...webhookPairProblems(p.WEBHOOK_URL, p.WEBHOOK_SECRET));
+  if (problems.length === 0)
+    problems.push(
+      ...webhookPairProblems(p.WEBHOOK_URL, p.WEBHOOK_SECRET),
+      ...bodyLimitProblems(p.HTTP_BODY_MAX, p.HTTP_BODY_INFLIGHT_MAX),
+    );
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze({
     redisUrl: p.REDIS_URL,
@@ -190,9 +179,17 @@ export function loadConfig(
     dispatchRetentionMs: p.DISPATCH_RETENTION,
     repairGraceMs: p.REPAIR_GRACE,
     shutdownTimeoutMs: p.SHUTDOWN_TIMEOUT,
-    intakeToken: p.INTAKE_TOKEN,
-    dashboardToken: p.DASHBOARD_TOKEN,
-    eventsToken: p.EVENTS_TOKEN,
+    tokens: Object.freeze({
+      intake: p.INTAKE_TOKEN ?? [],
+      events: p.EVENTS_TOKEN ?? [],
+      operator: p.OPERATOR_TOKEN ?? [],
+      dashboard: p.DASHBOARD_TOKEN ?? [],
+    }),
+    metricsTokens: p.METRICS_TOKEN ?? [],
+    httpHost: p.HTTP_HOST,
+    httpBodyMaxBytes: p.HTTP_BODY_MAX,
+    httpBodyInflightMaxBytes: p.HTTP_BODY_INFLIGHT_MAX,
+    trustProxy: p.TRUST_PROXY,
     dashboardAllowRetries: p.DASHBOARD_ALLOW_RETRIES,
     dashboardAllowControls: p.DASHBOARD_ALLOW_CONTROLS,
     webhookUrl: p.WEBHOOK_URL,
@@ -200,33 +197,6 @@ export function loadConfig(
     webhookMaxAgeMs: p.WEBHOOK_MAX_AGE,
     webhookTimeoutMs: p.WEBHOOK_TIMEOUT,
   });
-}
-
-/** The key: `AGENT_API_KEY`, or the content of `AGENT_API_KEY_FILE`; never both. */
-function keyOf(
-  parsed: Partial<Record<SettingName, unknown>>,
-  problems: SettingProblem[],
-): string | undefined {
-  const key = parsed.AGENT_API_KEY as string | undefined;
-  const file = parsed.AGENT_API_KEY_FILE as string | undefined;
-  if (file === undefined) return key;
-  if (key !== undefined) {
-    problems.push({
-      setting: 'AGENT_API_KEY_FILE',
-      message: 'set AGENT_API_KEY or AGENT_API_KEY_FILE, not both',
-    });
-    return undefined;
-  }
-  try {
-    return readKeyFile(file);
-  } catch (err) {
-    if (!(err instanceof KeyFileError)) throw err;
-    problems.push({
-      setting: 'AGENT_API_KEY_FILE',
-      message: err.message.replace(/^AGENT_API_KEY_FILE: /, ''),
-    });
-    return undefined;
-  }
 }
 
 /** The shards this process serves (`SHARDS`, every one by default), each below `DISPATCH_SHARDS`. */

@@ -1,3 +1,4 @@
+import type { SettingProblem } from './errors.js';
 import { readFileSync, watch, type FSWatcher } from 'node:fs';
 import { dirname } from 'node:path';
 
@@ -110,4 +111,31 @@ export function watchKeyFile(
       process.off('SIGHUP', onHangup);
     },
   };
+}
+
+/** The key: `AGENT_API_KEY`, or the content of `AGENT_API_KEY_FILE`; never both. */
+export function keyOf(
+  parsed: Readonly<Record<string, unknown>>,
+  problems: SettingProblem[],
+): string | undefined {
+  const key = parsed.AGENT_API_KEY as string | undefined;
+  const file = parsed.AGENT_API_KEY_FILE as string | undefined;
+  if (file === undefined) return key;
+  if (key !== undefined) {
+    problems.push({
+      setting: 'AGENT_API_KEY_FILE',
+      message: 'set AGENT_API_KEY or AGENT_API_KEY_FILE, not both',
+    });
+    return undefined;
+  }
+  try {
+    return readKeyFile(file);
+  } catch (err) {
+    if (!(err instanceof KeyFileError)) throw err;
+    problems.push({
+      setting: 'AGENT_API_KEY_FILE',
+      message: err.message.replace(/^AGENT_API_KEY_FILE: /, ''),
+    });
+    return undefined;
+  }
 }

@@ -8,7 +8,6 @@ import {
   httpUrl,
   durability,
   secret,
-  token,
   keyName,
   shardSelection,
   LOG_FORMATS,
@@ -16,6 +15,7 @@ import {
   OTLP_PROTOCOLS,
   tracesExporters,
 } from './values.js';
+import { HTTP_SERVER_SETTINGS, HTTP_TOKEN_SETTINGS } from './http-settings.js';
 import { WEBHOOK_SETTINGS } from './webhook-settings.js';
 
 export { LOG_FORMATS, MIN_TOKEN_LENGTH } from './values.js';
@@ -111,6 +111,7 @@ export const SETTINGS = {
     description: 'approximate cap on the stream length (XADD MAXLEN ~)',
   },
   HTTP_PORT: { schema: integer(0, 65535), default: '3000', description: 'port of the HTTP server' },
+  ...HTTP_SERVER_SETTINGS,
   METRICS_PORT: {
     schema: integer(0, 65535),
     description: '`worker` and `poller` serve /metrics, /healthz and /readyz on this port when set',
@@ -208,24 +209,7 @@ export const SETTINGS = {
     default: '10s',
     description: 'deadline for in-flight work on SIGTERM/SIGINT',
   },
-  INTAKE_TOKEN: {
-    schema: token,
-    secret: true,
-    description:
-      'bearer token of the HTTP intake, at least 16 characters; the intake is off without it',
-  },
-  EVENTS_TOKEN: {
-    schema: token,
-    secret: true,
-    description:
-      'bearer token of GET /v1/events and /v1/events/stream, at least 16 characters; off without it',
-  },
-  DASHBOARD_TOKEN: {
-    schema: token,
-    secret: true,
-    description:
-      'token for /dashboard (bearer, or basic auth password), at least 16 characters; `start` makes one when unset',
-  },
+  ...HTTP_TOKEN_SETTINGS,
   DASHBOARD_ALLOW_RETRIES: {
     schema: flag,
     default: 'false',

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { parseDurability, type DurabilitySetting } from '../redis/durability.js';
-import { formatDuration, parseDurationMs, parseRate, type Rate } from './units.js';
+import { formatDuration, parseBytes, parseDurationMs, parseRate, type Rate } from './units.js';
 
 /**
  * The parsers of setting values, one per kind (duration, rate, integer, flag, URL, secret, token,
@@ -54,6 +54,20 @@ export const integer = (min: number, max: number) =>
     return value;
   });
 
+/** A byte size such as `4MiB`, from `min` to `max` bytes. */
+export const byteSize = (min: number, max: number) =>
+  z.string().transform((text, ctx) => {
+    const bytes = parseBytes(text);
+    if (bytes === undefined || bytes < min || bytes > max) {
+      ctx.addIssue({
+        code: 'custom',
+        message: `expected a size from ${min} bytes to ${max / 1024 ** 2}MiB, such as 512KiB or 4MiB, got "${text}"`,
+      });
+      return z.NEVER;
+    }
+    return bytes;
+  });
+
 export const flag = z.string().transform((text, ctx) => {
   const value = text.trim().toLowerCase();
   if (['1', 'true', 'yes', 'on'].includes(value)) return true;
@@ -101,10 +115,23 @@ export const secret = z.string().min(1, { message: 'must not be empty' });
 /** Shortest HTTP token accepted: a shorter one can be guessed by a patient script. */
 export const MIN_TOKEN_LENGTH = 16;
 
-// The message states the rule only: it never echoes the token, nor says how short it was.
-export const token = z
-  .string()
-  .min(MIN_TOKEN_LENGTH, { message: `must be at least ${MIN_TOKEN_LENGTH} characters` });
+/**
+ * A comma-separated list of tokens (rotation: add the new one, roll out, remove the old one).
+ * Blank entries are dropped; each must be long enough. The message never echoes a token.
+ */
+export const tokenList = z.string().transform((text, ctx): readonly string[] => {
+  const tokens = [...new Set(text.split(',').map((t) => t.trim()))].filter((t) => t !== '');
+  const short = tokens.findIndex((t) => t.length < MIN_TOKEN_LENGTH);
+  if (short >= 0) {
+    const which = tokens.length > 1 ? ` (entry ${short + 1} of ${tokens.length} is shorter)` : '';
+    ctx.addIssue({
+      code: 'custom',
+      message: `each token must be at least ${MIN_TOKEN_LENGTH} characters${which}`,
+    });
+    return z.NEVER;
+  }
+  return Object.freeze(tokens);
+});
 
 export const keyName = z.string().regex(/^[\w{}.:-]{1,100}$/, {
   message: 'expected 1 to 100 letters, digits or the characters _ - . : { }',

@@ -13,6 +13,7 @@
  * - **terminal status**: `completed`, `archived` or `failed`; the dispatch then ends with one event.
  */
 import { z } from 'zod';
+import { issueProblems, withoutNulls } from './followup-input.js';
 
 /** Largest `meta` accepted, as UTF-8 bytes of its JSON. It rides along in every event. */
 export const META_MAX_BYTES = 4096;
@@ -29,10 +30,10 @@ export interface FollowUpInput {
   projectId: string;
   jobId: string;
   prompt: string;
-  /** Idempotency key: a second send with the same key returns the first dispatch. */
-  key?: string;
-  /** Small JSON object echoed in the completion event. */
-  meta?: Record<string, unknown>;
+  /** Idempotency key: a second send with the same key returns the first dispatch. `null`: none. */
+  key?: string | null;
+  /** Small JSON object echoed in the completion event. `null`: none. */
+  meta?: Record<string, unknown> | null;
 }
 
 /** A validated follow-up. */
@@ -87,8 +88,9 @@ function buildSchema(promptMaxBytes: number) {
         .refine((s) => utf8Bytes(s) <= promptMaxBytes, {
           error: `must be at most ${promptMaxBytes} bytes`,
         }),
-      key: identifier.optional(),
-      meta: meta.optional(),
+      // null means absent (withoutNulls drops it first); the schema says so for the documentation.
+      key: identifier.nullish(),
+      meta: meta.nullish(),
     },
     { error: 'must be an object with projectId, jobId and prompt' },
   );
@@ -133,6 +135,7 @@ export function checkFollowUp(
     ...(index === undefined ? {} : { index }),
   });
   try {
+    input = withoutNulls(input);
     const plain = plainFollowUp(input, promptMaxBytes);
     if (plain) return { ok: true, value: plain };
     // A meta too deep or too big is not handed to the schema; the other fields still are.
@@ -142,12 +145,13 @@ export function checkFollowUp(
     );
     const problems = result.success
       ? []
-      : result.error.issues.map((issue) => problem(fieldName(issue), issue.message));
+      : issueProblems(result.error.issues, input).map((p) => problem(p.field, p.message));
     if (shape) problems.push(problem('meta', shape));
     else if (!problems.some(isAboutMeta) && metaBytes(input) > META_MAX_BYTES)
       problems.push(problem('meta', `must be at most ${META_MAX_BYTES} bytes as JSON`));
     if (!result.success || problems.length > 0) return { ok: false, problems };
-    const { projectId, jobId, prompt, key } = result.data;
+    const { projectId, jobId, prompt } = result.data;
+    const key = result.data.key ?? undefined;
     return { ok: true, value: { projectId, jobId, prompt, key, meta: copyOfMeta(input) } };
   } catch {
     // Nothing else can be said about a value whose validation threw; the field is unknown.
@@ -233,9 +237,4 @@ function metaBytes(input: unknown): number {
 /** The field to blame when validation threw: `meta` is the only one that is walked into. */
 function suspectField(input: unknown): string {
   return typeof input === 'object' && input !== null && 'meta' in input ? 'meta' : '(body)';
-}
-
-function fieldName(issue: z.core.$ZodIssue): string {
-  if (issue.code === 'unrecognized_keys') return issue.keys.join(', ');
-  return issue.path.length > 0 ? issue.path.map(String).join('.') : '(body)';
 }

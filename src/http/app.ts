@@ -1,3 +1,4 @@
+import { createRequire } from 'node:module';
 import express, { type Express, type RequestHandler } from 'express';
 import type { Redis } from 'ioredis';
 import type { Config } from '../config/index.js';
@@ -15,6 +16,15 @@ import { healthRouter, type SendPauseCheck } from './health.js';
 import { intakeBodyLimitBytes, intakeRouter } from './intake.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import { webhooksRouter } from './webhooks.js';
+import { installScopes, requireListedToken } from './scopes.js';
+import { createBodyBudget } from './body-budget.js';
+import { describeCoreRoutes } from './api-routes.js';
+import { openApiRouter } from './openapi.js';
+
+/** The package's version, for the OpenAPI document (`src/` and `dist/` are both two levels down). */
+const PACKAGE_VERSION = (
+  createRequire(import.meta.url)('../../package.json') as { version: string }
+).version;
 
 /** Everything the routes need. */
 export interface AppOptions {
@@ -40,10 +50,16 @@ export interface AppOptions {
 /** The express app: health, metrics, intake, dashboard, then JSON 404 and error answers. */
 export function createApp(options: AppOptions): Express {
   const { config, logger, metrics } = options;
-  const bodyLimitBytes = intakeBodyLimitBytes(config.promptMaxBytes);
+  const bodyLimitBytes = intakeBodyLimitBytes(config.promptMaxBytes, config.httpBodyMaxBytes);
+  const bodies = createBodyBudget({
+    maxBytes: config.httpBodyMaxBytes,
+    inflightMaxBytes: config.httpBodyInflightMaxBytes,
+  });
   const app = express();
   app.disable('x-powered-by');
-  app.set('trust proxy', false);
+  app.set('trust proxy', config.trustProxy);
+  installScopes(app, config.tokens);
+  describeCoreRoutes(config.promptMaxBytes);
   app.use(requestLog(logger));
   app.use((_req, res, next) => {
     res.set('x-content-type-options', 'nosniff');
@@ -61,19 +77,22 @@ export function createApp(options: AppOptions): Express {
       },
     }),
   );
-  app.get('/metrics', async (_req, res) => {
-    const text = await metrics.registry.metrics();
-    res.set('content-type', metrics.registry.contentType).send(text);
-  });
-  app.use(
-    intakeRouter({ producer: options.producer, token: config.intakeToken, bodyLimitBytes, logger }),
+  app.use(openApiRouter(PACKAGE_VERSION));
+  app.get(
+    '/metrics',
+    requireListedToken(config.metricsTokens, 'METRICS_TOKEN'),
+    async (_req, res) => {
+      const text = await metrics.registry.metrics();
+      res.set('content-type', metrics.registry.contentType).send(text);
+    },
   );
-  app.use(eventsRouter({ token: config.eventsToken, feed: options.events, logger }));
-  app.use(controlsRouter({ admin: options.admin, token: config.intakeToken, logger }));
+  app.use(intakeRouter({ producer: options.producer, bodyLimitBytes, bodies, logger }));
+  app.use(eventsRouter({ feed: options.events, logger }));
+  app.use(controlsRouter({ admin: options.admin, logger }));
   app.use(webhooksRouter({ config, redis: options.redis ?? options.readinessRedis, logger }));
   app.use(
     dashboardRouter({
-      token: config.dashboardToken,
+      tokens: config.tokens,
       shards: options.shards,
       allowRetries: config.dashboardAllowRetries,
       admin: options.admin,

@@ -1,9 +1,11 @@
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import type { Request } from 'express';
+import type { Scope, ScopeTokens } from '../config/index.js';
 
 /**
  * Credentials of the HTTP server: a bearer token, HTTP Basic (any user, the token as password) and
- * the dashboard's session cookie. Every comparison is constant-time.
+ * the dashboard's session cookie. Every comparison is constant-time. The scopes each token grants
+ * are in `scopes.ts`.
  */
 
 /** Name of the cookie that `/dashboard?token=` sets. */
@@ -59,17 +61,22 @@ export function sessionCookie(token: string, path: string, secure: boolean): str
 }
 
 /**
- * Whether the request carries `token` as a bearer token, a Basic password or the session cookie.
- * Any one that matches is enough: a browser may still send a stale Basic header next to a fresh
- * cookie.
+ * The dashboard scopes (`dashboard`, `operator`) of the credentials the request carries: a bearer
+ * token, a Basic password or the session cookie, each checked against every token of both
+ * scopes. Any one that matches counts: a browser may still send a stale Basic header next to a
+ * fresh cookie.
  */
-export function presentsDashboardToken(req: Request, token: string): boolean {
-  const bearer = bearerToken(req);
-  const password = basicPassword(req);
+export function dashboardScopes(req: Request, tokens: ScopeTokens): ReadonlySet<Scope> {
+  const presented = [bearerToken(req), basicPassword(req)].filter((t) => t !== undefined);
   const cookie = cookieValue(req, SESSION_COOKIE);
-  return (
-    (bearer !== undefined && secretsEqual(bearer, token)) ||
-    (password !== undefined && secretsEqual(password, token)) ||
-    (cookie !== undefined && secretsEqual(cookie, sessionValue(token)))
-  );
+  const granted = new Set<Scope>();
+  for (const scope of ['dashboard', 'operator'] as const) {
+    let match = false;
+    for (const token of tokens[scope]) {
+      for (const candidate of presented) match = secretsEqual(candidate, token) || match;
+      if (cookie !== undefined) match = secretsEqual(cookie, sessionValue(token)) || match;
+    }
+    if (match) granted.add(scope);
+  }
+  return granted;
 }

@@ -12,10 +12,11 @@ import { within } from '../runtime/deadline.js';
 import type { Logger } from '../telemetry/logger.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import { sendError } from './errors.js';
-import { requireBearer, requireJson } from './intake.js';
+import { requireJson } from './intake.js';
+import { requireScope } from './scopes.js';
 
 /**
- * The operator controls over HTTP, behind `INTAKE_TOKEN` like the intake: cancel a follow-up,
+ * The operator controls over HTTP, behind `OPERATOR_TOKEN` (the `operator` scope): cancel a follow-up,
  * pause, resume, limit and show a project. Each route calls the same code as the library and the
  * CLI (`createAdmin`).
  */
@@ -23,10 +24,9 @@ import { requireBearer, requireJson } from './intake.js';
 /** Longest wait for Redis: the server's connection waits out an outage, a request must not. */
 const REDIS_TIMEOUT_MS = 5_000;
 
-/** What the control routes need; without a token they answer how to turn them on. */
+/** What the control routes need; without `OPERATOR_TOKEN` they answer how to turn them on. */
 export interface ControlsOptions {
   readonly admin: Admin;
-  readonly token: string | undefined;
   readonly logger: Logger;
 }
 
@@ -38,17 +38,8 @@ export interface ControlsOptions {
  */
 export function controlsRouter(options: ControlsOptions): Router {
   const router = Router();
-  const { admin, token, logger } = options;
-  if (!token) {
-    router.use('/v1/projects', (_req, res) => {
-      sendError(res, 404, 'the controls are off: set INTAKE_TOKEN to use them over HTTP');
-    });
-    router.delete('/v1/followups/:dispatchId', (_req, res) => {
-      sendError(res, 404, 'the controls are off: set INTAKE_TOKEN to use them over HTTP');
-    });
-    return router;
-  }
-  const auth = requireBearer(token);
+  const { admin, logger } = options;
+  const auth = requireScope('operator');
   const param = (value: unknown) => String(value);
   router.delete('/v1/followups/:dispatchId', auth, (req, res) =>
     answer(res, logger, () => admin.cancel(param(req.params['dispatchId']))),

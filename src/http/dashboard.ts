@@ -3,19 +3,25 @@ import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { ExpressAdapter } from '@bull-board/express';
 import type { Queue } from 'bullmq';
 import { Router, type RequestHandler } from 'express';
-import { presentsDashboardToken, secretsEqual, sessionCookie } from './auth.js';
+import { dashboardScopes, secretsEqual, sessionCookie } from './auth.js';
+import type { ScopeTokens } from '../config/index.js';
 import type { Admin } from '../producer/index.js';
 import type { ShardView } from '../redis/keys.js';
 import type { Logger } from '../telemetry/logger.js';
 import { sendError } from './errors.js';
 import { followupsRouter } from './followups.js';
+import { grantedScopes, grantScopes } from './scopes.js';
 
 /** Where the dashboard is served. */
 export const DASHBOARD_PATH = '/dashboard';
 
-/** What the dashboard needs. Without a token it is off and says how to turn it on. */
+/**
+ * What the dashboard needs. Without a dashboard or operator token it is off and says how to turn
+ * it on.
+ */
 export interface DashboardOptions {
-  readonly token: string | undefined;
+  /** A `DASHBOARD_TOKEN` sees the pages; an `OPERATOR_TOKEN` may also press their buttons. */
+  readonly tokens: ScopeTokens;
   /** Every shard, with its queues: each queue is listed as {@link boardQueues} names it. */
   readonly shards: readonly ShardView[];
   /**
@@ -36,8 +42,8 @@ export interface DashboardOptions {
  */
 export function dashboardRouter(options: DashboardOptions): Router {
   const router = Router();
-  const { token } = options;
-  if (!token) {
+  const { tokens } = options;
+  if (tokens.dashboard.length === 0 && tokens.operator.length === 0) {
     router.use(DASHBOARD_PATH, (_req, res) => {
       sendError(
         res,
@@ -63,8 +69,9 @@ export function dashboardRouter(options: DashboardOptions): Router {
   });
   router.use(
     DASHBOARD_PATH,
-    requireDashboardToken(token),
+    requireDashboardToken(tokens),
     refuseCrossSite,
+    writesNeedOperator,
     followupsRouter({
       admin: options.admin,
       basePath: DASHBOARD_PATH,
@@ -101,20 +108,28 @@ function boardQueues(shards: readonly ShardView[]): BoardQueue[] {
 }
 
 /**
- * Lets a request through when it carries the token (bearer, Basic password, or the session
- * cookie). `?token=` sets the cookie and redirects to the same page without the token, so the
- * link that `start` prints works once and the token does not linger in the address bar or history.
- * Anything else gets a 401 with a Basic challenge, so a browser asks for the password.
+ * Lets a request through when it carries a dashboard or operator token (bearer, Basic password,
+ * or the session cookie), and records which scopes it has. `?token=` sets the cookie and
+ * redirects to the same page without the token, so the link that `start` prints works once and
+ * the token does not linger in the address bar or history. Anything else gets a 401 with a Basic
+ * challenge, so a browser asks for the password.
  */
-function requireDashboardToken(token: string): RequestHandler {
+function requireDashboardToken(tokens: ScopeTokens): RequestHandler {
+  const loginTokens = [...tokens.dashboard, ...tokens.operator];
   return (req, res, next) => {
     const query = typeof req.query['token'] === 'string' ? req.query['token'] : undefined;
-    if (query !== undefined && secretsEqual(query, token)) {
-      res.set('set-cookie', sessionCookie(token, DASHBOARD_PATH, req.secure));
+    // Every entry is compared, so the time taken does not tell which one matched.
+    let matched: string | undefined;
+    for (const token of loginTokens)
+      if (query !== undefined && secretsEqual(query, token)) matched ??= token;
+    if (matched !== undefined) {
+      res.set('set-cookie', sessionCookie(matched, DASHBOARD_PATH, req.secure));
       res.set('cache-control', 'no-store').redirect(303, sameDashboardPage(req.originalUrl));
       return;
     }
-    if (presentsDashboardToken(req, token)) {
+    const granted = dashboardScopes(req, tokens);
+    if (granted.size > 0) {
+      grantScopes(res, granted);
       res.set('referrer-policy', 'no-referrer');
       next();
       return;
@@ -123,10 +138,20 @@ function requireDashboardToken(token: string): RequestHandler {
     sendError(
       res,
       401,
-      'the dashboard needs DASHBOARD_TOKEN: as a bearer token, the Basic auth password, or ?token=',
+      'the dashboard needs DASHBOARD_TOKEN (or OPERATOR_TOKEN): as a bearer token, the Basic auth password, or ?token=',
     );
   };
 }
+
+/** Only an operator token may change anything from the pages; a dashboard token only looks. */
+const writesNeedOperator: RequestHandler = (req, res, next) => {
+  if (['GET', 'HEAD', 'OPTIONS'].includes(req.method)) return next();
+  if (grantedScopes(res).has('operator')) return next();
+  sendError(res, 403, 'this action needs the operator scope (a token of OPERATOR_TOKEN)', {
+    code: 'forbidden',
+    scope: 'operator',
+  });
+};
 
 /**
  * The page a `?token=` link asked for, without the token, as a path under {@link DASHBOARD_PATH}.

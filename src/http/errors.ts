@@ -21,6 +21,11 @@ export function sendError(
     .json({ error: message, ...details });
 }
 
+/** The 413 message: before a body is read (its declared length) or while it is read. */
+export function bodyTooLargeMessage(limitBytes: number): string {
+  return `request body is larger than ${limitBytes} bytes (HTTP_BODY_MAX); send fewer follow-ups per request`;
+}
+
 /** Answers every request that no route took. */
 export const notFound: RequestHandler = (req, res) => {
   sendError(res, 404, `no route for ${req.method} ${req.path}`);
@@ -30,6 +35,8 @@ export const notFound: RequestHandler = (req, res) => {
 interface BodyParserError {
   readonly type: string;
   readonly status: number;
+  /** The limit passed, on `entity.too.large`. */
+  readonly limit?: number;
 }
 
 function isBodyParserError(err: unknown): err is BodyParserError {
@@ -41,15 +48,24 @@ function isBodyParserError(err: unknown): err is BodyParserError {
   );
 }
 
+/**
+ * A compressed body that does not inflate: the body parser passes zlib's own error on, with a
+ * 400 status but no `type`, which used to end as a 500.
+ */
+function isInflateError(err: unknown): boolean {
+  if (typeof err !== 'object' || err === null) return false;
+  const { code, status } = err as { code?: unknown; status?: unknown };
+  return status === 400 && typeof code === 'string' && /^Z_|BROTLI|ZSTD/.test(code);
+}
+
 /** The answer to a body-parser failure, or `undefined` for any other error. */
 function describeBodyError(err: unknown, limitBytes: number): [number, string] | undefined {
+  if (isInflateError(err))
+    return [400, 'request body is not valid gzip, deflate, br or zstd data (Content-Encoding)'];
   if (!isBodyParserError(err)) return undefined;
   switch (err.type) {
     case 'entity.too.large':
-      return [
-        413,
-        `request body is larger than ${limitBytes} bytes; send fewer follow-ups per request`,
-      ];
+      return [413, bodyTooLargeMessage(err.limit ?? limitBytes)];
     case 'entity.parse.failed':
       return [400, 'request body is not valid JSON'];
     case 'encoding.unsupported':

@@ -14,7 +14,7 @@ import { LayoutError } from '../redis/layout.js';
 import { within } from '../runtime/deadline.js';
 import type { Logger } from '../telemetry/logger.js';
 import { LIFECYCLE } from '../telemetry/names.js';
-import { bearerToken, secretsEqual } from './auth.js';
+import { requireScope } from './scopes.js';
 import { sendError } from './errors.js';
 import type { EventFeed } from './event-feed.js';
 
@@ -35,9 +35,8 @@ const REDIS_TIMEOUT_MS = 5_000;
 /** How long a stream whose read failed waits before it reads again; what a client waits on 503. */
 const RETRY_MS = 1_000;
 
-/** What the routes need; without a token or a feed they only say how to turn them on. */
+/** What the routes need; without a feed (no EVENTS_TOKEN) they only say how to turn them on. */
 export interface EventsRouterOptions {
-  readonly token: string | undefined;
   readonly feed: EventFeed | undefined;
   readonly logger: Logger;
 }
@@ -46,16 +45,15 @@ export interface EventsRouterOptions {
 type Query = { cursor: Cursor; filter: EventFilter; limit: number } | string;
 
 /** `GET /v1/events` and `GET /v1/events/stream`. */
-export function eventsRouter({ token, feed, logger }: EventsRouterOptions): Router {
+export function eventsRouter({ feed, logger }: EventsRouterOptions): Router {
   const router = Router();
-  if (!token || !feed) {
+  if (!feed) {
     router.use('/v1/events', (_req, res) => {
       sendError(res, 404, 'the events API is off: set EVENTS_TOKEN to read events over HTTP');
     });
     return router;
   }
-  // Swapped for the scoped tokens' requireScope('events') once they land.
-  const auth = requireEventsToken(token);
+  const auth = requireScope('events');
   const layout = sameLayout(feed, logger);
   router.get('/v1/events', auth, layout, pageHandler(feed, logger));
   router.get('/v1/events/stream', auth, layout, streamHandler(feed, logger));
@@ -216,16 +214,5 @@ function sameLayout(feed: EventFeed, logger: Logger): RequestHandler {
         sendError(res, 500, err.message);
       },
     );
-  };
-}
-
-/** 401 unless the request carries `Authorization: Bearer <EVENTS_TOKEN>`. */
-function requireEventsToken(token: string): RequestHandler {
-  return (req, res, next) => {
-    const presented = bearerToken(req);
-    if (presented === undefined)
-      return sendError(res, 401, 'missing Authorization: Bearer <EVENTS_TOKEN>');
-    if (!secretsEqual(presented, token)) return sendError(res, 401, 'wrong bearer token');
-    next();
   };
 }

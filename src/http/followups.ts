@@ -11,6 +11,7 @@ import type { Logger } from '../telemetry/logger.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import { sendError } from './errors.js';
 import { renderPage } from './followups-page.js';
+import { grantedScopes } from './scopes.js';
 
 /**
  * `/dashboard/followups`, beside bull-board and behind the same token: what an operator asks
@@ -53,7 +54,8 @@ export function followupsRouter(options: FollowupsPageOptions): Router {
       const html = renderPage(overview, {
         path,
         queuesPath: basePath,
-        controls: allowControls,
+        // The buttons only for a token that may press them (an operator's).
+        controls: allowControls && grantedScopes(res).has('operator'),
         notice: noticeOf(req),
       });
       res.status(200).set({ 'content-security-policy': CSP, 'cache-control': 'no-store' });
@@ -66,65 +68,88 @@ export function followupsRouter(options: FollowupsPageOptions): Router {
     }
   });
 
-  const act = (run: (req: Request) => Promise<string>) => async (req: Request, res: Response) => {
-    if (!allowControls)
-      return sendError(res, 405, 'the follow-ups page is read-only (DASHBOARD_ALLOW_CONTROLS)');
-    let notice: { ok: boolean; text: string };
-    try {
-      notice = { ok: true, text: await run(req) };
-    } catch (err) {
-      if (
-        !(err instanceof InvalidControlError) &&
-        !(err instanceof NotCancellableError) &&
-        !(err instanceof UnknownDispatchError)
-      )
-        logger.warn({ err, path: req.path }, LIFECYCLE.httpError);
-      notice = { ok: false, text: failureText(err) };
-    }
-    const query = new URLSearchParams({ [notice.ok ? 'done' : 'failed']: notice.text });
-    res.set('cache-control', 'no-store').redirect(303, `${path}?${query.toString()}`);
-  };
+  const act =
+    (run: (req: Request) => Promise<NoticeCode>) => async (req: Request, res: Response) => {
+      if (!allowControls)
+        return sendError(res, 405, 'the follow-ups page is read-only (DASHBOARD_ALLOW_CONTROLS)');
+      let query: Record<string, NoticeCode>;
+      try {
+        query = { done: await run(req) };
+      } catch (err) {
+        if (
+          !(err instanceof InvalidControlError) &&
+          !(err instanceof NotCancellableError) &&
+          !(err instanceof UnknownDispatchError)
+        )
+          logger.warn({ err, path: req.path }, LIFECYCLE.httpError);
+        query = { failed: failureCode(err) };
+      }
+      const search = new URLSearchParams(query);
+      res.set('cache-control', 'no-store').redirect(303, `${path}?${search.toString()}`);
+    };
   const param = (req: Request, name: string) => String(req.params[name]);
   router.post(
     `${FOLLOWUPS_PAGE}/projects/:projectId/pause`,
     act(async (req) => {
       const r = await admin.pauseProject(param(req, 'projectId'));
-      return `${r.projectId} paused${r.changed ? '' : ' (it already was)'}`;
+      return r.changed ? 'paused' : 'already-paused';
     }),
   );
   router.post(
     `${FOLLOWUPS_PAGE}/projects/:projectId/resume`,
     act(async (req) => {
       const r = await admin.resumeProject(param(req, 'projectId'));
-      return `${r.projectId} resumed, ${r.woken} follow-ups woken${r.changed ? '' : ' (it was not paused)'}`;
+      return r.changed ? 'resumed' : 'not-paused';
     }),
   );
   router.post(
     `${FOLLOWUPS_PAGE}/cancel/:dispatchId`,
     act(async (req) => {
-      const r = await admin.cancel(param(req, 'dispatchId'));
-      return `${r.dispatchId} cancelled: ${r.type}`;
+      await admin.cancel(param(req, 'dispatchId'));
+      return 'cancelled';
     }),
   );
   return router;
 }
 
-/** The outcome of the last action, from the redirect's query; the page escapes it. */
+/**
+ * What an action's redirect may say, each a fixed text of the service's own. The query carries
+ * only the code: a link that anyone can write (`?failed=Your session expired, call...`) must not
+ * put its words on the operator's page.
+ */
+const NOTICES = {
+  paused: [true, 'Project paused.'],
+  'already-paused': [true, 'The project was already paused.'],
+  resumed: [true, 'Project resumed; its queued follow-ups were woken.'],
+  'not-paused': [true, 'The project was not paused.'],
+  cancelled: [true, 'Follow-up cancelled.'],
+  invalid: [false, 'That value was refused; nothing changed.'],
+  'not-cancellable': [false, 'That follow-up is being sent or has ended; it cannot be cancelled.'],
+  'unknown-dispatch': [false, 'No such follow-up (unknown, or expired after DISPATCH_RETENTION).'],
+  layout: [
+    false,
+    "This server's DISPATCH_SHARDS differs from the fleet's; nothing changed, see the server log.",
+  ],
+  unavailable: [
+    false,
+    'The action failed (Redis unavailable?); nothing may have changed, see the server log.',
+  ],
+} as const satisfies Record<string, readonly [boolean, string]>;
+
+type NoticeCode = keyof typeof NOTICES;
+
+/** The outcome of the last action: the fixed text of the redirect's code; nothing for another. */
 function noticeOf(req: Request): { ok: boolean; text: string } | undefined {
-  const done = req.query['done'];
-  const failed = req.query['failed'];
-  if (typeof done === 'string') return { ok: true, text: done.slice(0, 300) };
-  if (typeof failed === 'string') return { ok: false, text: failed.slice(0, 300) };
-  return undefined;
+  const code = req.query['done'] ?? req.query['failed'];
+  if (typeof code !== 'string' || !Object.hasOwn(NOTICES, code)) return undefined;
+  const [ok, text] = NOTICES[code as NoticeCode];
+  return { ok, text };
 }
 
-function failureText(err: unknown): string {
-  if (err instanceof LayoutError) return err.message;
-  if (
-    err instanceof InvalidControlError ||
-    err instanceof NotCancellableError ||
-    err instanceof UnknownDispatchError
-  )
-    return err.message;
-  return 'the action failed (Redis unavailable?); nothing may have changed, see the server log';
+function failureCode(err: unknown): NoticeCode {
+  if (err instanceof LayoutError) return 'layout';
+  if (err instanceof InvalidControlError) return 'invalid';
+  if (err instanceof NotCancellableError) return 'not-cancellable';
+  if (err instanceof UnknownDispatchError) return 'unknown-dispatch';
+  return 'unavailable';
 }

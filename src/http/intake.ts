@@ -1,4 +1,4 @@
-import express, { Router, type Request, type RequestHandler, type Response } from 'express';
+import { Router, type Request, type RequestHandler, type Response } from 'express';
 import { ID_MAX_CHARS, META_MAX_BYTES, type FollowUpInput } from '../dispatch/followup.js';
 import {
   IdempotencyConflictError,
@@ -8,8 +8,9 @@ import {
 } from '../producer/index.js';
 import { within } from '../runtime/deadline.js';
 import type { Logger } from '../telemetry/logger.js';
-import { bearerToken, secretsEqual } from './auth.js';
+import type { BodyBudget } from './body-budget.js';
 import { sendError } from './errors.js';
+import { requireScope } from './scopes.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import { withTraceparent } from '../telemetry/trace-context.js';
 
@@ -23,34 +24,39 @@ const REDIS_TIMEOUT_MS = 5_000;
 export const MAX_BATCH = 1_000;
 
 /**
- * The JSON body limit: a full batch of largest follow-ups (prompt, meta, ids and their JSON
- * punctuation), capped at 64 MiB so one request cannot make the server hold an unbounded body.
+ * The JSON body limit: `HTTP_BODY_MAX`, or less when even a full batch of largest follow-ups
+ * (prompt, meta, ids and their JSON punctuation) is smaller.
  */
-export function intakeBodyLimitBytes(promptMaxBytes: number): number {
+export function intakeBodyLimitBytes(promptMaxBytes: number, bodyMaxBytes: number): number {
   const perFollowUp = promptMaxBytes + META_MAX_BYTES + 3 * ID_MAX_CHARS + 512;
-  return Math.min(perFollowUp * MAX_BATCH, 64 * 1024 * 1024);
+  return Math.min(perFollowUp * MAX_BATCH, bodyMaxBytes);
 }
 
-/** What the intake needs; without a producer or a token it only explains how to turn it on. */
+/** What the intake needs; without a producer it only explains how to turn it on. */
 export interface IntakeOptions {
   readonly producer: Producer | undefined;
-  readonly token: string | undefined;
+  /** The limit of a body; see {@link intakeBodyLimitBytes}. */
   readonly bodyLimitBytes: number;
+  /** The server's shared budget of body bytes. */
+  readonly bodies: BodyBudget;
   readonly logger: Logger;
 }
 
 /** `POST /v1/followups` (one, an array, or `{"followups": [...]}`) and `GET /v1/followups/:id`. */
 export function intakeRouter(options: IntakeOptions): Router {
   const router = Router();
-  const { producer, token, logger } = options;
-  if (!producer || !token) {
-    router.use('/v1/followups', (_req, res) => {
+  const { producer, logger } = options;
+  const auth = requireScope('intake');
+  if (!producer) {
+    // Only the intake's own routes: DELETE /v1/followups/:id is the operator's.
+    const off: RequestHandler = (_req, res) =>
       sendError(res, 404, 'the intake is off: set INTAKE_TOKEN to accept follow-ups over HTTP');
-    });
+    router.post('/v1/followups', auth, off);
+    router.get('/v1/followups/:dispatchId', auth, off);
     return router;
   }
-  const json = express.json({ limit: options.bodyLimitBytes, strict: false });
-  router.post('/v1/followups', requireBearer(token), requireJson, json, async (req, res) => {
+  const json = options.bodies.json(options.bodyLimitBytes);
+  router.post('/v1/followups', auth, requireJson, ...json, async (req, res) => {
     const body: unknown = req.body;
     const batch = asBatch(body);
     if (typeof batch === 'string')
@@ -67,7 +73,7 @@ export function intakeRouter(options: IntakeOptions): Router {
       ),
     );
   });
-  router.get('/v1/followups/:dispatchId', requireBearer(token), async (req, res) => {
+  router.get('/v1/followups/:dispatchId', auth, async (req, res) => {
     await answer(res, logger, async () => {
       const status = await producer.status(String(req.params['dispatchId']));
       return status ?? undefined;
@@ -82,6 +88,9 @@ export function intakeRouter(options: IntakeOptions): Router {
  */
 function asBatch(body: unknown): FollowUpInput[] | undefined | string {
   const list = isObject(body) && 'followups' in body ? body['followups'] : body;
+  const others = list === body ? [] : Object.keys(body as object).filter((k) => k !== 'followups');
+  if (others.length > 0)
+    return `unknown field ${others.join(', ')}; send {"followups": [...]} alone`;
   if (!Array.isArray(list)) {
     if (list !== body) return '"followups" must be an array';
     return isObject(body)
@@ -156,21 +165,16 @@ function answerFailure(res: Response, logger: Logger, err: unknown): void {
   sendError(res, 500, 'internal error; see the server log');
 }
 
-/** 401 unless the request carries `Authorization: Bearer <token>`. */
-export function requireBearer(token: string): RequestHandler {
-  return (req, res, next) => {
-    const presented = bearerToken(req);
-    if (presented === undefined)
-      return sendError(res, 401, 'missing Authorization: Bearer <INTAKE_TOKEN>');
-    if (!secretsEqual(presented, token)) return sendError(res, 401, 'wrong bearer token');
-    next();
-  };
-}
-
-/** 415 for a body that is not declared JSON, so a form post gets an answer that says why. */
+/**
+ * 415 for a body that is not declared JSON, so a form post gets an answer that says why, and for
+ * a charset other than UTF-8 (RFC 8259): the body parser would decode UTF-16 and read garbage.
+ */
 export function requireJson(req: Request, res: Response, next: () => void): void {
   if (!req.is(['application/json', 'application/*+json'])) {
     return sendError(res, 415, 'send the follow-ups as Content-Type: application/json');
   }
+  const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(req.get('content-type') ?? '')?.[1];
+  if (charset !== undefined && !/^utf-?8$/i.test(charset))
+    return sendError(res, 415, 'request body must be UTF-8 JSON (charset=utf-8, or none)');
   next();
 }

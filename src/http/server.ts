@@ -22,7 +22,7 @@ export interface HttpServerOptions {
   redis: Redis;
   /** Every shard of the deployment, with the queues the dashboard shows. */
   shards: readonly ShardView[];
-  /** The intake; when absent, or `config.intakeToken` is unset, `/v1/followups` answers 404. */
+  /** The intake; when absent, or `INTAKE_TOKEN` is unset, `/v1/followups` answers 404. */
   producer?: Producer;
   /** The operator controls; by default built on `redis` from the config. */
   admin?: Admin;
@@ -33,7 +33,7 @@ export interface HttpServerOptions {
    * (`auth` checks). Left out by `serve`, whose intake keeps taking follow-ups meanwhile.
    */
   sendPauses?: readonly SendPauseCheck[] | undefined;
-  /** Interface to listen on. @defaultValue `0.0.0.0` */
+  /** Interface to listen on. @defaultValue `config.httpHost` (`HTTP_HOST`, `127.0.0.1`) */
   host?: string;
   /** The event streams' cap, heartbeat and poll period (tests shorten them). */
   events?: EventFeedOptions;
@@ -67,11 +67,11 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
   readinessRedis.on('error', (err: Error) => logger.debug({ err }, LIFECYCLE.redisError));
   const admin = options.admin ?? adminFor(config, options.redis);
   // Its own connection only where the events API is on.
-  const events = config.eventsToken ? eventFeedOf(options) : undefined;
+  const events = config.tokens.events.length > 0 ? eventFeedOf(options) : undefined;
   const app = createApp({ ...options, readinessRedis, producer: options.producer, admin, events });
   const server = createServer(app);
   try {
-    await listen(server, config.httpPort, options.host ?? '0.0.0.0');
+    await listen(server, config.httpPort, options.host ?? config.httpHost);
   } catch (err) {
     readinessRedis.disconnect();
     await events?.close().finally(() => events.redis.disconnect());

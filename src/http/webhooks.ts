@@ -1,4 +1,4 @@
-import express, { Router, type RequestHandler, type Response } from 'express';
+import express, { Router, type Response } from 'express';
 import type { Redis } from 'ioredis';
 import type { Config } from '../config/index.js';
 import { RedisUnavailableError } from '../producer/index.js';
@@ -7,7 +7,8 @@ import type { Logger } from '../telemetry/logger.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import { InvalidWebhookError, webhookAdminFor, type WebhookAdmin } from '../webhooks/index.js';
 import { sendError } from './errors.js';
-import { requireBearer, requireJson } from './intake.js';
+import { requireJson } from './intake.js';
+import { requireScope } from './scopes.js';
 
 /**
  * `/v1/webhooks`: the webhook subscriptions and their dead letters over HTTP, the same code as the
@@ -26,24 +27,10 @@ export interface WebhookRoutesOptions {
   readonly logger: Logger;
 }
 
-/**
- * The operator's credential. The controls' token until scoped tokens land; then this one line
- * becomes `requireScope('operator')`.
- */
-function operatorAuth(config: Config): RequestHandler | undefined {
-  return config.intakeToken ? requireBearer(config.intakeToken) : undefined;
-}
-
-/** The `/v1/webhooks` routes; without the operator token they answer how to turn them on. */
+/** The `/v1/webhooks` routes, for the operator's token (`OPERATOR_TOKEN`). */
 export function webhooksRouter(options: WebhookRoutesOptions): Router {
   const router = Router();
-  const auth = operatorAuth(options.config);
-  if (!auth) {
-    router.use('/v1/webhooks', (_req, res) =>
-      sendError(res, 404, 'the webhook routes are off: set INTAKE_TOKEN to use them over HTTP'),
-    );
-    return router;
-  }
+  const auth = requireScope('operator');
   const admin = webhookAdminFor(options.config, options.redis);
   const json = [requireJson, express.json({ limit: 16_384, strict: false })];
   const run = (

@@ -20,7 +20,8 @@ describe('the dashboard, the gauges and /readyz on a cluster with DISPATCH_SHARD
 
   beforeAll(async () => {
     const env = fleet().env({
-      DASHBOARD_TOKEN: TOKEN,
+      // Retries are an operator's; its token sees the pages too.
+      OPERATOR_TOKEN: TOKEN,
       DASHBOARD_ALLOW_RETRIES: 'true',
       HTTP_PORT: '0',
       SHARDS: '0-2',

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { intakeBodyLimitBytes, MAX_BATCH } from '../../src/http/index.js';
+import { loadConfig } from '../../src/config/index.js';
 import { useOpened } from '../support/hooks.js';
 import { useNamespace } from '../support/namespace.js';
 import { batchArb, inputArb } from './support/arbitraries.js';
@@ -103,7 +104,7 @@ describe('5. bad input: the HTTP intake', () => {
 async function edgeCases(
   url: string,
 ): Promise<{ tried: number; seen: string[]; problems: string[] }> {
-  const limit = intakeBodyLimitBytes(PROMPT_MAX_BYTES);
+  const limit = intakeBodyLimitBytes(PROMPT_MAX_BYTES, loadConfig({}).httpBodyMaxBytes);
   const one = (prompt: string) => ({ projectId: 'p', jobId: 'j', prompt });
   const cases: [
     string,

@@ -12,7 +12,12 @@ afterAll(() => expectNoLeakedHandles());
 describe('the operator controls over HTTP', () => {
   const served = useTestServer(
     'http-controls',
-    { INTAKE_TOKEN: TOKEN, SEND_RATE_LIMIT: '100/1h', DASHBOARD_TOKEN: PAGE_TOKEN },
+    {
+      INTAKE_TOKEN: 'controls-intake-token',
+      OPERATOR_TOKEN: TOKEN,
+      SEND_RATE_LIMIT: '100/1h',
+      DASHBOARD_TOKEN: PAGE_TOKEN,
+    },
     () => ({ withProducer: true }),
   );
 
@@ -156,7 +161,7 @@ describe('the operator controls over HTTP', () => {
   });
 });
 
-describe('the operator controls without INTAKE_TOKEN', () => {
+describe('the operator controls without OPERATOR_TOKEN', () => {
   it('answer 404 saying how to turn them on', async () => {
     await withNamespace('http-controls-off', async (ns) => {
       const app = await startTestServer(ns.config());
@@ -167,7 +172,9 @@ describe('the operator controls without INTAKE_TOKEN', () => {
         ] as const) {
           const res = await fetch(`${app.url}${path}`, { method });
           expect(res.status).toBe(404);
-          expect(await res.json()).toEqual({ error: expect.stringMatching(/INTAKE_TOKEN/) });
+          expect(await res.json()).toMatchObject({
+            error: expect.stringMatching(/OPERATOR_TOKEN/),
+          });
         }
       } finally {
         await app.close();

@@ -9,6 +9,7 @@ import { eventually, withNamespace } from '../support/namespace.js';
 import { expectNoLeakedHandles, startTestServer, useTestServer } from './fixture.js';
 
 const TOKEN = 'dashboard-secret-token';
+const OPERATOR = 'dashboard-operator-token';
 /** `SAVE_DASHBOARD_SCREENSHOT=1 npx vitest run test/http/dashboard.test.ts` refreshes the README's picture. */
 const SCREENSHOT =
   process.env['SAVE_DASHBOARD_SCREENSHOT'] === '1' ? 'docs/dashboard.png' : undefined;
@@ -17,7 +18,7 @@ const SCREENSHOT =
 afterAll(() => expectNoLeakedHandles());
 
 describe('/dashboard', () => {
-  const served = useTestServer('dashboard', { DASHBOARD_TOKEN: TOKEN });
+  const served = useTestServer('dashboard', { DASHBOARD_TOKEN: TOKEN, OPERATOR_TOKEN: OPERATOR });
   beforeAll(async () => {
     const [dispatch, poll] = served.app.queues;
     for (let i = 1; i <= 3; i++) {
@@ -61,7 +62,7 @@ describe('/dashboard', () => {
   });
 
   it('refuses changes that a page on another site asks for', async () => {
-    const auth = { authorization: basic(TOKEN) };
+    const auth = { authorization: basic(OPERATOR) };
     const crossSite: Record<string, string>[] = [
       { 'sec-fetch-site': 'cross-site' },
       { origin: 'https://evil.example' },
@@ -80,6 +81,15 @@ describe('/dashboard', () => {
     });
     expect(own.status).not.toBe(403);
     expect(await served.app.queues[0]?.isPaused()).toBe(false);
+  });
+
+  it('lets a dashboard token look but not change anything: 403 naming the operator scope', async () => {
+    const res = await fetch(`${served.app.url}/dashboard/api/queues/dispatch/pause`, {
+      method: 'PUT',
+      headers: { authorization: basic(TOKEN), 'sec-fetch-site': 'same-origin' },
+    });
+    expect(res.status).toBe(403);
+    expect(await res.json()).toMatchObject({ error: expect.stringContaining('OPERATOR_TOKEN') });
   });
 
   // Only these need Chromium: without it they fail naming the package, and the rest still run.
@@ -164,7 +174,7 @@ describe('/dashboard redirects', () => {
 
 describe('/dashboard with DASHBOARD_ALLOW_RETRIES=true', () => {
   let queue: Queue;
-  const auth = { authorization: `Bearer ${TOKEN}` };
+  const auth = { authorization: `Bearer ${OPERATOR}` };
   const write = (method: string, path: string, body?: unknown) =>
     fetch(`${served.app.url}/dashboard/api/queues${path}`, {
       method,
@@ -175,6 +185,7 @@ describe('/dashboard with DASHBOARD_ALLOW_RETRIES=true', () => {
 
   const served = useTestServer('dashboard-writes', {
     DASHBOARD_TOKEN: TOKEN,
+    OPERATOR_TOKEN: OPERATOR,
     DASHBOARD_ALLOW_RETRIES: 'true',
   });
   beforeAll(async () => {

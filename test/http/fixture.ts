@@ -68,7 +68,6 @@ export async function startTestServer(
     shards,
     producer,
     roles: options.roles ?? (() => []),
-    host: '127.0.0.1',
     ...(options.events ? { events: options.events } : {}),
   });
   return {

@@ -40,7 +40,8 @@ describe('/dashboard/followups in a browser', () => {
   it('shows a paused and a parked project as such, and a click on Cancel ends that follow-up cancelled', async () => {
     const { ns, producer } = fleet();
     const admin = adminOf(ns);
-    const config = ns.config({ DASHBOARD_TOKEN: TOKEN, DASHBOARD_ALLOW_CONTROLS: 'true' });
+    // The buttons are an operator's: its token opens the page with them.
+    const config = ns.config({ OPERATOR_TOKEN: TOKEN, DASHBOARD_ALLOW_CONTROLS: 'true' });
     const app = await startTestServer(config);
     try {
       const env = fleetEnv(ns, simulator());
@@ -85,7 +86,7 @@ describe('/dashboard/followups in a browser', () => {
         const target = held[0]?.dispatchId ?? '';
         await page.locator(`tr[data-dispatch="${target}"] button`, { hasText: 'Cancel' }).click();
         await page.waitForURL(/done=/);
-        expect(await page.getByRole('status').innerText()).toContain(`${target} cancelled`);
+        expect(await page.getByRole('status').innerText()).toContain('Follow-up cancelled.');
         const events = await readEvents(ns.redis, ns.eventsStream);
         expect(events.filter((e) => e.dispatchId === target).map((e) => e.type)).toEqual([
           'followup.cancelled',
@@ -121,7 +122,10 @@ describe('/dashboard/followups in a browser', () => {
 
   it('is read-only without DASHBOARD_ALLOW_CONTROLS, and behind the dashboard token', async () => {
     const { ns, producer } = fleet();
-    const app = await startTestServer(ns.config({ DASHBOARD_TOKEN: TOKEN }));
+    const operator = 'followups-page-operator';
+    const app = await startTestServer(
+      ns.config({ DASHBOARD_TOKEN: TOKEN, OPERATOR_TOKEN: operator }),
+    );
     try {
       const [queued] = await producer.sendMany([{ projectId: 'x', jobId: 'a', prompt: 'x' }]);
       expect((await fetch(`${app.url}/dashboard/followups`)).status).toBe(401);
@@ -132,12 +136,14 @@ describe('/dashboard/followups in a browser', () => {
       const html = await page.text();
       expect(html).toContain(queued?.dispatchId);
       expect(html).not.toContain('<button');
-      const cancel = await fetch(`${app.url}/dashboard/followups/cancel/${queued?.dispatchId}`, {
-        method: 'POST',
-        headers: auth,
-        redirect: 'manual',
-      });
-      expect(cancel.status).toBe(405);
+      const cancel = (token: string) =>
+        fetch(`${app.url}/dashboard/followups/cancel/${queued?.dispatchId}`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${token}` },
+          redirect: 'manual',
+        });
+      expect((await cancel(TOKEN)).status).toBe(403);
+      expect((await cancel(operator)).status).toBe(405);
       expect((await producer.status(queued?.dispatchId ?? ''))?.state).toBe('queued');
     } finally {
       await app.close();

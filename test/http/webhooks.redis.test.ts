@@ -6,7 +6,7 @@ const TOKEN = 'webhooks-operator-token';
 afterAll(() => expectNoLeakedHandles());
 
 describe('/v1/webhooks', () => {
-  const served = useTestServer('http-webhooks', { INTAKE_TOKEN: TOKEN });
+  const served = useTestServer('http-webhooks', { OPERATOR_TOKEN: TOKEN });
   const call = (method: string, path: string, body?: unknown, token = TOKEN) =>
     fetch(`${served.app.url}${path}`, {
       method,

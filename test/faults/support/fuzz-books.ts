@@ -175,8 +175,9 @@ export class FuzzBooks {
         record.projectId === sent['projectId'] &&
         record.jobId === sent['jobId'] &&
         record.prompt === sent['prompt'] &&
-        record.key === sent['key'] &&
-        JSON.stringify(record.meta) === JSON.stringify(sent['meta']);
+        // null means absent (contract, section 4).
+        record.key === (sent['key'] ?? undefined) &&
+        JSON.stringify(record.meta) === JSON.stringify(sent['meta'] ?? undefined);
       if (!same)
         this.violations.push({
           rule: 'stored record differs from the accepted input',
@@ -222,7 +223,7 @@ function sameContent(a: Record<string, unknown>, b: unknown): boolean {
     a['projectId'] === c['projectId'] &&
     a['jobId'] === c['jobId'] &&
     a['prompt'] === c['prompt'] &&
-    sortedJson(a['meta']) === sortedJson(c['meta'])
+    sortedJson(a['meta'] ?? undefined) === sortedJson(c['meta'] ?? undefined)
   );
 }
 

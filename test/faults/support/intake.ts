@@ -6,7 +6,7 @@ import { partialAnswer, type Answer, type BatchAnswer } from './fuzz-books.js';
 /** The HTTP server wired as `serve` wires it, in this process, on a free loopback port. */
 export type Intake = Pick<TestServer, 'server' | 'url' | 'close'>;
 
-/** Starts the server with the intake on (`config.intakeToken`), logging to `logger`. */
+/** Starts the server with the intake on (`INTAKE_TOKEN`), logging to `logger`. */
 export function startIntake(
   config: Config,
   logger: Logger = createLogger('silent'),

@@ -11,7 +11,9 @@
  *   instances) whose JSON is at most 4096 UTF-8 bytes, nested at most 32 levels (`{}` is one),
  *   with every key kept, `__proto__` included.
  *
- * An optional field whose value is `undefined` counts as absent, as JSON would have it.
+ * An optional field whose value is `undefined` or `null` counts as absent, as JSON clients mean it.
+ * A missing field and an unknown one that differs from it only in case (`projectID`) are one
+ * problem: the producer names the unknown field and says which one it stands for.
  */
 
 export const ID_MAX = 200;
@@ -26,9 +28,14 @@ export function badFields(input: unknown, promptMaxBytes: number): string[] {
   if (!isId(input['projectId'])) bad.push('projectId');
   if (!isId(input['jobId'])) bad.push('jobId');
   if (!isPrompt(input['prompt'], promptMaxBytes)) bad.push('prompt');
-  if (input['key'] !== undefined && !isId(input['key'])) bad.push('key');
-  if (input['meta'] !== undefined && !isMeta(input['meta'])) bad.push('meta');
-  return bad;
+  if (input['key'] != null && !isId(input['key'])) bad.push('key');
+  if (input['meta'] != null && !isMeta(input['meta'])) bad.push('meta');
+  const standIns = new Set(
+    bad.map((f) => f.toLowerCase()).filter((f, i) => !ALLOWED.has(bad[i] ?? '')),
+  );
+  return bad.filter(
+    (f) => !(ALLOWED.has(f) && input[f] === undefined && standIns.has(f.toLowerCase())),
+  );
 }
 
 function isId(value: unknown): boolean {
