@@ -101,17 +101,29 @@ describe('loadConfig', () => {
     expect(error.message).not.toContain('hunter2-secret');
   });
 
-  it.each(['DASHBOARD_TOKEN', 'INTAKE_TOKEN'] as const)(
-    'refuses a %s shorter than 16 characters without echoing it',
-    (name) => {
-      const error = catchConfigError({ [name]: 'short-tok3n' });
-      expect(error.problems).toEqual([
-        { setting: name, message: 'must be at least 16 characters' },
-      ]);
-      expect(error.message).not.toContain('short-tok3n');
-      expect(loadConfig({ [name]: 'x'.repeat(16) })).toBeDefined();
-    },
-  );
+  it.each([
+    'DASHBOARD_TOKEN',
+    'INTAKE_TOKEN',
+    'EVENTS_TOKEN',
+    'OPERATOR_TOKEN',
+    'METRICS_TOKEN',
+  ] as const)('refuses a %s shorter than 16 characters without echoing it', (name) => {
+    const error = catchConfigError({ [name]: 'short-tok3n' });
+    expect(error.problems).toEqual([
+      { setting: name, message: 'each token must be at least 16 characters' },
+    ]);
+    expect(error.message).not.toContain('short-tok3n');
+    expect(loadConfig({ [name]: 'x'.repeat(16) })).toBeDefined();
+  });
+
+  it('reads a token list for rotation, and names the short entry without echoing it', () => {
+    const config = loadConfig({ INTAKE_TOKEN: ` ${'a'.repeat(16)}, ${'b'.repeat(16)},` });
+    expect(config.tokens.intake).toEqual(['a'.repeat(16), 'b'.repeat(16)]);
+    const error = catchConfigError({ OPERATOR_TOKEN: `${'a'.repeat(16)},short-tok3n` });
+    expect(error.message).toBe(
+      'OPERATOR_TOKEN: each token must be at least 16 characters (entry 2 of 2 is shorter)',
+    );
+  });
 
   it('exits 2 with one line for a short token, before connecting anywhere', async () => {
     const { code, stderr } = await runCliToEnd(['serve'], {
@@ -119,7 +131,28 @@ describe('loadConfig', () => {
       DASHBOARD_TOKEN: 'change-me',
     });
     expect(code).toBe(2);
-    expect(stderr).toBe('agent-dispatch: DASHBOARD_TOKEN: must be at least 16 characters\n');
+    expect(stderr).toBe(
+      'agent-dispatch: DASHBOARD_TOKEN: each token must be at least 16 characters\n',
+    );
+  });
+
+  it('reads body sizes, and refuses a body limit over the in-flight budget naming both', () => {
+    const config = loadConfig({ HTTP_BODY_MAX: '512KiB', HTTP_BODY_INFLIGHT_MAX: '8MiB' });
+    expect([config.httpBodyMaxBytes, config.httpBodyInflightMaxBytes]).toEqual([
+      512 * 1024,
+      8 * 1024 * 1024,
+    ]);
+    expect(catchConfigError({ HTTP_BODY_MAX: 'lots' }).message).toMatch(
+      /^HTTP_BODY_MAX: expected a size/,
+    );
+    expect(
+      catchConfigError({ HTTP_BODY_MAX: '8MiB', HTTP_BODY_INFLIGHT_MAX: '4MiB' }).message,
+    ).toMatch(/^HTTP_BODY_INFLIGHT_MAX: must be at least HTTP_BODY_MAX/);
+  });
+
+  it('binds loopback unless HTTP_HOST says otherwise', () => {
+    expect(loadConfig({}).httpHost).toBe('127.0.0.1');
+    expect(loadConfig({ HTTP_HOST: '0.0.0.0' }).httpHost).toBe('0.0.0.0');
   });
 
   it('lets flags override the environment', () => {
