@@ -1,0 +1,66 @@
+import { describe, expect, it } from 'vitest';
+import { createProducer } from '../../src/producer/index.js';
+import { masterAndReplicas, waitForFailover } from '../support/cluster-failover.js';
+import { useClusterFleet } from '../support/cluster-fleet.js';
+import { drillInputs, failoverDrill } from '../support/failover-drill.js';
+import { waitForWorkers } from '../support/roles.js';
+import { useSimulator } from '../support/simulator.js';
+
+const SHARDS = 6;
+
+describe('a Valkey cluster of 3 masters and 3 replicas, REDIS_DURABILITY=replicas:1', () => {
+  const simulator = useSimulator({ workTimeMs: 100, sendLimit: { max: 20, windowMs: 2_000 } });
+  const fleet = useClusterFleet(simulator, {
+    masters: 3,
+    shards: SHARDS,
+    persistence: { server: 'valkey', appendonly: 'yes', appendfsync: 'always', replicas: 1 },
+  });
+
+  it('loses and repeats nothing when the master REDIS_URL names is killed and its replica takes over', async () => {
+    const { cluster, redis, processes } = fleet();
+    const env = fleet().env({ REDIS_DURABILITY: 'replicas:1', REPAIR_GRACE: '5s' });
+    const producer = createProducer({
+      redisUrl: cluster.url,
+      prefix: fleet().prefix,
+      shards: SHARDS,
+      cluster: true,
+      durability: { mode: 'fsync', replicas: 1, strict: false },
+    });
+    try {
+      const projects = fleet().evenProjects(12, 'f');
+      const result = await failoverDrill({
+        env,
+        workers: 2,
+        pollers: 1,
+        processes,
+        producer,
+        simulator: simulator(),
+        inputs: drillInputs(simulator(), projects, 2, 3),
+        kills: 1,
+        waitForRoles: async () => {
+          for (const shard of fleet().shards())
+            await waitForWorkers({ redis, prefix: shard.prefix }, 2, { processes });
+        },
+        kill: async () => {
+          const { master, replicas } = await masterAndReplicas(cluster, cluster.url);
+          await master.stop('SIGKILL');
+          return (await waitForFailover(cluster, replicas)).ms;
+        },
+        promptEvents: () => fleet().promptEvents(),
+        settleMs: 90_000,
+      });
+      console.log(
+        `cluster failover: ${result.refused.length} refused; ${result.lost.length} of ${result.enqueued} follow-ups without an event ` +
+          `(${result.lostAfterSend.length} of them sent), ${result.duplicateSends.length} sent twice, ` +
+          `${result.duplicateEvents.length} with two events; replica took over in ${result.failoverMs.join(', ')} ms`,
+      );
+      expect(result.refused).toEqual([]);
+      expect(result.lost).toEqual([]);
+      expect(result.duplicateSends).toEqual([]);
+      expect(result.duplicateEvents).toEqual([]);
+      expect(result.logs).not.toMatch(/CROSSSLOT/);
+    } finally {
+      await producer.close();
+    }
+  }, 240_000);
+});
