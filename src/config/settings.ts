@@ -4,7 +4,6 @@ import {
   rate,
   integer,
   flag,
-  redisUrl,
   httpUrl,
   durability,
   secret,
@@ -16,6 +15,7 @@ import {
   OTLP_PROTOCOLS,
   tracesExporters,
 } from './values.js';
+import { redisUrl, sentinelName, sentinels } from './redis.js';
 
 export { LOG_FORMATS, MIN_TOKEN_LENGTH } from './values.js';
 
@@ -38,7 +38,7 @@ export const SETTINGS = {
     schema: redisUrl,
     secret: true,
     description:
-      '`redis://` or `rediss://`; `start` without it runs a private redis-server, other roles refuse to start',
+      '`redis://` or `rediss://`; for a cluster, a comma-separated list of seed nodes (implies REDIS_CLUSTER); `start` without it runs a private redis-server, other roles refuse to start',
   },
   REDIS_DURABILITY: {
     schema: durability,
@@ -51,6 +51,15 @@ export const SETTINGS = {
     default: 'false',
     description:
       '`true`: REDIS_URL is the seed node of a Redis Cluster (or Valkey cluster); checked against the server at start',
+  },
+  REDIS_SENTINELS: {
+    schema: sentinels,
+    description:
+      'Redis Sentinel, instead of REDIS_URL: the sentinels as `host:port,...`; with REDIS_SENTINEL_NAME',
+  },
+  REDIS_SENTINEL_NAME: {
+    schema: sentinelName,
+    description: "the primary's name the sentinels watch (`sentinel monitor NAME ...`)",
   },
   DISPATCH_SHARDS: {
     schema: integer(1, 256),

@@ -1,9 +1,12 @@
+import { Queue } from 'bullmq';
 import { describe, expect, it } from 'vitest';
+import { QUEUE_NAMES, shardOf } from '../../src/redis/keys.js';
+import { whereIs } from '../support/where-is.js';
 import { createProducer } from '../../src/producer/index.js';
 import { masterAndReplicas, waitForFailover } from '../support/cluster-failover.js';
 import { useClusterFleet } from '../support/cluster-fleet.js';
 import { drillInputs, failoverDrill } from '../support/failover-drill.js';
-import { waitForWorkers } from '../support/roles.js';
+import { startRoles, waitForWorkers } from '../support/roles.js';
 import { useSimulator } from '../support/simulator.js';
 
 const SHARDS = 6;
@@ -54,11 +57,27 @@ describe('a Valkey cluster of 3 masters and 3 replicas, REDIS_DURABILITY=replica
           `(${result.lostAfterSend.length} of them sent), ${result.duplicateSends.length} sent twice, ` +
           `${result.duplicateEvents.length} with two events; replica took over in ${result.failoverMs.join(', ')} ms`,
       );
+      for (const prompt of result.lost) {
+        const dispatchId = result.dispatchIds.get(prompt) ?? '';
+        const shard = fleet().shards()[shardOf(prompt.split('/')[0] ?? '', SHARDS)];
+        if (!shard) continue;
+        const queue = new Queue(QUEUE_NAMES.dispatch, { connection: redis, prefix: shard.prefix });
+        const where = await whereIs(redis, shard.prefix, dispatchId, (id) => queue.getJobState(id));
+        await queue.close();
+        console.log(`${prompt} (shard ${shard.index}): ${where}`);
+      }
       expect(result.refused).toEqual([]);
       expect(result.lost).toEqual([]);
       expect(result.duplicateSends).toEqual([]);
       expect(result.duplicateEvents).toEqual([]);
       expect(result.logs).not.toMatch(/CROSSSLOT/);
+
+      // A role started now, with the dead master first in its list of seeds, finds the cluster.
+      const others = cluster.nodes.filter((n) => n.url !== cluster.url).map((n) => n.port);
+      const seeds = [cluster.url, ...others.map((port) => `127.0.0.1:${port}`)].join(',');
+      processes.push(...startRoles('worker', 1, { ...env, REDIS_URL: seeds }));
+      for (const shard of fleet().shards())
+        await waitForWorkers({ redis, prefix: shard.prefix }, 3, { processes });
     } finally {
       await producer.close();
     }

@@ -46,6 +46,8 @@ export interface FailoverResult {
   readonly duplicateEvents: string[];
   /** Prompts the simulator received more than once. */
   readonly duplicateSends: string[];
+  /** The dispatch id of each accepted prompt. */
+  readonly dispatchIds: ReadonlyMap<string, string>;
   /** Prompts with no event that the simulator had received. */
   readonly lostAfterSend: string[];
   /** Milliseconds from each kill to the replica serving. */
@@ -69,10 +71,12 @@ export async function failoverDrill(o: FailoverDrillOptions): Promise<FailoverRe
   const size = Math.ceil(o.inputs.length / waves);
   const failoverMs: number[] = [];
   const refused: string[] = [];
+  const dispatchIds = new Map<string, string>();
   for (let w = 0; w < waves; w++) {
     const wave = o.inputs.slice(w * size, (w + 1) * size);
-    if (wave.length > 0 && !(await sendWithRetry(o.producer, wave)))
-      refused.push(...wave.map((i) => i.prompt));
+    const results = wave.length > 0 ? await sendWithRetry(o.producer, wave) : [];
+    if (results === undefined) refused.push(...wave.map((i) => i.prompt));
+    else wave.forEach((i, k) => dispatchIds.set(i.prompt, results[k]?.dispatchId ?? ''));
     if (w === waves - 1) break;
     const target = (await o.promptEvents()).length + Math.ceil(wave.length / 4);
     await eventually(async () => ((await o.promptEvents()).length >= target ? true : undefined), {
@@ -97,6 +101,7 @@ export async function failoverDrill(o: FailoverDrillOptions): Promise<FailoverRe
   return {
     enqueued: prompts.length,
     refused,
+    dispatchIds,
     lost,
     duplicateEvents: duplicates(events.map((e) => e.prompt)),
     duplicateSends: duplicates(sent),
@@ -108,15 +113,18 @@ export async function failoverDrill(o: FailoverDrillOptions): Promise<FailoverRe
 
 /**
  * Sends a wave; a batch refused while a primary is away (the producer fails fast) is sent again
- * with the same keys, so what was stored is not stored twice. False when it was never accepted.
+ * with the same keys, so what was stored is not stored twice. Undefined when never accepted.
  */
-async function sendWithRetry(producer: Producer, wave: readonly FollowUpInput[]): Promise<boolean> {
+async function sendWithRetry(
+  producer: Producer,
+  wave: readonly FollowUpInput[],
+): Promise<{ dispatchId: string }[] | undefined> {
   const keyed = wave.map((i) => ({ ...i, key: i.key ?? i.prompt }));
-  return eventually(() => producer.sendMany(keyed).then(() => true), {
+  return eventually(() => producer.sendMany(keyed), {
     timeoutMs: 30_000,
     intervalMs: 250,
     what: 'the wave accepted',
-  }).catch(() => false);
+  }).catch(() => undefined);
 }
 
 /**
