@@ -1,5 +1,5 @@
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
-import { parseRedisAddress } from './address.js';
+import { parseRedisAddress, type HostPort } from './address.js';
 
 /**
  * Redis connections by role. Producers fail fast when Redis is down, so a caller learns at once
@@ -57,7 +57,32 @@ export function connect(target: RedisTarget | string, role: ConnectionRole, name
   if (address.kind === 'single' && !redisCluster) return new Redis(redisUrl, options);
   const url = address.kind === 'cluster' ? address.url : new URL(redisUrl);
   const seeds = address.kind === 'cluster' ? [...address.seeds] : [seedOf(url)];
-  return new Cluster(seeds, clusterOptions(url, role, options)) as unknown as Redis;
+  const cluster = new Cluster(seeds, clusterOptions(url, role, options));
+  return followTopology(cluster, seeds) as unknown as Redis;
+}
+
+/** ioredis keeps a Cluster's startup nodes in a field its types call private. */
+type Seeded = { startupNodes: HostPort[] };
+
+/**
+ * Makes `cluster` (and every duplicate of it, such as BullMQ's blocking connections) start again
+ * from every node it has learned of, not only its seeds. A Cluster that reconnects from scratch
+ * (BullMQ resets a blocking connection that failed under its command) dials its startup nodes
+ * only: with the one seed of `REDIS_URL` killed it never connected again, and the Worker waited
+ * on it for good while its queue filled.
+ */
+function followTopology(cluster: Cluster, seeds: readonly HostPort[]): Cluster {
+  cluster.on('refresh', () => {
+    const known = cluster.nodes().map((n) => ({ host: n.options.host, port: n.options.port }));
+    const all = [...known, ...seeds].filter(
+      (n): n is HostPort => n.host !== undefined && n.port !== undefined,
+    );
+    const unique = [...new Map(all.map((n) => [`${n.host}:${n.port}`, n])).values()];
+    (cluster as unknown as Seeded).startupNodes = unique;
+  });
+  const duplicate = cluster.duplicate.bind(cluster);
+  cluster.duplicate = (nodes, options) => followTopology(duplicate(nodes, options), seeds);
+  return cluster;
 }
 
 /**

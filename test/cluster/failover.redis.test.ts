@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { QUEUE_NAMES, shardOf } from '../../src/redis/keys.js';
 import { whereIs } from '../support/where-is.js';
 import { createProducer } from '../../src/producer/index.js';
+import { connect } from '../../src/redis/connections.js';
 import { masterAndReplicas, waitForFailover } from '../support/cluster-failover.js';
 import { useClusterFleet } from '../support/cluster-fleet.js';
 import { drillInputs, failoverDrill } from '../support/failover-drill.js';
@@ -10,6 +11,15 @@ import { startRoles, waitForWorkers } from '../support/roles.js';
 import { useSimulator } from '../support/simulator.js';
 
 const SHARDS = 6;
+
+/** `reply`, or a rejection naming `what` when it takes over 20 s (a client that never connects). */
+function answered<T>(reply: Promise<T>, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} never answered`)), 20_000);
+  });
+  return Promise.race([reply, late]).finally(() => clearTimeout(timer));
+}
 
 describe('a Valkey cluster of 3 masters and 3 replicas, REDIS_DURABILITY=replicas:1', () => {
   const simulator = useSimulator({ workTimeMs: 100, sendLimit: { max: 20, windowMs: 2_000 } });
@@ -29,7 +39,11 @@ describe('a Valkey cluster of 3 masters and 3 replicas, REDIS_DURABILITY=replica
       cluster: true,
       durability: { mode: 'fsync', replicas: 1, strict: false },
     });
+    // A client seeded with the URL of the master about to die, as a role is.
+    const seeded = connect({ redisUrl: cluster.url, redisCluster: true }, 'worker', 'seeded');
+    seeded.on('error', () => {});
     try {
+      expect(await seeded.ping()).toBe('PONG');
       const projects = fleet().evenProjects(12, 'f');
       const result = await failoverDrill({
         env,
@@ -72,6 +86,13 @@ describe('a Valkey cluster of 3 masters and 3 replicas, REDIS_DURABILITY=replica
       expect(result.duplicateEvents).toEqual([]);
       expect(result.logs).not.toMatch(/CROSSSLOT/);
 
+      // Its duplicates (BullMQ's blocking connections) start from the nodes it learned of, not
+      // from the dead seed alone.
+      const copy = seeded.duplicate();
+      copy.on('error', () => {});
+      expect(await answered(copy.ping(), 'a duplicate')).toBe('PONG');
+      copy.disconnect();
+
       // A role started now, with the dead master first in its list of seeds, finds the cluster.
       const others = cluster.nodes.filter((n) => n.url !== cluster.url).map((n) => n.port);
       const seeds = [cluster.url, ...others.map((port) => `127.0.0.1:${port}`)].join(',');
@@ -79,6 +100,7 @@ describe('a Valkey cluster of 3 masters and 3 replicas, REDIS_DURABILITY=replica
       for (const shard of fleet().shards())
         await waitForWorkers({ redis, prefix: shard.prefix }, 3, { processes });
     } finally {
+      seeded.disconnect();
       await producer.close();
     }
   }, 240_000);
