@@ -101,7 +101,10 @@ describe('3. Failover: a Valkey cluster of 3 masters + 3 replicas, REDIS_DURABIL
         kills,
         waitForRoles: async () => {
           for (const shard of fleet().shards())
-            await waitForWorkers({ redis, prefix: shard.prefix }, 3, { processes });
+            await waitForWorkers({ redis, prefix: shard.prefix }, 3, {
+              processes,
+              timeoutMs: 90_000,
+            });
         },
         kill: async () => {
           const { master, replicas } = pair;
@@ -183,7 +186,7 @@ describe('3. Failover: Redis Sentinel, a Valkey primary + 1 replica, 3 sentinels
           ROUNDS,
         ),
         kills,
-        waitForRoles: () => waitForWorkers({ redis, prefix }, 3, { processes }),
+        waitForRoles: () => waitForWorkers({ redis, prefix }, 3, { processes, timeoutMs: 90_000 }),
         kill: () => killPrimary(deployment, true),
         promptEvents: async () =>
           (await readEvents(redis, eventsStream)).flatMap((e) => {
