@@ -1,7 +1,7 @@
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import type { Config } from '../config/index.js';
 import { DispatchStore } from '../dispatch/store.js';
-import { configValue, connect, mastersOf } from '../redis/connections.js';
+import { configValue, connect, mastersOf, serverConnections } from '../redis/connections.js';
 import { LISTPACK_VALUE_BYTES } from '../redis/embedded.js';
 import { keysFor, shardLayout } from '../redis/keys.js';
 import {
@@ -28,28 +28,30 @@ export async function verifyDeployment(
   logger: Logger,
   signal: AbortSignal,
 ): Promise<void> {
-  const node = new Redis(config.redisUrl ?? '', {
+  // One plain connection per seed node of a list: the first that answers says (one may be down).
+  const nodes = serverConnections(config.redisUrl ?? '', {
     maxRetriesPerRequest: null,
     retryStrategy: (times) => Math.min(100 * 2 ** Math.min(times, 5), 2_000),
   });
   let warned = false;
-  node.on('error', (err: Error) => {
-    if (!warned) logger.warn({ err }, LIFECYCLE.redisError);
-    warned = true;
-  });
-  const stop = () => node.disconnect();
+  for (const node of nodes)
+    node.on('error', (err: Error) => {
+      if (!warned) logger.warn({ err }, LIFECYCLE.redisError);
+      warned = true;
+    });
+  const stop = () => nodes.forEach((node) => node.disconnect());
   signal.addEventListener('abort', stop, { once: true });
   try {
     // Queued until Redis answers (no retry limit), as a role's first command would be.
-    const cluster = await isClusterNode(node).catch((err: unknown) => {
+    const cluster = await Promise.any(nodes.map(isClusterNode)).catch((err: unknown) => {
       if (signal.aborted) return undefined;
-      throw err;
+      throw err instanceof AggregateError ? err.errors[0] : err;
     });
     if (cluster === undefined) return;
     checkClusterMode(config.redisCluster, cluster);
   } finally {
     signal.removeEventListener('abort', stop);
-    node.disconnect();
+    stop();
   }
   const redis = connect(config, 'worker', 'layout');
   redis.on('error', () => {

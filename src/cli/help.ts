@@ -46,7 +46,11 @@ export function commandHelp(command: Command): string {
           '',
           `Requires: ${command.requires
             .map((name) =>
-              name === 'AGENT_API_KEY' ? 'AGENT_API_KEY (or AGENT_API_KEY_FILE)' : name,
+              name === 'AGENT_API_KEY'
+                ? 'AGENT_API_KEY (or AGENT_API_KEY_FILE)'
+                : name === 'REDIS_URL'
+                  ? 'REDIS_URL (or REDIS_SENTINELS and REDIS_SENTINEL_NAME)'
+                  : name,
             )
             .join(', ')}.`,
         ]

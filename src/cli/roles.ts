@@ -105,7 +105,7 @@ export async function checkDurability(kit: RoleKit): Promise<number> {
   const { config, logger } = kit;
   const setting = config.durability;
   if (setting.mode === 'none' || !config.redisUrl) return EXIT.ok;
-  const redis = connect(config.redisUrl, 'worker', 'durability-check');
+  const redis = connect(config, 'worker', 'durability-check');
   redis.on('error', () => {
     // The roles report Redis outages.
   });

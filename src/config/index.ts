@@ -6,6 +6,7 @@ import { SETTINGS, type LOG_FORMATS, type SettingName } from './settings.js';
 import { nonEmpty } from './values.js';
 import { webhookPairProblems } from './webhook-settings.js';
 import { bodyLimitProblems, type HttpConfig } from './http-settings.js';
+import { redisTargetOf } from './redis.js';
 import type { Rate } from './units.js';
 
 export { SETTINGS, type SettingName } from './settings.js';
@@ -26,9 +27,13 @@ export type LogFormat = (typeof LOG_FORMATS)[number];
 
 /** The parsed, frozen configuration every role receives. Units are in the names. */
 export interface Config extends HttpConfig {
+  /**
+   * `REDIS_URL` (one URL, or a cluster's seed nodes), or with Sentinel the address made of
+   * `REDIS_SENTINELS` and `REDIS_SENTINEL_NAME` (`redis-sentinel://...`, see redis/address.ts).
+   */
   readonly redisUrl: string | undefined;
   readonly durability: DurabilitySetting;
-  /** `REDIS_CLUSTER`: `redisUrl` is the seed node of a Redis Cluster. */
+  /** `REDIS_CLUSTER`, or a list of seed nodes: `redisUrl` names nodes of a Redis Cluster. */
   readonly redisCluster: boolean;
   /** `DISPATCH_SHARDS`: how many shards the keyspace is split into (see `shardLayout`). */
   readonly shardCount: number;
@@ -115,8 +120,9 @@ export function loadConfig(
     if (raw === undefined) {
       // The key may come from its file instead.
       const fromFile =
-        name === 'AGENT_API_KEY' &&
-        (overrides.AGENT_API_KEY_FILE ?? nonEmpty(env['AGENT_API_KEY_FILE'])) !== undefined;
+        (name === 'AGENT_API_KEY' &&
+          (overrides.AGENT_API_KEY_FILE ?? nonEmpty(env['AGENT_API_KEY_FILE'])) !== undefined) ||
+        (name === 'REDIS_URL' && nonEmpty(overrides.REDIS_SENTINELS ?? env['REDIS_SENTINELS']));
       if (options.required?.includes(name) && !fromFile)
         problems.push({
           setting: name,
@@ -137,6 +143,8 @@ export function loadConfig(
   }
   const agentApiKey = keyOf(parsed, problems);
   const p = parsed as Parsed;
+  const clusterSet = (overrides.REDIS_CLUSTER ?? nonEmpty(env['REDIS_CLUSTER'])) !== undefined;
+  const target = redisTargetOf(parsed, clusterSet, problems);
   const servedShards = problems.length > 0 ? [] : shardsOf(p, problems);
   if (problems.length === 0)
     problems.push(
@@ -145,9 +153,9 @@ export function loadConfig(
     );
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze({
-    redisUrl: p.REDIS_URL,
+    redisUrl: target.redisUrl,
     durability: Object.freeze(p.REDIS_DURABILITY),
-    redisCluster: p.REDIS_CLUSTER,
+    redisCluster: target.redisCluster,
     shardCount: p.DISPATCH_SHARDS,
     shardCountSet: (overrides.DISPATCH_SHARDS ?? nonEmpty(env['DISPATCH_SHARDS'])) !== undefined,
     servedShards,

@@ -4,7 +4,6 @@ import {
   rate,
   integer,
   flag,
-  redisUrl,
   httpUrl,
   durability,
   secret,
@@ -17,6 +16,7 @@ import {
 } from './values.js';
 import { HTTP_SERVER_SETTINGS, HTTP_TOKEN_SETTINGS } from './http-settings.js';
 import { WEBHOOK_SETTINGS } from './webhook-settings.js';
+import { redisUrl, sentinelName, sentinels } from './redis.js';
 
 export { LOG_FORMATS, MIN_TOKEN_LENGTH } from './values.js';
 
@@ -39,7 +39,7 @@ export const SETTINGS = {
     schema: redisUrl,
     secret: true,
     description:
-      '`redis://` or `rediss://`; `start` without it runs a private redis-server, other roles refuse to start',
+      '`redis://` or `rediss://`; for a cluster, a comma-separated list of seed nodes (implies REDIS_CLUSTER); `start` without it runs a private redis-server, other roles refuse to start',
   },
   REDIS_DURABILITY: {
     schema: durability,
@@ -52,6 +52,15 @@ export const SETTINGS = {
     default: 'false',
     description:
       '`true`: REDIS_URL is the seed node of a Redis Cluster (or Valkey cluster); checked against the server at start',
+  },
+  REDIS_SENTINELS: {
+    schema: sentinels,
+    description:
+      'Redis Sentinel, instead of REDIS_URL: the sentinels as `host:port,...`; with REDIS_SENTINEL_NAME',
+  },
+  REDIS_SENTINEL_NAME: {
+    schema: sentinelName,
+    description: "the primary's name the sentinels watch (`sentinel monitor NAME ...`)",
   },
   DISPATCH_SHARDS: {
     schema: integer(1, 256),

@@ -76,11 +76,6 @@ export const flag = z.string().transform((text, ctx) => {
   return z.NEVER;
 });
 
-export const redisUrl = z.string().refine((text) => /^rediss?:\/\/[^\s]+$/.test(text), {
-  // The URL may carry a password, so the message never echoes it.
-  message: 'expected a redis:// or rediss:// URL',
-});
-
 export const httpUrl = z.string().refine((text) => URL.canParse(text) && /^https?:/.test(text), {
   message: 'expected an http:// or https:// URL',
 });

@@ -1,4 +1,5 @@
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
+import { parseRedisAddress, type HostPort } from './address.js';
 
 /**
  * Redis connections by role. Producers fail fast when Redis is down, so a caller learns at once
@@ -11,7 +12,11 @@ const ROLE_OPTIONS: Record<ConnectionRole, RedisOptions> = {
   worker: { maxRetriesPerRequest: null, enableReadyCheck: true },
 };
 
-/** Where to connect: `REDIS_URL`, and whether it is the seed node of a cluster (`REDIS_CLUSTER`). */
+/**
+ * Where to connect: `REDIS_URL` (one URL, or a cluster's seed nodes), or the Sentinel form the
+ * config makes of `REDIS_SENTINELS` (see address.ts); and whether it is a cluster (`REDIS_CLUSTER`;
+ * a list of seed nodes is one whatever this says).
+ */
 export interface RedisTarget {
   readonly redisUrl: string | undefined;
   readonly redisCluster?: boolean;
@@ -21,11 +26,13 @@ export interface RedisTarget {
 const retryStrategy = (times: number) => Math.min(100 * 2 ** Math.min(times, 5), 2_000);
 
 /**
- * Opens a connection for `role`. `name` shows in `CLIENT LIST`. With `target.redisCluster` it is
- * an ioredis `Cluster` seeded from the URL: it follows MOVED/ASK redirections and reconnects to
- * each master by itself. The Cluster is typed as `Redis` on purpose: it answers every command the
- * service sends (each script's keys share one slot, see keys.ts), BullMQ recognises it at run time,
- * and every caller stays one type whatever the deployment.
+ * Opens a connection for `role`. `name` shows in `CLIENT LIST`. For a cluster it is an ioredis
+ * `Cluster` seeded from every node the address lists: it follows MOVED/ASK redirections, and a
+ * seed that is down (its master killed) does not keep it from the others. The Cluster is typed as
+ * `Redis` on purpose: it answers every command the service sends (each script's keys share one
+ * slot, see keys.ts), BullMQ recognises it at run time, and every caller stays one type whatever
+ * the deployment. With Sentinel it is a `Redis` that asks the sentinels for the primary, and
+ * again whenever the connection drops or the sentinels announce a failover.
  */
 export function connect(target: RedisTarget | string, role: ConnectionRole, name: string): Redis {
   const { redisUrl = '', redisCluster = false } =
@@ -35,17 +42,75 @@ export function connect(target: RedisTarget | string, role: ConnectionRole, name
     connectionName: `agent-dispatch:${name}`,
     retryStrategy,
   };
-  if (!redisCluster) return new Redis(redisUrl, options);
-  return new Cluster(
-    [seedOf(redisUrl)],
-    clusterOptions(redisUrl, role, options),
-  ) as unknown as Redis;
+  // No address: ioredis's default (localhost:6379), as before addresses were parsed here.
+  if (redisUrl === '') return new Redis(options);
+  const address = parseRedisAddress(redisUrl);
+  if (address.kind === 'sentinel') {
+    return new Redis({
+      ...options,
+      sentinels: [...address.sentinels],
+      name: address.name,
+      // Subscribes to the sentinels' +switch-master: the new primary is used at once.
+      failoverDetector: true,
+    });
+  }
+  if (address.kind === 'single' && !redisCluster) return new Redis(redisUrl, options);
+  const url = address.kind === 'cluster' ? address.url : new URL(redisUrl);
+  const seeds = address.kind === 'cluster' ? [...address.seeds] : [seedOf(url)];
+  const cluster = new Cluster(seeds, clusterOptions(url, role, options));
+  return followTopology(cluster, seeds) as unknown as Redis;
+}
+
+/** ioredis keeps a Cluster's startup nodes in a field its types call private. */
+type Seeded = { startupNodes: HostPort[] };
+
+/**
+ * Makes `cluster` (and every duplicate of it, such as BullMQ's blocking connections) start again
+ * from every node it has learned of, not only its seeds. A Cluster that reconnects from scratch
+ * (BullMQ resets a blocking connection that failed under its command) dials its startup nodes
+ * only: with the one seed of `REDIS_URL` killed it never connected again, and the Worker waited
+ * on it for good while its queue filled.
+ */
+function followTopology(cluster: Cluster, seeds: readonly HostPort[]): Cluster {
+  cluster.on('refresh', () => {
+    const known = cluster.nodes().map((n) => ({ host: n.options.host, port: n.options.port }));
+    const all = [...known, ...seeds].filter(
+      (n): n is HostPort => n.host !== undefined && n.port !== undefined,
+    );
+    const unique = [...new Map(all.map((n) => [`${n.host}:${n.port}`, n])).values()];
+    (cluster as unknown as Seeded).startupNodes = unique;
+  });
+  const duplicate = cluster.duplicate.bind(cluster);
+  cluster.duplicate = (nodes, options) => followTopology(duplicate(nodes, options), seeds);
+  return cluster;
+}
+
+/**
+ * Plain connections to the servers an address names, for what a server says of itself (its
+ * cluster mode): one per seed node of a list, or one to the Sentinel's primary or the one URL.
+ */
+export function serverConnections(redisUrl: string, options: RedisOptions): Redis[] {
+  const address = parseRedisAddress(redisUrl);
+  if (address.kind === 'single') return [new Redis(redisUrl, options)];
+  if (address.kind === 'sentinel')
+    return [new Redis({ ...options, sentinels: [...address.sentinels], name: address.name })];
+  return address.seeds.map(
+    (seed) => new Redis({ ...options, ...credentialsOf(address.url), ...seed }),
+  );
 }
 
 /** The seed node of a cluster URL: host and port only; credentials go to every node below. */
-function seedOf(redisUrl: string): { host: string; port: number } {
-  const url = new URL(redisUrl);
+function seedOf(url: URL): { host: string; port: number } {
   return { host: url.hostname.replace(/^\[|\]$/g, ''), port: Number(url.port || 6379) };
+}
+
+/** The credentials and TLS a URL gives every node of a cluster. */
+function credentialsOf(url: URL): RedisOptions {
+  return {
+    username: url.username ? decodeURIComponent(url.username) : undefined,
+    password: url.password ? decodeURIComponent(url.password) : undefined,
+    tls: url.protocol === 'rediss:' ? {} : undefined,
+  };
 }
 
 /**
@@ -53,19 +118,9 @@ function seedOf(redisUrl: string): { host: string; port: number } {
  * URL, the role's retry policy) in `redisOptions`; the role's offline queue and ready check on the
  * Cluster itself, which also keeps retrying to reach the cluster at the same backoff.
  */
-function clusterOptions(
-  redisUrl: string,
-  role: ConnectionRole,
-  node: RedisOptions,
-): ClusterOptions {
-  const url = new URL(redisUrl);
+function clusterOptions(url: URL, role: ConnectionRole, node: RedisOptions): ClusterOptions {
   return {
-    redisOptions: {
-      ...node,
-      username: url.username ? decodeURIComponent(url.username) : undefined,
-      password: url.password ? decodeURIComponent(url.password) : undefined,
-      tls: url.protocol === 'rediss:' ? {} : undefined,
-    },
+    redisOptions: { ...node, ...credentialsOf(url) },
     enableOfflineQueue: role !== 'producer',
     enableReadyCheck: true,
     clusterRetryStrategy: retryStrategy,
@@ -77,13 +132,16 @@ function clusterOptions(
 
 /**
  * A new connection like `redis` with `options` on top: `Redis#duplicate(options)` for a single
- * Redis; for a Cluster (whose `duplicate` takes startup nodes first) the options go to every node.
+ * Redis; for a Cluster (whose `duplicate` takes startup nodes first) the options go to every node,
+ * and the nodes it knows now are the seeds.
  */
 export function duplicate(redis: Redis, options: RedisOptions): Redis {
   if (!redis.isCluster) return redis.duplicate(options);
   const cluster = redis as unknown as Cluster;
   const { enableOfflineQueue, ...node } = options;
-  return cluster.duplicate(undefined, {
+  // Seeded from every node it knows now, not only the seeds it started from (one may be down).
+  const known = cluster.nodes().map((n) => ({ host: n.options.host, port: n.options.port }));
+  return cluster.duplicate(known, {
     redisOptions: { ...cluster.options.redisOptions, ...node },
     ...(enableOfflineQueue === undefined ? {} : { enableOfflineQueue }),
   }) as unknown as Redis;

@@ -93,6 +93,11 @@ export interface DurabilityAssessment {
   readonly mode: DurabilityMode;
   /** WAITAOF's numreplicas when `mode` is `waitaof`. */
   readonly replicas: number;
+  /**
+   * `REDIS_DURABILITY` ends in `!`: a master with fewer replicas than asked (its replica failed
+   * or was promoted away) refuses writes instead of keeping them on fewer copies.
+   */
+  readonly strict?: boolean;
   /** One sentence for the start-up warning: what can be lost, and which setting to change. */
   readonly warning: string | undefined;
 }
@@ -118,9 +123,14 @@ export function assessDurability(
   if (facts.waitaof && facts.appendonly === 'yes') {
     const replicaWarning =
       facts.connectedReplicas < setting.replicas
-        ? `REDIS_DURABILITY asks for ${setting.replicas} replica(s) but ${facts.server} has ${facts.connectedReplicas} connected: every write waits in vain until they connect.`
+        ? `REDIS_DURABILITY asks for ${setting.replicas} replica(s) but ${facts.server} has ${facts.connectedReplicas} connected: until they connect, writes wait for the replicas there are${setting.strict ? ' and are refused (strict)' : ''}.`
         : undefined;
-    return { mode: 'waitaof', replicas: setting.replicas, warning: replicaWarning };
+    return {
+      mode: 'waitaof',
+      replicas: setting.replicas,
+      strict: setting.strict,
+      warning: replicaWarning,
+    };
   }
   if (facts.appendfsync === 'always' && setting.replicas === 0) {
     return { mode: 'appendfsync-always', replicas: 0, warning: undefined };

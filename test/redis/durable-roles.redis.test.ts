@@ -16,8 +16,11 @@ import {
 
 const RATE = { max: 5, windowMs: 60_000 };
 const WAIT_LOCAL = { mode: 'waitaof', replicas: 0 } as const;
-/** Asks for a replica the test server does not have: every WAITAOF falls short. */
-const WAIT_REPLICA = { mode: 'waitaof', replicas: 1 } as const;
+/**
+ * Asks for a replica the test server does not have, strictly (a non-strict setting waits for the
+ * replicas there are): every WAITAOF falls short.
+ */
+const WAIT_REPLICA = { mode: 'waitaof', replicas: 1, strict: true } as const;
 
 /** WAITAOF calls the server has run so far. */
 async function waitaofCalls(redis: Redis): Promise<number> {

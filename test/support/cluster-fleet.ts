@@ -48,7 +48,9 @@ export function useClusterFleet(
   let fleet: ClusterFleet | undefined;
   beforeAll(async () => {
     const cluster = await startLocalCluster(options.masters, options.persistence);
-    const redis = connect({ redisUrl: cluster.url, redisCluster: true }, 'worker', 'test');
+    // Every node a seed: the test's client (and its duplicates) outlive a killed master.
+    const seeds = cluster.nodes.map((n) => n.url).join(',');
+    const redis = connect({ redisUrl: seeds, redisCluster: true }, 'worker', 'test');
     const prefix = await evenPrefix(cluster, options.shards, options.masters);
     fleet = fleetOn(cluster, redis, prefix, options.shards, simulator);
   }, 60_000);

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
+import { firstMaster } from './cluster-failover.js';
 import { freePort, localServerArgs, removeServerDir, serverProcess } from './redis-server.js';
 
 /**
@@ -44,6 +45,8 @@ export interface ClusterPersistence {
   readonly appendonly?: 'yes' | 'no';
   /** @defaultValue `everysec` */
   readonly appendfsync?: 'always' | 'everysec' | 'no';
+  /** Replicas of each master (`--cluster-replicas`; 3 masters or more). @defaultValue 0 */
+  readonly replicas?: number;
 }
 
 /** Starts `masters` nodes (at least 1) and joins them into one cluster with every slot covered. */
@@ -53,8 +56,9 @@ export async function startLocalCluster(
 ): Promise<LocalCluster> {
   const root = mkdtempSync(join(tmpdir(), 'agent-dispatch-cluster-'));
   const nodes: (ClusterNode & { kill(): Promise<void> })[] = [];
+  const replicas = persistence.replicas ?? 0;
   try {
-    for (let i = 0; i < masters; i++)
+    for (let i = 0; i < masters * (1 + replicas); i++)
       nodes.push(await startNode(join(root, String(i)), persistence));
     const addresses = nodes.map((n) => `127.0.0.1:${n.port}`);
     const server = persistence.server ?? 'redis';
@@ -64,7 +68,7 @@ export async function startLocalCluster(
         'create',
         ...addresses,
         '--cluster-replicas',
-        '0',
+        String(replicas),
         '--cluster-yes',
       ]);
     } else {
@@ -72,7 +76,8 @@ export async function startLocalCluster(
       await joinByHand(nodes.map((n) => n.port));
     }
     const cluster: LocalCluster = {
-      url: `redis://127.0.0.1:${nodes[0]?.port ?? 0}`,
+      // With replicas, redis-cli picks the masters: the seed is one of them.
+      url: replicas > 0 ? await firstMaster(nodes) : `redis://127.0.0.1:${nodes[0]?.port ?? 0}`,
       nodes,
       waitUntilOk: (timeoutMs = 20_000) => waitForOk(nodes, timeoutMs),
       async destroy() {

@@ -21,6 +21,8 @@ export interface Scale {
     readonly noneCrashes: number;
     readonly batch: number;
   };
+  /** Category 3, failover: follow-ups and primary kills, per deployment (cluster, Sentinel). */
+  readonly failover: { readonly followUps: number; readonly kills: number };
   /** Category 4: follow-ups per AMBIGUOUS_RESEND setting, `rounds` to each agent job. */
   readonly api: { readonly followUps: number; readonly projects: number; readonly rounds: number };
   /** Category 5: generated inputs per entry point. */
@@ -40,6 +42,7 @@ const CI: Scale = {
   crash: { followUps: 300, projects: 20, jobsPerProject: 3, kills: 6 },
   redis: { restarts: 4, sendIntervalMs: 25 },
   durability: { fsyncCrashes: 20, noneCrashes: 3, batch: 4 },
+  failover: { followUps: 200, kills: 4 },
   api: { followUps: 200, projects: 20, rounds: 2 },
   fuzz: { sends: 4_000, batches: 250, cliFiles: 2, cliLinesPerFile: 1_000, intakeRequests: 250 },
   secrets: { followUps: 60 },
@@ -50,6 +53,7 @@ const FULL: Scale = {
   crash: { followUps: 1_000, projects: 20, jobsPerProject: 5, kills: 20 },
   redis: { restarts: 8, sendIntervalMs: 15 },
   durability: { fsyncCrashes: 20, noneCrashes: 5, batch: 8 },
+  failover: { followUps: 200, kills: 20 },
   api: { followUps: 1_000, projects: 20, rounds: 5 },
   fuzz: { sends: 10_000, batches: 600, cliFiles: 3, cliLinesPerFile: 3_000, intakeRequests: 800 },
   secrets: { followUps: 200 },
@@ -60,8 +64,16 @@ const BASE: Scale = process.env['FAULTS_SCALE'] === 'full' ? FULL : CI;
 /** `DURABILITY_CRASHES` overrides the crash count of the fsync drill, to dig into it quicker. */
 const crashes = Number(process.env['DURABILITY_CRASHES'] ?? NaN);
 
-/** The scale of this run, from `FAULTS_SCALE` (`ci` when unset). */
-export const SCALE: Scale =
+/** `FAILOVER_KILLS` overrides the kills of the failover drills (20 at the full scale). */
+const failoverKills = Number(process.env['FAILOVER_KILLS'] ?? NaN);
+
+const WITH_CRASHES: Scale =
   Number.isInteger(crashes) && crashes > 0
     ? { ...BASE, durability: { ...BASE.durability, fsyncCrashes: crashes } }
     : BASE;
+
+/** The scale of this run, from `FAULTS_SCALE` (`ci` when unset). */
+export const SCALE: Scale =
+  Number.isInteger(failoverKills) && failoverKills > 0
+    ? { ...WITH_CRASHES, failover: { ...WITH_CRASHES.failover, kills: failoverKills } }
+    : WITH_CRASHES;
