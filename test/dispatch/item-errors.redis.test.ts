@@ -83,6 +83,46 @@ describe('a broken item of a batched call', () => {
     expect(again.map((v) => v.kind)).toEqual(['go', 'go']);
   });
 
+  it('ACQUIRE: a send pause, prompt or open index of the wrong type is named, nothing written', async () => {
+    const { ns, store } = fixture();
+    const at = keysFor(ns.prefix);
+    const [bad, healthy] = await sent('bad', 'h');
+    const [head, second] = await sent('lane', 'lane');
+    await ns.redis.set(at.authPause, 'a send pause overwritten by hand');
+    await ns.redis.del(at.prompt(bad!.dispatchId));
+    await ns.redis.sadd(at.prompt(bad!.dispatchId), 'not a prompt');
+    await ns.redis.del(at.open);
+    await ns.redis.set(at.open, 'an open index overwritten by hand');
+    const untouched = await snapshot();
+    const tries = () =>
+      Promise.allSettled(
+        [bad, healthy, second].map((ref, i) =>
+          store.sends.acquire(ref!, rate, 50, 60_000, `T${i}`),
+        ),
+      );
+    // A broken send pause stops every send, each answer naming it (or a broken key of its own).
+    const paused = await tries();
+    expect(paused.map((r) => ((r as PromiseRejectedResult).reason as StoreItemError).key)).toEqual([
+      at.prompt(bad!.dispatchId),
+      at.authPause,
+      at.authPause,
+    ]);
+    expect(await snapshot()).toEqual(untouched);
+
+    await ns.redis.del(at.authPause);
+    const acquired = await tries();
+    expect(acquired.map((r) => r.status)).toEqual(['rejected', 'fulfilled', 'rejected']);
+    expect((acquired[0] as PromiseRejectedResult).reason).toMatchObject({
+      key: at.prompt(bad!.dispatchId),
+      why: expect.stringMatching(/WRONGTYPE/),
+    });
+    expect((acquired[2] as PromiseRejectedResult).reason).toMatchObject({ key: at.open });
+    const after = await snapshot();
+    for (const ref of [bad, head, second])
+      expect(after[at.dispatch(ref!.dispatchId)]).toBe(untouched[at.dispatch(ref!.dispatchId)]);
+    expect(after[at.budget('bad')]).toBeUndefined();
+  });
+
   it('MARK_SENT, RESCHEDULE and FINISH: a record of the wrong type fails its own item only', async () => {
     const { ns, store } = fixture();
     const at = keysFor(ns.prefix);

@@ -16,10 +16,12 @@ local function checkedRate(key, max, window, tolerance)
     numberIn(key, 'toleranceMs', tolerance, 0, MAX_WINDOW_MS, false)
 end
 
--- The send pause: {probeAt, backoffMs, maxBackoffMs}; ACQUIRE moves probeAt as it probes.
+-- The send pause: {probeAt, backoffMs, maxBackoffMs}; ACQUIRE moves probeAt as it probes. A key of
+-- the wrong type fails this HMGET, the item's error before any write (no TYPE of its own); the
+-- probe's HSET comes after it, in the same call.
 local function readPause(pauseKey)
   if not pauseRead then
-    local pause = redis.call('HMGET', pauseKey, 'probeAt', 'backoffMs', 'maxBackoffMs')
+    local pause = callOn('HMGET', pauseKey, 'probeAt', 'backoffMs', 'maxBackoffMs')
     local probeAt = numberIn(pauseKey, 'probeAt', pause[1] or '0', 0, math.huge, false)
     pauseRead = {probeAt, 0, 0}
     if probeAt > 0 then
@@ -55,10 +57,12 @@ local function readPark(parkKey)
 end
 
 -- The budget log's type and its latest entry: no later than a window or two ahead, so the times
--- computed from it stay exact (see MAX_WINDOW_MS).
+-- computed from it stay exact (see MAX_WINDOW_MS). Returns that entry's score (nil: an empty log),
+-- which ACQUIRE reuses until it writes the log.
 local function checkBudget(budgetKey)
   local top = callOn('ZRANGE', budgetKey, -1, -1, 'WITHSCORES')[2]
-  if top then numberIn(budgetKey, 'latest entry', top, -math.huge, now + 3 * MAX_WINDOW_MS) end
+  if top then return numberIn(budgetKey, 'latest entry', top, -math.huge, now + 3 * MAX_WINDOW_MS) end
+  return nil
 end
 
 -- Whether dispatch `id` has ended or has no record (its record checked to be a hash).
