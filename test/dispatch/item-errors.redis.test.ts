@@ -123,6 +123,33 @@ describe('a broken item of a batched call', () => {
     expect(after[at.budget('bad')]).toBeUndefined();
   });
 
+  it('ACQUIRE retried with its attempt token: an attempt count out of range is named, not sent', async () => {
+    const { ns, store } = fixture();
+    const at = keysFor(ns.prefix);
+    const [ref] = await sent('p');
+    expect(await store.sends.acquire(ref!, rate, 50, 60_000, 'A')).toMatchObject({ kind: 'go' });
+    await ns.redis.hset(at.dispatch(ref!.dispatchId), 'attempts', 'many');
+    await expect(store.sends.acquire(ref!, rate, 50, 60_000, 'A')).rejects.toMatchObject({
+      op: 'acquire',
+      key: at.dispatch(ref!.dispatchId),
+      why: expect.stringMatching(/attempts/),
+    });
+  });
+
+  it('ACQUIRE: controls and park of the wrong type are named in the answer', async () => {
+    const { ns, store } = fixture();
+    const at = keysFor(ns.prefix);
+    const [controlled, parked] = await sent('c', 'k');
+    await ns.redis.sadd(at.projectControls('c'), 'not a hash');
+    await ns.redis.sadd(at.park('k'), 'not a time');
+    const acquired = await Promise.allSettled(
+      [controlled, parked].map((ref, i) => store.sends.acquire(ref!, rate, 50, 60_000, `T${i}`)),
+    );
+    expect(
+      acquired.map((r) => ((r as PromiseRejectedResult).reason as StoreItemError).key),
+    ).toEqual([at.projectControls('c'), at.park('k')]);
+  });
+
   it('MARK_SENT, RESCHEDULE and FINISH: a record of the wrong type fails its own item only', async () => {
     const { ns, store } = fixture();
     const at = keysFor(ns.prefix);

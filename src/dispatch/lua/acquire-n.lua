@@ -109,10 +109,16 @@ local function acquire(k, a)
   if state == 'sending' then
     local holder = stored[3] or ''
     if token ~= '' and holder == token then
+      -- Checked as a fresh ACQUIRE checks it: an attempt that is no number would end the reply
+      -- there, and the worker would send without an attempt or a prompt.
+      local attempt = numberIn(recordKey, 'attempts', stored[4] or '', 1, MAX_SENDS, true)
       -- Its slot is at least a tolerance before the intent: written by then, it is within margin.
+      -- (An intent stored later than now counts from now: the deadline is never later.)
       local controls = readControls(controlsKey)
-      local writeBy = (tonumber(stored[5]) or now) + (controls[2] and controls[4] or tolerance)
-      return {'go', tonumber(stored[4]), prompt(), 0, now, writeBy}
+      local since = tonumber(stored[5]) or now
+      if not (since <= now) then since = now end
+      local writeBy = since + (controls[2] and controls[4] or tolerance)
+      return {'go', attempt, prompt(), 0, now, writeBy}
     end
     return {state, tonumber(stored[5] or '0'), holder}
   end

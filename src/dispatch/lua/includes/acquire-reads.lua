@@ -36,7 +36,7 @@ end
 local function readControls(controlsKey)
   local controls = controlsOf[controlsKey]
   if not controls then
-    controls = redis.call('HMGET', controlsKey, 'paused', 'max', 'windowMs', 'toleranceMs')
+    controls = callOn('HMGET', controlsKey, 'paused', 'max', 'windowMs', 'toleranceMs')
     if controls[2] then
       controls[2], controls[3], controls[4] =
         checkedRate(controlsKey, controls[2], controls[3], controls[4])
@@ -50,7 +50,7 @@ end
 local function readPark(parkKey)
   local parked = parkOf[parkKey]
   if not parked then
-    parked = numberIn(parkKey, 'park', redis.call('GET', parkKey) or '0', 0, math.huge, false)
+    parked = numberIn(parkKey, 'park', callOn('GET', parkKey) or '0', 0, math.huge, false)
     parkOf[parkKey] = parked
   end
   return parked
