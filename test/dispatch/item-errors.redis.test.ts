@@ -195,4 +195,18 @@ describe('a broken item of a batched call', () => {
     expect(after[at.dispatch(broken!.dispatchId)]).toBe(untouched[at.dispatch(broken!.dispatchId)]);
     expect(await ns.redis.xlen(ns.eventsStream)).toBe(1);
   });
+
+  it('FINISH: a stream that takes no more entries is named, and the follow-up is not ended without its event', async () => {
+    const { ns, store } = fixture();
+    const [ref] = await sent('s');
+    await store.sends.acquire(ref!, rate, 50, 60_000, 'A');
+    // The last ID a stream can hold: XADD * fails with every later entry.
+    await ns.redis.xadd(ns.eventsStream, '18446744073709551615-18446744073709551615', 'f', 'v');
+    const untouched = await snapshot();
+    const record = await store.sends.get(ref!.dispatchId);
+    await expect(
+      store.tracking.finish(record!, { type: 'followup.completed' }),
+    ).rejects.toMatchObject({ op: 'finish', key: ns.eventsStream });
+    expect(await snapshot()).toEqual(untouched);
+  });
 });
