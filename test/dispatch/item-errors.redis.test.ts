@@ -150,6 +150,32 @@ describe('a broken item of a batched call', () => {
     ).toEqual([at.projectControls('c'), at.park('k')]);
   });
 
+  it('ACQUIRE: a park or probe time past any real one is named, not answered as a wait', async () => {
+    const { ns, store } = fixture();
+    const at = keysFor(ns.prefix);
+    const [huge, infinite] = await sent('huge', 'inf');
+    // Lua turned these into integer replies of -9223372036854775808: a park in the past, retried
+    // at once, for ever.
+    await ns.redis.set(at.park('huge'), '1e300');
+    await ns.redis.set(at.park('inf'), 'inf');
+    const acquire = () =>
+      Promise.allSettled(
+        [huge, infinite].map((ref, i) => store.sends.acquire(ref!, rate, 50, 60_000, `T${i}`)),
+      );
+    const parked = await acquire();
+    expect(parked.map((r) => ((r as PromiseRejectedResult).reason as StoreItemError).key)).toEqual([
+      at.park('huge'),
+      at.park('inf'),
+    ]);
+    await ns.redis.del(at.park('huge'), at.park('inf'));
+    await ns.redis.hset(at.authPause, { probeAt: 'inf', backoffMs: 1_000, maxBackoffMs: 60_000 });
+    const paused = await acquire();
+    expect(paused.map((r) => ((r as PromiseRejectedResult).reason as StoreItemError).key)).toEqual([
+      at.authPause,
+      at.authPause,
+    ]);
+  });
+
   it('MARK_SENT, RESCHEDULE and FINISH: a record of the wrong type fails its own item only', async () => {
     const { ns, store } = fixture();
     const at = keysFor(ns.prefix);

@@ -4,6 +4,8 @@
 -- The largest window a limit may have (about 300 years): every time the budget log computes stays
 -- an exact integer that Lua prints in full and PEXPIRE takes.
 local MAX_WINDOW_MS = 1e13
+-- A park or probe time is at most that far ahead: a larger one (1e300, inf) would reach the worker
+-- as an integer reply of -2^63, a wait already over, retried at once for ever.
 local MAX_SENDS = 2147483647
 
 local pauseRead = nil
@@ -22,7 +24,7 @@ end
 local function readPause(pauseKey)
   if not pauseRead then
     local pause = callOn('HMGET', pauseKey, 'probeAt', 'backoffMs', 'maxBackoffMs')
-    local probeAt = numberIn(pauseKey, 'probeAt', pause[1] or '0', 0, math.huge, false)
+    local probeAt = numberIn(pauseKey, 'probeAt', pause[1] or '0', 0, now + MAX_WINDOW_MS, false)
     pauseRead = {probeAt, 0, 0}
     if probeAt > 0 then
       pauseRead[2] = numberIn(pauseKey, 'backoffMs', pause[2], 0, MAX_WINDOW_MS, false)
@@ -50,7 +52,7 @@ end
 local function readPark(parkKey)
   local parked = parkOf[parkKey]
   if not parked then
-    parked = numberIn(parkKey, 'park', callOn('GET', parkKey) or '0', 0, math.huge, false)
+    parked = numberIn(parkKey, 'park', callOn('GET', parkKey) or '0', 0, now + MAX_WINDOW_MS, false)
     parkOf[parkKey] = parked
   end
   return parked
