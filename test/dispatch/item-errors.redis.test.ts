@@ -83,6 +83,99 @@ describe('a broken item of a batched call', () => {
     expect(again.map((v) => v.kind)).toEqual(['go', 'go']);
   });
 
+  it('ACQUIRE: a send pause, prompt or open index of the wrong type is named, nothing written', async () => {
+    const { ns, store } = fixture();
+    const at = keysFor(ns.prefix);
+    const [bad, healthy] = await sent('bad', 'h');
+    const [head, second] = await sent('lane', 'lane');
+    await ns.redis.set(at.authPause, 'a send pause overwritten by hand');
+    await ns.redis.del(at.prompt(bad!.dispatchId));
+    await ns.redis.sadd(at.prompt(bad!.dispatchId), 'not a prompt');
+    await ns.redis.del(at.open);
+    await ns.redis.set(at.open, 'an open index overwritten by hand');
+    const untouched = await snapshot();
+    const tries = () =>
+      Promise.allSettled(
+        [bad, healthy, second].map((ref, i) =>
+          store.sends.acquire(ref!, rate, 50, 60_000, `T${i}`),
+        ),
+      );
+    // A broken send pause stops every send, each answer naming it (or a broken key of its own).
+    const paused = await tries();
+    expect(paused.map((r) => ((r as PromiseRejectedResult).reason as StoreItemError).key)).toEqual([
+      at.prompt(bad!.dispatchId),
+      at.authPause,
+      at.authPause,
+    ]);
+    expect(await snapshot()).toEqual(untouched);
+
+    await ns.redis.del(at.authPause);
+    const acquired = await tries();
+    expect(acquired.map((r) => r.status)).toEqual(['rejected', 'fulfilled', 'rejected']);
+    expect((acquired[0] as PromiseRejectedResult).reason).toMatchObject({
+      key: at.prompt(bad!.dispatchId),
+      why: expect.stringMatching(/WRONGTYPE/),
+    });
+    expect((acquired[2] as PromiseRejectedResult).reason).toMatchObject({ key: at.open });
+    const after = await snapshot();
+    for (const ref of [bad, head, second])
+      expect(after[at.dispatch(ref!.dispatchId)]).toBe(untouched[at.dispatch(ref!.dispatchId)]);
+    expect(after[at.budget('bad')]).toBeUndefined();
+  });
+
+  it('ACQUIRE retried with its attempt token: an attempt count out of range is named, not sent', async () => {
+    const { ns, store } = fixture();
+    const at = keysFor(ns.prefix);
+    const [ref] = await sent('p');
+    expect(await store.sends.acquire(ref!, rate, 50, 60_000, 'A')).toMatchObject({ kind: 'go' });
+    await ns.redis.hset(at.dispatch(ref!.dispatchId), 'attempts', 'many');
+    await expect(store.sends.acquire(ref!, rate, 50, 60_000, 'A')).rejects.toMatchObject({
+      op: 'acquire',
+      key: at.dispatch(ref!.dispatchId),
+      why: expect.stringMatching(/attempts/),
+    });
+  });
+
+  it('ACQUIRE: controls and park of the wrong type are named in the answer', async () => {
+    const { ns, store } = fixture();
+    const at = keysFor(ns.prefix);
+    const [controlled, parked] = await sent('c', 'k');
+    await ns.redis.sadd(at.projectControls('c'), 'not a hash');
+    await ns.redis.sadd(at.park('k'), 'not a time');
+    const acquired = await Promise.allSettled(
+      [controlled, parked].map((ref, i) => store.sends.acquire(ref!, rate, 50, 60_000, `T${i}`)),
+    );
+    expect(
+      acquired.map((r) => ((r as PromiseRejectedResult).reason as StoreItemError).key),
+    ).toEqual([at.projectControls('c'), at.park('k')]);
+  });
+
+  it('ACQUIRE: a park or probe time past any real one is named, not answered as a wait', async () => {
+    const { ns, store } = fixture();
+    const at = keysFor(ns.prefix);
+    const [huge, infinite] = await sent('huge', 'inf');
+    // Lua turned these into integer replies of -9223372036854775808: a park in the past, retried
+    // at once, for ever.
+    await ns.redis.set(at.park('huge'), '1e300');
+    await ns.redis.set(at.park('inf'), 'inf');
+    const acquire = () =>
+      Promise.allSettled(
+        [huge, infinite].map((ref, i) => store.sends.acquire(ref!, rate, 50, 60_000, `T${i}`)),
+      );
+    const parked = await acquire();
+    expect(parked.map((r) => ((r as PromiseRejectedResult).reason as StoreItemError).key)).toEqual([
+      at.park('huge'),
+      at.park('inf'),
+    ]);
+    await ns.redis.del(at.park('huge'), at.park('inf'));
+    await ns.redis.hset(at.authPause, { probeAt: 'inf', backoffMs: 1_000, maxBackoffMs: 60_000 });
+    const paused = await acquire();
+    expect(paused.map((r) => ((r as PromiseRejectedResult).reason as StoreItemError).key)).toEqual([
+      at.authPause,
+      at.authPause,
+    ]);
+  });
+
   it('MARK_SENT, RESCHEDULE and FINISH: a record of the wrong type fails its own item only', async () => {
     const { ns, store } = fixture();
     const at = keysFor(ns.prefix);
@@ -127,5 +220,19 @@ describe('a broken item of a batched call', () => {
     const after = await snapshot();
     expect(after[at.dispatch(broken!.dispatchId)]).toBe(untouched[at.dispatch(broken!.dispatchId)]);
     expect(await ns.redis.xlen(ns.eventsStream)).toBe(1);
+  });
+
+  it('FINISH: a stream that takes no more entries is named, and the follow-up is not ended without its event', async () => {
+    const { ns, store } = fixture();
+    const [ref] = await sent('s');
+    await store.sends.acquire(ref!, rate, 50, 60_000, 'A');
+    // The last ID a stream can hold: XADD * fails with every later entry.
+    await ns.redis.xadd(ns.eventsStream, '18446744073709551615-18446744073709551615', 'f', 'v');
+    const untouched = await snapshot();
+    const record = await store.sends.get(ref!.dispatchId);
+    await expect(
+      store.tracking.finish(record!, { type: 'followup.completed' }),
+    ).rejects.toMatchObject({ op: 'finish', key: ns.eventsStream });
+    expect(await snapshot()).toEqual(untouched);
   });
 });

@@ -20,9 +20,11 @@ export interface Namespace {
   cleanup(): Promise<void>;
 }
 
-/** Creates a namespace with a random prefix, so tests never see each other's keys. */
-export function createNamespace(label = 'test'): Namespace {
-  const redisUrl = inject('redisUrl');
+/**
+ * Creates a namespace with a random prefix, so tests never see each other's keys; on the run's
+ * server, or on `redisUrl` (a test's private server).
+ */
+export function createNamespace(label = 'test', redisUrl = inject('redisUrl')): Namespace {
   const prefix = `t-${label}-${randomBytes(4).toString('hex')}`;
   const eventsStream = `${prefix}:events`;
   const redis = new Redis(redisUrl, { maxRetriesPerRequest: null });

@@ -96,7 +96,7 @@ local function acquire(k, a)
   local keepFor = window
   local firstPollMs = tonumber(ARGV[a + 4])
 
-  -- One read of the fields it decides on; the prompt (it goes back with `go`) only when it may go.
+  -- One read of the fields it decides on; a prompt of its own key once it is known to be queued.
   local stored = callOn('HMGET', recordKey, 'state', 'prompt', 'attemptToken', 'attempts',
     'sendingAt', 'reserved')
   local state = stored[1]
@@ -109,18 +109,26 @@ local function acquire(k, a)
   if state == 'sending' then
     local holder = stored[3] or ''
     if token ~= '' and holder == token then
+      -- Checked as a fresh ACQUIRE checks it: an attempt that is no number would end the reply
+      -- there, and the worker would send without an attempt or a prompt.
+      local attempt = numberIn(recordKey, 'attempts', stored[4] or '', 1, MAX_SENDS, true)
       -- Its slot is at least a tolerance before the intent: written by then, it is within margin.
+      -- (An intent stored later than now counts from now: the deadline is never later.)
       local controls = readControls(controlsKey)
-      local writeBy = (tonumber(stored[5]) or now) + (controls[2] and controls[4] or tolerance)
-      return {'go', tonumber(stored[4]), prompt(), 0, now, writeBy}
+      local since = tonumber(stored[5]) or now
+      if not (since <= now) then since = now end
+      local writeBy = since + (controls[2] and controls[4] or tolerance)
+      return {'go', attempt, prompt(), 0, now, writeBy}
     end
     return {state, tonumber(stored[5] or '0'), holder}
   end
   if state ~= 'queued' then return {state, 0, ''} end
   -- Everything below that could raise is read and checked here, before the first write.
   local attempts = numberIn(recordKey, 'attempts', stored[4] or '0', 0, MAX_SENDS, true)
-  if not stored[2] then expectType(promptKey, 'string') end
-  checkBudget(budgetKey)
+  -- Read now, not only when it may go: its GET fails a key of the wrong type before any write.
+  if not stored[2] then stored[2] = callOn('GET', promptKey) or '' end
+  -- The log's latest entry, as read before any write of the log (false once it is written).
+  local top = checkBudget(budgetKey)
   local controls, parked, pause = readControls(controlsKey), readPark(parkKey), readPause(pauseKey)
   -- A lane head whose record is gone (deleted by hand, or lost with a Redis crash) would block its
   -- agent job for ever, and one whose record has ended (`done`: a FINISH of an earlier version did
@@ -128,12 +136,15 @@ local function acquire(k, a)
   -- turn. Records share the lane's prefix (and hash tag), so the head's record key is built from
   -- ARGV[2].
   local drops, head, inList = laneWalk(recordPrefix, headsKey, laneKey, jobId, dispatchId)
+  -- Looked up before the drops are written: an open index of the wrong type fails it, the item's
+  -- error before any write (no TYPE of its own).
+  local unindexed = head ~= dispatchId and inList and not callOn('ZSCORE', openKey, head)
   for _ = 1, drops do laneAdvance(headsKey, laneKey, jobId) end
   if head ~= dispatchId then
     -- The repair sweep finds a lane of two or more through the open index. A producer of an earlier
     -- version that moved a lane of one into its list did not add the head to it: this waiting
     -- follow-up does, by the head's enqueue time, so a head whose job vanished is still repaired.
-    if inList and not redis.call('ZSCORE', openKey, head) then
+    if unindexed then
       local since = tonumber(redis.call('HGET', recordPrefix .. head, 'enqueuedAt'))
       if since and since == since then redis.call('ZADD', openKey, 'NX', since, head) end
     end
@@ -169,7 +180,9 @@ local function acquire(k, a)
   local function look()
     n = redis.call('ZCOUNT', budgetKey, '(' .. (now - window), '+inf')
     last = now
-    if n > 0 then last = tonumber(redis.call('ZRANGE', budgetKey, -1, -1, 'WITHSCORES')[2]) end
+    if n > 0 then
+      last = top or tonumber(redis.call('ZRANGE', budgetKey, -1, -1, 'WITHSCORES')[2])
+    end
   end
   -- The record says whether it holds a reservation (its field `reserved`), so most ACQUIREs skip
   -- the ZSCORE. A record without the field may still hold one that an earlier version made (it
@@ -189,7 +202,7 @@ local function acquire(k, a)
     reserved = tonumber(reserved)
     if reserved > now then return {'over', reserved, ''} end
     redis.call('ZREM', budgetKey, reservation)
-    n = nil -- the log lost an entry: looked at again if it is needed
+    n, top = nil, false -- the log lost an entry: looked at again if it is needed
     if now - reserved > tolerance then reserved = nil else slot = reserved end
   end
   if not reserved then
@@ -243,4 +256,4 @@ end
 
 return eachItem(n, function(i)
   return acquire(4 + 7 * (i - 1), 4 + 7 * (i - 1))
-end, {{trackedKey, 'zset'}, {pauseKey, 'hash'}, {openKey, 'zset'}})
+end, {{trackedKey, 'zset'}})

@@ -67,6 +67,10 @@ local function finish(k, a)
   if ARGV[a + 6] ~= '' then
     table.insert(fields, 'lastStatus'); table.insert(fields, ARGV[a + 6])
   end
+  -- The event is the first write: XADD can fail where no type check sees it (a stream whose last
+  -- ID is the largest there is), and the follow-up must not end without its event.
+  local entry = callOn('XADD', streamKey, 'MAXLEN', '~', maxLen, '*',
+    unpack(ARGV, entryFrom, entryTo))
   redis.call('HSET', recordKey, unpack(fields))
   -- A record written before prompts had their own key holds its prompt in the record.
   if redis.call('DEL', promptKey) == 0 then redis.call('HDEL', recordKey, 'prompt') end
@@ -84,8 +88,6 @@ local function finish(k, a)
   else
     redis.call('LREM', laneKey, 1, dispatchId)
   end
-  local entry = redis.call('XADD', streamKey, 'MAXLEN', '~', maxLen, '*',
-    unpack(ARGV, entryFrom, entryTo))
   return {1, nextId or '', entry}
 end
 

@@ -4,6 +4,8 @@
 -- The largest window a limit may have (about 300 years): every time the budget log computes stays
 -- an exact integer that Lua prints in full and PEXPIRE takes.
 local MAX_WINDOW_MS = 1e13
+-- A park or probe time is at most that far ahead: a larger one (1e300, inf) would reach the worker
+-- as an integer reply of -2^63, a wait already over, retried at once for ever.
 local MAX_SENDS = 2147483647
 
 local pauseRead = nil
@@ -16,11 +18,13 @@ local function checkedRate(key, max, window, tolerance)
     numberIn(key, 'toleranceMs', tolerance, 0, MAX_WINDOW_MS, false)
 end
 
--- The send pause: {probeAt, backoffMs, maxBackoffMs}; ACQUIRE moves probeAt as it probes.
+-- The send pause: {probeAt, backoffMs, maxBackoffMs}; ACQUIRE moves probeAt as it probes. A key of
+-- the wrong type fails this HMGET, the item's error before any write (no TYPE of its own); the
+-- probe's HSET comes after it, in the same call.
 local function readPause(pauseKey)
   if not pauseRead then
-    local pause = redis.call('HMGET', pauseKey, 'probeAt', 'backoffMs', 'maxBackoffMs')
-    local probeAt = numberIn(pauseKey, 'probeAt', pause[1] or '0', 0, math.huge, false)
+    local pause = callOn('HMGET', pauseKey, 'probeAt', 'backoffMs', 'maxBackoffMs')
+    local probeAt = numberIn(pauseKey, 'probeAt', pause[1] or '0', 0, now + MAX_WINDOW_MS, false)
     pauseRead = {probeAt, 0, 0}
     if probeAt > 0 then
       pauseRead[2] = numberIn(pauseKey, 'backoffMs', pause[2], 0, MAX_WINDOW_MS, false)
@@ -34,7 +38,7 @@ end
 local function readControls(controlsKey)
   local controls = controlsOf[controlsKey]
   if not controls then
-    controls = redis.call('HMGET', controlsKey, 'paused', 'max', 'windowMs', 'toleranceMs')
+    controls = callOn('HMGET', controlsKey, 'paused', 'max', 'windowMs', 'toleranceMs')
     if controls[2] then
       controls[2], controls[3], controls[4] =
         checkedRate(controlsKey, controls[2], controls[3], controls[4])
@@ -48,17 +52,19 @@ end
 local function readPark(parkKey)
   local parked = parkOf[parkKey]
   if not parked then
-    parked = numberIn(parkKey, 'park', redis.call('GET', parkKey) or '0', 0, math.huge, false)
+    parked = numberIn(parkKey, 'park', callOn('GET', parkKey) or '0', 0, now + MAX_WINDOW_MS, false)
     parkOf[parkKey] = parked
   end
   return parked
 end
 
 -- The budget log's type and its latest entry: no later than a window or two ahead, so the times
--- computed from it stay exact (see MAX_WINDOW_MS).
+-- computed from it stay exact (see MAX_WINDOW_MS). Returns that entry's score (nil: an empty log),
+-- which ACQUIRE reuses until it writes the log.
 local function checkBudget(budgetKey)
   local top = callOn('ZRANGE', budgetKey, -1, -1, 'WITHSCORES')[2]
-  if top then numberIn(budgetKey, 'latest entry', top, -math.huge, now + 3 * MAX_WINDOW_MS) end
+  if top then return numberIn(budgetKey, 'latest entry', top, -math.huge, now + 3 * MAX_WINDOW_MS) end
+  return nil
 end
 
 -- Whether dispatch `id` has ended or has no record (its record checked to be a hash).
