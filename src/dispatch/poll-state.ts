@@ -86,7 +86,7 @@ export class PollState {
     return { ...due, records, parkedUntil, runs };
   }
 
-  /** The projects' read parks and run histories, in one MGET. */
+  /** Until when each project's status reads are backed off (0: not), and its run history. */
   async projectReads(
     projectIds: readonly string[],
   ): Promise<{ parkedUntil: Map<string, number>; runs: Map<string, RunStats> }> {
@@ -171,14 +171,6 @@ export class PollState {
       const endedAt = Number(completed ?? failed ?? Infinity);
       return endedAt <= endedBy ? 'ended' : 'live';
     });
-  }
-
-  /** Until when each project's status reads are backed off (0: not), in one MGET. */
-  async pollParks(projectIds: readonly string[]): Promise<Map<string, number>> {
-    const state = this.#state;
-    if (projectIds.length === 0) return new Map();
-    const values = await state.redis.mget(...projectIds.map((p) => state.keys.pollPark(p)));
-    return new Map(projectIds.map((p, i) => [p, Number(values[i] ?? 0)]));
   }
 
   /** Backs off a project's status reads for `delayMs` (a GET answered 429 or 5xx). */

@@ -18,13 +18,15 @@ export const LEARN_MIN_RUNS = 2;
  * Above this spread (standard deviation / mean) a project's runs are too irregular for a window
  * to pay: the growing schedule serves them as well at the same reads.
  */
-export const LEARN_MAX_CV = 0.35;
+export const LEARN_MAX_CV = 0.25;
 /** The dense window: the expected end ± this many standard deviations (and one min interval). */
 const WINDOW_SDS = 2;
 /** Before the window, each read comes this many times later after the send than the last. */
 const EARLY_GROWTH = 4;
 /** The spread is taken as at least this share of the mean: a few alike runs prove little. */
 const MIN_SD_SHARE = 0.03;
+/** Past the window, each wait this many times the last one while it is short. */
+const LATE_GROWTH = 1.5;
 /** Reads kept in hand against the growing schedule's count, for runs that end late. */
 const SPARE_READS = 2;
 
@@ -111,6 +113,8 @@ export function plannedDelayMs(
     const steps = Math.round((sinceSendMs - plan.windowStartMs) / plan.stepMs) + 1;
     return bound(plan.windowStartMs + steps * plan.stepMs - sinceSendMs);
   }
-  // Past what history expected: back to a growing wait, from the window's step.
-  return bound(Math.max(lastMs, plan.stepMs) * 2);
+  // Past what history expected: back to a growing wait, from the window's step, by half at first
+  // (a run a little late is still seen soon), doubling once the wait passes a tenth of the run.
+  const lastWaitMs = Math.max(lastMs, plan.stepMs);
+  return bound(lastWaitMs * (lastWaitMs < sinceSendMs / 10 ? LATE_GROWTH : 2));
 }

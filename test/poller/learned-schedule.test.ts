@@ -43,9 +43,13 @@ describe('the learned read schedule', () => {
       expect(learned.meanReads).toBeLessThanOrEqual(growing.meanReads);
       expect(learned.p99).toBeLessThan(growing.p99);
       if (meanMs <= 120_000) {
-        expect(learned.p50).toBeLessThanOrEqual(1_500);
+        expect(learned.p50).toBeLessThanOrEqual(2_000);
         expect(learned.p99).toBeLessThanOrEqual(4_000);
       }
+      // A history a little off (mean 4 % short, spread 40 % too narrow): the tail pays, yet still
+      // ends well before the growing schedule's.
+      const off = walk(meanMs, 0.1, history(0.96 * meanMs, 0.06));
+      expect(off.p99).toBeLessThan(growing.p99 / 2);
     },
   );
 
@@ -64,9 +68,12 @@ describe('the learned read schedule', () => {
     expect(Math.min(...waits)).toBeGreaterThanOrEqual(LEARN.pollMinIntervalMs);
     expect(Math.max(...waits)).toBe(LEARN.pollMaxIntervalMs);
     const late = waits.filter((_, i) => (times[i] as number) >= (plan?.windowEndMs ?? 0));
-    // Each wait past the window doubles the one before, up to POLL_MAX_INTERVAL.
+    // Each wait past the window grows by half or doubles the one before, up to POLL_MAX_INTERVAL.
     for (let i = 1; i < late.length; i++) {
-      expect(late[i]).toBe(Math.min(LEARN.pollMaxIntervalMs, 2 * (late[i - 1] as number)));
+      const before = late[i - 1] as number;
+      const max = LEARN.pollMaxIntervalMs;
+      expect(late[i]).toBeGreaterThanOrEqual(Math.min(max, Math.floor(1.5 * before)));
+      expect(late[i]).toBeLessThanOrEqual(Math.min(max, 2 * before));
     }
     // Such an outlier costs the window's reads on top of what the growing schedule spends.
     const windowReads = times.filter((t) => t >= (plan?.windowStartMs ?? 0) && t < 35_000);
