@@ -1,6 +1,6 @@
 import { OPEN_WALK_START } from './open-index.js';
 import type { DispatchRecord } from './record.js';
-import { parseRunStats, recordRun, type RunStats } from './run-history.js';
+import { parseRunStats, recordRun, type ObservedRun, type RunStats } from './run-history.js';
 import { readRecords, redisNow, type StoreState } from './store-state.js';
 
 /**
@@ -104,9 +104,9 @@ export class PollState {
     return { parkedUntil, runs };
   }
 
-  /** Folds a finished run of `projectId` that took `runMs` into its history. */
-  async recordRun(projectId: string, runMs: number): Promise<RunStats | undefined> {
-    return recordRun(this.#state, projectId, runMs);
+  /** Folds a finished run of `projectId`, seen ended through a gap, into its history. */
+  async recordRun(projectId: string, run: ObservedRun): Promise<RunStats | undefined> {
+    return recordRun(this.#state, projectId, run);
   }
 
   /** Claims at most `limit` tracked dispatches due for a read, for `leaseMs` (see DueReads). */

@@ -28,6 +28,12 @@ export const RUN_HISTORY_TTL_MS = 7 * 24 * 3_600_000;
  */
 const MAX_GAP_SHARE = 2 / 3;
 
+/** A run seen ended: its length (the gap's middle) and the gap its end lies in. */
+export interface ObservedRun {
+  readonly runMs: number;
+  readonly gapMs: number;
+}
+
 /** Parses a stored history (`runs mean var`); `undefined` when absent or unreadable. */
 export function parseRunStats(value: string | null | undefined): RunStats | undefined {
   const [runs, meanMs, varMs2] = (value ?? '').split(' ').map(Number);
@@ -44,33 +50,39 @@ export function parseRunStats(value: string | null | undefined): RunStats | unde
  * unbiased while the end is about evenly likely anywhere in the gap. A wide gap (a backoff, a
  * park, a stopped poller) says too little and is left out; the bound is relative, so the runs
  * that end where reads are sparse (outside the dense window) still count, and the history does
- * not narrow itself around its own window.
+ * not narrow itself around its own window. The gap's own uncertainty goes into the spread
+ * (`recordRun`): runs seen through wide gaps all share one midpoint, which alone would look like a
+ * project whose runs never vary.
  */
 export function observedRunMs(
   record: DispatchRecord,
   nowMs: number,
   pollMinIntervalMs: number,
-): number | undefined {
+): ObservedRun | undefined {
   const { sentAt, activeAt } = record;
   if (!record.seenActive || sentAt === undefined || activeAt === undefined) return undefined;
   if (activeAt < sentAt || nowMs <= activeAt) return undefined;
   const gapMs = nowMs - activeAt;
   const runMs = (activeAt + nowMs) / 2 - sentAt;
   return gapMs <= Math.max(2 * pollMinIntervalMs, MAX_GAP_SHARE * runMs)
-    ? Math.round(runMs)
+    ? { runMs: Math.round(runMs), gapMs }
     : undefined;
 }
 
-/** Folds one run of `projectId` that took `runMs` into its history. */
+/**
+ * Folds one run of `projectId` into its history: its length, and the variance of an end known
+ * only to lie somewhere in a gap of `gapMs` (evenly likely anywhere: gap² / 12).
+ */
 export async function recordRun(
   state: StoreState,
   projectId: string,
-  runMs: number,
+  { runMs, gapMs }: ObservedRun,
 ): Promise<RunStats | undefined> {
+  const gapVariance = Math.round(gapMs ** 2 / 12);
   const reply = await state.scripts.run(
     'runHistory',
     [state.keys.runs(projectId)],
-    [Math.round(runMs), RUN_WEIGHT, FIRST_RUN_SPREAD, RUN_HISTORY_TTL_MS],
+    [Math.round(runMs), RUN_WEIGHT, FIRST_RUN_SPREAD, RUN_HISTORY_TTL_MS, gapVariance],
   );
   return parseRunStats(typeof reply === 'string' ? reply : undefined);
 }

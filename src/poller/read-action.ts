@@ -8,7 +8,7 @@ import {
 import { sendInFlightMs, type SendTimeouts } from '../runtime/in-flight.js';
 import { EVENT_TYPES, eventTypeOf, type Ending } from '../dispatch/event.js';
 import { STATES, type DispatchRecord } from '../dispatch/record.js';
-import { observedRunMs, type RunStats } from '../dispatch/run-history.js';
+import { observedRunMs, type ObservedRun, type RunStats } from '../dispatch/run-history.js';
 import { growingDelayMs, planReads, plannedDelayMs } from './learned-schedule.js';
 
 /** What one status read saw: the job, or the error the client raised. */
@@ -16,8 +16,8 @@ export type Observation = { kind: 'job'; job: AgentJob } | { kind: 'error'; erro
 
 /** What to do with a tracked dispatch after a status read. */
 export type Action =
-  /** It ended: publish its event; `runMs`: how long its run took, known precisely enough. */
-  | { kind: 'finish'; ending: Ending; runMs?: number }
+  /** It ended: publish its event; `run`: how long its run took, known precisely enough. */
+  | { kind: 'finish'; ending: Ending; run?: ObservedRun }
   /** Read again in `delayMs`, storing `fields` on the record. */
   | { kind: 'reschedule'; delayMs: number; fields: Record<string, string | number> }
   /** The read failed (429, 5xx, network): back off this project's reads, keep tracking. */
@@ -92,8 +92,8 @@ export function actionForRead(
   if (isTerminalStatus(status)) {
     const ended: Action = { kind: 'finish', ending: { type: eventTypeOf(status), job } };
     if (record.seenActive) {
-      const runMs = s.pollLearn ? observedRunMs(record, nowMs, s.pollMinIntervalMs) : undefined;
-      return runMs === undefined ? ended : { ...ended, runMs };
+      const run = s.pollLearn ? observedRunMs(record, nowMs, s.pollMinIntervalMs) : undefined;
+      return run === undefined ? ended : { ...ended, run };
     }
     if (sinceSendMs >= s.activeGraceMs) {
       if (record.state === STATES.sent) return ended;

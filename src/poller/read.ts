@@ -1,6 +1,6 @@
 import { configRejectionStatus, isAgentApiError, statusKind } from '../agent-api/index.js';
 import type { DispatchRecord } from '../dispatch/record.js';
-import type { RunStats } from '../dispatch/run-history.js';
+import type { ObservedRun, RunStats } from '../dispatch/run-history.js';
 import { pauseSends, resumeSends } from '../runtime/auth-pause.js';
 import { jitteredMs } from '../runtime/jitter.js';
 import { addDispatchJob } from '../runtime/jobs.js';
@@ -119,7 +119,7 @@ async function act(
       return resend(ctx, record, log);
     case 'finish': {
       const { finished, found } = await finishAndHandOn(ctx, record, action.ending, record.state);
-      if (finished && action.runMs !== undefined) await learnRun(ctx, record, action.runMs, log);
+      if (finished && action.run !== undefined) await learnRun(ctx, record, action.run, log);
       if (finished) {
         log.info(
           { type: action.ending.type, reason: action.ending.reason },
@@ -168,10 +168,10 @@ async function resend(ctx: TickContext, record: DispatchRecord, log: Logger): Pr
 async function learnRun(
   ctx: TickContext,
   record: DispatchRecord,
-  runMs: number,
+  run: ObservedRun,
   log: Logger,
 ): Promise<void> {
-  await ctx.store.poll.recordRun(record.projectId, runMs).catch((err: unknown) => {
+  await ctx.store.poll.recordRun(record.projectId, run).catch((err: unknown) => {
     log.warn({ err }, LIFECYCLE.pollError);
   });
 }

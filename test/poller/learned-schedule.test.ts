@@ -86,13 +86,11 @@ describe('the learned read schedule', () => {
     const seen = { kind: 'job' as const, job: { id: 'j', status: 'completed', prLink: null } };
     const record = sentRecord(1_000, { activeAt: SENT_AT + 29_000 });
     const action = actionForRead(record, seen, SENT_AT + 30_000, LEARN);
-    expect(action).toMatchObject({ kind: 'finish', runMs: 29_500 });
+    expect(action).toMatchObject({ kind: 'finish', run: { runMs: 29_500, gapMs: 1_000 } });
     // A wide gap (the poller was away) says too little; with learning off nothing is reported.
     const away = sentRecord(1_000, { activeAt: SENT_AT + 5_000 });
-    expect(actionForRead(away, seen, SENT_AT + 30_000, LEARN)).not.toHaveProperty('runMs');
-    expect(actionForRead(record, seen, SENT_AT + 30_000, READ_DEFAULTS)).not.toHaveProperty(
-      'runMs',
-    );
+    expect(actionForRead(away, seen, SENT_AT + 30_000, LEARN)).not.toHaveProperty('run');
+    expect(actionForRead(record, seen, SENT_AT + 30_000, READ_DEFAULTS)).not.toHaveProperty('run');
   });
 
   it('stores when a read saw the run active', () => {
