@@ -23,6 +23,7 @@ import { dispatchScenario } from './scenarios/dispatch.js';
 import { durabilityScenario } from './scenarios/durability.js';
 import { enqueueScenario } from './scenarios/enqueue.js';
 import { fairnessScenario } from './scenarios/fairness.js';
+import { learnedReadsScenario } from './scenarios/learned-reads.js';
 import { memoryScenario } from './scenarios/memory.js';
 import { pollerScenario } from './scenarios/poller.js';
 import { quickRunScenario } from './scenarios/quick-run.js';
@@ -44,6 +45,8 @@ const SCENARIOS: readonly Scenario[] = [
   { id: 'fairness', minimumMs: 50_000, size: [2_000, 10_000], run: fairnessScenario },
   { id: 'poller', minimumMs: 45_000, size: [2_000, 10_000], run: pollerScenario },
   { id: 'quick-run', minimumMs: 40_000, size: [10, 30], run: quickRunScenario },
+  // Four rounds of runs up to 2.5 min compressed 5×: about 2 min, the longest runs' own time.
+  { id: 'learned-reads', minimumMs: 150_000, size: [2, 5], run: learnedReadsScenario },
   { id: 'memory', minimumMs: 25_000, size: [2_000, 10_000], run: memoryScenario },
   { id: 'redis-work', minimumMs: 35_000, size: [500, 2_000], run: redisWorkScenario },
   { id: 'tracing', minimumMs: 30_000, size: [500, 2_000], run: tracingScenario },

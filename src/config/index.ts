@@ -67,6 +67,8 @@ export interface Config extends HttpConfig {
   readonly pollMinIntervalMs: number;
   readonly pollMaxIntervalMs: number;
   readonly pollConcurrency: number;
+  /** `POLL_LEARN`: the poller learns where each project's runs end and reads densely there. */
+  readonly pollLearn: boolean;
   readonly sendAttempts: number;
   readonly stalledTimeoutMs: number;
   readonly sendTimeoutMs: number;
@@ -178,6 +180,7 @@ export function loadConfig(
     pollMinIntervalMs: p.POLL_MIN_INTERVAL,
     pollMaxIntervalMs: p.POLL_MAX_INTERVAL,
     pollConcurrency: p.POLL_CONCURRENCY,
+    pollLearn: p.POLL_LEARN,
     sendAttempts: p.SEND_ATTEMPTS,
     stalledTimeoutMs: p.STALLED_TIMEOUT,
     sendTimeoutMs: p.SEND_TIMEOUT,

@@ -166,6 +166,12 @@ export const SETTINGS = {
     default: '1m',
     description: 'cap of the backed-off wait between status reads',
   },
+  POLL_LEARN: {
+    schema: flag,
+    default: 'true',
+    description:
+      "read a follow-up's job densely where its project's past runs ended, sparsely before; `false`: the growing schedule only",
+  },
   POLL_CONCURRENCY: {
     schema: integer(1, 256),
     default: '64',

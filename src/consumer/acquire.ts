@@ -4,6 +4,7 @@ import { budgetRate } from '../dispatch/budget.js';
 import { isConnectionError } from '../redis/connections.js';
 import { sleep } from '../runtime/deadline.js';
 import { sendInFlightMs } from '../runtime/in-flight.js';
+import { earlierBy, jitteredUntil } from '../runtime/jitter.js';
 import { reportItemError, STORE_ITEM_RECHECK_MS } from '../runtime/store-item-error.js';
 import { type DispatchJobData, type DispatchJobRef } from '../runtime/jobs.js';
 import { LIFECYCLE } from '../telemetry/names.js';
@@ -116,14 +117,14 @@ export function createProcessor(ctx: SendContext) {
         // The key was rejected: this follow-up waits, untouched, for the fleet's next probe.
         ctx.metrics.sends.inc({ outcome: 'auth_paused' });
         if (job.id) await ctx.store.pause.noteParked(job.id);
-        return park(ctx, job, token, verdict.untilMs);
+        return park(ctx, job, token, jitteredUntil(verdict.untilMs));
       case 'paused':
         // The operator paused the project: nothing spent; the resume wakes it.
         ctx.metrics.sends.inc({ outcome: 'project_paused' });
-        return parkPaused(ctx, job, token, Date.now() + PAUSED_RECHECK_MS, ref);
+        return parkPaused(ctx, job, token, jitteredUntil(Date.now() + PAUSED_RECHECK_MS), ref);
       case 'blocked':
         ctx.metrics.sends.inc({ outcome: 'blocked' });
-        return park(ctx, job, token, Date.now() + BLOCKED_RECHECK_MS, ref);
+        return park(ctx, job, token, jitteredUntil(Date.now() + BLOCKED_RECHECK_MS), ref);
       case 'parked':
       case 'over': {
         const waitMs = verdict.untilMs - Date.now();
@@ -136,12 +137,13 @@ export function createProcessor(ctx: SendContext) {
           await sleep(Math.max(0, waitMs));
           return runJob(job, ref, token, round + 1);
         }
-        return park(
-          ctx,
-          job,
-          token,
-          verdict.untilMs - (verdict.kind === 'over' ? EARLY_WAKE_MS : 0),
-        );
+        // Jittered so that a backlog parked together does not wake together: a project park
+        // later (it is never cut short), a reserved slot earlier, never past the near wait.
+        const wakeAt =
+          verdict.kind === 'over'
+            ? earlierBy(verdict.untilMs - EARLY_WAKE_MS, NEAR_SLOT_MS - EARLY_WAKE_MS)
+            : jitteredUntil(verdict.untilMs);
+        return park(ctx, job, token, wakeAt);
       }
       case 'invalid':
         // Its prompt cannot be sent (see acquire-n.lua): it ends unsent, no budget unit spent.

@@ -2,6 +2,7 @@ import { DelayedError, type Job } from 'bullmq';
 import { isAgentApiError, type AgentJob } from '../agent-api/index.js';
 import type { DispatchRef, MarkResult, WriteRetry } from '../dispatch/store.js';
 import { pauseSends, resumeSends } from '../runtime/auth-pause.js';
+import { jitteredUntil } from '../runtime/jitter.js';
 import { reportItemError } from '../runtime/store-item-error.js';
 import type { RoleContext } from '../runtime/role.js';
 import type { Logger } from '../telemetry/logger.js';
@@ -151,7 +152,8 @@ async function onFailure(
       log.warn({ parkMs, retryAfterMs: failure.retryAfterMs }, LIFECYCLE.projectParked);
       ctx.metrics.parkProject(ref.projectId, until);
       ctx.metrics.budgetWait.observe(parkMs / 1000);
-      await job.moveToDelayed(until, token);
+      // Jittered: the project's parked follow-ups do not all wake in the park's last instant.
+      await job.moveToDelayed(jitteredUntil(until), token);
       throw new DelayedError();
     }
     case 'transient':

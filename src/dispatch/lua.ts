@@ -39,6 +39,7 @@ const FILES = {
   projectShow: 'projectShow-5',
   openLanes: 'openLanes-1',
   dropHead: 'dropHead-1',
+  runHistory: 'runHistory-1',
 } as const;
 
 export type ScriptName = keyof typeof FILES;

@@ -1,5 +1,6 @@
 import { OPEN_WALK_START } from './open-index.js';
 import type { DispatchRecord } from './record.js';
+import { parseRunStats, recordRun, type ObservedRun, type RunStats } from './run-history.js';
 import { readRecords, redisNow, type StoreState } from './store-state.js';
 
 /**
@@ -25,6 +26,8 @@ export interface Claim extends DueReads {
   readonly records: readonly (DispatchRecord | undefined)[];
   /** Until when each project's status reads are parked (0: not parked). */
   readonly parkedUntil: ReadonlyMap<string, number>;
+  /** Each project's run history, where it has one (see run-history.ts). */
+  readonly runs: ReadonlyMap<string, RunStats>;
 }
 
 /** The tick's lock at a claim: taken by the tick's first claim, renewed by a later one. */
@@ -68,7 +71,7 @@ export class PollState {
   /**
    * One claim of a poll tick: first the tick's lock (`lock`: take it, and answer `undefined` when
    * another tick holds it; or renew it), then at most `limit` due dispatches for `leaseMs` (DUE),
-   * with their records and their projects' read parks.
+   * with their records and their projects' read parks and run histories.
    */
   async claim(limit: number, leaseMs: number, lock?: ClaimLock): Promise<Claim | undefined> {
     if (lock?.step === 'take') {
@@ -79,7 +82,31 @@ export class PollState {
     const due = await this.due(limit, leaseMs);
     const records = await readRecords(this.#state, due.ids);
     const projects = new Set(records.flatMap((r) => (r ? [r.projectId] : [])));
-    return { ...due, records, parkedUntil: await this.pollParks([...projects]) };
+    const { parkedUntil, runs } = await this.projectReads([...projects]);
+    return { ...due, records, parkedUntil, runs };
+  }
+
+  /** Until when each project's status reads are backed off (0: not), and its run history. */
+  async projectReads(
+    projectIds: readonly string[],
+  ): Promise<{ parkedUntil: Map<string, number>; runs: Map<string, RunStats> }> {
+    const state = this.#state;
+    if (projectIds.length === 0) return { parkedUntil: new Map(), runs: new Map() };
+    const keys = projectIds.flatMap((p) => [state.keys.pollPark(p), state.keys.runs(p)]);
+    const values = await state.redis.mget(...keys);
+    const parkedUntil = new Map<string, number>();
+    const runs = new Map<string, RunStats>();
+    projectIds.forEach((p, i) => {
+      parkedUntil.set(p, Number(values[2 * i] ?? 0));
+      const stats = parseRunStats(values[2 * i + 1]);
+      if (stats) runs.set(p, stats);
+    });
+    return { parkedUntil, runs };
+  }
+
+  /** Folds a finished run of `projectId`, seen ended through a gap, into its history. */
+  async recordRun(projectId: string, run: ObservedRun): Promise<RunStats | undefined> {
+    return recordRun(this.#state, projectId, run);
   }
 
   /** Claims at most `limit` tracked dispatches due for a read, for `leaseMs` (see DueReads). */
@@ -144,14 +171,6 @@ export class PollState {
       const endedAt = Number(completed ?? failed ?? Infinity);
       return endedAt <= endedBy ? 'ended' : 'live';
     });
-  }
-
-  /** Until when each project's status reads are backed off (0: not), in one MGET. */
-  async pollParks(projectIds: readonly string[]): Promise<Map<string, number>> {
-    const state = this.#state;
-    if (projectIds.length === 0) return new Map();
-    const values = await state.redis.mget(...projectIds.map((p) => state.keys.pollPark(p)));
-    return new Map(projectIds.map((p, i) => [p, Number(values[i] ?? 0)]));
   }
 
   /** Backs off a project's status reads for `delayMs` (a GET answered 429 or 5xx). */

@@ -47,6 +47,8 @@ export interface DispatchRecord {
   readonly lastStatus: string | undefined;
   /** The job was seen `active` after this follow-up's send. */
   readonly seenActive: boolean;
+  /** When a read last saw the job active (Redis's clock): where its run's end is bounded from. */
+  readonly activeAt?: number | undefined;
   /** The BullMQ job that carries it, when a resend or a repair replaced the first one. */
   readonly bullJobId?: string | undefined;
   /** Back in `queued` for an operator-approved resend, waiting for its new BullMQ job. */
@@ -78,6 +80,7 @@ export const FIELDS_BUT_PROMPT = [
   'job',
   'lastStatus',
   'seenActive',
+  'activeAt',
   'resend',
   'pollDelayMs',
   'polls',
@@ -118,6 +121,7 @@ export function parseRecord(
     job: parseJson(hash['job']) as AgentJob | undefined,
     lastStatus: hash['lastStatus'] || undefined,
     seenActive: hash['seenActive'] === '1',
+    activeAt: optionalNumber(hash['activeAt']),
     bullJobId: hash['bullJobId'] || undefined,
     resendPending: hash['resend'] === '1',
     pollDelayMs: optionalNumber(hash['pollDelayMs']),

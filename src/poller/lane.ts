@@ -1,7 +1,9 @@
 import { AUTH_PROBE_BACKOFF } from '../dispatch/store.js';
 import type { DispatchRecord } from '../dispatch/record.js';
+import type { RunStats } from '../dispatch/run-history.js';
 import { within } from '../runtime/deadline.js';
 import { reportItemError } from '../runtime/store-item-error.js';
+import { jitteredMs } from '../runtime/jitter.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import { withTraceparent } from '../telemetry/trace-context.js';
 import { pollOne, type TickContext } from './read.js';
@@ -58,6 +60,8 @@ export interface Batch {
   /** Redis's time of the claim: what each read decides by. */
   readonly nowMs: number;
   readonly parkedUntil: ReadonlyMap<string, number>;
+  /** Each project's run history, where it has one: it shapes the reads of its runs. */
+  readonly runs: ReadonlyMap<string, RunStats>;
   /** Whether sends are paused for the key (the tick's); a read can turn it on or off. */
   readonly pause: { on: boolean };
   /** While the key is rejected: no read is the batch's probe yet (reads only as the probe). */
@@ -107,12 +111,13 @@ async function readFrom(
     }
     const parked = batch.parkedUntil.get(record.projectId);
     if (parked && parked > batch.nowMs) {
-      await ctx.store.tracking.reschedule(record.dispatchId, parked - batch.nowMs);
+      // Jittered: the project's parked reads do not all come back in the park's last instant.
+      await ctx.store.tracking.reschedule(record.dispatchId, jitteredMs(parked - batch.nowMs));
       continue;
     }
     if (batch.pause.on && batch.probing) {
       // One read per batch tries the key while it is rejected; the others wait, unread.
-      await ctx.store.tracking.reschedule(record.dispatchId, pausedReadDelayMs);
+      await ctx.store.tracking.reschedule(record.dispatchId, jitteredMs(pausedReadDelayMs));
       continue;
     }
     if (reading.has(record.dispatchId)) {
@@ -126,7 +131,7 @@ async function readFrom(
     counts.reads++;
     // In the follow-up's trace: the status read and the FINISH join the producer's trace.
     const read = withTraceparent(record.traceparent, () =>
-      pollOne(ctx, record, batch.nowMs, batch.pause),
+      pollOne(ctx, record, batch.nowMs, batch.pause, batch.runs.get(record.projectId)),
     );
     const written = read
       .then(({ acted }) => acted)

@@ -8,14 +8,16 @@ import {
 import { sendInFlightMs, type SendTimeouts } from '../runtime/in-flight.js';
 import { EVENT_TYPES, eventTypeOf, type Ending } from '../dispatch/event.js';
 import { STATES, type DispatchRecord } from '../dispatch/record.js';
+import { observedRunMs, type ObservedRun, type RunStats } from '../dispatch/run-history.js';
+import { growingDelayMs, planReads, plannedDelayMs } from './learned-schedule.js';
 
 /** What one status read saw: the job, or the error the client raised. */
 export type Observation = { kind: 'job'; job: AgentJob } | { kind: 'error'; error: unknown };
 
 /** What to do with a tracked dispatch after a status read. */
 export type Action =
-  /** It ended: publish its event. */
-  | { kind: 'finish'; ending: Ending }
+  /** It ended: publish its event; `run`: how long its run took, known precisely enough. */
+  | { kind: 'finish'; ending: Ending; run?: ObservedRun }
   /** Read again in `delayMs`, storing `fields` on the record. */
   | { kind: 'reschedule'; delayMs: number; fields: Record<string, string | number> }
   /** The read failed (429, 5xx, network): back off this project's reads, keep tracking. */
@@ -33,20 +35,9 @@ export interface ReadActionSettings extends SendTimeouts {
   readonly pollMinIntervalMs: number;
   readonly pollMaxIntervalMs: number;
   readonly ambiguousResend: boolean;
+  /** `POLL_LEARN`: shape a sent follow-up's reads by its project's run history. */
+  readonly pollLearn?: boolean;
 }
-
-/**
- * The wait between two reads of one dispatch, in `POLL_MIN_INTERVAL`s. In the first
- * {@link EARLY_SPAN} after the send it grows by half per read up to {@link EARLY_MAX_WAIT}: a run
- * that ends in those seconds is seen ended soon. After that it doubles per read up to
- * `POLL_MAX_INTERVAL`: few reads for long runs. With the defaults (500 ms, 1 m) reads come 0.5,
- * 1.25, 2.4, 4.1, 6.1, 8.1, 10.1, 14.1, 22.1, 38.1, 70.1 s after the send, then every minute: 15
- * GETs for a 5-minute run.
- */
-const EARLY_FACTOR = 1.5;
-const EARLY_MAX_WAIT = 4;
-const EARLY_SPAN = 20;
-const LATE_FACTOR = 2;
 
 /**
  * Decides what a status read means for a dispatch.
@@ -57,18 +48,22 @@ const LATE_FACTOR = 2;
  * seeing it active (a run too quick to be caught between two reads). For a send whose delivery is
  * unknown (`unsettled`), "never seen active" means it was most likely never taken: it ends
  * undeliverable (`ambiguous`), or is resent when the operator chose so.
+ *
+ * `runs`: the project's run history, which shapes the reads of a `sent` follow-up (with
+ * `POLL_LEARN`); a run seen ended precisely enough carries its length in the `finish`.
  */
 export function actionForRead(
   record: DispatchRecord,
   seen: Observation,
   nowMs: number,
   s: ReadActionSettings,
+  runs?: RunStats,
 ): Action {
   if (record.state === STATES.sending) return whileSending(record, seen, nowMs, s);
   const sinceSendMs = nowMs - (record.sentAt ?? record.enqueuedAt);
   const timedOut = sinceSendMs >= s.trackTimeoutMs;
   const timeout: Ending = { type: EVENT_TYPES.timedOut, reason: 'track_timeout' };
-  const next = nextDelayMs(record, sinceSendMs, s);
+  const next = nextDelayMs(record, sinceSendMs, s, s.pollLearn ? runs : undefined);
 
   if (record.state === STATES.queued) {
     // Only a resend is tracked while queued: make sure its BullMQ job exists, then look later.
@@ -96,7 +91,10 @@ export function actionForRead(
   const fields = { job: JSON.stringify(job), lastStatus: status ?? '', polls: record.polls + 1 };
   if (isTerminalStatus(status)) {
     const ended: Action = { kind: 'finish', ending: { type: eventTypeOf(status), job } };
-    if (record.seenActive) return ended;
+    if (record.seenActive) {
+      const run = s.pollLearn ? observedRunMs(record, nowMs, s.pollMinIntervalMs) : undefined;
+      return run === undefined ? ended : { ...ended, run };
+    }
     if (sinceSendMs >= s.activeGraceMs) {
       if (record.state === STATES.sent) return ended;
       if (s.ambiguousResend) return { kind: 'resend' };
@@ -117,7 +115,10 @@ export function actionForRead(
     return {
       kind: 'reschedule',
       delayMs: next,
-      fields: { ...fields, seenActive: '1', state: STATES.sent, pollDelayMs: next },
+      fields: {
+        ...fields,
+        ...{ seenActive: '1', activeAt: nowMs, state: STATES.sent, pollDelayMs: next },
+      },
     };
   }
   // An unknown status is tolerated: keep reading, as for an active run.
@@ -175,14 +176,23 @@ function whileSending(
   };
 }
 
-/** The next wait between reads, `sinceSendMs` after the send (see {@link EARLY_SPAN}). */
-function nextDelayMs(record: DispatchRecord, sinceSendMs: number, s: ReadActionSettings): number {
+/**
+ * The next wait between reads, `sinceSendMs` after the send: the learned schedule for a `sent`
+ * follow-up whose project has a history that shapes one (`learned-schedule.ts`), else the
+ * growing one. An `unsettled` send keeps the growing schedule: its early reads must catch the run
+ * active, or it ends undeliverable.
+ */
+function nextDelayMs(
+  record: DispatchRecord,
+  sinceSendMs: number,
+  s: ReadActionSettings,
+  runs?: RunStats,
+): number {
   const lastMs = record.pollDelayMs ?? s.pollMinIntervalMs;
-  const nextMs =
-    sinceSendMs < EARLY_SPAN * s.pollMinIntervalMs
-      ? Math.min(lastMs * EARLY_FACTOR, EARLY_MAX_WAIT * s.pollMinIntervalMs)
-      : lastMs * LATE_FACTOR;
-  return Math.min(s.pollMaxIntervalMs, Math.round(nextMs));
+  const plan = record.state === STATES.sent ? planReads(runs, s) : undefined;
+  return plan
+    ? plannedDelayMs(plan, sinceSendMs, lastMs, s)
+    : growingDelayMs(lastMs, sinceSendMs, s);
 }
 
 function retryAfter(error: unknown): number | undefined {

@@ -1,6 +1,8 @@
 import { configRejectionStatus, isAgentApiError, statusKind } from '../agent-api/index.js';
 import type { DispatchRecord } from '../dispatch/record.js';
+import type { ObservedRun, RunStats } from '../dispatch/run-history.js';
 import { pauseSends, resumeSends } from '../runtime/auth-pause.js';
+import { jitteredMs } from '../runtime/jitter.js';
 import { addDispatchJob } from '../runtime/jobs.js';
 import { finishAndHandOn, type RoleContext } from '../runtime/role.js';
 import type { Logger } from '../telemetry/logger.js';
@@ -20,14 +22,16 @@ export interface Polled {
 }
 
 /**
- * Reads one dispatch's job and decides what it shows; resolves once the read is over, with the
- * action on it started, so that the caller can start its next read meanwhile.
+ * Reads one dispatch's job and decides what it shows (`runs`: its project's run history);
+ * resolves once the read is over, with the action on it started, so that the caller can start
+ * its next read meanwhile.
  */
 export async function pollOne(
   ctx: TickContext,
   record: DispatchRecord,
   nowMs: number,
   pause: { on: boolean },
+  runs?: RunStats,
 ): Promise<Polled> {
   const started = performance.now();
   let seen: Observation;
@@ -45,7 +49,7 @@ export async function pollOne(
     );
   }
   await pauseOrResume(ctx, seen, pause);
-  const action = actionForRead(record, seen, nowMs, ctx.config);
+  const action = actionForRead(record, seen, nowMs, ctx.config, runs);
   countRead(ctx, seen, action);
   return { acted: act(ctx, record, action, seen) };
 }
@@ -91,7 +95,16 @@ async function act(
         // Tolerated and logged once per change; the dispatch stays tracked.
         log.warn({ status: seen.job.status }, LIFECYCLE.followupUnknownStatus);
       }
-      await ctx.store.tracking.reschedule(record.dispatchId, action.delayMs, action.fields);
+      // Jittered within a small share of the wait (at most POLL_MIN_INTERVAL): reads scheduled
+      // together, as after a burst of sends, drift apart instead of staying in step.
+      await ctx.store.tracking.reschedule(
+        record.dispatchId,
+        Math.min(
+          ctx.config.pollMaxIntervalMs,
+          jitteredMs(action.delayMs, ctx.config.pollMinIntervalMs),
+        ),
+        action.fields,
+      );
       return false;
     case 'backoff': {
       await ctx.store.poll.parkPolls(record.projectId, action.delayMs);
@@ -99,13 +112,14 @@ async function act(
         { err: seen.kind === 'error' ? seen.error : undefined, delayMs: action.delayMs },
         LIFECYCLE.pollError,
       );
-      await ctx.store.tracking.reschedule(record.dispatchId, action.delayMs);
+      await ctx.store.tracking.reschedule(record.dispatchId, jitteredMs(action.delayMs));
       return false;
     }
     case 'resend':
       return resend(ctx, record, log);
     case 'finish': {
       const { finished, found } = await finishAndHandOn(ctx, record, action.ending, record.state);
+      if (finished && action.run !== undefined) await learnRun(ctx, record, action.run, log);
       if (finished) {
         log.info(
           { type: action.ending.type, reason: action.ending.reason },
@@ -145,6 +159,21 @@ async function resend(ctx: TickContext, record: DispatchRecord, log: Logger): Pr
   await ctx.store.tracking.reschedule(record.dispatchId, ctx.config.pollMaxIntervalMs);
   log.warn({ attempts: record.attempts }, LIFECYCLE.followupRetry);
   return false;
+}
+
+/**
+ * Folds a finished run into its project's history. Once per follow-up: only the read whose FINISH
+ * ended it gets here. A failure costs only this one run of the history, never the event.
+ */
+async function learnRun(
+  ctx: TickContext,
+  record: DispatchRecord,
+  run: ObservedRun,
+  log: Logger,
+): Promise<void> {
+  await ctx.store.poll.recordRun(record.projectId, run).catch((err: unknown) => {
+    log.warn({ err }, LIFECYCLE.pollError);
+  });
 }
 
 function countRead(ctx: TickContext, seen: Observation, action: Action): void {

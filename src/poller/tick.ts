@@ -214,7 +214,7 @@ class DueFeed {
  */
 async function prepareBatch(
   ctx: TickContext,
-  { ids, records, nowMs, parkedUntil }: Claim,
+  { ids, records, nowMs, parkedUntil, runs }: Claim,
   pause: { on: boolean },
 ): Promise<Batch> {
   // While the key is rejected, read only as the fleet's probe (with the key file's current key);
@@ -225,5 +225,5 @@ async function prepareBatch(
   // after the claim asked. Only an answered read ends it (see `pollOne`).
   if (probe !== 'none') pause.on = true;
   // Before the probe time, no read at all: the fleet's one probe per backoff holds for reads too.
-  return { ids, records, nowMs, parkedUntil, pause, probing: probe === 'wait' };
+  return { ids, records, nowMs, parkedUntil, runs, pause, probing: probe === 'wait' };
 }

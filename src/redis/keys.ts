@@ -81,6 +81,8 @@ export interface Keys {
   claimReleased(dispatchId: string): string;
   /** String: epoch ms until which a project's status reads are backed off (GET 429/5xx). */
   pollPark(projectId: string): string;
+  /** String: a project's run history, `runs mean variance` (see dispatch/run-history.ts). */
+  runs(projectId: string): string;
   /**
    * Hash: an operator's controls of one project, read by every ACQUIRE: `paused` (`1`) and
    * `pausedAt`; `limit` (as written, `50/1h`) with `max`, `windowMs` and `toleranceMs` (the
@@ -144,6 +146,7 @@ export function keysFor(prefix: string): Keys {
     budget: (projectId: string) => k('budget', projectId),
     park: (projectId: string) => k('park', projectId),
     pollPark: (projectId: string) => k('pollpark', projectId),
+    runs: (projectId: string) => k('runs', `${projectId.length}.${projectId}`),
     projectControls: (projectId: string) => k('project', `${projectId.length}.${projectId}`),
     projectPaused: (projectId: string) =>
       k('project', `${projectId.length}.${projectId}`, 'parked'),

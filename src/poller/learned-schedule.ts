@@ -1,0 +1,120 @@
+import type { RunStats } from '../dispatch/run-history.js';
+
+/**
+ * The read schedule of a sent follow-up whose project has a run history (`POLL_LEARN`): few reads
+ * while its run is surely going on, dense ones where history says it ends, and the growing
+ * schedule again once it runs past that. Pure: history and bounds in, read times out.
+ */
+
+/** What bounds every wait between two reads: `POLL_MIN_INTERVAL`, `POLL_MAX_INTERVAL`. */
+export interface ReadBounds {
+  readonly pollMinIntervalMs: number;
+  readonly pollMaxIntervalMs: number;
+}
+
+/** Runs a history needs before it shapes reads: one run says nothing of the spread. */
+export const LEARN_MIN_RUNS = 2;
+/**
+ * Above this spread (standard deviation / mean) a project's runs are too irregular for a window
+ * to pay: the growing schedule serves them as well at the same reads.
+ */
+export const LEARN_MAX_CV = 0.25;
+/** The dense window: the expected end ± this many standard deviations (and one min interval). */
+const WINDOW_SDS = 2;
+/** Before the window, each read comes this many times later after the send than the last. */
+const EARLY_GROWTH = 4;
+/** The spread is taken as at least this share of the mean: a few alike runs prove little. */
+const MIN_SD_SHARE = 0.03;
+/** Past the window, each wait this many times the last one while it is short. */
+const LATE_GROWTH = 1.5;
+/** Reads kept in hand against the growing schedule's count, for runs that end late. */
+const SPARE_READS = 2;
+
+/** Where a learned schedule reads, in ms after the send. */
+export interface Plan {
+  /** Sparse reads before the window, the first at `POLL_MIN_INTERVAL` (it sees the run active). */
+  readonly earlyMs: readonly number[];
+  readonly windowStartMs: number;
+  readonly windowEndMs: number;
+  /** The wait between two reads in the window. */
+  readonly stepMs: number;
+}
+
+/**
+ * The growing schedule (the one without history): the wait after `lastMs`, `sinceSendMs` after
+ * the send. In the first 20 `POLL_MIN_INTERVAL`s it grows by half up to 4 of them, so a quick run
+ * is seen ended soon; after that it doubles up to `POLL_MAX_INTERVAL`: few reads for long runs.
+ * With the defaults: reads 0.5, 1.25, 2.4, 4.1, 6.1, 8.1, 10.1, 14.1, 22.1, 38.1, 70.1 s after the
+ * send, then every minute.
+ */
+export function growingDelayMs(lastMs: number, sinceSendMs: number, b: ReadBounds): number {
+  const min = b.pollMinIntervalMs;
+  const nextMs = sinceSendMs < 20 * min ? Math.min(lastMs * 1.5, 4 * min) : lastMs * 2;
+  return Math.min(b.pollMaxIntervalMs, Math.round(nextMs));
+}
+
+/** How many reads the growing schedule spends on a run that ends `runMs` after the send. */
+export function growingReads(runMs: number, b: ReadBounds): number {
+  let reads = 1;
+  let delayMs = b.pollMinIntervalMs;
+  for (let atMs = b.pollMinIntervalMs; atMs < runMs; reads++) {
+    delayMs = growingDelayMs(delayMs, atMs, b);
+    atMs += delayMs;
+  }
+  return reads;
+}
+
+/**
+ * The learned plan for a history, or `undefined` where the growing schedule serves: too few runs,
+ * or runs too irregular. The window's step spends no more reads, for a run of the mean length,
+ * than the growing schedule would (less {@link SPARE_READS}).
+ */
+export function planReads(stats: RunStats | undefined, b: ReadBounds): Plan | undefined {
+  if (!stats || stats.runs < LEARN_MIN_RUNS || !(stats.meanMs > 0)) return undefined;
+  const sdMs = Math.max(Math.sqrt(Math.max(0, stats.varMs2)), MIN_SD_SHARE * stats.meanMs);
+  if (sdMs / stats.meanMs > LEARN_MAX_CV) return undefined;
+  const min = b.pollMinIntervalMs;
+  const halfMs = WINDOW_SDS * sdMs + min;
+  const windowStartMs = Math.max(min, stats.meanMs - halfMs);
+  const windowEndMs = stats.meanMs + halfMs;
+  const earlyMs: number[] = [];
+  // Each a few times later than the last, but no wait past POLL_MAX_INTERVAL: every read counted.
+  for (let t = min; t < windowStartMs; t = Math.min(t * EARLY_GROWTH, t + b.pollMaxIntervalMs))
+    earlyMs.push(t);
+  // A run of the mean length sees the early reads and half the window's.
+  const budget = growingReads(stats.meanMs, b) - earlyMs.length - SPARE_READS;
+  const halfWindowReads = Math.max(1, budget);
+  const stepMs = Math.min(
+    b.pollMaxIntervalMs,
+    Math.max(min, (windowEndMs - windowStartMs) / (2 * halfWindowReads)),
+  );
+  return { earlyMs, windowStartMs, windowEndMs, stepMs };
+}
+
+/**
+ * The wait after a read `sinceSendMs` after the send: to the plan's next read, or, past the
+ * window, the growing schedule's from the last wait (`lastMs`). Within the bounds.
+ */
+export function plannedDelayMs(
+  plan: Plan,
+  sinceSendMs: number,
+  lastMs: number,
+  b: ReadBounds,
+): number {
+  const bound = (ms: number) =>
+    Math.round(Math.min(b.pollMaxIntervalMs, Math.max(b.pollMinIntervalMs, ms)));
+  // A read comes at its planned time or a little after it (rounded, a tick away): the next one is
+  // the first planned well after this read, not one a few ms ahead.
+  const soonMs = sinceSendMs + b.pollMinIntervalMs / 2;
+  const early = plan.earlyMs.find((t) => t > soonMs);
+  if (early !== undefined) return bound(early - sinceSendMs);
+  if (soonMs < plan.windowStartMs) return bound(plan.windowStartMs - sinceSendMs);
+  if (sinceSendMs < plan.windowEndMs) {
+    const steps = Math.round((sinceSendMs - plan.windowStartMs) / plan.stepMs) + 1;
+    return bound(plan.windowStartMs + steps * plan.stepMs - sinceSendMs);
+  }
+  // Past what history expected: back to a growing wait, from the window's step, by half at first
+  // (a run a little late is still seen soon), doubling once the wait passes a tenth of the run.
+  const lastWaitMs = Math.max(lastMs, plan.stepMs);
+  return bound(lastWaitMs * (lastWaitMs < sinceSendMs / 10 ? LATE_GROWTH : 2));
+}

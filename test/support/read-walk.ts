@@ -1,0 +1,57 @@
+import type { DispatchRecord } from '../../src/dispatch/record.js';
+import type { RunStats } from '../../src/dispatch/run-history.js';
+import { actionForRead, type ReadActionSettings } from '../../src/poller/read-action.js';
+
+/**
+ * A follow-up's status reads walked through actionForRead: each read is taken when it falls due
+ * and sees the run active until it ends. The first read comes POLL_MIN_INTERVAL after the send
+ * (MARK_SENT schedules it).
+ */
+
+/** When the walked follow-up was sent (epoch ms). */
+export const SENT_AT = 1_000_000;
+
+/** The read settings of the service's defaults, with learning off. */
+export const READ_DEFAULTS: ReadActionSettings = {
+  trackTimeoutMs: 24 * 3_600_000,
+  activeGraceMs: 120_000,
+  pollMinIntervalMs: 500,
+  pollMaxIntervalMs: 60_000,
+  ambiguousResend: false,
+  connectTimeoutMs: 10_000,
+  sendTimeoutMs: 30_000,
+};
+
+/** A `sent` record seen active, last read `pollDelayMs` after the one before. */
+export function sentRecord(
+  pollDelayMs: number,
+  extra: Partial<DispatchRecord> = {},
+): DispatchRecord {
+  return {
+    ...{ dispatchId: 'd1', projectId: 'p', jobId: 'j', prompt: 'x', key: undefined },
+    ...{ meta: undefined, state: 'sent', enqueuedAt: SENT_AT, sentAt: SENT_AT },
+    ...{ sendingAt: SENT_AT, attemptToken: undefined, finishedAt: undefined, attempts: 1 },
+    ...{ job: undefined, lastStatus: undefined, seenActive: true, resendPending: false },
+    ...{ pollDelayMs, polls: 0, type: undefined, reason: undefined },
+    ...extra,
+  };
+}
+
+/**
+ * When each read happens (ms after the send), for a run that ends `runMs` after the send; `runs`:
+ * the project's run history.
+ */
+export function readTimes(runMs: number, s: ReadActionSettings, runs?: RunStats): number[] {
+  const times: number[] = [];
+  let atMs = s.pollMinIntervalMs;
+  let delayMs = s.pollMinIntervalMs;
+  for (;;) {
+    times.push(atMs);
+    const status = atMs >= runMs ? 'completed' : 'active';
+    const seen = { kind: 'job' as const, job: { id: 'j', status, prLink: null } };
+    const action = actionForRead(sentRecord(delayMs), seen, SENT_AT + atMs, s, runs);
+    if (action.kind !== 'reschedule') return times;
+    delayMs = action.delayMs;
+    atMs += delayMs;
+  }
+}
