@@ -56,8 +56,17 @@ export function parseCursor(text: string, shards: number): Cursor {
     );
   }
   // `ms` alone is `ms-0`, as Redis reads it, so the cursor holds full ids only.
-  return ids.map((id) => (id.includes('-') ? id : `${id}-0`));
+  const full = ids.map((id) => (id.includes('-') ? id : `${id}-0`));
+  // Redis refuses a part above 64 bits, and nothing comes after the largest id: a page read
+  // from either would fail at Redis, which is the cursor's fault, not Redis's.
+  if (full.some((id) => id.split('-').some((part) => BigInt(part) > U64_MAX) || id === LAST_ID))
+    throw new CursorError(`"${text.slice(0, 80)}" is past the largest stream id`);
+  return full;
 }
+
+const U64_MAX = 2n ** 64n - 1n;
+/** The largest stream id: XRANGE refuses to start after it. */
+const LAST_ID = `${U64_MAX}-${U64_MAX}`;
 
 /** What a page keeps: event types and projects; an empty set keeps every one. */
 export interface EventFilter {

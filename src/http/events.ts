@@ -65,7 +65,7 @@ export function eventsRouter({ token, feed, logger }: EventsRouterOptions): Rout
 /** `GET /v1/events`: one page after `after`, and the cursor after it. */
 function pageHandler(feed: EventFeed, logger: Logger): RequestHandler {
   return async (req, res) => {
-    const query = parseQuery(req, feed.streams.length, req.query['after']);
+    const query = parseQuery(req, feed.streams.length, ['after', req.query['after']]);
     if (typeof query === 'string') return sendError(res, 400, query);
     try {
       const page = await within(
@@ -87,11 +87,10 @@ function pageHandler(feed: EventFeed, logger: Logger): RequestHandler {
 function streamHandler(feed: EventFeed, logger: Logger): RequestHandler {
   return (req, res) => {
     // A reconnecting EventSource sends the last `id:` it saw; it wins over the first `after`.
-    const query = parseQuery(
-      req,
-      feed.streams.length,
-      req.get('last-event-id') ?? req.query['after'],
-    );
+    // An empty one is no id at all (what the specification's client would send, if anything).
+    const lastId = req.get('last-event-id');
+    const after: From = lastId ? ['Last-Event-ID', lastId] : ['after', req.query['after']];
+    const query = parseQuery(req, feed.streams.length, after);
     if (typeof query === 'string') return sendError(res, 400, query);
     const stream = feed.open();
     if (!stream) {
@@ -174,15 +173,18 @@ function unavailable(res: Response): void {
   sendError(res, 503, `Redis did not answer within ${REDIS_TIMEOUT_MS} ms; retry later`);
 }
 
+/** Where a request's cursor comes from (named in its 400), and its text. */
+type From = readonly [name: 'after' | 'Last-Event-ID', text: unknown];
+
 /** The cursor (`after`), `limit`, `project` and `type` of a request, or a 400's message. */
-function parseQuery(req: Request, shards: number, after: unknown): Query {
+function parseQuery(req: Request, shards: number, [from, after]: From): Query {
   const list = (value: unknown) =>
     (Array.isArray(value) ? value : value === undefined ? [] : [value]).map(String);
   let cursor = startCursor(shards);
   try {
     if (after !== undefined && after !== '') cursor = parseCursor(String(after), shards);
   } catch (err) {
-    if (err instanceof CursorError) return `after: ${err.message}`;
+    if (err instanceof CursorError) return `${from}: ${err.message}`;
     throw err;
   }
   const limitText = req.query['limit'];

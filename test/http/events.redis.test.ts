@@ -74,6 +74,9 @@ describe('GET /v1/events across shards', () => {
     for (const [query, named] of [
       ['?after=10-0', 'after: '],
       ['?after=yesterday', 'after: '],
+      // Past what a stream id holds (64-bit parts): Redis refuses it, the client must hear why.
+      ['?after=99999999999999999999-0_1-0', 'after: '],
+      ['?after=1-0_18446744073709551615-18446744073709551615', 'after: '],
       ['?limit=0', 'limit: '],
       ['?type=done', 'type: '],
     ] as const) {
@@ -162,6 +165,14 @@ describe('GET /v1/events/stream', () => {
     await eventually(() => (client.lastEventId() === after[3]?.id ? true : undefined));
     expect(client.messages).toHaveLength(1);
     client.close();
+  });
+
+  it('names Last-Event-ID, not after, in the 400 of a bad header', async () => {
+    const res = await fetch(`${app.url}/v1/events/stream?after=1-0`, {
+      headers: { ...auth, 'last-event-id': '99999999999999999999-0' },
+    });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { error: string }).error).toMatch(/^Last-Event-ID: /);
   });
 
   it('ends every open stream when the server shuts down', async () => {
