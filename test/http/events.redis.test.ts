@@ -86,6 +86,30 @@ describe('GET /v1/events across shards', () => {
     }
   });
 
+  it('answers 410 with the next cursor past events trimmed after the cursor, 400 one ahead', async () => {
+    for (const id of ['60-0', '61-0', '62-0', '63-0']) await add(0, id);
+    await ns().redis.xtrim(streams[0] ?? '', 'MAXLEN', 2);
+    const gone = await page('?after=60-0_50-0');
+    expect(gone.status).toBe(410);
+    expect(String(gone.body['error'])).toMatch(
+      /^after: shard 0's stream was trimmed \(EVENTS_MAXLEN\)/,
+    );
+    // Just below the oldest kept, 62-0.
+    expect(gone.body['next']).toBe(`61-${2n ** 64n - 1n}_50-0`);
+    expect(ids((await page(`?after=${String(gone.body['next'])}`)).body)).toEqual([
+      'd62-0',
+      'd63-0',
+    ]);
+    const ahead = await page('?after=63-0_9999999999999-0');
+    expect(ahead.status).toBe(400);
+    expect(String(ahead.body['error'])).toMatch(/^after: the cursor is ahead of shard 1's stream/);
+    const stream = await fetch(`${app.url}/v1/events/stream`, {
+      headers: { ...auth, 'last-event-id': '60-0_50-0' },
+    });
+    expect(stream.status).toBe(410);
+    expect(((await stream.json()) as { next: string }).next).toBe(gone.body['next']);
+  });
+
   it('answers 500 naming DISPATCH_SHARDS on a server whose count is not the one recorded', async () => {
     await ns().redis.set(layoutKey(ns().prefix), '2');
     const other = await startTestServer(ns().config({ EVENTS_TOKEN: TOKEN, DISPATCH_SHARDS: '3' }));
