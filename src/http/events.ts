@@ -145,12 +145,13 @@ async function sendEvents(
       continue;
     }
     for (const e of page.entries) {
-      await write(res, `id: ${e.cursor}\ndata: ${JSON.stringify(eventBody(e.fields))}\n\n`, signal);
+      const data = JSON.stringify(eventBody(e.fields));
+      await write(res, `id: ${e.cursor}\ndata: ${data}\n\n`, signal, feed.stallMs);
       told = e.cursor;
     }
     cursor = page.next;
     const next = formatCursor(cursor);
-    if (next !== told) await write(res, `id: ${next}\n\n`, signal);
+    if (next !== told) await write(res, `id: ${next}\n\n`, signal, feed.stallMs);
     told = next;
     if (page.caughtUp) await feed.newer(cursor, signal);
   }
@@ -172,10 +173,21 @@ async function gapAt(
   }
 }
 
-/** Writes `chunk`, waiting for the socket to drain when the client reads slowly. */
-async function write(res: Response, chunk: string, signal: AbortSignal): Promise<void> {
+/**
+ * Writes `chunk`, waiting for the socket to drain when the client reads slowly. A client that
+ * reads nothing for `stallMs` is cut off (its `close` then ends the stream): it would otherwise
+ * hold its place under the cap for ever, and a few such clients would shut every other one out.
+ */
+async function write(
+  res: Response,
+  chunk: string,
+  signal: AbortSignal,
+  stallMs: number,
+): Promise<void> {
   if (signal.aborted || res.write(chunk)) return;
-  await once(res, 'drain', { signal }).catch(() => undefined);
+  const stalled = AbortSignal.timeout(stallMs);
+  await once(res, 'drain', { signal: AbortSignal.any([signal, stalled]) }).catch(() => undefined);
+  if (stalled.aborted && !signal.aborted) res.destroy();
 }
 
 function pause(ms: number, signal: AbortSignal): Promise<void> {
