@@ -88,6 +88,9 @@ function streamHandler(feed: EventFeed, logger: Logger): RequestHandler {
     const gap = query.fromStart ? undefined : await gapAt(feed, query.cursor, logger);
     if (gap === 'unavailable') return unavailable(res);
     if (gap) return gapAnswer(res, query, gap);
+    // A client that left during the checks above (layout, cursor) already sent its `close`: a
+    // stream opened now would never hear it, and would keep its place under the cap for ever.
+    if (req.socket.destroyed) return;
     const stream = feed.open();
     if (!stream) {
       res.set('retry-after', String(RETRY_MS / 1000));

@@ -4,8 +4,9 @@ import { eventually, useNamespace } from '../support/namespace.js';
 import { expectNoLeakedHandles, startTestServer, type TestServer } from './fixture.js';
 
 /**
- * A client of `/v1/events/stream` that stops reading must not keep its place under the cap for
- * ever: the server cuts it off once its writes have waited `stallMs` for the socket to drain.
+ * A client of `/v1/events/stream` must not keep its place under the cap for ever: not when it
+ * stops reading (the server cuts it off once its writes have waited `stallMs` for the socket to
+ * drain), nor when it left before its stream opened.
  */
 
 const TOKEN = 'events-secret-token';
@@ -47,6 +48,39 @@ describe('GET /v1/events/stream with a client that reads nothing', () => {
     } finally {
       stalled.destroy();
     }
+  });
+});
+
+describe('GET /v1/events/stream with a client that leaves at once', () => {
+  const ns = useNamespace('http-events-leave', { scope: 'all' });
+  let app: TestServer;
+  beforeAll(async () => {
+    app = await startTestServer(ns().config({ EVENTS_TOKEN: TOKEN }), {
+      events: { maxStreams: 1 },
+    });
+  });
+  afterAll(() => app?.close());
+
+  it('opens no stream for a client that left while its request was being checked', async () => {
+    // Redis holds the first request's check of the layout while the client leaves; with no
+    // event to write, nothing else would notice that it left.
+    await ns().redis.client('PAUSE', 1_000, 'ALL');
+    const controller = new AbortController();
+    const leaving = fetch(`${app.url}/v1/events/stream`, {
+      headers: auth,
+      signal: controller.signal,
+    }).catch(() => undefined);
+    setTimeout(() => controller.abort(), 200);
+    await leaving;
+    const next = await eventually(
+      async () => {
+        const res = await fetch(`${app.url}/v1/events/stream`, { headers: auth });
+        await res.body?.cancel();
+        return res.status === 200 ? res : undefined;
+      },
+      { timeoutMs: 10_000, what: 'the place of the client that left' },
+    );
+    expect(next.status).toBe(200);
   });
 });
 
