@@ -1,5 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { within } from '../src/runtime/deadline.js';
 import { runCli, runProgram } from './support/cli.js';
 import { eventually, useNamespace } from './support/namespace.js';
 import { FAST_SETTINGS } from './support/service.js';
@@ -40,6 +41,21 @@ describe('examples/python/send_and_follow.py', () => {
         );
       }
       expect(lines.at(-1)).toBe('done: 2 follow-ups, 2 events');
+
+      // A refused request (here a wrong token) ends the example with the answer, not a retry loop
+      // that its --timeout never sees.
+      const refused = runProgram('python3', [EXAMPLE, ...args, '--timeout', '5'], {
+        AGENT_DISPATCH_URL: url,
+        INTAKE_TOKEN,
+        EVENTS_TOKEN: 'not-the-events-token',
+        PYTHONDONTWRITEBYTECODE: '1',
+      });
+      const refusedCode = await within(refused.exited, 30_000, () => {
+        void refused.stop('SIGKILL');
+        throw new Error(`the example still runs: ${refused.output.stderr.slice(-300)}`);
+      });
+      expect(refusedCode).toBe(1);
+      expect(refused.output.stderr).toMatch(/^events: HTTP 401: .*wrong bearer token/m);
     } finally {
       expect(await service.stop('SIGTERM')).toBe(0);
     }

@@ -77,6 +77,13 @@ class Client:
                     for cursor, data in _server_sent_events(response):
                         last_event_id = cursor or last_event_id
                         yield last_event_id, None if data is None else json.loads(data)
+            except urllib.error.HTTPError as err:
+                # A 4xx does not heal by retrying: a wrong token (401), a bad cursor (400), or one the
+                # stream was trimmed past (410; its body's "next" goes on from the oldest kept).
+                if err.code < 500:
+                    sys.exit("events: HTTP %d: %s" % (err.code, err.read().decode("utf-8", "replace")))
+                print("events: %s; reconnecting after %s" % (err, last_event_id), file=sys.stderr)
+                time.sleep(1)
             except (OSError, urllib.error.URLError) as err:
                 print("events: %s; reconnecting after %s" % (err, last_event_id), file=sys.stderr)
                 time.sleep(1)

@@ -6,8 +6,11 @@ import { connect } from '../redis/connections.js';
 import { LayoutError, recordedShardCount } from '../redis/layout.js';
 import { within } from '../runtime/deadline.js';
 import { EVENT_TYPES, readEventEntry } from '../dispatch/event.js';
+import { eventTypeNamed } from '../dispatch/event-body.js';
+import { CursorGapError } from '../dispatch/event-gaps.js';
 import {
   CursorError,
+  formatCursor,
   hasNewer,
   newestCursor,
   parseCursor,
@@ -27,14 +30,6 @@ const PAGE = 500;
 const FOLLOW_POLL_MS = 200;
 /** How long the first read waits for Redis before the command gives up (exit 1). */
 const REACH_MS = 5_000;
-
-/** The event types `--type` accepts, by their full name and by their short one (`completed`). */
-const TYPES = new Map<string, string>(
-  Object.values(EVENT_TYPES).flatMap((type) => [
-    [type, type],
-    [type.replace(/^followup\./, ''), type],
-  ]),
-);
 
 /** `agent-dispatch events`: the completion events as NDJSON, without redis-cli. */
 export const eventsCommand: Command = {
@@ -103,7 +98,12 @@ export const eventsCommand: Command = {
       // skip what arrives between two reads.
       const cursor =
         from ?? (options.follow ? await newestCursor(redis, streams) : startCursor(streams.length));
-      await printPages(redis, streams, cursor, { ...options, printer, signal: ctx.signal });
+      await printPages(redis, streams, cursor, {
+        ...options,
+        fromStart: !from && !options.follow,
+        printer,
+        signal: ctx.signal,
+      });
       return EXIT.ok;
     } finally {
       ctx.signal.removeEventListener('abort', stop);
@@ -118,10 +118,10 @@ function parseOptions(ctx: CommandContext) {
     return Array.isArray(value) ? value : typeof value === 'string' ? [value] : [];
   };
   const types = list('type').map((t) => {
-    const type = TYPES.get(t);
+    const type = eventTypeNamed(t);
     if (!type) {
       throw new UsageError(
-        `--type: unknown event type "${t}"; one of ${[...new Set(TYPES.values())].join(', ')}`,
+        `--type: unknown event type "${t}"; one of ${Object.values(EVENT_TYPES).join(', ')}`,
       );
     }
     return type;
@@ -174,9 +174,21 @@ async function eventsShardCount(
   return recorded;
 }
 
+/** A gap at the cursor as a {@link UsageError}: the operator picks where to go on from. */
+function gapUsage(err: unknown, cursor: Cursor): unknown {
+  if (!(err instanceof CursorGapError)) return err;
+  const resume =
+    err.kind === 'trimmed'
+      ? `; go on from the oldest kept with --from ${formatCursor(err.resume(cursor))}`
+      : '';
+  return new UsageError(`--from: ${err.message}${resume}`);
+}
+
 /** What {@link printPages} reads and prints. */
 interface PrintOptions {
   readonly follow: boolean;
+  /** The first page starts at the oldest entries kept (no --from, no --follow). */
+  readonly fromStart: boolean;
   readonly filter: EventFilter;
   readonly printer: Printer;
   readonly signal: AbortSignal;
@@ -190,13 +202,14 @@ async function printPages(
   redis: Redis,
   streams: readonly string[],
   start: Cursor,
-  { follow, filter, printer, signal }: PrintOptions,
+  { follow, filter, printer, signal, fromStart }: PrintOptions,
 ): Promise<void> {
   let cursor = start;
-  while (!printer.full() && !signal.aborted) {
+  for (let first = true; !printer.full() && !signal.aborted; first = false) {
     const limit = Math.min(PAGE, printer.room());
-    const page = await readEventPage(redis, streams, cursor, { limit, filter }).catch(
-      (err: unknown) => (signal.aborted ? undefined : Promise.reject(err)),
+    const options = { limit, filter, fromStart: first && fromStart };
+    const page = await readEventPage(redis, streams, cursor, options).catch((err: unknown) =>
+      signal.aborted ? undefined : Promise.reject(gapUsage(err, cursor)),
     );
     if (!page) return;
     for (const entry of page.entries) printer.print(entry);

@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import { checkGap, noSuchKey, streamBounds } from './event-gaps.js';
 import { compareIds } from './event-reader.js';
 
 /**
@@ -56,8 +57,17 @@ export function parseCursor(text: string, shards: number): Cursor {
     );
   }
   // `ms` alone is `ms-0`, as Redis reads it, so the cursor holds full ids only.
-  return ids.map((id) => (id.includes('-') ? id : `${id}-0`));
+  const full = ids.map((id) => (id.includes('-') ? id : `${id}-0`));
+  // Redis refuses a part above 64 bits, and nothing comes after the largest id: a page read
+  // from either would fail at Redis, which is the cursor's fault, not Redis's.
+  if (full.some((id) => id.split('-').some((part) => BigInt(part) > U64_MAX) || id === LAST_ID))
+    throw new CursorError(`"${text.slice(0, 80)}" is past the largest stream id`);
+  return full;
 }
+
+const U64_MAX = 2n ** 64n - 1n;
+/** The largest stream id: XRANGE refuses to start after it. */
+const LAST_ID = `${U64_MAX}-${U64_MAX}`;
 
 /** What a page keeps: event types and projects; an empty set keeps every one. */
 export interface EventFilter {
@@ -97,6 +107,8 @@ export interface PageOptions {
   readonly scanMax?: number;
   /** Most entries one XRANGE reads from a stream. @defaultValue 500, or `limit` when unfiltered */
   readonly fetchMax?: number;
+  /** `after` is the {@link startCursor}: the oldest entries kept, so a trimmed head is no gap. */
+  readonly fromStart?: boolean;
 }
 
 /** Entries read from one stream per XRANGE. */
@@ -104,15 +116,19 @@ const FETCH = 500;
 
 type Entry = [id: string, fields: string[]];
 
-/** The entries after `after` in `streams` (by shard index), merged by id, then by shard. */
+/**
+ * The entries after `after` in `streams` (by shard index), merged by id, then by shard. Throws
+ * `CursorGapError` when a stream was trimmed past `after`, or `after` is ahead of it.
+ */
 export async function readEventPage(
   redis: Redis,
   streams: readonly string[],
   after: Cursor,
-  { limit, filter = EVERY_EVENT, scanMax = 10_000, fetchMax = FETCH }: PageOptions,
+  { limit, filter = EVERY_EVENT, scanMax = 10_000, fetchMax = FETCH, fromStart }: PageOptions,
 ): Promise<EventPage> {
   const filtering = filter.types.size > 0 || filter.projects.size > 0;
-  const reads = streams.map((stream, i) => new StreamRead(redis, stream, after[i] ?? '0-0'));
+  const reads = streams.map((stream, i) => new StreamRead(redis, stream, i, after[i] ?? '0-0'));
+  if (fromStart) for (const read of reads) read.checked = true;
   const fetch = filtering ? fetchMax : Math.max(1, Math.min(fetchMax, limit));
   const next = [...after];
   const entries: PagedEntry[] = [];
@@ -158,25 +174,43 @@ class StreamRead {
   #buffer: Entry[] = [];
   #taken = 0;
   #ended = false;
+  /** Whether the cursor was checked for a gap (or needs none). */
+  checked = false;
   constructor(
     private readonly redis: Redis,
     private readonly stream: string,
+    private readonly shard: number,
     private fetchedTo: string,
   ) {}
 
   async fill(count: number): Promise<void> {
     if (this.#ended || this.#taken < this.#buffer.length) return;
-    this.#buffer = (await this.redis.xrange(
-      this.stream,
-      `(${this.fetchedTo}`,
-      '+',
-      'COUNT',
-      count,
-    )) as Entry[];
+    const range = ['(' + this.fetchedTo, '+', 'COUNT', count] as const;
+    this.#buffer = this.checked
+      ? ((await this.redis.xrange(this.stream, ...range)) as Entry[])
+      : await this.checkedRange(range);
     this.#taken = 0;
     const last = this.#buffer.at(-1);
     if (last) this.fetchedTo = last[0];
     this.#ended = this.#buffer.length < count;
+  }
+
+  /**
+   * The first read, in one transaction with the stream's bounds: a trim between a separate check
+   * and the read would drop entries after the cursor unseen. Throws {@link CursorGapError}.
+   */
+  private async checkedRange(range: readonly [string, '+', 'COUNT', number]): Promise<Entry[]> {
+    const replies = await this.redis
+      .multi()
+      .xinfo('STREAM', this.stream)
+      .xrange(this.stream, ...range)
+      .exec();
+    const [[infoErr, info] = [null, undefined], [rangeErr, entries] = [null, []]] = replies ?? [];
+    if (rangeErr) throw rangeErr;
+    if (infoErr) noSuchKey(infoErr);
+    checkGap(this.shard, this.fetchedTo, streamBounds(info));
+    this.checked = true;
+    return entries as Entry[];
   }
 
   head(): Entry | undefined {

@@ -26,6 +26,11 @@ export interface EventFeedOptions {
   readonly heartbeatMs?: number;
   /** How often the poller looks at the shards while a stream waits. @defaultValue 250 */
   readonly pollMs?: number;
+  /**
+   * How long a stream waits for a client that reads nothing before it cuts it off: else a client
+   * that stops reading keeps its place under the cap for ever. @defaultValue 60000
+   */
+  readonly stallMs?: number;
 }
 
 /** One open stream: how the feed ends it when the server shuts down. */
@@ -40,6 +45,7 @@ export interface EventFeed {
   readonly redis: Redis;
   readonly streams: readonly string[];
   readonly heartbeatMs: number;
+  readonly stallMs: number;
   /** A stream's place under the cap, or `undefined` when the cap is reached or the feed closed. */
   open(): OpenStream | undefined;
   /** Resolves once some shard has an entry after `cursor`, or when `signal` aborts. */
@@ -69,7 +75,13 @@ export function createEventFeed(
   redis: Redis,
   streams: readonly string[],
   logger: Logger,
-  { maxStreams = 100, heartbeatMs = 15_000, pollMs = 250, prefix }: EventFeedOptions & Layout,
+  {
+    maxStreams = 100,
+    heartbeatMs = 15_000,
+    pollMs = 250,
+    stallMs = 60_000,
+    prefix,
+  }: EventFeedOptions & Layout,
 ): EventFeed {
   const open = new Set<AbortController>();
   const waiters = new Set<Waiter>();
@@ -95,6 +107,7 @@ export function createEventFeed(
     redis,
     streams,
     heartbeatMs,
+    stallMs,
     open() {
       if (closed || open.size >= maxStreams) return undefined;
       const controller = new AbortController();

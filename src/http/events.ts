@@ -1,15 +1,8 @@
 import { once } from 'node:events';
-import { Router, type Request, type RequestHandler, type Response } from 'express';
-import { eventBody, eventTypeNamed } from '../dispatch/event-body.js';
-import {
-  CursorError,
-  formatCursor,
-  parseCursor,
-  readEventPage,
-  startCursor,
-  type Cursor,
-  type EventFilter,
-} from '../dispatch/event-pages.js';
+import { Router, type RequestHandler, type Response } from 'express';
+import { eventBody } from '../dispatch/event-body.js';
+import { checkCursorGaps, CursorGapError } from '../dispatch/event-gaps.js';
+import { formatCursor, readEventPage, type Cursor } from '../dispatch/event-pages.js';
 import { LayoutError } from '../redis/layout.js';
 import { within } from '../runtime/deadline.js';
 import type { Logger } from '../telemetry/logger.js';
@@ -17,6 +10,15 @@ import { LIFECYCLE } from '../telemetry/names.js';
 import { requireScope } from './scopes.js';
 import { sendError } from './errors.js';
 import type { EventFeed } from './event-feed.js';
+import {
+  gapAnswer,
+  parseQuery,
+  REDIS_TIMEOUT_MS,
+  RETRY_MS,
+  unavailable,
+  type From,
+  type Query,
+} from './event-query.js';
 
 /**
  * The completion events over HTTP (contract, section 5): `GET /v1/events`, pages with a cursor,
@@ -25,24 +27,13 @@ import type { EventFeed } from './event-feed.js';
  * {@link eventBody} makes it, the same body webhooks carry.
  */
 
-/** Most events one page may hold. */
-const LIMIT_MAX = 1_000;
-const LIMIT_DEFAULT = 100;
 /** Events one stream writes per read, so one stream's backlog does not monopolise Redis. */
 const STREAM_PAGE = 100;
-/** Longest wait for Redis per page before the request is answered 503. */
-const REDIS_TIMEOUT_MS = 5_000;
-/** How long a stream whose read failed waits before it reads again; what a client waits on 503. */
-const RETRY_MS = 1_000;
-
 /** What the routes need; without a feed (no EVENTS_TOKEN) they only say how to turn them on. */
 export interface EventsRouterOptions {
   readonly feed: EventFeed | undefined;
   readonly logger: Logger;
 }
-
-/** A request's cursor and filter, or the message of a 400 naming the parameter. */
-type Query = { cursor: Cursor; filter: EventFilter; limit: number } | string;
 
 /** `GET /v1/events` and `GET /v1/events/stream`. */
 export function eventsRouter({ feed, logger }: EventsRouterOptions): Router {
@@ -63,7 +54,7 @@ export function eventsRouter({ feed, logger }: EventsRouterOptions): Router {
 /** `GET /v1/events`: one page after `after`, and the cursor after it. */
 function pageHandler(feed: EventFeed, logger: Logger): RequestHandler {
   return async (req, res) => {
-    const query = parseQuery(req, feed.streams.length, req.query['after']);
+    const query = parseQuery(req, feed.streams.length, ['after', req.query['after']]);
     if (typeof query === 'string') return sendError(res, 400, query);
     try {
       const page = await within(
@@ -75,6 +66,7 @@ function pageHandler(feed: EventFeed, logger: Logger): RequestHandler {
       const events = page.entries.map((e) => eventBody(e.fields));
       res.set('cache-control', 'no-store').json({ events, next: formatCursor(page.next) });
     } catch (err) {
+      if (err instanceof CursorGapError) return gapAnswer(res, query, err);
       logger.warn({ err }, LIFECYCLE.redisError);
       unavailable(res);
     }
@@ -83,14 +75,20 @@ function pageHandler(feed: EventFeed, logger: Logger): RequestHandler {
 
 /** `GET /v1/events/stream`: server-sent events after `Last-Event-ID` (or `after`), live. */
 function streamHandler(feed: EventFeed, logger: Logger): RequestHandler {
-  return (req, res) => {
+  return async (req, res) => {
     // A reconnecting EventSource sends the last `id:` it saw; it wins over the first `after`.
-    const query = parseQuery(
-      req,
-      feed.streams.length,
-      req.get('last-event-id') ?? req.query['after'],
-    );
+    // An empty one is no id at all (what the specification's client would send, if anything).
+    const lastId = req.get('last-event-id');
+    const after: From = lastId ? ['Last-Event-ID', lastId] : ['after', req.query['after']];
+    const query = parseQuery(req, feed.streams.length, after);
     if (typeof query === 'string') return sendError(res, 400, query);
+    // Checked before the 200, so that an EventSource told 400 or 410 stops reconnecting.
+    const gap = query.fromStart ? undefined : await gapAt(feed, query.cursor, logger);
+    if (gap === 'unavailable') return unavailable(res);
+    if (gap) return gapAnswer(res, query, gap);
+    // A client that left during the checks above (layout, cursor) already sent its `close`: a
+    // stream opened now would never hear it, and would keep its place under the cap for ever.
+    if (req.socket.destroyed) return;
     const stream = feed.open();
     if (!stream) {
       res.set('retry-after', String(RETRY_MS / 1000));
@@ -133,31 +131,64 @@ async function sendEvents(
 ): Promise<void> {
   let cursor = query.cursor;
   let told = formatCursor(cursor);
-  while (!signal.aborted) {
-    const options = { ...query, limit: STREAM_PAGE };
+  for (let first = true; !signal.aborted; first = false) {
+    const options = { ...query, limit: STREAM_PAGE, fromStart: first && query.fromStart };
     const page = await readEventPage(feed.redis, feed.streams, cursor, options).catch(
-      (err: unknown) => void logger.warn({ err }, LIFECYCLE.redisError),
+      (err: unknown) => {
+        if (err instanceof CursorGapError) return 'gap' as const;
+        logger.warn({ err }, LIFECYCLE.redisError);
+      },
     );
+    // Trimmed past while the client read slowly: the stream ends, its reconnect is told 410.
+    if (page === 'gap') return;
     if (!page) {
       await pause(RETRY_MS, signal);
       continue;
     }
     for (const e of page.entries) {
-      await write(res, `id: ${e.cursor}\ndata: ${JSON.stringify(eventBody(e.fields))}\n\n`, signal);
+      const data = JSON.stringify(eventBody(e.fields));
+      await write(res, `id: ${e.cursor}\ndata: ${data}\n\n`, signal, feed.stallMs);
       told = e.cursor;
     }
     cursor = page.next;
     const next = formatCursor(cursor);
-    if (next !== told) await write(res, `id: ${next}\n\n`, signal);
+    if (next !== told) await write(res, `id: ${next}\n\n`, signal, feed.stallMs);
     told = next;
     if (page.caughtUp) await feed.newer(cursor, signal);
   }
 }
 
-/** Writes `chunk`, waiting for the socket to drain when the client reads slowly. */
-async function write(res: Response, chunk: string, signal: AbortSignal): Promise<void> {
+/** The gap at `cursor`, none, or `unavailable` when Redis did not answer the check. */
+async function gapAt(
+  feed: EventFeed,
+  cursor: Cursor,
+  logger: Logger,
+): Promise<CursorGapError | 'unavailable' | undefined> {
+  const check = checkCursorGaps(feed.redis, feed.streams, cursor).then(() => undefined);
+  try {
+    return await within(check, REDIS_TIMEOUT_MS, () => 'unavailable' as const);
+  } catch (err) {
+    if (err instanceof CursorGapError) return err;
+    logger.warn({ err }, LIFECYCLE.redisError);
+    return 'unavailable';
+  }
+}
+
+/**
+ * Writes `chunk`, waiting for the socket to drain when the client reads slowly. A client that
+ * reads nothing for `stallMs` is cut off (its `close` then ends the stream): it would otherwise
+ * hold its place under the cap for ever, and a few such clients would shut every other one out.
+ */
+async function write(
+  res: Response,
+  chunk: string,
+  signal: AbortSignal,
+  stallMs: number,
+): Promise<void> {
   if (signal.aborted || res.write(chunk)) return;
-  await once(res, 'drain', { signal }).catch(() => undefined);
+  const stalled = AbortSignal.timeout(stallMs);
+  await once(res, 'drain', { signal: AbortSignal.any([signal, stalled]) }).catch(() => undefined);
+  if (stalled.aborted && !signal.aborted) res.destroy();
 }
 
 function pause(ms: number, signal: AbortSignal): Promise<void> {
@@ -165,36 +196,6 @@ function pause(ms: number, signal: AbortSignal): Promise<void> {
     const timer = setTimeout(resolve, ms);
     signal.addEventListener('abort', () => (clearTimeout(timer), resolve()), { once: true });
   });
-}
-
-function unavailable(res: Response): void {
-  res.set('retry-after', String(RETRY_MS / 1000));
-  sendError(res, 503, `Redis did not answer within ${REDIS_TIMEOUT_MS} ms; retry later`);
-}
-
-/** The cursor (`after`), `limit`, `project` and `type` of a request, or a 400's message. */
-function parseQuery(req: Request, shards: number, after: unknown): Query {
-  const list = (value: unknown) =>
-    (Array.isArray(value) ? value : value === undefined ? [] : [value]).map(String);
-  let cursor = startCursor(shards);
-  try {
-    if (after !== undefined && after !== '') cursor = parseCursor(String(after), shards);
-  } catch (err) {
-    if (err instanceof CursorError) return `after: ${err.message}`;
-    throw err;
-  }
-  const limitText = req.query['limit'];
-  const limit = limitText === undefined ? LIMIT_DEFAULT : Number(limitText);
-  if (!Number.isInteger(limit) || limit < 1 || limit > LIMIT_MAX)
-    return `limit: expected a whole number from 1 to ${LIMIT_MAX}`;
-  const types = list(req.query['type']).map((t) => [t, eventTypeNamed(t)] as const);
-  const unknown = types.find(([, type]) => type === undefined);
-  if (unknown) return `type: unknown event type "${unknown[0].slice(0, 80)}"`;
-  const filter = {
-    types: new Set(types.map(([, type]) => type ?? '')),
-    projects: new Set(list(req.query['project'])),
-  };
-  return { cursor, filter, limit };
 }
 
 /**

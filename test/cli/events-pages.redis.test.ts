@@ -75,6 +75,26 @@ describe('agent-dispatch events across shards', () => {
     expect(dispatchIds(rest)).toEqual(['d17-0', 'd30-0', 'd40-0']);
   });
 
+  it('refuses with exit 2 a --from the stream was trimmed past, naming the cursor to go on from', async () => {
+    const [s0 = '', s1 = ''] = streamsOf(ns());
+    await ns().redis.set(layoutKey(ns().prefix), String(SHARDS));
+    await add(ns(), s0, '10-0', '20-0', '30-0', '40-0');
+    await add(ns(), s1, '15-0');
+    await ns().redis.xtrim(s0, 'MAXLEN', 2);
+    const run = await runCliToEnd(['events', '--from', '10-0_15-0'], ns().env({}));
+    expect(run.stdout).toBe('');
+    expect(run.code).toBe(2);
+    const below = `29-${2n ** 64n - 1n}`; // just below the oldest kept, 30-0
+    expect(run.stderr).toBe(
+      `agent-dispatch: --from: shard 0's stream was trimmed (EVENTS_MAXLEN) past this cursor: ` +
+        `events after it may be lost; go on from the oldest kept with --from ${below}_15-0\n`,
+    );
+    expect(dispatchIds(await events(ns(), ['--from', `${below}_15-0`]))).toEqual([
+      'd30-0',
+      'd40-0',
+    ]);
+  });
+
   it('refuses with exit 2 naming DISPATCH_SHARDS a count the fleet did not record', async () => {
     await ns().redis.set(layoutKey(ns().prefix), '3');
     const run = await runCliToEnd(['events'], ns().env({ DISPATCH_SHARDS: String(SHARDS) }));

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { CursorGapError } from '../../src/dispatch/event-gaps.js';
 import {
   formatCursor,
   parseCursor,
@@ -107,5 +108,28 @@ describe('readEventPage', () => {
       scanMax: 2,
     });
     expect(bounded).toMatchObject({ entries: [], next: ['2-0'], caughtUp: false });
+  });
+
+  it('says when a stream was trimmed past the cursor, or the cursor is ahead of it', async () => {
+    const stream = `${ns().prefix}:events:t`;
+    for (let ms = 1; ms <= 10; ms++) await ns().redis.xadd(stream, `${ms}-0`, 'n', '1');
+    // EVENTS_MAXLEN at work: 1-0..5-0 go, the reader stood at 3-0, so 4-0 and 5-0 are lost.
+    await ns().redis.xtrim(stream, 'MAXLEN', 5);
+    const read = (after: string, fromStart = false) =>
+      readEventPage(ns().redis, [stream], [after], { limit: 20, fromStart });
+    const trimmed = await read('3-0').catch((err: unknown) => err);
+    expect(trimmed).toBeInstanceOf(CursorGapError);
+    // It resumes just below the oldest kept, 6-0.
+    const below = `5-${2n ** 64n - 1n}`;
+    expect(trimmed).toMatchObject({ kind: 'trimmed', shard: 0, bound: below });
+    expect((trimmed as CursorGapError).resume(['3-0'])).toEqual([below]);
+    const ids = async (after: string, fromStart?: boolean) =>
+      (await read(after, fromStart)).entries.map((e) => e.id);
+    // From the resume cursor, and from the start, the oldest kept follows: nothing is repeated.
+    expect(await ids(below)).toEqual(['6-0', '7-0', '8-0', '9-0', '10-0']);
+    expect(await ids('0-0', true)).toEqual(['6-0', '7-0', '8-0', '9-0', '10-0']);
+    expect(await ids('7-0')).toEqual(['8-0', '9-0', '10-0']);
+    // Another deployment's cursor, ahead of all this stream ever wrote, would read nothing for ever.
+    await expect(read('99-0')).rejects.toMatchObject({ kind: 'ahead', bound: '10-0' });
   });
 });

@@ -74,6 +74,9 @@ describe('GET /v1/events across shards', () => {
     for (const [query, named] of [
       ['?after=10-0', 'after: '],
       ['?after=yesterday', 'after: '],
+      // Past what a stream id holds (64-bit parts): Redis refuses it, the client must hear why.
+      ['?after=99999999999999999999-0_1-0', 'after: '],
+      ['?after=1-0_18446744073709551615-18446744073709551615', 'after: '],
       ['?limit=0', 'limit: '],
       ['?type=done', 'type: '],
     ] as const) {
@@ -81,6 +84,30 @@ describe('GET /v1/events across shards', () => {
       expect(bad.status, query).toBe(400);
       expect(String(bad.body['error'])).toMatch(new RegExp(`^${named}`));
     }
+  });
+
+  it('answers 410 with the next cursor past events trimmed after the cursor, 400 one ahead', async () => {
+    for (const id of ['60-0', '61-0', '62-0', '63-0']) await add(0, id);
+    await ns().redis.xtrim(streams[0] ?? '', 'MAXLEN', 2);
+    const gone = await page('?after=60-0_50-0');
+    expect(gone.status).toBe(410);
+    expect(String(gone.body['error'])).toMatch(
+      /^after: shard 0's stream was trimmed \(EVENTS_MAXLEN\)/,
+    );
+    // Just below the oldest kept, 62-0.
+    expect(gone.body['next']).toBe(`61-${2n ** 64n - 1n}_50-0`);
+    expect(ids((await page(`?after=${String(gone.body['next'])}`)).body)).toEqual([
+      'd62-0',
+      'd63-0',
+    ]);
+    const ahead = await page('?after=63-0_9999999999999-0');
+    expect(ahead.status).toBe(400);
+    expect(String(ahead.body['error'])).toMatch(/^after: the cursor is ahead of shard 1's stream/);
+    const stream = await fetch(`${app.url}/v1/events/stream`, {
+      headers: { ...auth, 'last-event-id': '60-0_50-0' },
+    });
+    expect(stream.status).toBe(410);
+    expect(((await stream.json()) as { next: string }).next).toBe(gone.body['next']);
   });
 
   it('answers 500 naming DISPATCH_SHARDS on a server whose count is not the one recorded', async () => {
@@ -162,6 +189,14 @@ describe('GET /v1/events/stream', () => {
     await eventually(() => (client.lastEventId() === after[3]?.id ? true : undefined));
     expect(client.messages).toHaveLength(1);
     client.close();
+  });
+
+  it('names Last-Event-ID, not after, in the 400 of a bad header', async () => {
+    const res = await fetch(`${app.url}/v1/events/stream?after=1-0`, {
+      headers: { ...auth, 'last-event-id': '99999999999999999999-0' },
+    });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { error: string }).error).toMatch(/^Last-Event-ID: /);
   });
 
   it('ends every open stream when the server shuts down', async () => {
