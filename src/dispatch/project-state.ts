@@ -11,6 +11,12 @@ import { budgetMarginMs } from './budget.js';
 /** The longest window a project limit may have: one day. */
 export const LIMIT_WINDOW_MAX_MS = 86_400_000;
 
+/**
+ * The largest count a limit may have: ACQUIRE refuses a larger `max` (MAX_SENDS, acquire-reads.lua)
+ * as a store item error, so each follow-up of the project would stop and wait for an operator.
+ */
+export const LIMIT_COUNT_MAX = 2_147_483_647;
+
 /** One project as `project show` sees it, at `nowMs` of Redis's clock. Times are epoch ms. */
 export interface ProjectState {
   readonly projectId: string;
@@ -107,6 +113,8 @@ function judgeLimit(limit: string, max: string, windowMs: string): string | unde
   const window = Number(windowMs);
   if (!Number.isSafeInteger(count) || count < 1 || !Number.isFinite(window) || window < 1)
     return `${what}: max ${quote(max)} and windowMs ${quote(windowMs)} are not positive numbers, so ACQUIRE cannot count with them; set the limit again or clear it`;
+  if (count > LIMIT_COUNT_MAX)
+    return `${what}: its count is over ${LIMIT_COUNT_MAX}, which ACQUIRE refuses, so each follow-up of the project waits for an operator; set the limit again or clear it`;
   if (limit === '') return `${what}: max and windowMs without the limit's text`;
   if (window > LIMIT_WINDOW_MAX_MS + budgetMarginMs(LIMIT_WINDOW_MAX_MS))
     return `${what}: its window (${formatDuration(window)}) is over 24h; set a limit within 24h or clear it`;
