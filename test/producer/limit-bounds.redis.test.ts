@@ -50,6 +50,21 @@ describe('project limits: bounds, force, and views of what is stored', () => {
     );
   });
 
+  it('shows as wrong each stored limit ACQUIRE refuses: a fractional window, a bad tolerance', async () => {
+    const written: Record<string, Record<string, string>> = {
+      fraction: { limit: '5/1h', max: '5', windowMs: '3601000.5', toleranceMs: '500' },
+      tolerance: { limit: '5/1h', max: '5', windowMs: '3601000', toleranceMs: 'x' },
+      negative: { limit: '5/1h', max: '5', windowMs: '3601000', toleranceMs: '-1' },
+      missing: { limit: '5/1h', max: '5', windowMs: '3601000' },
+    };
+    for (const [projectId, fields] of Object.entries(written)) {
+      await ns().redis.hset(keys().projectControls(projectId), fields);
+      expect((await admin().showProject(projectId)).problem, projectId).toMatch(
+        /^invalid stored limit "5\/1h": /,
+      );
+    }
+  });
+
   it('refuses a limit looser than SEND_RATE_LIMIT, by count or by rate, unless forced', async () => {
     // 200/2h has the default's rate, but lets 200 go in one hour; 60/40m lets 120 go in one.
     for (const limit of ['200/2h', '60/40m', '101/1h', '2/1m']) {
