@@ -60,6 +60,11 @@ describe('the operator controls wait for the disk (Valkey, MONITOR)', () => {
       durability: { mode: 'fsync', replicas: 1, strict: false },
       durabilityTimeoutMs: 100,
     });
+    const producer = createProducer({
+      redisUrl: served().server.url,
+      prefix: 'durable-short',
+      durability: { mode: 'none' },
+    });
     try {
       await expect(admin.pauseProject('p')).rejects.toMatchObject({
         code: 'redis_unavailable',
@@ -67,8 +72,15 @@ describe('the operator controls wait for the disk (Valkey, MONITOR)', () => {
           /WAITAOF answered 1 local and 0 replica.*may or may not be kept/,
         ),
       });
+      // A cancel too: written, not confirmed, so the answer cannot say it holds (or that it failed).
+      const { dispatchId } = await producer.send({ projectId: 'c', jobId: 'j', prompt: 'x' });
+      await expect(admin.cancel(dispatchId)).rejects.toMatchObject({
+        code: 'redis_unavailable',
+        message: expect.stringMatching(/WAITAOF .*the cancel may or may not be kept: see status/),
+      });
+      expect(await producer.status(dispatchId)).toMatchObject({ type: 'followup.cancelled' });
     } finally {
-      await admin.close();
+      await Promise.all([admin.close(), producer.close()]);
     }
   });
 
