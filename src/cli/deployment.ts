@@ -5,6 +5,7 @@ import { configValue, connect, mastersOf, serverConnections } from '../redis/con
 import { LISTPACK_VALUE_BYTES } from '../redis/embedded.js';
 import { keysFor, shardLayout } from '../redis/keys.js';
 import {
+  LayoutError,
   checkClusterMode,
   isClusterNode,
   recordedShardCount,
@@ -106,20 +107,40 @@ async function listpackValueBytes(redis: Redis): Promise<number | undefined> {
 
 /**
  * Refuses a shard count other than the recorded one while the recorded layout still has
- * unfinished follow-ups; otherwise records this one. A Redis with no record but open follow-ups
- * under the single-prefix names was written before shards existed: its count is 1.
+ * unfinished follow-ups or project controls (a pause left there would not hold); otherwise
+ * records this one. A Redis without a record on a single Redis was written with one shard:
+ * before shards existed, or by a tool before any role started.
  */
 async function checkShardCount(redis: Redis, config: Config): Promise<void> {
   const { prefix, eventsStream, shardCount, redisCluster } = config;
-  let recorded = await recordedShardCount(redis, prefix);
-  if (recorded === undefined && !redisCluster && shardCount !== 1) {
-    if ((await openIn(redis, shardLayout(prefix, eventsStream, 1, false))) > 0) recorded = 1;
-  }
-  if (recorded !== undefined && recorded !== shardCount) {
-    const open = await openIn(redis, shardLayout(prefix, eventsStream, recorded, redisCluster));
-    if (open > 0) throw shardCountMismatch(shardCount, recorded, open);
+  const recorded = await recordedShardCount(redis, prefix);
+  const old = recorded ?? (redisCluster ? undefined : 1);
+  if (old !== undefined && old !== shardCount) {
+    const layout = shardLayout(prefix, eventsStream, old, redisCluster);
+    const open = await openIn(redis, layout);
+    if (open > 0) throw shardCountMismatch(shardCount, old, open);
+    const controlled = await controlledIn(redis, layout);
+    if (controlled > 0) throw controlsLeftBehind(shardCount, old, controlled);
   }
   if (recorded !== shardCount) await recordShardCount(redis, prefix, shardCount);
+}
+
+/** Projects with a pause or a limit across the shards of a layout. */
+async function controlledIn(redis: Redis, shards: readonly { prefix: string }[]): Promise<number> {
+  const counts = await Promise.all(
+    shards.map((s) => redis.scard(keysFor(s.prefix).controlledProjects)),
+  );
+  return counts.reduce((a, b) => a + b, 0);
+}
+
+/** The refusal of a start whose `DISPATCH_SHARDS` would leave project controls behind. */
+function controlsLeftBehind(configured: number, old: number, projects: number): LayoutError {
+  return new LayoutError(
+    'DISPATCH_SHARDS',
+    `is ${configured}, but this Redis holds the controls (pause, limit) of ${projects} project${projects === 1 ? '' : 's'} ` +
+      `set with DISPATCH_SHARDS=${old}, which would not hold at ${configured}. Note them (project show), ` +
+      `clear them with DISPATCH_SHARDS=${old} (project resume, project limit --clear), start with ${configured}, then set them again`,
+  );
 }
 
 /** Unfinished follow-ups across the shards of a layout. */

@@ -11,6 +11,12 @@ import { budgetMarginMs } from './budget.js';
 /** The longest window a project limit may have: one day. */
 export const LIMIT_WINDOW_MAX_MS = 86_400_000;
 
+/**
+ * The largest count a limit may have: ACQUIRE refuses a larger `max` (MAX_SENDS, acquire-reads.lua)
+ * as a store item error, so each follow-up of the project would stop and wait for an operator.
+ */
+export const LIMIT_COUNT_MAX = 2_147_483_647;
+
 /** One project as `project show` sees it, at `nowMs` of Redis's clock. Times are epoch ms. */
 export interface ProjectState {
   readonly projectId: string;
@@ -69,7 +75,7 @@ export function readShowReply(projectId: string, reply: ShowReply): ProjectState
   const pausedMs = paused === '1' ? Number(pausedAt) : 0;
   if (paused === '1' && !isTime(pausedMs))
     problems.push(`invalid stored pausedAt ${quote(pausedAt)}: not a time`);
-  const limitProblem = judgeLimit(limit, max, windowMs);
+  const limitProblem = judgeLimit(limit, max, windowMs, String(rest[10] ?? ''));
   if (limitProblem) problems.push(limitProblem);
   const park = parkText === '' ? 0 : Number(parkText);
   if (!isTime(park)) problems.push(`invalid stored park ${quote(parkText)}: not a time`);
@@ -95,18 +101,33 @@ export function readShowReply(projectId: string, reply: ShowReply): ProjectState
   };
 }
 
+/** ACQUIRE's bounds of a stored window and tolerance (MAX_WINDOW_MS, acquire-reads.lua). */
+const ACQUIRE_WINDOW_MAX_MS = 1e13;
+
 /**
- * What is wrong with a stored limit, or `undefined`. ACQUIRE counts with `max` and `windowMs`
- * (margin included); `limit` is their text for people. A window past a day (allowed before
- * limits were bounded) still holds, but says so.
+ * What is wrong with a stored limit, or `undefined`. ACQUIRE counts with `max`, `windowMs` (margin
+ * included) and `toleranceMs`, and stops each follow-up of the project as a store item error when
+ * one is out of its bounds (acquire-reads.lua), so each such value is a finding here too; `limit`
+ * is their text for people. A window past a day (allowed before limits were bounded) still holds.
  */
-function judgeLimit(limit: string, max: string, windowMs: string): string | undefined {
+function judgeLimit(
+  limit: string,
+  max: string,
+  windowMs: string,
+  toleranceMs: string,
+): string | undefined {
   if (limit === '' && max === '' && windowMs === '') return undefined;
   const what = `invalid stored limit ${quote(limit)}`;
-  const count = Number(max);
-  const window = Number(windowMs);
+  const [count, window, tolerance] = [Number(max), Number(windowMs), Number(toleranceMs)];
   if (!Number.isSafeInteger(count) || count < 1 || !Number.isFinite(window) || window < 1)
     return `${what}: max ${quote(max)} and windowMs ${quote(windowMs)} are not positive numbers, so ACQUIRE cannot count with them; set the limit again or clear it`;
+  const refused = (why: string) =>
+    `${what}: ${why}, which ACQUIRE refuses, so each follow-up of the project waits for an operator; set the limit again or clear it`;
+  if (count > LIMIT_COUNT_MAX) return refused(`its count is over ${LIMIT_COUNT_MAX}`);
+  if (!Number.isInteger(window) || window > ACQUIRE_WINDOW_MAX_MS)
+    return refused(`windowMs ${quote(windowMs)} is not a whole number of ms up to 1e13`);
+  if (toleranceMs === '' || !(tolerance >= 0 && tolerance <= ACQUIRE_WINDOW_MAX_MS))
+    return refused(`toleranceMs ${quote(toleranceMs)} is not a number of ms from 0 to 1e13`);
   if (limit === '') return `${what}: max and windowMs without the limit's text`;
   if (window > LIMIT_WINDOW_MAX_MS + budgetMarginMs(LIMIT_WINDOW_MAX_MS))
     return `${what}: its window (${formatDuration(window)}) is over 24h; set a limit within 24h or clear it`;

@@ -1,7 +1,7 @@
 import { formatDuration, parseDurationMs, type Rate } from '../config/index.js';
 import { ID_MAX_CHARS } from '../dispatch/followup.js';
 import type { DispatchState } from '../dispatch/record.js';
-import { LIMIT_WINDOW_MAX_MS } from '../dispatch/project-state.js';
+import { LIMIT_COUNT_MAX, LIMIT_WINDOW_MAX_MS } from '../dispatch/project-state.js';
 import type { ProjectState } from '../dispatch/store.js';
 import { cancelDispatch, type CancelContext } from '../runtime/cancel.js';
 
@@ -88,7 +88,8 @@ export function checkId(field: string, value: unknown): string {
 }
 
 /**
- * Parses a project limit, `N/DURATION`, and holds it to its bounds: a count of at least 1, a window
+ * Parses a project limit, `N/DURATION`, and holds it to its bounds: a count of 1 to
+ * {@link LIMIT_COUNT_MAX} (what ACQUIRE counts with, `force` or not), a window
  * of at most 24 h, and no looser than `defaultRate` (`SEND_RATE_LIMIT`, the API's own) unless
  * `force`: see {@link mostInWindow}. Throws {@link InvalidControlError} naming the field `limit`.
  */
@@ -108,8 +109,10 @@ export function checkLimit(
     const got = typeof value === 'string' ? `"${value}"` : (JSON.stringify(value) ?? String(value));
     return refuse(`expected N/DURATION such as 50/1h, got ${got}`);
   }
-  if (!Number.isSafeInteger(max) || max < 1)
-    refuse(`the count must be a whole number of at least 1, got "${text}"`);
+  if (!Number.isSafeInteger(max) || max < 1 || max > LIMIT_COUNT_MAX)
+    refuse(
+      `the count must be a whole number of at least 1 and at most ${LIMIT_COUNT_MAX}, got "${text}"`,
+    );
   if (windowMs < 1 || windowMs > LIMIT_WINDOW_MAX_MS)
     refuse(`the window must be at least 1ms and at most 24h, got "${text}"`);
   const rate = { max, windowMs };

@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { shardLayout } from '../redis/keys.js';
+import { layoutKey, shardLayout } from '../redis/keys.js';
 import { fleetShardCount, LayoutError } from '../redis/layout.js';
 import { asRedisFailure, RedisUnavailableError } from './errors.js';
 import { openShards, type EndingOptions, type ProducerShard } from './shards.js';
@@ -38,12 +38,21 @@ export interface Fleet {
 export function fleetOf(redis: Redis, options: FleetOptions): Fleet {
   let opening: Promise<ProducerShard[]> | undefined;
   let opened: ProducerShard[] = [];
+  // Queues opened on a count no role had recorded yet: still open for calls under way.
+  const retired: ProducerShard[] = [];
+  // Whether `opened` rests on no record: the fleet may record another count at its start.
+  let unrecorded = false;
 
   async function open(): Promise<ProducerShard[]> {
     try {
       await untilReady(redis, options.readyTimeoutMs);
       const { prefix, eventsStream, cluster } = options;
-      const count = await fleetShardCount(redis, { cluster, prefix, configured: options.shards });
+      const { count, recorded } = await fleetShardCount(redis, {
+        cluster,
+        prefix,
+        configured: options.shards,
+      });
+      unrecorded = !recorded;
       const layout = shardLayout(prefix, eventsStream, count, cluster);
       // Queue errors reach the caller through the rejected call.
       opened = openShards(redis, layout, () => {}, options.ending);
@@ -53,8 +62,26 @@ export function fleetOf(redis: Redis, options: FleetOptions): Fleet {
     }
   }
 
+  /**
+   * Forgets shards opened before the fleet recorded its count, once it has: kept, a producer
+   * used before the workers' first start would go on writing where a 4-shard fleet never reads.
+   */
+  async function dropIfRecordedSince(): Promise<void> {
+    if (!unrecorded || !opening) return;
+    const since = (await redis.exists(layoutKey(options.prefix))) === 1;
+    // Another call may have dropped them during the EXISTS.
+    if (!since || !unrecorded) return;
+    unrecorded = false;
+    retired.push(...opened);
+    opened = [];
+    opening = undefined;
+  }
+
   return {
-    shards() {
+    async shards() {
+      await dropIfRecordedSince().catch((err: unknown) => {
+        throw asRedisFailure(err, redis);
+      });
       const current = (opening ??= open());
       current.catch(() => {
         if (opening === current) opening = undefined;
@@ -62,7 +89,8 @@ export function fleetOf(redis: Redis, options: FleetOptions): Fleet {
       return current;
     },
     async close() {
-      await Promise.all(opened.map((s) => s.queue.close().catch(() => {})));
+      const all = [...retired, ...opened];
+      await Promise.all(all.map((s) => s.queue.close().catch(() => {})));
     },
   };
 }

@@ -71,17 +71,17 @@ export function shardCountMismatch(
  * record that is not a count: acting on the wrong shard would answer `paused` while the project
  * goes on sending. Without a record (no role ever started): `configured`, else 1. A single Redis
  * must not be a cluster node either (a cluster connection to a single Redis never gets ready, so
- * that case shows as Redis unavailable).
+ * that case shows as Redis unavailable). `recorded` says whether the count is the fleet's record.
  */
 export async function fleetShardCount(
   redis: Redis,
   expected: { cluster: boolean; prefix: string; configured: number | undefined },
-): Promise<number> {
+): Promise<{ count: number; recorded: boolean }> {
   if (!expected.cluster) checkClusterMode(false, await isClusterNode(redis));
   const key = layoutKey(expected.prefix);
   const stored = await redis.get(key);
   const { configured } = expected;
-  if (stored === null) return configured ?? 1;
+  if (stored === null) return { count: configured ?? 1, recorded: false };
   const recorded = Number(stored);
   if (!/^\d{1,3}$/.test(stored) || recorded < 1)
     throw new LayoutError(
@@ -95,5 +95,5 @@ export async function fleetShardCount(
       `is ${configured}, but the fleet on this Redis runs with ${recorded}: ` +
         `set it to ${recorded}, or unset it to use the fleet's count`,
     );
-  return recorded;
+  return { count: recorded, recorded: true };
 }

@@ -117,7 +117,7 @@ describe('the control commands', () => {
       sendsInWindow: 1,
       nextSlotAt: null,
       problem: expect.stringMatching(
-        /^invalid stored limit "1\/200000000d": its window .* is over 24h/,
+        /^invalid stored limit "1\/200000000d": windowMs "17280000001000000" .* ACQUIRE refuses/,
       ),
     });
   }, 60_000);

@@ -12,7 +12,10 @@ import { usePrivateRedis } from '../support/redis-server.js';
 describe('the operator controls wait for the disk (Valkey, MONITOR)', () => {
   const served = usePrivateRedis('valkey-server');
 
-  /** Runs `change`, then the server's commands since it began: a WAITAOF after its script. */
+  /**
+   * Runs `change`, then the server's commands since it began: a WAITAOF after its script, from the
+   * same client (WAITAOF vouches for its own connection's writes only).
+   */
   async function waitsAfterWrite(monitor: Monitor, what: string, change: () => Promise<unknown>) {
     await monitor.settle();
     const from = monitor.commands.length;
@@ -21,7 +24,10 @@ describe('the operator controls wait for the disk (Valkey, MONITOR)', () => {
     const names = monitor.commands.slice(from).map(([name]) => name);
     const write = names.findIndex((n) => n === 'EVALSHA' || n === 'EVAL');
     expect(write, `${what}: ${names.join(' ')}`).toBeGreaterThanOrEqual(0);
-    expect(names.indexOf('WAITAOF', write), `${what}: ${names.join(' ')}`).toBeGreaterThan(write);
+    const wait = names.indexOf('WAITAOF', write);
+    expect(wait, `${what}: ${names.join(' ')}`).toBeGreaterThan(write);
+    expect(monitor.sources[from + write], what).toMatch(/:\d+$/);
+    expect(monitor.sources[from + wait], what).toBe(monitor.sources[from + write]);
   }
 
   it('cancel, pause, resume, limit and clear each answer after a WAITAOF of their write', async () => {
@@ -54,6 +60,11 @@ describe('the operator controls wait for the disk (Valkey, MONITOR)', () => {
       durability: { mode: 'fsync', replicas: 1, strict: false },
       durabilityTimeoutMs: 100,
     });
+    const producer = createProducer({
+      redisUrl: served().server.url,
+      prefix: 'durable-short',
+      durability: { mode: 'none' },
+    });
     try {
       await expect(admin.pauseProject('p')).rejects.toMatchObject({
         code: 'redis_unavailable',
@@ -61,8 +72,15 @@ describe('the operator controls wait for the disk (Valkey, MONITOR)', () => {
           /WAITAOF answered 1 local and 0 replica.*may or may not be kept/,
         ),
       });
+      // A cancel too: written, not confirmed, so the answer cannot say it holds (or that it failed).
+      const { dispatchId } = await producer.send({ projectId: 'c', jobId: 'j', prompt: 'x' });
+      await expect(admin.cancel(dispatchId)).rejects.toMatchObject({
+        code: 'redis_unavailable',
+        message: expect.stringMatching(/WAITAOF .*the cancel may or may not be kept: see status/),
+      });
+      expect(await producer.status(dispatchId)).toMatchObject({ type: 'followup.cancelled' });
     } finally {
-      await admin.close();
+      await Promise.all([admin.close(), producer.close()]);
     }
   });
 

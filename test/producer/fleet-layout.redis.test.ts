@@ -56,6 +56,20 @@ describe('the tools read the shard count the fleet recorded', () => {
     });
   });
 
+  it('a producer used before the fleet recorded its count sends to the shard the fleet reads', async () => {
+    await using(createProducer({ ...common(), durability: { mode: 'none' } }), async (producer) => {
+      // Before any role started (fresh Redis): no record yet, so nothing to read but the default.
+      expect(await producer.status('not-yet')).toBeNull();
+      // The fleet starts with 4 shards and records it, as its roles do.
+      await recordShardCount(ns().redis, ns().prefix, SHARDS);
+      const { dispatchId } = await producer.send({ projectId, jobId: 'j', prompt: 'hello' });
+      const own = shardLayout(ns().prefix, ns().eventsStream, SHARDS, false)[
+        shardOf(projectId, SHARDS)
+      ];
+      expect(await ns().redis.exists(keysFor(own?.prefix ?? '').dispatch(dispatchId))).toBe(1);
+    });
+  });
+
   it('refuses a DISPATCH_SHARDS that differs from the record, or a record that is not a count', async () => {
     await recordShardCount(ns().redis, ns().prefix, SHARDS);
     const refused = await using(createAdmin({ ...common(), shards: 2 }), (admin) =>

@@ -30,6 +30,41 @@ describe('project limits: bounds, force, and views of what is stored', () => {
     expect(await ns().redis.exists(keys().projectControls('P'))).toBe(0);
   });
 
+  it('refuses, even forced, a count ACQUIRE cannot count with, and shows a stored one as wrong', async () => {
+    // ACQUIRE takes a max of at most 2147483647 (acquire-reads.lua): a larger one stopped every
+    // follow-up of the project as a store item error, while show said nothing was wrong.
+    const huge = await refusal((a) => a.setProjectLimit('P', '3000000000/1h', { force: true }));
+    expect(huge).toMatchObject({ field: 'limit', problem: expect.stringMatching(/2147483647/) });
+    expect(await ns().redis.exists(keys().projectControls('P'))).toBe(0);
+    expect(await admin().setProjectLimit('P', '2147483647/1h', { force: true })).toMatchObject({
+      limit: '2147483647/1h',
+    });
+    await ns().redis.hset(keys().projectControls('Q'), {
+      limit: '3000000000/1h',
+      max: '3000000000',
+      windowMs: '3601000',
+      toleranceMs: '500',
+    });
+    expect((await admin().showProject('Q')).problem).toMatch(
+      /^invalid stored limit "3000000000\/1h": .*2147483647/,
+    );
+  });
+
+  it('shows as wrong each stored limit ACQUIRE refuses: a fractional window, a bad tolerance', async () => {
+    const written: Record<string, Record<string, string>> = {
+      fraction: { limit: '5/1h', max: '5', windowMs: '3601000.5', toleranceMs: '500' },
+      tolerance: { limit: '5/1h', max: '5', windowMs: '3601000', toleranceMs: 'x' },
+      negative: { limit: '5/1h', max: '5', windowMs: '3601000', toleranceMs: '-1' },
+      missing: { limit: '5/1h', max: '5', windowMs: '3601000' },
+    };
+    for (const [projectId, fields] of Object.entries(written)) {
+      await ns().redis.hset(keys().projectControls(projectId), fields);
+      expect((await admin().showProject(projectId)).problem, projectId).toMatch(
+        /^invalid stored limit "5\/1h": /,
+      );
+    }
+  });
+
   it('refuses a limit looser than SEND_RATE_LIMIT, by count or by rate, unless forced', async () => {
     // 200/2h has the default's rate, but lets 200 go in one hour; 60/40m lets 120 go in one.
     for (const limit of ['200/2h', '60/40m', '101/1h', '2/1m']) {

@@ -8,6 +8,8 @@ import { Redis } from 'ioredis';
 export interface Monitor {
   /** The commands seen so far, each as its name (upper case) and arguments. */
   readonly commands: readonly (readonly string[])[];
+  /** The client (`host:port`) that sent each of {@link Monitor.commands}, at the same index. */
+  readonly sources: readonly string[];
   /** How many of them were `name` (case-insensitive). */
   count(name: string): number;
   /** Resolves once every command the server ran before this call is in {@link Monitor.commands}. */
@@ -23,14 +25,19 @@ export async function monitorServer(url: string): Promise<Monitor> {
   // A server a test stops goes away under the feed: that is no failure of the monitor.
   feed.on('error', () => {});
   const commands: string[][] = [];
+  const sources: string[] = [];
   const waiting = new Map<string, () => void>();
-  feed.on('monitor', (_time: string, args: string[]) => {
+  feed.on('monitor', (_time: string, args: string[], source: string) => {
     const [name = '', ...rest] = args;
     if (name.toUpperCase() === 'ECHO' && waiting.has(rest[0] ?? '')) waiting.get(rest[0] ?? '')?.();
-    else commands.push([name.toUpperCase(), ...rest]);
+    else {
+      commands.push([name.toUpperCase(), ...rest]);
+      sources.push(source);
+    }
   });
   return {
     commands,
+    sources,
     count: (name) => commands.filter(([n]) => n === name.toUpperCase()).length,
     async settle() {
       const marker = `monitor-settle-${Math.random().toString(36).slice(2)}`;

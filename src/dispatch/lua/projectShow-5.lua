@@ -29,7 +29,7 @@
   Output: {now, then the stored controls as strings ('' = absent): paused, pausedAt, limit, max,
     windowMs; then max and windowMs counted with, sends in the window, reserved slots, next slot
     (a string: it may be past any integer), parked until (a string, '' = not parked), queued,
-    sending, tracked, scanned, open, {findings}}
+    sending, tracked, scanned, open, {findings}, then the stored toleranceMs}
 ]]
 local controlsKey, budgetKey, parkKey, openKey, headsKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4],
   KEYS[5]
@@ -52,9 +52,10 @@ local function countable(value)
   return nil
 end
 
-local controls = {false, false, false, false, false}
+local controls = {false, false, false, false, false, false}
 if holds(controlsKey, 'hash', 'controls') then
-  controls = redis.call('HMGET', controlsKey, 'paused', 'pausedAt', 'limit', 'max', 'windowMs')
+  controls = redis.call('HMGET', controlsKey, 'paused', 'pausedAt', 'limit', 'max', 'windowMs',
+    'toleranceMs')
 end
 if controls[4] or controls[5] then
   local m, w = countable(controls[4]), countable(controls[5])
@@ -114,4 +115,4 @@ end
 local function text(value) return value or '' end
 return {now, text(controls[1]), text(controls[2]), text(controls[3]), text(controls[4]),
   text(controls[5]), tostring(max), tostring(window), sends, reserved, tostring(slot), parked,
-  queued, sending, tracked, scanned, open + lanes, findings}
+  queued, sending, tracked, scanned, open + lanes, findings, text(controls[6])}
