@@ -26,8 +26,9 @@ import type { EventFeed } from './event-feed.js';
  */
 
 /** Most events one page may hold. */
-const LIMIT_MAX = 1_000;
-const LIMIT_DEFAULT = 100;
+export const LIMIT_MAX = 1_000;
+/** Events a page holds when `limit` is not given. */
+export const LIMIT_DEFAULT = 100;
 /** Events one stream writes per read, so one stream's backlog does not monopolise Redis. */
 const STREAM_PAGE = 100;
 /** Longest wait for Redis per page before the request is answered 503. */
