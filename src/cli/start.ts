@@ -29,6 +29,14 @@ const DEMO = [1, 2, 3].flatMap((n) =>
   })),
 );
 
+/** The tokens `start` makes when unset, and prints: one per scope. */
+const DEMO_TOKENS = [
+  ['dashboard', 'DASHBOARD_TOKEN'],
+  ['intake', 'INTAKE_TOKEN'],
+  ['events', 'EVENTS_TOKEN'],
+  ['operator', 'OPERATOR_TOKEN'],
+] as const;
+
 /** `agent-dispatch start`: every role in one process, plus the HTTP server (`npm start`). */
 export const startCommand: Command = {
   name: 'start',
@@ -41,6 +49,8 @@ export const startCommand: Command = {
     'With REDIS_URL and no key it exits 2 naming AGENT_API_KEY, unless --simulator asks for the',
     'simulator (then no demo follow-ups are enqueued). It prints where the dashboard is and shows',
     'progress as follow-ups move. Stops gracefully on SIGTERM or SIGINT.',
+    'It makes a token of each scope left unset (DASHBOARD_TOKEN, INTAKE_TOKEN, EVENTS_TOKEN,',
+    'OPERATOR_TOKEN) and prints how to use each.',
     'It delivers the webhooks too (WEBHOOK_URL, `agent-dispatch webhook add`; docs/webhooks.md).',
   ].join('\n'),
   options: {
@@ -131,9 +141,9 @@ async function embeddedServices(
     );
     overrides.REDIS_URL = redis.url;
   }
-  if (base.tokens.dashboard.length === 0)
-    overrides.DASHBOARD_TOKEN = randomBytes(16).toString('hex');
-  if (base.tokens.intake.length === 0) overrides.INTAKE_TOKEN = randomBytes(16).toString('hex');
+  // Every scope gets a token, so each route of the demo can be tried with the one printed.
+  for (const [scope, setting] of DEMO_TOKENS)
+    if (base.tokens[scope].length === 0) overrides[setting] = randomBytes(16).toString('hex');
   return overrides;
 }
 
@@ -165,8 +175,16 @@ async function runAll(
   const login = made.DASHBOARD_TOKEN ? `?token=${token}` : ' (DASHBOARD_TOKEN)';
   say(`follow-ups page: ${server.url}/dashboard/followups${login}`);
   say(`dashboard (bull-board, same token): ${server.url}/dashboard`);
+  const bearer = (scope: 'intake' | 'events' | 'operator', setting: SettingName) =>
+    made[setting]
+      ? ` with "Authorization: Bearer ${config.tokens[scope][0] ?? ''}"`
+      : ` (${setting})`;
+  say(`intake: POST ${server.url}/v1/followups${bearer('intake', 'INTAKE_TOKEN')}`);
   say(
-    `intake: POST ${server.url}/v1/followups${made.INTAKE_TOKEN ? ` with "Authorization: Bearer ${config.tokens.intake[0] ?? ''}"` : ' (INTAKE_TOKEN)'}`,
+    `events: GET ${server.url}/v1/events or /v1/events/stream${bearer('events', 'EVENTS_TOKEN')}`,
+  );
+  say(
+    `operator: ${server.url}/v1/projects/ID, /v1/webhooks${bearer('operator', 'OPERATOR_TOKEN')}`,
   );
   say(`metrics: ${server.url}/metrics · health: ${server.url}/healthz, ${server.url}/readyz`);
   if (producer && made.AGENT_API_KEY && made.REDIS_URL) {

@@ -1,7 +1,9 @@
 import { z } from 'zod';
 import { followUpSchema } from '../dispatch/followup.js';
 import { MAX_BATCH } from './intake.js';
+import { describeEventRoutes } from './events-routes.js';
 import { describeRoute } from './openapi.js';
+import { describeWebhookRoutes } from './webhook-routes.js';
 
 /**
  * The OpenAPI description of the intake and the operator controls. The intake's body is the
@@ -45,16 +47,19 @@ const ProjectView = z.looseObject({
   limitSource: z.enum(['project', 'default']),
   sendsInWindow: z.number(),
   reservedSlots: z.number(),
-  nextSlotAt: z.string(),
+  nextSlotAt: z.string().nullable().describe('null: see `problem`'),
   parkedUntil: z.string().nullable(),
   queued: z.number(),
   sending: z.number(),
   tracked: z.number(),
+  countsExact: z.boolean(),
+  at: z.string(),
+  problem: z.string().nullable().optional().describe('what is wrong with what Redis holds'),
 });
 
 const unavailable = { description: 'Redis is unavailable; retry later (Retry-After)' };
 
-/** Describes the routes of `intake.ts` and `controls.ts`; `createApp` calls it. */
+/** Describes every `/v1` route (`intake.ts`, `controls.ts`, events, webhooks); `createApp` calls it. */
 export function describeCoreRoutes(promptMaxBytes: number): void {
   const followUp = followUpSchema(promptMaxBytes);
   describeRoute({
@@ -83,6 +88,8 @@ export function describeCoreRoutes(promptMaxBytes: number): void {
     responses: { 200: { description: 'its state', schema: DispatchStatus }, 503: unavailable },
   });
   describeControls();
+  describeEventRoutes();
+  describeWebhookRoutes();
 }
 
 function describeControls(): void {

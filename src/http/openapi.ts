@@ -30,7 +30,14 @@ export interface RouteDoc {
   /** Query parameters: an object schema, one parameter per property. */
   readonly query?: z.ZodObject;
   /** Each status it answers; errors may leave out `schema` (the common error body). */
-  readonly responses: Readonly<Record<number, { description: string; schema?: z.ZodType }>>;
+  readonly responses: Readonly<Record<number, ResponseDoc>>;
+}
+
+/** One answer of a route: JSON unless `contentType` says otherwise (`text/event-stream`). */
+export interface ResponseDoc {
+  readonly description: string;
+  readonly schema?: z.ZodType;
+  readonly contentType?: string;
 }
 
 /** The JSON error body of every route (`src/http/errors.ts`). */
@@ -97,11 +104,15 @@ function operation(doc: RouteDoc, components: Record<string, unknown>): Record<s
         ...doc.responses,
       }
     : doc.responses;
-  for (const [status, { description, schema }] of Object.entries(all)) {
+  for (const [status, { description, schema, contentType }] of Object.entries(all) as [
+    string,
+    ResponseDoc,
+  ][]) {
     const body = schema ?? (Number(status) >= 400 ? ErrorBody : undefined);
+    const type = contentType ?? 'application/json';
     responses[status] = {
       description,
-      ...(body && { content: { 'application/json': { schema: jsonSchema(body, components) } } }),
+      ...(body && { content: { [type]: { schema: jsonSchema(body, components) } } }),
     };
   }
   const params = [...doc.path.matchAll(/:(\w+)/g)].map((m) => ({

@@ -1,5 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Express } from 'express';
 import type { Redis } from 'ioredis';
 import type { Config } from '../config/index.js';
 import { adminFor, type Admin, type Producer } from '../producer/index.js';
@@ -44,6 +45,8 @@ export interface HttpServer {
   /** Base URL to reach it (loopback when it listens on every interface). */
   readonly url: string;
   readonly port: number;
+  /** The express app it serves (tests walk its routes). */
+  readonly app: Express;
   /** Stops accepting, lets requests in flight finish briefly, closes keep-alive sockets. Idempotent. */
   close(): Promise<void>;
 }
@@ -84,6 +87,7 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
   return {
     url: `http://${host.includes(':') ? `[${host}]` : host}:${address.port}`,
     port: address.port,
+    app,
     close() {
       // The event streams end first: they never end by themselves, so the server would wait.
       closing ??= Promise.resolve(events?.close())

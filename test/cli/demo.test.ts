@@ -21,6 +21,12 @@ describe('the demo of agent-dispatch start, from the folder it runs in', () => {
       timeoutMs: 30_000,
       what: 'the follow-ups page line',
     });
+    // The demo makes a token for each scope and says how to use it.
+    await eventually(() => /operator: \S+.* "Authorization: Bearer \w+"/.exec(proc.output.stderr), {
+      timeoutMs: 30_000,
+      what: 'the operator line',
+    });
+    expect(proc.output.stderr).toMatch(/events: GET \S+\/v1\/events .*"Authorization: Bearer \w+"/);
     return { proc, url };
   }
 

@@ -45,6 +45,31 @@ describe('agent-dispatch start, with nothing set', () => {
       expect(await page.text()).toContain('<html');
       expect((await fetch(dashboard.replace(/\?token=.*/, ''))).status).toBe(401);
 
+      // Every scope has a token, printed after the follow-ups page line, and each one works.
+      const lines = await eventually(
+        () => {
+          const found = ['follow-ups page', 'intake', 'events', 'operator'].map((what) =>
+            proc.output.stderr
+              .split('\n')
+              .findIndex((l) => l.startsWith(`agent-dispatch: ${what}:`)),
+          );
+          return found.every((i) => i >= 0) ? found : undefined;
+        },
+        { timeoutMs: 30_000, what: 'the intake, events and operator lines' },
+      );
+      expect([...lines].sort((a, b) => a - b)).toEqual(lines);
+      const bearer = (what: string) =>
+        new RegExp(`${what}: (?:GET |POST )?(\\S+?),? .*"Authorization: Bearer (\\w+)"`).exec(
+          proc.output.stderr,
+        );
+      const events = bearer('events');
+      const operator = bearer('operator');
+      expect(events?.[1]).toMatch(/\/v1\/events$/);
+      const auth = (token?: string) => ({ headers: { authorization: `Bearer ${token ?? ''}` } });
+      expect((await fetch(events?.[1] ?? '', auth(events?.[2]))).status).toBe(200);
+      const webhooks = (operator?.[1] ?? '').replace(/\/v1\/projects\/ID$/, '/v1/webhooks');
+      expect((await fetch(webhooks, auth(operator?.[2]))).status).toBe(200);
+
       await eventually(() => (/completed 6\b/.test(proc.output.stderr) ? true : undefined), {
         timeoutMs: 30_000,
         what: 'six demo follow-ups completed',

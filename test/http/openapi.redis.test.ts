@@ -1,16 +1,37 @@
+import type { Express } from 'express';
 import { OpenAPIBackend } from 'openapi-backend';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { keysFor } from '../../src/redis/keys.js';
 import { expectNoLeakedHandles, useTestServer } from './fixture.js';
 
 const INTAKE = 'openapi-intake-token-1';
 const OPERATOR = 'openapi-operator-token';
+const EVENTS = 'openapi-events-token-1';
+
+/** Every `METHOD /path` the app registers under `/v1`, paths written as OpenAPI writes them. */
+function v1Routes(app: Express): string[] {
+  type Layer = {
+    route?: { path: string; methods: Record<string, boolean> };
+    handle?: { stack?: Layer[] };
+  };
+  const walk = (stack: readonly Layer[]): string[] =>
+    stack.flatMap((layer) =>
+      layer.route
+        ? Object.keys(layer.route.methods).map(
+            (m) => `${m} ${layer.route?.path.replace(/:(\w+)/g, '{$1}') ?? ''}`,
+          )
+        : walk(layer.handle?.stack ?? []),
+    );
+  const router = (app as unknown as { router: { stack: Layer[] } }).router;
+  return walk(router.stack).filter((route) => route.split(' ')[1]?.startsWith('/v1'));
+}
 
 afterAll(() => expectNoLeakedHandles());
 
 describe('GET /openapi.json', () => {
   const served = useTestServer(
     'http-openapi',
-    { INTAKE_TOKEN: INTAKE, OPERATOR_TOKEN: OPERATOR },
+    { INTAKE_TOKEN: INTAKE, OPERATOR_TOKEN: OPERATOR, EVENTS_TOKEN: EVENTS },
     () => ({ withProducer: true }),
   );
   let document: Record<string, unknown>;
@@ -78,6 +99,17 @@ describe('GET /openapi.json', () => {
     );
   });
 
+  it('documents every /v1 route the app registers', () => {
+    const registered = v1Routes(served.app.server.app);
+    // The events routes, the webhooks' and the rest: a route added without describeRoute fails here.
+    expect(registered.length).toBeGreaterThanOrEqual(14);
+    const paths = document['paths'] as Record<string, Record<string, unknown>>;
+    const documented = Object.entries(paths).flatMap(([path, ops]) =>
+      Object.keys(ops).map((method) => `${method} ${path}`),
+    );
+    expect(documented.sort()).toEqual([...new Set(registered)].sort());
+  });
+
   it('matches the real answers of every route, errors included', async () => {
     const one = { projectId: 'P', jobId: 'j', prompt: 'hi', key: null, meta: { n: 1 } };
     const sent = (await check('POST', '/v1/followups', INTAKE, one)) as { dispatchId: string };
@@ -97,6 +129,72 @@ describe('GET /openapi.json', () => {
     await check('PUT', '/v1/projects/P/limit', OPERATOR, { limit: 'lots' });
     await check('PUT', '/v1/projects/P/limit', OPERATOR, { limit: null });
     await check('GET', '/v1/projects/P', OPERATOR);
+    // A limit past any date, as an earlier version stored it: no next slot, and a `problem`.
+    const keys = keysFor(served.ns.prefix);
+    await served.ns.redis.hset(keys.projectControls('F'), {
+      limit: '1/200000000d',
+      max: '1',
+      windowMs: '17280000001000000',
+    });
+    await served.ns.redis.zadd(keys.budget('F'), Date.now(), 's:one');
+    const shown = await check('GET', '/v1/projects/F', OPERATOR);
+    expect(shown).toMatchObject({ nextSlotAt: null, problem: expect.stringMatching(/^invalid/) });
+  });
+
+  it('matches the real answers of the events routes', async () => {
+    const one = { projectId: 'E', jobId: 'j', prompt: 'hi' };
+    const sent = (await check('POST', '/v1/followups', INTAKE, one)) as { dispatchId: string };
+    await check('DELETE', `/v1/followups/${sent.dispatchId}`, OPERATOR);
+    const page = (await check('GET', '/v1/events?limit=10&project=E', EVENTS)) as {
+      events: { type: string }[];
+      next: string;
+    };
+    expect(page.events.map((e) => e.type)).toEqual(['followup.cancelled']);
+    await check('GET', `/v1/events?after=${page.next}&type=cancelled`, EVENTS);
+    await check('GET', '/v1/events?limit=0', EVENTS);
+    await check('GET', '/v1/events?type=nope', EVENTS);
+    await check('GET', '/v1/events', OPERATOR);
+    await check('GET', '/v1/events/stream?after=bad', EVENTS);
+    await check('GET', '/v1/events/stream', undefined);
+  });
+
+  it('documents the event stream as text/event-stream and serves it so', async () => {
+    const stop = new AbortController();
+    const res = await fetch(`${served.app.url}/v1/events/stream`, {
+      headers: { authorization: `Bearer ${EVENTS}` },
+      signal: stop.signal,
+    });
+    const operation = api.matchOperation({ method: 'GET', path: '/v1/events/stream', headers: {} });
+    const content = (operation?.responses?.['200'] as { content?: object } | undefined)?.content;
+    expect(Object.keys(content ?? {})).toEqual(['text/event-stream']);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    const reader = res.body?.getReader();
+    let text = '';
+    while (reader && !text.includes('\n\n')) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      text += new TextDecoder().decode(value);
+    }
+    expect(text.split('\n\n')[0]).toMatch(/^retry: \d+$/);
+    stop.abort();
+    await reader?.cancel().catch(() => undefined);
+  });
+
+  it('matches the real answers of the webhook routes', async () => {
+    const hook = { url: 'http://127.0.0.1:9/hook', projects: ['P'], types: ['followup.*'] };
+    const added = (await check('POST', '/v1/webhooks', OPERATOR, hook)) as { id: string };
+    await check('POST', '/v1/webhooks', OPERATOR, { url: 'ftp://x' });
+    await check('POST', '/v1/webhooks', OPERATOR, { url: 'http://x', types: [7] });
+    await check('POST', '/v1/webhooks', INTAKE, hook);
+    const listed = (await check('GET', '/v1/webhooks', OPERATOR)) as { webhooks: object[] };
+    expect(listed.webhooks).toHaveLength(1);
+    await check('GET', '/v1/webhooks/dead?limit=5', OPERATOR);
+    await check('GET', '/v1/webhooks/dead?limit=0', OPERATOR);
+    await check('POST', `/v1/webhooks/redrive?subscription=${added.id}`, OPERATOR);
+    await check('DELETE', `/v1/webhooks/${added.id}`, OPERATOR);
+    await check('DELETE', `/v1/webhooks/${added.id}`, OPERATOR);
+    await check('GET', '/v1/webhooks', undefined);
   });
 
   it('would catch an answer of another shape', () => {
