@@ -129,7 +129,7 @@ async function enqueueFile(
     if (Date.now() - lastProgress > PROGRESS_EVERY_MS) {
       lastProgress = Date.now();
       stderr.write(
-        `enqueue: ${counts.lines} lines read, ${counts.enqueued} enqueued, ${counts.deduplicated} deduplicated, ${counts.bad} bad\n`,
+        `enqueue: ${linesOf(counts.lines)} read, ${counts.enqueued} enqueued, ${counts.deduplicated} deduplicated, ${counts.bad} bad\n`,
       );
     }
   };
@@ -147,7 +147,7 @@ async function enqueueFile(
   }
   await flush();
   stderr.write(
-    `enqueue: ${counts.lines} lines, ${counts.enqueued} enqueued, ${counts.deduplicated} deduplicated, ${counts.bad} bad\n`,
+    `enqueue: ${linesOf(counts.lines)}, ${counts.enqueued} enqueued, ${counts.deduplicated} deduplicated, ${counts.bad} bad\n`,
   );
   return counts.bad > 0 ? EXIT.failed : EXIT.ok;
 }
@@ -187,4 +187,8 @@ function parseLine(text: string, promptMaxBytes: number): FollowUp | string {
   if (checked.ok) return checked.value;
   // `field: message` per problem: scripts read the field before the first colon.
   return checked.problems.map((p) => `${p.field}: ${p.message}`).join('; ');
+}
+
+function linesOf(n: number): string {
+  return n === 1 ? '1 line' : `${n} lines`;
 }
