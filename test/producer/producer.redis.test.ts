@@ -10,6 +10,7 @@ import {
   RedisUnavailableError,
 } from '../../src/producer/index.js';
 import { keysFor, QUEUE_NAMES } from '../../src/redis/keys.js';
+import { recordShardCount } from '../../src/redis/layout.js';
 import { EVENT_TYPES } from '../../src/dispatch/event.js';
 import { useOpened } from '../support/hooks.js';
 import { eventually, useNamespace } from '../support/namespace.js';
@@ -251,6 +252,9 @@ describe('createProducer', () => {
       prefix: ns().prefix,
     });
     try {
+      // As a fleet's first role does: a producer on a layout no role recorded checks for the
+      // record on every call (an EXISTS), since the fleet may record another count at its start.
+      await recordShardCount(countedConnection, ns().prefix, 1);
       await own.send({ projectId: 'p', jobId: 'warm-up', prompt: 'x' });
       const address = /\baddr=(\S+)/.exec(String(await connection.client('INFO')))?.[1];
       const seen: string[] = [];
