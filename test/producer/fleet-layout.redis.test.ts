@@ -98,7 +98,7 @@ describe('the tools read the shard count the fleet recorded', () => {
 
   it('answers 500 naming DISPATCH_SHARDS over HTTP, and changes nothing', async () => {
     await recordShardCount(ns().redis, ns().prefix, SHARDS);
-    const app = await startTestServer(ns().config({ INTAKE_TOKEN: TOKEN, DISPATCH_SHARDS: '2' }));
+    const app = await startTestServer(ns().config({ OPERATOR_TOKEN: TOKEN, DISPATCH_SHARDS: '2' }));
     try {
       const res = await fetch(`${app.url}/v1/projects/${projectId}/pause`, {
         method: 'POST',

@@ -100,7 +100,7 @@ describe('the liveness gauges read at scrape time', () => {
     const admin = createAdmin({ redisUrl, prefix });
     try {
       await admin.pauseProject('docs-site');
-      await admin.setProjectLimit('api-ref', '5/1m');
+      await admin.setProjectLimit('api-ref', '5/1h');
       const { pausedAt } = await admin.showProject('docs-site');
       const samples = (await scrape(prefix)).get(METRIC_NAMES.projectPausedSince)?.samples;
       expect(samples).toEqual([
