@@ -55,7 +55,7 @@ describe('examples/python/send_and_follow.py', () => {
         throw new Error(`the example still runs: ${refused.output.stderr.slice(-300)}`);
       });
       expect(refusedCode).toBe(1);
-      expect(refused.output.stderr).toMatch(/^events: HTTP 401: .*wrong bearer token/m);
+      expect(refused.output.stderr).toMatch(/^events: HTTP 401: .*unknown bearer token/m);
     } finally {
       expect(await service.stop('SIGTERM')).toBe(0);
     }

@@ -1,8 +1,10 @@
+import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { createAdmin, createProducer } from '../../src/producer/index.js';
 import { runCliToEnd } from '../support/cli.js';
 import { monitorServer, type Monitor } from '../support/monitor.js';
-import { usePrivateRedis } from '../support/redis-server.js';
+import { startPrivateRedis, usePrivateRedis } from '../support/redis-server.js';
+import { eventually } from '../support/namespace.js';
 
 /**
  * Under REDIS_DURABILITY=fsync (the default) on Valkey, which has WAITAOF, every operator change
@@ -53,10 +55,12 @@ describe('the operator controls wait for the disk (Valkey, MONITOR)', () => {
   });
 
   it('a change whose WAITAOF falls short rejects as retryable, saying it may be kept', async () => {
+    // A replica that never acknowledges (stopped): the master counts it, so every WAITAOF for one
+    // replica falls short. (A master without any replica would not be waited on for one.)
+    const replica = await frozenReplicaOf(served().server.url);
     const admin = createAdmin({
       redisUrl: served().server.url,
       prefix: 'durable-short',
-      // The server has no replica: every WAITAOF falls short of one.
       durability: { mode: 'fsync', replicas: 1, strict: false },
       durabilityTimeoutMs: 100,
     });
@@ -81,6 +85,7 @@ describe('the operator controls wait for the disk (Valkey, MONITOR)', () => {
       expect(await producer.status(dispatchId)).toMatchObject({ type: 'followup.cancelled' });
     } finally {
       await Promise.all([admin.close(), producer.close()]);
+      await replica.destroy();
     }
   });
 
@@ -101,3 +106,32 @@ describe('the operator controls wait for the disk (Valkey, MONITOR)', () => {
     }
   }, 60_000);
 });
+
+/**
+ * A Valkey replica of `masterUrl`, once the master lists it, then stopped (SIGSTOP): it stays in
+ * the master's ROLE but acknowledges nothing. `destroy` lets it go on and removes it.
+ */
+async function frozenReplicaOf(masterUrl: string) {
+  const replica = await startPrivateRedis('valkey-server');
+  const client = new Redis(replica.url);
+  const master = new URL(masterUrl);
+  await client.call('REPLICAOF', master.hostname, master.port);
+  const pid = Number(/process_id:(\d+)/.exec(await client.info('server'))?.[1]);
+  client.disconnect();
+  const masterClient = new Redis(masterUrl);
+  await eventually(
+    async () => {
+      const role = (await masterClient.call('ROLE')) as unknown[];
+      return Array.isArray(role[2]) && role[2].length === 1 ? true : undefined;
+    },
+    { what: 'the replica listed by its master' },
+  );
+  masterClient.disconnect();
+  process.kill(pid, 'SIGSTOP');
+  return {
+    async destroy() {
+      process.kill(pid, 'SIGCONT');
+      await replica.destroy();
+    },
+  };
+}

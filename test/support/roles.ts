@@ -104,7 +104,8 @@ export async function stopAll(processes: readonly CliProcess[]): Promise<void> {
 /** "cli.ts worker (pid 12) exited 2: <the end of its stderr>"; a signal reads "ended by SIGKILL". */
 function describeExit(p: CliProcess, code: number | string): string {
   const args = p.child.spawnargs;
-  const command = args.slice(args.indexOf('tsx') + 1);
+  // What follows `--import <tsx>`: the script and its arguments.
+  const command = args.slice(args.indexOf('--import') + 2);
   const name = [basename(command[0] ?? '?'), ...command.slice(1)].join(' ');
   const how = typeof code === 'number' ? `exited ${code}` : `ended by ${code}`;
   const stderr = p.output.stderr.trim().slice(-500);
