@@ -40,7 +40,7 @@ describe('examples/python/send_and_follow.py', () => {
           expect.stringMatching(new RegExp(`^event followup\\.completed ${id} cursor=\\d+-\\d+$`)),
         );
       }
-      expect(lines.at(-1)).toBe('done: 2 follow-ups, 2 events');
+      expect(lines.at(-1)).toBe('done: 2 follow-ups, each with its event');
 
       // A refused request (here a wrong token) ends the example with the answer, not a retry loop
       // that its --timeout never sees.

@@ -148,7 +148,8 @@ def main():
             waiting.discard(event["dispatchId"])
             print("event", event["type"], event["dispatchId"], "cursor=" + cursor)
         if not waiting:
-            print("done: %d follow-ups, %d events" % (len(pending), len(pending)))
+            count = len(pending)
+            print("done: %d %s, each with its event" % (count, "follow-up" if count == 1 else "follow-ups"))
             return 0
         if time.monotonic() > deadline:
             break
