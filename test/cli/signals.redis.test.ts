@@ -38,10 +38,13 @@ describe('signals and output of a role process', () => {
   it('stops on SIGTERM, exit 0, when nobody reads its output any more (a closed pipe)', async () => {
     // `start` writes progress to stderr and logs to stdout, as `... 2>&1 | head -2` leaves it.
     const start = runCli(['start', '--simulator', '--port', '0'], ns().env({ LOG_LEVEL: 'info' }));
-    await eventually(async () => (start.output.stderr.includes('follow-ups page:') ? true : undefined), {
-      timeoutMs: 30_000,
-      what: 'start to serve',
-    });
+    await eventually(
+      async () => (start.output.stderr.includes('follow-ups page:') ? true : undefined),
+      {
+        timeoutMs: 30_000,
+        what: 'start to serve',
+      },
+    );
     start.child.stdout?.destroy();
     start.child.stderr?.destroy();
     expect(await start.stop('SIGTERM')).toBe(0);
