@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CliProcess } from '../support/cli.js';
-import { sentinelDrillFleet } from '../support/drill-fleet.js';
-import { drillInputs, failoverDrill } from '../support/failover-drill.js';
+import { sentinelDrillFleet, shortDrill } from '../support/drill-fleet.js';
 import { killPrimary, startLocalSentinel, type LocalSentinel } from '../support/redis-sentinel.js';
 import { stopAll, waitForWorkers } from '../support/roles.js';
 import { useSimulator } from '../support/simulator.js';
@@ -30,20 +29,18 @@ describe('Redis Sentinel: a Valkey primary, a replica, 3 sentinels; REDIS_DURABI
     );
     try {
       const projects = Array.from({ length: 12 }, (_, i) => `s${i}`);
-      const result = await failoverDrill({
-        env,
-        workers: 2,
-        pollers: 1,
-        processes,
-        producer,
-        simulator: simulator(),
-        inputs: drillInputs(simulator(), projects, 2, 3),
-        kills: 1,
-        waitForRoles: () => waitForWorkers({ redis, prefix }, 2, { processes }),
-        kill: () => killPrimary(deployment, false),
-        promptEvents,
-        settleMs: 90_000,
-      });
+      const result = await shortDrill(
+        {
+          env,
+          processes,
+          producer,
+          simulator: simulator(),
+          waitForRoles: () => waitForWorkers({ redis, prefix }, 2, { processes }),
+          kill: () => killPrimary(deployment, false),
+          promptEvents,
+        },
+        projects,
+      );
       console.log(
         `sentinel failover: ${result.refused.length} refused; ${result.lost.length} of ${result.enqueued} follow-ups without an event ` +
           `(${result.lostAfterSend.length} of them sent), ${result.duplicateSends.length} sent twice, ` +

@@ -4,6 +4,12 @@ import { createProducer, type Producer } from '../../src/producer/index.js';
 import { parseHostPorts, sentinelAddress } from '../../src/redis/address.js';
 import { connect } from '../../src/redis/connections.js';
 import { readEvents } from './events.js';
+import {
+  drillInputs,
+  failoverDrill,
+  type FailoverDrillOptions,
+  type FailoverResult,
+} from './failover-drill.js';
 import { SENTINEL_NAME, type LocalSentinel } from './redis-sentinel.js';
 import { FAST_SETTINGS } from './service.js';
 import { TEST_API_KEY } from './simulator.js';
@@ -81,4 +87,28 @@ export function sentinelDrillFleet(
     redis.disconnect();
   };
   return { prefix, redis, producer, env, promptEvents, close };
+}
+
+/** What {@link shortDrill} leaves to its caller: the fleet and how to kill its primary. */
+export type ShortDrillOptions = Omit<
+  FailoverDrillOptions,
+  'workers' | 'pollers' | 'inputs' | 'kills' | 'settleMs'
+>;
+
+/**
+ * The drill of the cluster and Sentinel tests, sized for the plain suite: 2 workers and a
+ * poller, `projects` x 2 agent jobs x 3 rounds, one kill, 90 s for the last wave to end.
+ */
+export function shortDrill(
+  options: ShortDrillOptions,
+  projects: readonly string[],
+): Promise<FailoverResult> {
+  return failoverDrill({
+    ...options,
+    workers: 2,
+    pollers: 1,
+    inputs: drillInputs(options.simulator, projects, 2, 3),
+    kills: 1,
+    settleMs: 90_000,
+  });
 }
