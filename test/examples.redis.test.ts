@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { addCompletedEvent } from './support/events.js';
 import { useNamespace } from './support/namespace.js';
 
 const EXAMPLE = fileURLToPath(new URL('../examples/consume-events.ts', import.meta.url));
@@ -11,26 +12,12 @@ describe('examples/consume-events.ts', () => {
   it('reads events with a consumer group and acknowledges each one', async () => {
     for (const n of [1, 2, 3]) {
       const event = JSON.stringify({ meta: { n }, reason: null });
-      await ns().redis.xadd(
-        ns().eventsStream,
-        '*',
-        'type',
-        'followup.completed',
-        'dispatchId',
-        `d${n}`,
-        'projectId',
-        'p',
-        'jobId',
-        'j',
-        'status',
-        'completed',
-        'prLink',
-        '',
-        'event',
+      await addCompletedEvent(ns().redis, ns().eventsStream, {
+        dispatchId: `d${n}`,
+        projectId: 'p',
+        jobId: 'j',
         event,
-        'v',
-        '1',
-      );
+      });
     }
     const child = spawn(
       process.execPath,

@@ -8,10 +8,9 @@ import {
 } from '../producer/index.js';
 import { NotDurableError } from '../redis/disk-wait.js';
 import { LayoutError } from '../redis/layout.js';
-import { within } from '../runtime/deadline.js';
 import type { Logger } from '../telemetry/logger.js';
 import { LIFECYCLE } from '../telemetry/names.js';
-import { sendError } from './errors.js';
+import { answerCall, sendError } from './errors.js';
 import { requireJson } from './intake.js';
 import { requireScope } from './scopes.js';
 
@@ -20,9 +19,6 @@ import { requireScope } from './scopes.js';
  * pause, resume, limit and show a project. Each route calls the same code as the library and the
  * CLI (`createAdmin`).
  */
-
-/** Longest wait for Redis: the server's connection waits out an outage, a request must not. */
-const REDIS_TIMEOUT_MS = 5_000;
 
 /** What the control routes need; without `OPERATOR_TOKEN` they answer how to turn them on. */
 export interface ControlsOptions {
@@ -78,14 +74,12 @@ export function controlsRouter(options: ControlsOptions): Router {
 
 /** Runs a control: 200 with its answer, or its failure mapped to a status. */
 async function answer(res: Response, logger: Logger, call: () => Promise<object>): Promise<void> {
-  try {
-    const result = await within(call(), REDIS_TIMEOUT_MS, () => {
-      throw new RedisUnavailableError(`no answer from Redis within ${REDIS_TIMEOUT_MS} ms`);
-    });
-    res.status(200).set('cache-control', 'no-store').json(result);
-  } catch (err) {
-    answerFailure(res, logger, err);
-  }
+  // Never sent: a control always answers an object (an unknown follow-up's 404 is its error's).
+  await answerCall(res, call, {
+    status: 200,
+    notFound: 'not found',
+    failure: (err) => answerFailure(res, logger, err),
+  });
 }
 
 function sendProblem(res: Response, field: string, message: string): void {

@@ -1,4 +1,6 @@
 import type { ErrorRequestHandler, Request, RequestHandler, Response } from 'express';
+import { RedisUnavailableError } from '../producer/errors.js';
+import { within } from '../runtime/deadline.js';
 import type { Logger } from '../telemetry/logger.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 
@@ -24,6 +26,42 @@ export function sendError(
 /** The 413 message: before a body is read (its declared length) or while it is read. */
 export function bodyTooLargeMessage(limitBytes: number): string {
   return `request body is larger than ${limitBytes} bytes (HTTP_BODY_MAX); send fewer follow-ups per request`;
+}
+
+/**
+ * Longest wait for Redis: the server's connection waits out an outage (the producer's waits for
+ * its first connect), and a request must not be held open meanwhile.
+ */
+const REDIS_TIMEOUT_MS = 5_000;
+
+/** How {@link answerCall} answers a route's call. */
+export interface CallAnswers {
+  /** The status of a result. */
+  readonly status: number;
+  /** The 404's message when the call finds nothing (`undefined`). */
+  readonly notFound: string;
+  /** Maps a failure (a Redis that does not answer in time: `RedisUnavailableError`) to an answer. */
+  readonly failure: (err: unknown) => void;
+}
+
+/**
+ * Runs a route's call on Redis for at most 5 s: its result uncached with `answers.status`,
+ * `undefined` as a 404, a failure handed to `answers.failure`.
+ */
+export async function answerCall(
+  res: Response,
+  call: () => Promise<object | undefined>,
+  answers: CallAnswers,
+): Promise<void> {
+  try {
+    const result = await within(call(), REDIS_TIMEOUT_MS, () => {
+      throw new RedisUnavailableError(`no answer from Redis within ${REDIS_TIMEOUT_MS} ms`);
+    });
+    if (result === undefined) return sendError(res, 404, answers.notFound);
+    res.status(answers.status).set('cache-control', 'no-store').json(result);
+  } catch (err) {
+    answers.failure(err);
+  }
 }
 
 /** Answers every request that no route took. */

@@ -6,19 +6,12 @@ import {
   RedisUnavailableError,
   type Producer,
 } from '../producer/index.js';
-import { within } from '../runtime/deadline.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { BodyBudget } from './body-budget.js';
-import { sendError } from './errors.js';
+import { answerCall, sendError } from './errors.js';
 import { requireScope } from './scopes.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import { withTraceparent } from '../telemetry/trace-context.js';
-
-/**
- * Longest wait for the producer. Its connection fails fast once it has been up, but waits for the
- * first connect, so a Redis that never answered would otherwise hold the request open.
- */
-const REDIS_TIMEOUT_MS = 5_000;
 
 /** Most follow-ups one request may carry. */
 export const MAX_BATCH = 1_000;
@@ -113,19 +106,11 @@ async function answer(
   logger: Logger,
   call: () => Promise<object | undefined>,
 ): Promise<void> {
-  try {
-    const result = await within(call(), REDIS_TIMEOUT_MS, () => {
-      throw new RedisUnavailableError(`no answer from Redis within ${REDIS_TIMEOUT_MS} ms`);
-    });
-    if (result === undefined)
-      return sendError(res, 404, 'no such dispatch (unknown, or expired after DISPATCH_RETENTION)');
-    res
-      .status(res.req.method === 'POST' ? 202 : 200)
-      .set('cache-control', 'no-store')
-      .json(result);
-  } catch (err) {
-    answerFailure(res, logger, err);
-  }
+  await answerCall(res, call, {
+    status: res.req.method === 'POST' ? 202 : 200,
+    notFound: 'no such dispatch (unknown, or expired after DISPATCH_RETENTION)',
+    failure: (err) => answerFailure(res, logger, err),
+  });
 }
 
 /**

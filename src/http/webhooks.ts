@@ -2,11 +2,10 @@ import express, { Router, type Response } from 'express';
 import type { Redis } from 'ioredis';
 import type { Config } from '../config/index.js';
 import { RedisUnavailableError } from '../producer/index.js';
-import { within } from '../runtime/deadline.js';
 import type { Logger } from '../telemetry/logger.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import { InvalidWebhookError, webhookAdminFor, type WebhookAdmin } from '../webhooks/index.js';
-import { sendError } from './errors.js';
+import { answerCall, sendError } from './errors.js';
 import { requireJson } from './intake.js';
 import { requireScope } from './scopes.js';
 
@@ -16,9 +15,6 @@ import { requireScope } from './scopes.js';
  * them (never a secret), `DELETE /v1/webhooks/:id` removes one; `GET /v1/webhooks/dead` lists the
  * dead letters and `POST /v1/webhooks/redrive` queues them again.
  */
-
-/** Longest wait for Redis: the server's connection waits out an outage, a request must not. */
-const REDIS_TIMEOUT_MS = 5_000;
 
 /** What the routes need. */
 export interface WebhookRoutesOptions {
@@ -79,22 +75,23 @@ async function answer(
   logger: Logger,
   call: () => Promise<object | undefined>,
 ): Promise<void> {
-  try {
-    const result = await within(call(), REDIS_TIMEOUT_MS, () => {
-      throw new RedisUnavailableError(`no answer from Redis within ${REDIS_TIMEOUT_MS} ms`);
+  await answerCall(res, call, {
+    status,
+    notFound: 'no such webhook subscription',
+    failure: (err) => answerFailure(res, logger, err),
+  });
+}
+
+/** Bad input 400 naming the field, Redis unreachable 503, anything else a logged 500. */
+function answerFailure(res: Response, logger: Logger, err: unknown): void {
+  if (err instanceof InvalidWebhookError)
+    return sendError(res, 400, `invalid ${err.field}`, {
+      problems: [{ field: err.field, message: err.problem }],
     });
-    if (result === undefined) return sendError(res, 404, 'no such webhook subscription');
-    res.status(status).set('cache-control', 'no-store').json(result);
-  } catch (err) {
-    if (err instanceof InvalidWebhookError)
-      return sendError(res, 400, `invalid ${err.field}`, {
-        problems: [{ field: err.field, message: err.problem }],
-      });
-    if (err instanceof RedisUnavailableError) {
-      res.set('retry-after', '5');
-      return sendError(res, 503, 'Redis is unavailable; nothing changed, retry later');
-    }
-    logger.error({ err, method: res.req.method, path: res.req.path }, LIFECYCLE.httpError);
-    sendError(res, 500, 'internal error; see the server log');
+  if (err instanceof RedisUnavailableError) {
+    res.set('retry-after', '5');
+    return sendError(res, 503, 'Redis is unavailable; nothing changed, retry later');
   }
+  logger.error({ err, method: res.req.method, path: res.req.path }, LIFECYCLE.httpError);
+  sendError(res, 500, 'internal error; see the server log');
 }

@@ -2,14 +2,13 @@ import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { parseRate, type Config, type Rate } from '../config/index.js';
 import { budgetRate } from '../dispatch/budget.js';
-import { connect } from '../redis/connections.js';
 import type { DispatchStore } from '../dispatch/store.js';
 import { shardOf } from '../redis/keys.js';
 import { wakeDispatch } from '../runtime/jobs.js';
 import type { Admin, AdminOptions } from './admin-api.js';
 import { cancelFollowUp, checkId, checkLimit, projectView, type ProjectView } from './controls.js';
-import { controlFailure, diskGuard } from './disk.js';
-import { fleetOf } from './fleet.js';
+import { controlFailure } from './disk.js';
+import { openTool } from './tool.js';
 import { mergeOverviews, readOverview } from './overview.js';
 
 export type { Admin, AdminOptions, LimitOptions, LimitResult, PauseResult } from './admin-api.js';
@@ -24,29 +23,8 @@ interface AdminShard {
 
 /** Creates the operator controls. Its connection fails fast, like the producer's. */
 export function createAdmin(options: AdminOptions): Admin {
-  const prefix = options.prefix ?? 'agent-dispatch';
   const defaultRate = rateOf(options.sendRateLimit);
-  const cluster = options.cluster ?? false;
-  const redis =
-    options.connection ??
-    connect({ redisUrl: options.redisUrl, redisCluster: cluster }, 'producer', 'admin');
-  redis.on('error', () => {
-    // Failures reach the caller as rejected calls.
-  });
-  const disk = diskGuard(options.durability, options.durabilityTimeoutMs ?? 5_000, redis);
-  const fleet = fleetOf(redis, {
-    prefix,
-    eventsStream: options.eventsStream ?? 'agent-dispatch:events',
-    cluster,
-    shards: options.shards,
-    ending: {
-      eventsMaxLen: options.eventsMaxLen ?? 1_000_000,
-      retentionMs: options.dispatchRetentionMs ?? 7 * 86_400_000,
-      // Every change waits for the disk before it answers, as an enqueue does.
-      durability: disk.wait,
-    },
-    readyTimeoutMs: options.readyTimeoutMs ?? 5_000,
-  });
+  const { redis, disk, fleet } = openTool(options, 'admin');
   let closing: Promise<void> | undefined;
 
   /** Every shard, each with its store on the admin's connection. */

@@ -65,15 +65,7 @@ export async function claimKeys(
       : [{ index, key, dispatchId: newDispatchId(key), shard: shardOf(projectId, count), token }],
   );
   if (keyed.length === 0) return { tokens: [], conflicts: [] };
-  const claimIn = (requests: readonly Keyed[]) =>
-    perShard(
-      client,
-      shards,
-      requests,
-      (r) => claimShardOf(r.dispatchId, count),
-      wait,
-      (s, rs) => s.claims.claim(rs),
-    );
+  const claimIn = (requests: readonly Keyed[]) => claimAll(client, shards, requests, wait);
   const answers = await claimIn(keyed);
   await releaseLeftClaims(client, shards, keyed, answers, wait, claimIn);
   const tokens: (string | undefined)[] = [];
@@ -106,7 +98,18 @@ export async function replaceReleased(
     token,
     replaces: r.claimToken,
   }));
-  await perShard(
+  await claimAll(client, shards, requests, wait);
+}
+
+/** Claims `requests`, each in the shard of its dispatch id, where a key's claim lives. */
+function claimAll(
+  client: Redis,
+  shards: readonly ClaimShard[],
+  requests: readonly ClaimRequest[],
+  wait: DiskWait | undefined,
+): Promise<ClaimAnswer[]> {
+  const count = shards.length;
+  return perShard(
     client,
     shards,
     requests,

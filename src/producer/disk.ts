@@ -60,8 +60,8 @@ export function diskGuard(
 }
 
 /**
- * A cancel's or a control's failure as its caller sees it: a write not confirmed on disk is a
- * `RedisUnavailableError` saying what may be kept (`kept`), like a `send` whose wait failed;
+ * A write's failure as its caller sees it (a send's, a cancel's, a control's): a write not
+ * confirmed on disk is a `RedisUnavailableError` saying what may be kept (`kept`);
  * Redis failures are mapped by `asRedisFailure`, anything else is returned as it is.
  */
 export function controlFailure(err: unknown, redis: Redis, kept: string): unknown {

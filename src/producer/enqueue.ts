@@ -1,17 +1,12 @@
 import type { Redis } from 'ioredis';
 import type { FollowUp } from '../dispatch/followup.js';
 import type { Registration } from '../dispatch/store.js';
-import { NotDurableError, type DiskWait } from '../redis/disk-wait.js';
+import type { DiskWait } from '../redis/disk-wait.js';
 import type { DurabilityAssessment } from '../redis/durability.js';
 import { keysFor } from '../redis/keys.js';
 import { ClaimReleasedError, claimKeys, replaceReleased } from './claims.js';
-import {
-  asRedisFailure,
-  IdempotencyConflictError,
-  RedisUnavailableError,
-  type KeyConflict,
-  type SendResult,
-} from './errors.js';
+import { controlFailure } from './disk.js';
+import { IdempotencyConflictError, type KeyConflict, type SendResult } from './errors.js';
 import { mergeShardResults, splitByShard, type ProducerShard, type ShardBatch } from './shards.js';
 import { enqueueIn, type EnqueueContext } from './transaction.js';
 
@@ -38,7 +33,8 @@ export async function enqueueByShard(
   const wait = claimWait(client, ctx.disk.timeoutMs, assessed);
   const { tokens, conflicts } = await claimKeys(client, claimShards, followUps, wait).catch(
     (err: unknown) => {
-      throw asClaimFailure(err, ctx.redis);
+      // Retryable: nothing was registered yet.
+      throw controlFailure(err, ctx.redis, 'retry with the same key');
     },
   );
   const batches = splitByShard(
@@ -131,13 +127,6 @@ function completed(
   return conflicts.length > 0
     ? { status: 'rejected', reason: new IdempotencyConflictError(conflicts, results) }
     : { status: 'fulfilled', value: results as SendResult[] };
-}
-
-/** A failure of the claims as the caller sees it: retryable (nothing was registered yet). */
-function asClaimFailure(err: unknown, redis: Redis): unknown {
-  return err instanceof NotDurableError
-    ? new RedisUnavailableError(`${err.message}; retry with the same key`, err)
-    : asRedisFailure(err, redis);
 }
 
 /**

@@ -6,17 +6,16 @@ import {
   type FollowUp,
 } from '../dispatch/followup.js';
 import { describeDispatch } from '../dispatch/status.js';
-import { connect } from '../redis/connections.js';
 import {
   asRedisFailure,
   IdempotencyConflictError,
   RedisUnavailableError,
   type SendResult,
 } from './errors.js';
-import { fleetOf } from './fleet.js';
+import { openTool } from './tool.js';
 import { startSendSpans } from '../telemetry/tracing.js';
 import { cancelFollowUp, checkId } from './controls.js';
-import { controlFailure, diskGuard } from './disk.js';
+import { controlFailure } from './disk.js';
 import { enqueueByShard } from './enqueue.js';
 import type { ProducerShard } from './shards.js';
 
@@ -31,31 +30,9 @@ export { IdempotencyConflictError, InvalidFollowUpError, RedisUnavailableError, 
  * `send` rejects at once instead of holding follow-ups in memory where a crash would lose them.
  */
 export function createProducer(options: ProducerOptions): Producer {
-  const prefix = options.prefix ?? 'agent-dispatch';
   const promptMaxBytes = options.promptMaxBytes ?? 65_536;
   const attempts = options.sendAttempts ?? 8;
-  const cluster = options.cluster ?? false;
-  const redis =
-    options.connection ??
-    connect({ redisUrl: options.redisUrl, redisCluster: cluster }, 'producer', 'producer');
-  redis.on('error', () => {
-    // Failures reach the caller as rejected sends; the fail-fast connection never queues them.
-  });
-  const disk = diskGuard(options.durability, options.durabilityTimeoutMs ?? 5_000, redis);
-  // The shards, once the fleet's layout is read (see fleet.ts); only `cancel` ends a dispatch
-  // here, and waits for the disk as `send` does.
-  const fleet = fleetOf(redis, {
-    prefix,
-    eventsStream: options.eventsStream ?? 'agent-dispatch:events',
-    cluster,
-    shards: options.shards,
-    ending: {
-      eventsMaxLen: options.eventsMaxLen ?? 1_000_000,
-      retentionMs: options.dispatchRetentionMs ?? 7 * 86_400_000,
-      durability: disk.wait,
-    },
-    readyTimeoutMs: options.readyTimeoutMs ?? 5_000,
-  });
+  const { redis, disk, fleet } = openTool(options, 'producer');
   let closing: Promise<void> | undefined;
 
   /**

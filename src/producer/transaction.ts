@@ -7,9 +7,9 @@ import {
   type DispatchJobData,
 } from '../runtime/jobs.js';
 import type { DispatchStore, Registration } from '../dispatch/store.js';
-import { afterWrite, beforeWrite, NotDurableError, type DiskWait } from '../redis/disk-wait.js';
+import { afterWrite, beforeWrite, type DiskWait } from '../redis/disk-wait.js';
 import type { DurabilityAssessment } from '../redis/durability.js';
-import type { DiskGuard } from './disk.js';
+import { controlFailure, type DiskGuard } from './disk.js';
 import { ClaimReleasedError, type ReleasedClaim } from './claims.js';
 import {
   asRedisFailure,
@@ -95,9 +95,7 @@ export async function enqueueIn(
     },
   );
   await afterWrite(wait, mark).catch((err: unknown) => {
-    throw err instanceof NotDurableError
-      ? new RedisUnavailableError(`${err.message}; retry with the same key`, err)
-      : asRedisFailure(err, redis);
+    throw controlFailure(err, redis, 'retry with the same key');
   });
   return resultsOf(followUps, transaction, replies, redis);
 }

@@ -74,19 +74,9 @@ export function registerRedisGauges(
       registers: [registry],
       async collect() {
         this.reset();
-        const src = current();
-        if (!src) return;
-        await Promise.all(
-          src.shards.map(async (view) => {
-            const shard = String(view.index);
-            try {
-              this.set({ shard }, await withTimeout(read(src.redis, view.keys)));
-            } catch (err) {
-              // A stale or zero figure would read as a healthy one: NaN shows as a gap on a graph.
-              this.set({ shard }, Number.NaN);
-              failed(src, err, { shard });
-            }
-          }),
+        // A stale or zero figure would read as a healthy one: NaN shows as a gap on a graph.
+        await eachShard(current, failed, read, Number.NaN, (shard, value) =>
+          this.set({ shard }, value),
         );
       },
     });
@@ -172,19 +162,10 @@ function registerLivenessGauges(registry: Registry, current: Current, failed: Fa
     registers: [registry],
     async collect() {
       this.reset();
-      const src = current();
-      if (!src) return;
-      await Promise.all(
-        src.shards.map(async (view) => {
-          const shard = String(view.index);
-          const counts = await withTimeout(countAlive(src.redis, view.keys)).catch((err) => {
-            failed(src, err, { shard });
-            return undefined;
-          });
-          // NaN, not 0, when Redis does not answer: "no worker alive" must not fire for that.
-          for (const role of BEATING_ROLES) this.set({ role, shard }, counts?.[role] ?? Number.NaN);
-        }),
-      );
+      await eachShard(current, failed, countAlive, undefined, (shard, counts) => {
+        // NaN, not 0, when Redis does not answer: "no worker alive" must not fire for that.
+        for (const role of BEATING_ROLES) this.set({ role, shard }, counts?.[role] ?? Number.NaN);
+      });
     },
   });
   new Gauge({
@@ -194,20 +175,37 @@ function registerLivenessGauges(registry: Registry, current: Current, failed: Fa
     registers: [registry],
     async collect() {
       this.reset();
-      const src = current();
-      if (!src) return;
-      await Promise.all(
-        src.shards.map(async (view) => {
-          const shard = String(view.index);
-          const paused = await withTimeout(pausedProjects(src.redis, view.keys)).catch((err) => {
-            failed(src, err, { shard });
-            return [];
-          });
-          for (const [project, sinceMs] of paused) this.set({ project, shard }, sinceMs / 1000);
-        }),
-      );
+      await eachShard(current, failed, pausedProjects, [], (shard, paused) => {
+        for (const [project, sinceMs] of paused) this.set({ project, shard }, sinceMs / 1000);
+      });
     },
   });
+}
+
+/**
+ * Reads `read` on every shard of the current source and hands each answer to `use`; a shard
+ * whose read fails or times out is logged and handed `fallback`, so one slow shard cannot fail
+ * the scrape of the others.
+ */
+async function eachShard<T, F>(
+  current: Current,
+  failed: Failed,
+  read: (redis: Redis, keys: Keys) => Promise<T>,
+  fallback: F,
+  use: (shard: string, value: T | F) => void,
+): Promise<void> {
+  const src = current();
+  if (!src) return;
+  await Promise.all(
+    src.shards.map(async (view) => {
+      const shard = String(view.index);
+      const value = await withTimeout(read(src.redis, view.keys)).catch((err: unknown) => {
+        failed(src, err, { shard });
+        return fallback;
+      });
+      use(shard, value);
+    }),
+  );
 }
 
 /** The paused projects of a shard and when each was paused: the controlled ones are few. */

@@ -6,7 +6,7 @@ import { createProducer } from '../../src/producer/index.js';
 import { connect } from '../../src/redis/connections.js';
 import { masterAndReplicas, waitForFailover } from '../support/cluster-failover.js';
 import { useClusterFleet } from '../support/cluster-fleet.js';
-import { drillInputs, failoverDrill } from '../support/failover-drill.js';
+import { shortDrill } from '../support/drill-fleet.js';
 import { startRoles, waitForWorkers } from '../support/roles.js';
 import { useSimulator } from '../support/simulator.js';
 
@@ -45,27 +45,25 @@ describe('a Valkey cluster of 3 masters and 3 replicas, REDIS_DURABILITY=replica
     try {
       expect(await seeded.ping()).toBe('PONG');
       const projects = fleet().evenProjects(12, 'f');
-      const result = await failoverDrill({
-        env,
-        workers: 2,
-        pollers: 1,
-        processes,
-        producer,
-        simulator: simulator(),
-        inputs: drillInputs(simulator(), projects, 2, 3),
-        kills: 1,
-        waitForRoles: async () => {
-          for (const shard of fleet().shards())
-            await waitForWorkers({ redis, prefix: shard.prefix }, 2, { processes });
+      const result = await shortDrill(
+        {
+          env,
+          processes,
+          producer,
+          simulator: simulator(),
+          waitForRoles: async () => {
+            for (const shard of fleet().shards())
+              await waitForWorkers({ redis, prefix: shard.prefix }, 2, { processes });
+          },
+          kill: async () => {
+            const { master, replicas } = await masterAndReplicas(cluster, cluster.url);
+            await master.stop('SIGKILL');
+            return (await waitForFailover(cluster, replicas)).ms;
+          },
+          promptEvents: () => fleet().promptEvents(),
         },
-        kill: async () => {
-          const { master, replicas } = await masterAndReplicas(cluster, cluster.url);
-          await master.stop('SIGKILL');
-          return (await waitForFailover(cluster, replicas)).ms;
-        },
-        promptEvents: () => fleet().promptEvents(),
-        settleMs: 90_000,
-      });
+        projects,
+      );
       console.log(
         `cluster failover: ${result.refused.length} refused; ${result.lost.length} of ${result.enqueued} follow-ups without an event ` +
           `(${result.lostAfterSend.length} of them sent), ${result.duplicateSends.length} sent twice, ` +

@@ -5,7 +5,7 @@ import type { DispatchRecord } from '../../src/dispatch/record.js';
 import type { DispatchRef } from '../../src/dispatch/store.js';
 import { keysFor } from '../../src/redis/keys.js';
 import { useStore } from '../support/store.js';
-import { itemState, poison, type Poison } from '../support/poison.js';
+import { itemState, poison, type Poison, sideAToB } from '../support/poison.js';
 
 /**
  * Differential fuzz of the batched MARK_SENT, RESCHEDULE and FINISH, as batched-fuzz does for
@@ -103,14 +103,7 @@ describe.each(['mark_sent', 'reschedule', 'finish'] as const)(
           expect(await itemState(ns.redis, at, poisoned, sideA[half - 2]!)).toEqual(untouched);
           expect((rejected as PromiseRejectedResult).reason).toBeInstanceOf(StoreItemError);
 
-          const mapping = new Map<string, string>();
-          for (let i = 0; i < half; i++) mapping.set(sideA[i]!.dispatchId, sideB[i]!.dispatchId);
-          for (let p = 0; p < 3; p++) mapping.set(project('a', p), project('b', p));
-          const map = (text: string) =>
-            text
-              .split(/([:|])/)
-              .map((part) => mapping.get(part) ?? part)
-              .join('');
+          const map = sideAToB(sideA, sideB, half, project);
           const read = async (ref: DispatchRef, mapped: (s: string) => string) => {
             const record = await ns.redis.hgetall(at.dispatch(ref.dispatchId));
             for (const field of ['bullJobId', 'finishedAt', 'sentAt', 'sendingAt'])

@@ -4,7 +4,7 @@ import { StoreItemError } from '../../src/dispatch/call-batch.js';
 import type { DispatchRef } from '../../src/dispatch/store.js';
 import { keysFor } from '../../src/redis/keys.js';
 import { useStore } from '../support/store.js';
-import { itemState, POISONS, poison } from '../support/poison.js';
+import { itemState, POISONS, poison, sideAToB } from '../support/poison.js';
 
 /**
  * Differential fuzz of the batched ACQUIRE: a random call of follow-ups of several projects (own
@@ -108,14 +108,7 @@ describe('a batched ACQUIRE with one poisoned item (differential fuzz)', () => {
         expect(rejected.status).toBe('rejected');
         expect((rejected as PromiseRejectedResult).reason).toBeInstanceOf(StoreItemError);
         // The healthy items' keys, side a mapped onto side b.
-        const mapping = new Map<string, string>();
-        for (let i = 0; i < half; i++) mapping.set(sideA[i]!.dispatchId, sideB[i]!.dispatchId);
-        for (let p = 0; p < 3; p++) mapping.set(project('a', p), project('b', p));
-        const map = (text: string) =>
-          text
-            .split(/([:|])/)
-            .map((part) => mapping.get(part) ?? part)
-            .join('');
+        const map = sideAToB(sideA, sideB, half, project);
         for (let i = 0; i < items.length; i++) {
           const [a, b] = [sideA[i]!, sideB[i]!];
           const read = async (ref: DispatchRef, mapped: (s: string) => string) => {

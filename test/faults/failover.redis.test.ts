@@ -1,24 +1,19 @@
-import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createProducer } from '../../src/producer/index.js';
-import { parseHostPorts, sentinelAddress } from '../../src/redis/address.js';
-import { connect } from '../../src/redis/connections.js';
 import type { CliProcess } from '../support/cli.js';
 import { masterAndReplicas, waitForFailover } from '../support/cluster-failover.js';
 import { useClusterFleet } from '../support/cluster-fleet.js';
-import { readEvents } from '../support/events.js';
+import { sentinelDrillFleet } from '../support/drill-fleet.js';
 import { drillInputs, failoverDrill, type FailoverResult } from '../support/failover-drill.js';
 import {
   killPrimary,
-  SENTINEL_NAME,
   startLocalSentinel,
   waitUntil,
   type LocalSentinel,
 } from '../support/redis-sentinel.js';
 import { stopAll, waitForWorkers } from '../support/roles.js';
-import { FAST_SETTINGS } from '../support/service.js';
-import { TEST_API_KEY, useSimulator } from '../support/simulator.js';
+import { useSimulator } from '../support/simulator.js';
 import { recordFigures, stopwatch } from './support/figures.js';
 import { SCALE } from './support/scale.js';
 
@@ -147,33 +142,14 @@ describe('3. Failover: Redis Sentinel, a Valkey primary + 1 replica, 3 sentinels
   it('the primary SIGKILLed again and again: every follow-up ends once, none sent twice', async (ctx) => {
     const watch = stopwatch();
     const deployment = sentinel as LocalSentinel;
-    const prefix = `f-sentinel-${randomBytes(4).toString('hex')}`;
-    const eventsStream = `${prefix}:events`;
-    const address = sentinelAddress(parseHostPorts(deployment.sentinels), SENTINEL_NAME);
-    const redis = connect(address, 'worker', 'test');
-    redis.on('error', () => {});
-    const producer = createProducer({
-      redisUrl: address,
-      prefix,
-      durability: { mode: 'fsync', replicas: 1, strict: false },
-    });
+    const { prefix, redis, producer, env, promptEvents, close } = sentinelDrillFleet(
+      deployment,
+      'f-sentinel',
+      simulator().url,
+    );
     try {
       const result = await failoverDrill({
-        env: {
-          ...FAST_SETTINGS,
-          REDIS_SENTINELS: deployment.sentinels,
-          REDIS_SENTINEL_NAME: SENTINEL_NAME,
-          REDIS_DURABILITY: 'replicas:1',
-          DISPATCH_PREFIX: prefix,
-          EVENTS_STREAM: eventsStream,
-          AGENT_API_URL: simulator().url,
-          AGENT_API_KEY: TEST_API_KEY,
-          STALLED_TIMEOUT: '3s',
-          SEND_TIMEOUT: '10s',
-          SEND_RATE_LIMIT: '20/2s',
-          REPAIR_GRACE: '5s',
-          LOG_LEVEL: 'warn',
-        },
+        env,
         workers: 3,
         pollers: 2,
         processes,
@@ -188,11 +164,7 @@ describe('3. Failover: Redis Sentinel, a Valkey primary + 1 replica, 3 sentinels
         kills,
         waitForRoles: () => waitForWorkers({ redis, prefix }, 3, { processes, timeoutMs: 90_000 }),
         kill: () => killPrimary(deployment, true),
-        promptEvents: async () =>
-          (await readEvents(redis, eventsStream)).flatMap((e) => {
-            const prompt = (e.event['meta'] as { prompt?: string } | null)?.prompt;
-            return prompt ? [{ dispatchId: e.dispatchId, prompt }] : [];
-          }),
+        promptEvents,
       });
       judge(
         ctx,
@@ -201,8 +173,7 @@ describe('3. Failover: Redis Sentinel, a Valkey primary + 1 replica, 3 sentinels
         watch(),
       );
     } finally {
-      await producer.close();
-      redis.disconnect();
+      await close();
     }
   });
 });

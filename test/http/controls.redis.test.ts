@@ -2,7 +2,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { keysFor } from '../../src/redis/keys.js';
 import { readEvents } from '../support/events.js';
 import { withNamespace } from '../support/namespace.js';
-import { expectNoLeakedHandles, startTestServer, useTestServer } from './fixture.js';
+import { bearerCall, expectNoLeakedHandles, startTestServer, useTestServer } from './fixture.js';
 
 const TOKEN = 'controls-secret-token';
 const PAGE_TOKEN = 'controls-page-token';
@@ -21,15 +21,7 @@ describe('the operator controls over HTTP', () => {
     () => ({ withProducer: true }),
   );
 
-  const call = (method: string, path: string, body?: unknown, token = TOKEN) =>
-    fetch(`${served.app.url}${path}`, {
-      method,
-      headers: {
-        authorization: `Bearer ${token}`,
-        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-      },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
+  const call = bearerCall(served, TOKEN);
   const controlKeys = async () => {
     const keys = keysFor(served.ns.prefix);
     return served.ns.redis.exists(keys.projectControls('P'), keys.controlledProjects);

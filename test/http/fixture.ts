@@ -124,6 +124,25 @@ export function useTestServer(
   };
 }
 
+/**
+ * A call to the server of `served` with a bearer token (`defaultToken` unless the call names
+ * another) and, when it has one, a JSON body. Reads the server at call time, once it has started.
+ */
+export function bearerCall(
+  served: ServedNamespace,
+  defaultToken: string,
+): (method: string, path: string, body?: unknown, token?: string) => Promise<Response> {
+  return (method, path, body, token = defaultToken) =>
+    fetch(`${served.app.url}${path}`, {
+      method,
+      headers: {
+        authorization: `Bearer ${token}`,
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+}
+
 /** Handle types that mean a test left a socket, server or child process open. */
 const LEAKS = ['TCPSocketWrap', 'TCPServerWrap', 'TCPWrap', 'ProcessWrap'];
 

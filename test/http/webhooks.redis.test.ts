@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { expectNoLeakedHandles, useTestServer } from './fixture.js';
+import { bearerCall, expectNoLeakedHandles, useTestServer } from './fixture.js';
 
 const TOKEN = 'webhooks-operator-token';
 
@@ -7,15 +7,7 @@ afterAll(() => expectNoLeakedHandles());
 
 describe('/v1/webhooks', () => {
   const served = useTestServer('http-webhooks', { OPERATOR_TOKEN: TOKEN });
-  const call = (method: string, path: string, body?: unknown, token = TOKEN) =>
-    fetch(`${served.app.url}${path}`, {
-      method,
-      headers: {
-        authorization: `Bearer ${token}`,
-        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-      },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
+  const call = bearerCall(served, TOKEN);
 
   it('adds, lists and removes a subscription; the secret is shown once, by the add', async () => {
     const added = await call('POST', '/v1/webhooks', {

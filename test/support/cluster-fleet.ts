@@ -6,6 +6,7 @@ import { connect } from '../../src/redis/connections.js';
 import { shardLayout, shardOf, type Shard } from '../../src/redis/keys.js';
 import type { Simulator } from '../../src/simulator/index.js';
 import type { CliProcess } from './cli.js';
+import { drillSettings } from './drill-fleet.js';
 import { keySlot } from '../../src/redis/slot.js';
 import {
   nodeOfSlot,
@@ -14,8 +15,6 @@ import {
   type LocalCluster,
 } from './redis-cluster.js';
 import { stopAll } from './roles.js';
-import { FAST_SETTINGS } from './service.js';
-import { TEST_API_KEY } from './simulator.js';
 
 /**
  * A fleet on a local Redis Cluster for a test file: the cluster (started before the first test,
@@ -104,21 +103,12 @@ function fleetOn(
     shardCount,
     processes: [],
     env: (settings = {}) => ({
-      ...FAST_SETTINGS,
+      ...drillSettings(simulator().url, eventsStream),
       REDIS_URL: cluster.url,
       REDIS_CLUSTER: 'true',
       REDIS_DURABILITY: 'none',
       DISPATCH_SHARDS: String(shardCount),
       DISPATCH_PREFIX: prefix,
-      EVENTS_STREAM: eventsStream,
-      AGENT_API_URL: simulator().url,
-      AGENT_API_KEY: TEST_API_KEY,
-      STALLED_TIMEOUT: '3s',
-      // A loaded 2-core machine (5 role processes, 3 nodes, other suites) can hold an answer past
-      // FAST_SETTINGS' 2 s: the send is then unknown, and a quick run may end it `ambiguous`.
-      SEND_TIMEOUT: '10s',
-      SEND_RATE_LIMIT: '20/2s',
-      LOG_LEVEL: 'warn',
       ...settings,
     }),
     shards,

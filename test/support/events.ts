@@ -69,3 +69,40 @@ export function completedStatus(event: StreamEvent | undefined): Record<string, 
     job: { status: 'completed', prLink: event?.prLink },
   };
 }
+
+/** The fields of a `followup.completed` event that {@link addCompletedEvent} publishes. */
+export interface CompletedEvent {
+  readonly dispatchId: string;
+  readonly projectId: string;
+  readonly jobId: string;
+  /** The event's `event` field, as the JSON it is stored as. */
+  readonly event: string;
+}
+
+/** Publishes a `followup.completed` event (no PR link) on `stream`, as a poller writes one. */
+export async function addCompletedEvent(
+  redis: Redis,
+  stream: string,
+  { dispatchId, projectId, jobId, event }: CompletedEvent,
+): Promise<void> {
+  await redis.xadd(
+    stream,
+    '*',
+    'type',
+    'followup.completed',
+    'dispatchId',
+    dispatchId,
+    'projectId',
+    projectId,
+    'jobId',
+    jobId,
+    'status',
+    'completed',
+    'prLink',
+    '',
+    'event',
+    event,
+    'v',
+    '1',
+  );
+}

@@ -109,3 +109,27 @@ export async function itemState(
   }
   return state;
 }
+
+/**
+ * Rewrites a text of side a (a record's field, a lane entry) in side b's names: the first `half`
+ * dispatch ids and projects 0-2 (`project(side, p)`) of each side, mapped pairwise, so that a
+ * healthy item of a call with a poisoned item compares equal with its twin of a call without.
+ */
+export function sideAToB(
+  sideA: readonly DispatchRef[],
+  sideB: readonly DispatchRef[],
+  half: number,
+  project: (side: string, p: number) => string,
+): (text: string) => string {
+  const mapping = new Map<string, string>();
+  for (let i = 0; i < half; i++) {
+    const [a, b] = [sideA[i], sideB[i]];
+    if (a && b) mapping.set(a.dispatchId, b.dispatchId);
+  }
+  for (let p = 0; p < 3; p++) mapping.set(project('a', p), project('b', p));
+  return (text) =>
+    text
+      .split(/([:|])/)
+      .map((part) => mapping.get(part) ?? part)
+      .join('');
+}

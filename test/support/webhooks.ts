@@ -4,6 +4,7 @@ import type { Role } from '../../src/runtime/role.js';
 import { createLogger } from '../../src/telemetry/logger.js';
 import { createMetrics, type Metrics } from '../../src/telemetry/metrics.js';
 import { startWebhooks } from '../../src/webhooks/index.js';
+import { addCompletedEvent } from './events.js';
 import { eventually, type Namespace } from './namespace.js';
 
 /** A webhook deliverer running in the test process, with its own metrics. */
@@ -43,26 +44,12 @@ export async function publishEvents(
 ): Promise<void> {
   for (const dispatchId of ids) {
     const event = JSON.stringify({ dispatchId, projectId, jobId: 'j1', meta: null, reason: null });
-    await ns.redis.xadd(
-      ns.eventsStream,
-      '*',
-      'type',
-      'followup.completed',
-      'dispatchId',
+    await addCompletedEvent(ns.redis, ns.eventsStream, {
       dispatchId,
-      'projectId',
       projectId,
-      'jobId',
-      'j1',
-      'status',
-      'completed',
-      'prLink',
-      '',
-      'event',
+      jobId: 'j1',
       event,
-      'v',
-      '1',
-    );
+    });
   }
 }
 

@@ -1,0 +1,59 @@
+import type { Redis } from 'ioredis';
+import { connect } from '../redis/connections.js';
+import type { ProducerOptions } from './api.js';
+import { diskGuard, type DiskGuard } from './disk.js';
+import { fleetOf, type Fleet } from './fleet.js';
+
+/**
+ * What the producer and `createAdmin` open alike: one fail-fast connection, the disk guard of
+ * `REDIS_DURABILITY` on it, and the fleet's shards, so both read the same defaults.
+ */
+
+/** The options both tools share (`AdminOptions` has the same fields). */
+export type ToolOptions = Pick<
+  ProducerOptions,
+  | 'redisUrl'
+  | 'prefix'
+  | 'eventsStream'
+  | 'eventsMaxLen'
+  | 'dispatchRetentionMs'
+  | 'connection'
+  | 'readyTimeoutMs'
+  | 'shards'
+  | 'cluster'
+  | 'durability'
+  | 'durabilityTimeoutMs'
+>;
+
+/** A tool's connection (`options.connection` when given), its disk guard and its shards. */
+export interface ToolParts {
+  readonly redis: Redis;
+  readonly disk: DiskGuard;
+  readonly fleet: Fleet;
+}
+
+/** Opens the parts of the tool named `name` (the connection's name) for `options`. */
+export function openTool(options: ToolOptions, name: string): ToolParts {
+  const cluster = options.cluster ?? false;
+  const redis =
+    options.connection ??
+    connect({ redisUrl: options.redisUrl, redisCluster: cluster }, 'producer', name);
+  redis.on('error', () => {
+    // Failures reach the caller as rejected calls; the fail-fast connection never queues them.
+  });
+  const disk = diskGuard(options.durability, options.durabilityTimeoutMs ?? 5_000, redis);
+  const fleet = fleetOf(redis, {
+    prefix: options.prefix ?? 'agent-dispatch',
+    eventsStream: options.eventsStream ?? 'agent-dispatch:events',
+    cluster,
+    shards: options.shards,
+    ending: {
+      eventsMaxLen: options.eventsMaxLen ?? 1_000_000,
+      retentionMs: options.dispatchRetentionMs ?? 7 * 86_400_000,
+      // A cancel or a control waits for the disk before it answers, as an enqueue does.
+      durability: disk.wait,
+    },
+    readyTimeoutMs: options.readyTimeoutMs ?? 5_000,
+  });
+  return { redis, disk, fleet };
+}
