@@ -119,18 +119,25 @@ async function frozenReplicaOf(masterUrl: string) {
   const pid = Number(/process_id:(\d+)/.exec(await client.info('server'))?.[1]);
   client.disconnect();
   const masterClient = new Redis(masterUrl);
+  const replicaClient = new Redis(replica.url);
+  // In sync first (its link up, listed by the master): a replica stopped mid-sync would leave
+  // the master's transfer to it hanging.
   await eventually(
     async () => {
+      const linked = /master_link_status:up/.test(await replicaClient.info('replication'));
       const role = (await masterClient.call('ROLE')) as unknown[];
-      return Array.isArray(role[2]) && role[2].length === 1 ? true : undefined;
+      return linked && Array.isArray(role[2]) && role[2].length === 1 ? true : undefined;
     },
-    { what: 'the replica listed by its master' },
+    { timeoutMs: 30_000, what: 'the replica in sync with its master' },
   );
   masterClient.disconnect();
+  replicaClient.disconnect();
   process.kill(pid, 'SIGSTOP');
   return {
     async destroy() {
+      // SIGKILL: a replica let go on after its stop may take its time over a graceful shutdown.
       process.kill(pid, 'SIGCONT');
+      await replica.stop('SIGKILL');
       await replica.destroy();
     },
   };
