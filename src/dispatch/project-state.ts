@@ -3,8 +3,8 @@ import { budgetMarginMs } from './budget.js';
 
 /**
  * `project show`'s reading of one project (projectShow-5.lua), decoded and judged: the controls
- * are written by this service's scripts, but Redis holds whatever anyone wrote (an older version,
- * a hand-typed HSET), and a view must render it all. Each value that ACQUIRE could not use as
+ * are written by this service's scripts, but Redis holds whatever anyone wrote (a hand-typed
+ * HSET), and a view must render it all. Each value that ACQUIRE could not use as
  * meant, or that is not a time, becomes a finding (`invalid stored ...`) beside a safe value.
  */
 
