@@ -72,10 +72,10 @@ const NOTE_TIMEOUT_MS = 2_000;
 /**
  * Says once, at start, when the server's `hash-max-listpack-value` is below the
  * {@link LISTPACK_VALUE_BYTES} of the servers we ship: it then keeps the record of every sent
- * follow-up (which holds the agent job's snapshot) as a hashtable, about 1.3 KiB instead of a
- * 750-byte listpack, for `DISPATCH_RETENTION` after the event. A hint, not a fault: nothing is
- * said where CONFIG GET is refused (managed services) or does not know the name. A record holding
- * a `meta` or an id longer than the setting is a hashtable whatever the snapshot.
+ * follow-up (which holds the agent job's snapshot) as a hashtable instead of a listpack, for
+ * `DISPATCH_RETENTION` after the event. A hint, not a fault: nothing is said where CONFIG GET is
+ * refused (managed services) or does not know the name. A record holding a `meta` or an id longer
+ * than the setting is a hashtable whatever the snapshot.
  */
 async function noteRecordEncoding(redis: Redis, logger: Logger): Promise<void> {
   // A hint must not hold up the start: past NOTE_TIMEOUT_MS it is left unsaid.

@@ -190,8 +190,8 @@ export interface ShardView {
 const bare = (name: string) => name.replace(/[{}]/g, '');
 
 /**
- * The shards of a deployment. One shard on a single Redis keeps today's names exactly (`prefix`,
- * `eventsStream`), so an existing deployment keeps working. Otherwise (more than one shard, or a
+ * The shards of a deployment. One shard on a single Redis uses the settings' names as they are
+ * (`prefix`, `eventsStream`), so its keys read as configured. Otherwise (more than one shard, or a
  * cluster) shard `i` has prefix `{<tag>}` and stream `<eventsStream>:{<tag>}`, the braces of the
  * settings left out; `<tag>` is `<prefix>:<i>`, suffixed `.<k>` when needed to put its slot in the
  * `i`-th `count`th of the slot space (see slot.ts), so shards spread evenly over the masters.

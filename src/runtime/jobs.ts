@@ -115,7 +115,7 @@ export function dispatchJobOptions(attempts: number, baseMs = backoffBaseMs()): 
 /**
  * The BullMQ job of a dispatch as BullMQ's `addJobToTransaction` takes it: what `asJSON()` of a
  * new `Job` with these options answers (test/producer/job-json.redis.test.ts compares them),
- * built directly, since a `Job` instance per follow-up cost the producer more than the add.
+ * built directly: a `Job` instance per follow-up would cost the producer more than the add.
  */
 export function dispatchJobJson(
   ref: DispatchJobRef,
