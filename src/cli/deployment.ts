@@ -108,8 +108,8 @@ async function listpackValueBytes(redis: Redis): Promise<number | undefined> {
 /**
  * Refuses a shard count other than the recorded one while the recorded layout still has
  * unfinished follow-ups or project controls (a pause left there would not hold); otherwise
- * records this one. A Redis without a record on a single Redis was written with one shard:
- * before shards existed, or by a tool before any role started.
+ * records this one. A single Redis without a record was written with one shard, if at all: by a
+ * tool (a producer, the CLI) before any role started.
  */
 async function checkShardCount(redis: Redis, config: Config): Promise<void> {
   const { prefix, eventsStream, shardCount, redisCluster } = config;
