@@ -7,9 +7,9 @@
  * What a scenario not started yet will take is its `minimumMs`, measured on a slow and busy
  * machine, times the pace of this machine: how long the calibrating scenario (a short one that
  * runs first, every repeat of it, which its minimum covers) took against its minimum, between
- * {@link PACE_FLOOR} and 1. Without the pace, the minimums (about 690 s in all) left no room for
- * any repeat of the early scenarios even where one run of everything took 330 s, so the figures
- * the issues watch (drain, sendMany, the poller's p99) came from single runs.
+ * {@link PACE_FLOOR} and 1. Without the pace, a slow machine's minimums would leave a fast one no
+ * room for any repeat of the early scenarios, and the figures watched (drain, sendMany, the
+ * poller's p99) would come from single runs.
  */
 
 /** Where the whole run must end, with a margin for writing the report and stopping Redis. */

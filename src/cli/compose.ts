@@ -151,8 +151,8 @@ export async function startServing(kit: RoleKit, options: ServingOptions): Promi
 }
 
 /**
- * The send pause of each shard the process serves, as `/readyz` checks it: `auth` with one shard
- * (the name it always had), `auth:shard 3` for each served shard otherwise.
+ * The send pause of each shard the process serves, as `/readyz` checks it: `auth` with one shard,
+ * `auth:shard 3` for each served shard otherwise.
  */
 function sendPausesOf(config: Config, shards: readonly ShardView[]): SendPauseCheck[] {
   const served = new Set(servedShards(config).map((shard) => shard.index));

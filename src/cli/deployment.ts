@@ -72,10 +72,10 @@ const NOTE_TIMEOUT_MS = 2_000;
 /**
  * Says once, at start, when the server's `hash-max-listpack-value` is below the
  * {@link LISTPACK_VALUE_BYTES} of the servers we ship: it then keeps the record of every sent
- * follow-up (which holds the agent job's snapshot) as a hashtable, about 1.3 KiB instead of a
- * 750-byte listpack, for `DISPATCH_RETENTION` after the event. A hint, not a fault: nothing is
- * said where CONFIG GET is refused (managed services) or does not know the name. A record holding
- * a `meta` or an id longer than the setting is a hashtable whatever the snapshot.
+ * follow-up (which holds the agent job's snapshot) as a hashtable instead of a listpack, for
+ * `DISPATCH_RETENTION` after the event. A hint, not a fault: nothing is said where CONFIG GET is
+ * refused (managed services) or does not know the name. A record holding a `meta` or an id longer
+ * than the setting is a hashtable whatever the snapshot.
  */
 async function noteRecordEncoding(redis: Redis, logger: Logger): Promise<void> {
   // A hint must not hold up the start: past NOTE_TIMEOUT_MS it is left unsaid.
@@ -108,8 +108,8 @@ async function listpackValueBytes(redis: Redis): Promise<number | undefined> {
 /**
  * Refuses a shard count other than the recorded one while the recorded layout still has
  * unfinished follow-ups or project controls (a pause left there would not hold); otherwise
- * records this one. A Redis without a record on a single Redis was written with one shard:
- * before shards existed, or by a tool before any role started.
+ * records this one. A single Redis without a record was written with one shard, if at all: by a
+ * tool (a producer, the CLI) before any role started.
  */
 async function checkShardCount(redis: Redis, config: Config): Promise<void> {
   const { prefix, eventsStream, shardCount, redisCluster } = config;

@@ -69,8 +69,8 @@ export async function endUndeliverable(
 }
 
 /**
- * A job whose payload this version cannot read (an older version wrote it, or something else
- * did). Its dispatch, when there is one, ends undeliverable; the job completes, so it cannot loop.
+ * A job whose payload cannot be read (something other than a producer wrote it). Its dispatch,
+ * when there is one, ends undeliverable; the job completes, so it cannot loop.
  */
 export async function poison(ctx: RoleContext, job: Job, reason: string): Promise<string> {
   // An empty id names nothing: fall back to the job's own id, so the orphan event still goes out.

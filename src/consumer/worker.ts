@@ -51,7 +51,7 @@ export function startConsumer(options: RoleOptions): Role {
       metrics.inFlight.set({ worker: workerId }, ++inFlight);
       try {
         // One `process dispatch` span per run, in the follow-up's trace; a park is no failure.
-        // A payload this version cannot read is a poison job, ended by the processor.
+        // A payload that cannot be read is a poison job, ended by the processor.
         const ref = readDispatchJob(job);
         return await inProcessSpan(
           {

@@ -41,7 +41,7 @@ export async function acquireMany(
   items: readonly Acquire[],
 ): Promise<(Acquired | ItemFailure)[]> {
   const { keys, options } = state;
-  const keyList = [keys.tracked, keys.authPause, keys.open];
+  const keyList = [keys.tracked, keys.authPause];
   const args: (string | number)[] = [items.length, keys.dispatch(''), options.promptMaxBytes ?? 0];
   for (const { ref, rate, toleranceMs, firstPollMs, attemptToken } of items) {
     keyList.push(

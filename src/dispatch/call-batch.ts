@@ -5,8 +5,8 @@
  * and a poller's reads end in bursts (many answers arrive in the same turn), so under load one
  * script call carries many ACQUIREs, MARK_SENTs, RESCHEDULEs or FINISHes: one command to write and
  * one reply to read instead of one each, for Redis and for the process. Alone, an item waits for
- * the end of the current turn only (`process.nextTick` made smaller batches and was slower in the
- * bench: CHANGELOG, known issues).
+ * the end of the current turn only: not for `process.nextTick`, which runs before the turn's other
+ * answers are read, so its batches would be smaller.
  *
  * A failed `run` fails every item it carried, as each would have failed alone; an item that `run`
  * answers with an {@link ItemFailure} (a wait for the disk that only some items needed) fails

@@ -19,7 +19,7 @@ import { issueProblems, withoutNulls } from './followup-input.js';
 export const META_MAX_BYTES = 4096;
 /**
  * Deepest `meta` accepted, in levels of objects and arrays (`{}` is 1). Checked before the schema:
- * zod validates JSON recursively, and 1,500 levels (3 KB of `[`) overflowed the stack.
+ * zod validates JSON recursively, and a few KB of `[` would overflow the stack.
  */
 export const META_MAX_DEPTH = 32;
 /** Largest project id, job id and idempotency key accepted. */
@@ -65,7 +65,7 @@ const meta = z.record(z.string(), z.json(), { error: 'must be a JSON object' });
 
 /** The schema of one follow-up; `promptMaxBytes` comes from `PROMPT_MAX_BYTES`. */
 export function followUpSchema(promptMaxBytes: number) {
-  // Built once per limit: building it per call was a fifth of the producer's CPU (BENCHMARKS.md).
+  // Built once per limit: building a schema costs far more than using it, and sends are many.
   let schema = schemas.get(promptMaxBytes);
   if (!schema) {
     schema = buildSchema(promptMaxBytes);
@@ -163,7 +163,7 @@ const FIELDS: ReadonlySet<string> = new Set(['projectId', 'jobId', 'prompt', 'ke
 
 /**
  * The follow-up that `input` is when it is a plain object of valid fields without `meta`, the
- * common case, checked without the schema (whose walk cost more than the rest of a send);
+ * common case, checked without the schema (whose walk costs more than the rest of a send);
  * `undefined` for anything else, which the schema then checks and words the problems of. It
  * accepts only what the schema accepts, and answers what the schema answers (fields read the same
  * way, `for...in` included: test/dispatch/followup.test.ts compares the two).

@@ -10,7 +10,6 @@ import type { StoreState } from './store-state.js';
  * - a lane of one (see `lua/includes/lane.lua`) is its project's lane heads field, and the
  *   project is named in the lane projects set (`Keys.laneProjects`);
  * - a follow-up in a lane of two or more is in the open index (`Keys.open`), by enqueue time.
- *   An earlier version put every dispatch there; those are walked the same way until they end.
  *
  * A walk reads the open index first, oldest first, then the lanes of one, project by project.
  */
@@ -48,9 +47,9 @@ export interface OpenPage {
 export const OPEN_WALK_START = '0';
 
 /**
- * A cursor is the rank in the open index where the walk goes on (as earlier versions stored the
- * repair sweep's), or, once the walk reached the lanes of one, `lanes:<HSCAN cursor>:<project>`,
- * where the project is as named in the lane projects set ('' = the first).
+ * A cursor is the rank in the open index where the walk goes on, or, once the walk reached the
+ * lanes of one, `lanes:<HSCAN cursor>:<project>`, where the project is as named in the lane
+ * projects set ('' = the first).
  */
 const LANES = 'lanes:';
 
@@ -203,10 +202,7 @@ export class OpenIndex {
     if (failed) throw failed;
   }
 
-  /**
-   * How many dispatches are not finished yet: a change of shard count waits for 0. One an earlier
-   * version put both in the open index and in its lane heads counts twice.
-   */
+  /** How many dispatches are not finished yet: a change of shard count waits for 0. */
   async count(): Promise<number> {
     const { redis, keys } = this.#state;
     let total = await redis.zcard(keys.open);

@@ -3,8 +3,8 @@ import { budgetMarginMs } from './budget.js';
 
 /**
  * `project show`'s reading of one project (projectShow-5.lua), decoded and judged: the controls
- * are written by this service's scripts, but Redis holds whatever anyone wrote (an older version,
- * a hand-typed HSET), and a view must render it all. Each value that ACQUIRE could not use as
+ * are written by this service's scripts, but Redis holds whatever anyone wrote (a hand-typed
+ * HSET), and a view must render it all. Each value that ACQUIRE could not use as
  * meant, or that is not a time, becomes a finding (`invalid stored ...`) beside a safe value.
  */
 
@@ -108,7 +108,7 @@ const ACQUIRE_WINDOW_MAX_MS = 1e13;
  * What is wrong with a stored limit, or `undefined`. ACQUIRE counts with `max`, `windowMs` (margin
  * included) and `toleranceMs`, and stops each follow-up of the project as a store item error when
  * one is out of its bounds (acquire-reads.lua), so each such value is a finding here too; `limit`
- * is their text for people. A window past a day (allowed before limits were bounded) still holds.
+ * is their text for people. A window past a day (written by hand) is a finding ACQUIRE counts with.
  */
 function judgeLimit(
   limit: string,

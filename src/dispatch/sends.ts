@@ -42,11 +42,7 @@ export class Sends {
       [null, null],
     ]) as [[Error | null, Record<string, string>], [Error | null, string | null]];
     if (hashErr ?? promptErr) throw hashErr ?? promptErr;
-    // A record written before prompts had their own key holds its prompt itself (as ACQUIRE reads).
-    return parseRecord(
-      dispatchId,
-      prompt === null || 'prompt' in hash ? hash : { ...hash, prompt },
-    );
+    return parseRecord(dispatchId, prompt === null ? hash : { ...hash, prompt });
   }
 
   /** Reads several records in one round trip, all but their prompts; missing: `undefined`. */

@@ -88,7 +88,7 @@ function isBodyParserError(err: unknown): err is BodyParserError {
 
 /**
  * A compressed body that does not inflate: the body parser passes zlib's own error on, with a
- * 400 status but no `type`, which used to end as a 500.
+ * 400 status but no `type`; it is the client's error, not a 500.
  */
 function isInflateError(err: unknown): boolean {
   if (typeof err !== 'object' || err === null) return false;

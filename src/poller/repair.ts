@@ -8,18 +8,18 @@ import { LIFECYCLE } from '../telemetry/names.js';
 
 /**
  * The repair sweep. A queued dispatch moves only when its BullMQ job runs; a job can vanish behind
- * the service's back (a manual `DEL`, an operator emptying the queue, an old version, a crash
- * between steps), and its record would then stay `queued` and block its lane forever. So the
- * poller walks the open dispatches (`DispatchStore.open`) and gives a queued one whose job is
- * gone (or ended while it was still queued) a job again. The new job is an ordinary dispatch job:
- * the worker checks lane, park and budget as always, and a spurious one finds the record moved on
- * and ends.
+ * the service's back (a manual `DEL`, an operator emptying the queue, a crash between steps),
+ * and its record would then stay `queued` and block its lane forever. So the poller walks the
+ * open dispatches (`DispatchStore.open`) and gives a queued one whose job is gone (or ended while
+ * it was still queued) a job again. The new job is an ordinary dispatch job: the worker checks
+ * lane, park and budget as always, and a spurious one finds the record moved on and ends.
  *
  * Cost: a pass starts at most once per `REPAIR_GRACE`, and each poll tick reads one page of about
  * {@link SWEEP_PAGE} open dispatches (a ZRANGE of the open index or a script call that scans lanes
  * of one, a pipeline of HMGETs without the prompt, and one pipeline of three reads per queued
- * one), so a backlog of 10 000 is walked in about 20 ticks, never all in one. Dispatches younger than the grace are not looked at: REGISTER and the job's `add`
- * share one MULTI, so a job is never legitimately missing for more than an instant.
+ * one), so a backlog of 10 000 is walked in about 20 ticks, never all in one. Dispatches younger
+ * than the grace are not looked at: REGISTER and the job's `add` share one MULTI, so a job is
+ * never legitimately missing for more than an instant.
  */
 
 /** Open dispatches read per tick. */

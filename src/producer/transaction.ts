@@ -25,8 +25,8 @@ import {
  * or neither does; then the wait for the disk (`REDIS_DURABILITY`) before the answers. A traced
  * follow-up's `traceparent` rides in both, in the same commands: tracing adds no round trip.
  *
- * Scripts: REGISTER (3.6 KB) is loaded at the start of every MULTI, so it can never be missing when
- * it runs. BullMQ's job add (about 20 KB) is sent as ioredis sends it: its source once per
+ * Scripts: REGISTER is loaded at the start of every MULTI, so it can never be missing when it
+ * runs. BullMQ's job add, a much larger script, is sent as ioredis sends it: its source once per
  * connection, then by SHA. If the server forgot it (SCRIPT FLUSH, or a restart behind a kept
  * connection), the adds fail NOSCRIPT inside the committed MULTI while the REGISTER landed: a
  * record without its job, which {@link addMissingJobs} completes at once with a second MULTI that

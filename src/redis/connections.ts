@@ -42,7 +42,7 @@ export function connect(target: RedisTarget | string, role: ConnectionRole, name
     connectionName: `agent-dispatch:${name}`,
     retryStrategy,
   };
-  // No address: ioredis's default (localhost:6379), as before addresses were parsed here.
+  // No address: ioredis's default (localhost:6379).
   if (redisUrl === '') return new Redis(options);
   const address = parseRedisAddress(redisUrl);
   if (address.kind === 'sentinel') {

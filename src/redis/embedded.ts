@@ -90,11 +90,10 @@ export async function startEmbeddedRedis(options: EmbeddedRedisOptions): Promise
 /**
  * Redis's `hash-max-listpack-value` that the servers we ship (this one, docker-compose.yml) run
  * with: a hash whose every value is at most this long is kept as a compact listpack. From
- * MARK_SENT on, a follow-up's record holds the agent job's last snapshot, about 250 bytes of
- * JSON: at Redis's default of 64 the record becomes a hashtable, about 1.3 KiB, kept for
- * `DISPATCH_RETENTION` after the event; at 512 it stays a listpack of about 750 bytes
- * (BENCHMARKS.md, section 8) unless its `meta` is longer. Our hashes hold a few dozen short fields
- * at most, so a listpack lookup stays short.
+ * MARK_SENT on, a follow-up's record holds the agent job's last snapshot, a few hundred bytes of
+ * JSON: at Redis's default of 64 the record becomes a hashtable, kept for `DISPATCH_RETENTION`
+ * after the event; at 512 it stays a listpack, a fraction of that size, unless its `meta` is
+ * longer. Our hashes hold a few dozen short fields at most, so a listpack lookup stays short.
  */
 export const LISTPACK_VALUE_BYTES = 512;
 

@@ -38,8 +38,8 @@ export interface Keys {
   dispatch(dispatchId: string): string;
   /**
    * String: the prompt of one follow-up, from REGISTER until FINISH. Kept apart from its record
-   * so that the record's fields all stay short: Redis then stores the record as a listpack
-   * (about 240 bytes) instead of a hash table (about 950).
+   * so that the record's fields all stay short: Redis then stores the record as a compact
+   * listpack instead of a hash table.
    */
   prompt(dispatchId: string): string;
   /**
@@ -99,17 +99,12 @@ export interface Keys {
    * Sorted set: the dispatches not finished yet that are not a lane of one (REGISTER adds those
    * in a lane of two or more, FINISH removes), scored by their enqueue time; a lane of one is
    * found through {@link Keys.laneProjects} instead. The poller's repair sweep walks both to find
-   * queued dispatches whose BullMQ job vanished (see `dispatch/open-index.ts`). An earlier
-   * version added every dispatch here.
+   * queued dispatches whose BullMQ job vanished (see `dispatch/open-index.ts`).
    */
   readonly open: string;
   /** String, with a TTL: set while a repair pass ran within the last `REPAIR_GRACE`. */
   readonly repairGate: string;
-  /**
-   * String: where the running repair pass goes on (`OpenIndex.page`'s cursor). Earlier versions
-   * kept a rank in the open index under `repair:cursor`, which this version leaves to them: a
-   * poller of either version beside the other reads only its own.
-   */
+  /** String: where the running repair pass goes on (`OpenIndex.page`'s cursor). */
   readonly repairCursor: string;
   /** String: the lock that keeps poll ticks from overlapping across poller processes. */
   readonly pollLock: string;
@@ -195,8 +190,8 @@ export interface ShardView {
 const bare = (name: string) => name.replace(/[{}]/g, '');
 
 /**
- * The shards of a deployment. One shard on a single Redis keeps today's names exactly (`prefix`,
- * `eventsStream`), so an existing deployment keeps working. Otherwise (more than one shard, or a
+ * The shards of a deployment. One shard on a single Redis uses the settings' names as they are
+ * (`prefix`, `eventsStream`), so its keys read as configured. Otherwise (more than one shard, or a
  * cluster) shard `i` has prefix `{<tag>}` and stream `<eventsStream>:{<tag>}`, the braces of the
  * settings left out; `<tag>` is `<prefix>:<i>`, suffixed `.<k>` when needed to put its slot in the
  * `i`-th `count`th of the slot space (see slot.ts), so shards spread evenly over the masters.

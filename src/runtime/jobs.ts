@@ -7,79 +7,60 @@ import { TRACEPARENT } from '../telemetry/trace-context.js';
 
 /**
  * The BullMQ job that carries a dispatch to a worker. Its payload holds ids only: the prompt and
- * everything else live in the dispatch record, so a job written by an older version still finds
- * the current truth, and nothing large or sensitive sits in BullMQ's hashes or the dashboard.
+ * everything else live in the dispatch record, so nothing large or sensitive sits in BullMQ's
+ * hashes or the dashboard.
  *
- * Two formats are read. This version writes the second, the compact one:
- * `{"p": projectId, "j": jobId}`, with `"d": dispatchId` only when the BullMQ job id is not the
- * dispatch id (a resend's or a repair's job) and `"t": traceparent` for a traced follow-up. Every
- * field of a job hash then stays within Redis's `hash-max-listpack-value` (64 bytes) while the two
- * ids take at most 49 bytes together (as JSON), and Redis keeps the hash as a listpack: about 420
- * bytes less per queued follow-up than the first format, `{"v": 1, "dispatchId", "projectId",
- * "jobId", "traceparent"}`, which is still read (jobs queued before an upgrade). A worker of an
- * earlier version cannot read the compact one: upgrade workers before producers.
+ * The payload is `{"p": projectId, "j": jobId}`, with `"d": dispatchId` only when the BullMQ job
+ * id is not the dispatch id (a resend's or a repair's job) and `"t": traceparent` for a traced
+ * follow-up. Short keys keep every field of a job hash within Redis's `hash-max-listpack-value`
+ * (64 bytes) while the two ids take at most 49 bytes together (as JSON), so Redis keeps the hash
+ * as a listpack. A payload with other fields was written by something else: it is not read.
  */
-const payloadV1 = z.object({
-  v: z.literal(1),
-  dispatchId: z.string().min(1),
+const payload = z.strictObject({
   // Checked as the producer checks them, before ACQUIRE spends anything on the job: the ids go
   // into keys and the URL of the POST.
-  projectId: identifier,
-  jobId: identifier,
-  /** The follow-up's trace context (also in its record), so a worker's span joins its trace. */
-  // A malformed one is dropped, never a reason to refuse the job.
-  traceparent: z.string().regex(TRACEPARENT).optional().catch(undefined),
-});
-
-/** The compact format (see above): no `v`; `d` defaults to the BullMQ job's id. */
-const payloadV2 = z.object({
   p: identifier,
   j: identifier,
+  /** The dispatch id; the BullMQ job's id when absent. */
   d: z.string().min(1).optional(),
+  /** The follow-up's trace context (also in its record), so a worker's span joins its trace. */
+  // A malformed one is dropped, never a reason to refuse the job.
   t: z.string().regex(TRACEPARENT).optional().catch(undefined),
 });
 
-/** What a dispatch's BullMQ job holds as its `data`, in either format. */
-export type DispatchJobData = z.input<typeof payloadV1> | z.input<typeof payloadV2>;
+/** What a dispatch's BullMQ job holds as its `data`. */
+export type DispatchJobData = z.input<typeof payload>;
 
 /** What a worker reads from a dispatch's BullMQ job: which dispatch, and its trace context. */
 export interface DispatchJobRef extends DispatchRef {
   readonly traceparent?: string | undefined;
 }
 
-/** The payload of the BullMQ job `bullJobId` that carries dispatch `ref` (the compact format). */
+/** The payload of the BullMQ job `bullJobId` that carries dispatch `ref`. */
 export function dispatchJobPayload(ref: DispatchJobRef, bullJobId: string): DispatchJobData {
-  const payload: z.input<typeof payloadV2> = { p: ref.projectId, j: ref.jobId };
-  if (bullJobId !== ref.dispatchId) payload.d = ref.dispatchId;
-  if (ref.traceparent) payload.t = ref.traceparent;
-  return payload;
+  const data: DispatchJobData = { p: ref.projectId, j: ref.jobId };
+  if (bullJobId !== ref.dispatchId) data.d = ref.dispatchId;
+  if (ref.traceparent) data.t = ref.traceparent;
+  return data;
 }
 
 /**
- * Reads the dispatch a BullMQ job carries, in either format; `undefined` when its payload is not
- * one this version can read (a poison job).
+ * Reads the dispatch a BullMQ job carries; `undefined` when its payload cannot be read (a poison
+ * job).
  */
 export function readDispatchJob(job: {
   readonly id?: string | undefined;
   readonly data: unknown;
 }): DispatchJobRef | undefined {
-  const data: unknown = job.data;
-  if (typeof data !== 'object' || data === null) return undefined;
-  if ('v' in data) {
-    const v1 = payloadV1.safeParse(data);
-    if (!v1.success) return undefined;
-    const { dispatchId, projectId, jobId, traceparent } = v1.data;
-    return { dispatchId, projectId, jobId, traceparent };
-  }
-  const v2 = payloadV2.safeParse(data);
-  const dispatchId = v2.data?.d ?? job.id;
-  if (!v2.success || !dispatchId) return undefined;
-  return { dispatchId, projectId: v2.data.p, jobId: v2.data.j, traceparent: v2.data.t };
+  const read = payload.safeParse(job.data);
+  const dispatchId = read.data?.d ?? job.id;
+  if (!read.success || !dispatchId) return undefined;
+  return { dispatchId, projectId: read.data.p, jobId: read.data.j, traceparent: read.data.t };
 }
 
 /**
- * The ids a job's payload names, read field by field in either format, `''` for what it lacks:
- * the event of a job whose payload cannot be read carries what there is.
+ * The ids a job's payload names, read field by field, `''` for what it lacks: the event of a job
+ * whose payload cannot be read carries what there is.
  */
 export function claimedIds(job: { readonly id?: string | undefined; readonly data: unknown }): {
   dispatchId: string;
@@ -90,18 +71,11 @@ export function claimedIds(job: { readonly id?: string | undefined; readonly dat
     string,
     unknown
   >;
-  const text = (...names: string[]) => {
-    for (const name of names) {
-      const value = data[name];
-      if (typeof value === 'string' && value !== '') return value;
-    }
-    return '';
+  const text = (name: string) => {
+    const value = data[name];
+    return typeof value === 'string' ? value : '';
   };
-  return {
-    dispatchId: text('dispatchId', 'd') || (job.id ?? ''),
-    projectId: text('projectId', 'p'),
-    jobId: text('jobId', 'j'),
-  };
+  return { dispatchId: text('d') || (job.id ?? ''), projectId: text('p'), jobId: text('j') };
 }
 
 /** BullMQ job name of a dispatch (shown on the dashboard). */
@@ -109,10 +83,9 @@ export const DISPATCH_JOB_NAME = 'followup';
 
 /**
  * Retention of finished BullMQ jobs, set on the dispatch queue's Worker (BullMQ applies it to
- * every job that carries none of its own), so that each job's hash does not hold it: 75 bytes
- * less per job on the wire, 128 bytes less per queued job in Redis. Jobs added by an older version carry it
- * themselves, with the same values. Shorter than `DISPATCH_RETENTION` on purpose: while a
- * dispatch record exists, its BullMQ job id must not come back to life with a stale payload.
+ * every job that carries none of its own), so that no job's hash holds it and no add sends it.
+ * Shorter than `DISPATCH_RETENTION` on purpose: while a dispatch record exists, its BullMQ job id
+ * must not come back to life with a stale payload.
  * @defaultValue completed: 1 hour or the last 10 000; failed: 1 day.
  */
 export const DISPATCH_JOB_RETENTION = {
@@ -142,7 +115,7 @@ export function dispatchJobOptions(attempts: number, baseMs = backoffBaseMs()): 
 /**
  * The BullMQ job of a dispatch as BullMQ's `addJobToTransaction` takes it: what `asJSON()` of a
  * new `Job` with these options answers (test/producer/job-json.redis.test.ts compares them),
- * built directly, since a `Job` instance per follow-up cost the producer more than the add.
+ * built directly: a `Job` instance per follow-up would cost the producer more than the add.
  */
 export function dispatchJobJson(
   ref: DispatchJobRef,
@@ -183,9 +156,8 @@ const RANDOM_ID_CHARS = 22;
 /**
  * A random dispatch id: 22 letters and digits, the first a letter (about 130 random bits, a
  * UUID has 122), so that it is never read as a number (BullMQ refuses a job id that is one) nor
- * as an option on a command line. Earlier versions used a UUID: its 36 characters cost Redis
- * about 66 bytes more per queued follow-up, the id being in the keys of its record, prompt and
- * BullMQ job, in the wait list and in its lane.
+ * as an option on a command line. Shorter than a UUID's 36 characters, since the id is in the
+ * keys of its record, prompt and BullMQ job, in the wait list and in its lane.
  */
 export function randomDispatchId(): string {
   // randomInt draws without bias, from a pool of random bytes Node keeps.

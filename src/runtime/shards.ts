@@ -6,7 +6,8 @@ import type { Role } from './role.js';
 /**
  * How a process serves several shards: each shard is the same role built on a config whose
  * prefix and events stream are the shard's (see `shardLayout`), so a worker or poller of one shard
- * is exactly today's worker or poller, and N shards are N of them under one {@link Role}.
+ * is exactly a worker or poller of an unsharded deployment, and N shards are N of them under one
+ * {@link Role}.
  */
 
 /** Every shard of the deployment `config` describes. */

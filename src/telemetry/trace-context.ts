@@ -24,9 +24,9 @@ export const TRACER_NAME = 'agent-dispatch';
 /**
  * The tracer of the registered tracer provider (our SDK, or the library caller's); `undefined`
  * when none is registered. Then every span would be a no-op, so the worker's and poller's hot
- * paths skip building them: their attributes, URL and context switch were a few per cent of a
- * worker's CPU. The stored `traceparent` still travels (records, events, the intake's header),
- * which needs no span.
+ * paths skip building them: their attributes, URL and context switch would cost CPU for nothing.
+ * The stored `traceparent` still travels (records, events, the intake's header), which needs no
+ * span.
  */
 export function activeTracer(): Tracer | undefined {
   const provider = trace.getTracerProvider();

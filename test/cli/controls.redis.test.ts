@@ -103,7 +103,7 @@ describe('the control commands', () => {
       0,
       { projectId: 'B', limit: '200/2h', previous: null },
     ]);
-    // What an earlier version let through, with a send in its window: a next slot past any date.
+    // A limit written by hand past any check, with a send in its window: a next slot past any date.
     await ns().redis.hset(keys.projectControls('B'), {
       limit: '1/200000000d',
       max: '1',

@@ -139,37 +139,6 @@ describe('writes of the store asked for together', () => {
     expect(await ns.redis.zrange(at.budget('p'), 0, -1)).toEqual([`${b!.dispatchId}:1`]);
   });
 
-  it('ACQUIRE: a reservation an earlier version made (no field on its record) is spent at its slot, in order', async () => {
-    const { ns, store } = fixture();
-    const at = keysFor(ns.prefix);
-    const [a, b, c] = await sent('a', 'b', 'c');
-    const rate = { max: 1, windowMs: 1_000 };
-    const acquire = (ref: DispatchRef, token: string) =>
-      store.sends.acquire(ref, rate, 250, 60_000, token);
-    expect((await acquire(a!, 'A')).kind).toBe('go');
-    expect((await acquire(b!, 'B')).kind).toBe('over');
-    expect((await acquire(c!, 'C')).kind).toBe('over');
-    // An earlier version wrote no field with its reservations.
-    for (const ref of [b!, c!]) await ns.redis.hdel(at.dispatch(ref.dispatchId), 'reserved');
-    const slotOf = async (ref: DispatchRef) =>
-      Number(await ns.redis.zscore(at.budget('p'), `r:${ref.dispatchId}`));
-    const slots = [await slotOf(b!), await slotOf(c!)];
-
-    for (const [i, [ref, token]] of (
-      [
-        [b!, 'B'],
-        [c!, 'C'],
-      ] as const
-    ).entries()) {
-      // Before its slot it waits for that slot; at its slot it goes.
-      expect(await acquire(ref, token)).toMatchObject({ kind: 'over', untilMs: slots[i] });
-      await new Promise((resolve) => setTimeout(resolve, Math.max(0, slots[i]! - Date.now()) + 20));
-      expect((await acquire(ref, token)).kind).toBe('go');
-    }
-    const log = await ns.redis.zrange(at.budget('p'), 0, -1);
-    expect(log.filter((member) => member.startsWith('r:'))).toEqual([]);
-  });
-
   it('ACQUIRE, MARK_SENT and FINISH: an item that fails fails alone, writing nothing; the others stand, tracked set included', async () => {
     const { ns, store } = fixture();
     const at = keysFor(ns.prefix);

@@ -1,6 +1,4 @@
 import { describe, expect, it } from 'vitest';
-import { EVENT_TYPES } from '../../src/dispatch/event.js';
-import type { DispatchRecord } from '../../src/dispatch/record.js';
 import {
   OPEN_WALK_START,
   type DispatchStore,
@@ -21,8 +19,6 @@ async function walk(store: DispatchStore, count: number, enqueuedBy = Number.MAX
   }
   return { seen, pages };
 }
-
-const RATE = { max: 100, windowMs: 3_600_000 };
 
 const ids = (dispatches: readonly OpenDispatch[]) => dispatches.map((d) => d.dispatchId).sort();
 
@@ -121,51 +117,5 @@ describe('the walk of the open dispatches', () => {
     await walk(store, 10);
     expect(await ns.redis.zrange(keys.laneProjects, 0, -1)).toEqual([]);
     expect(await store.open.count()).toBe(1);
-  });
-
-  it("indexes a lane's head that an earlier version's producer moved into the list unindexed", async () => {
-    const { ns, producer, store } = fixture();
-    const keys = keysFor(ns.prefix);
-    const head = await producer.send({ projectId: 'p', jobId: 'a', prompt: 'x' });
-    // What a producer of the previous version does with a second follow-up to the same agent job:
-    // the head moves from the field into the list, and only the newcomer is indexed.
-    const newcomer = 'OLDPRODUCER1';
-    await ns.redis.hdel(keys.laneHeads('p'), 'a');
-    await ns.redis.rpush(keys.lane('p', 'a'), head.dispatchId, newcomer);
-    await ns.redis.hset(keys.dispatch(newcomer), {
-      projectId: 'p',
-      jobId: 'a',
-      state: 'queued',
-      enqueuedAt: Date.now(),
-    });
-    await ns.redis.set(keys.prompt(newcomer), 'y');
-    await ns.redis.zadd(keys.open, Date.now(), newcomer);
-    expect(ids((await walk(store, 10)).seen)).toEqual([newcomer]);
-
-    // The newcomer's ACQUIRE finds the head before it, and indexes it by its own enqueue time.
-    const ref = { dispatchId: newcomer, projectId: 'p', jobId: 'a' };
-    expect(await store.sends.acquire(ref, RATE, 1_000, 1_000, 'attempt-1')).toMatchObject({
-      kind: 'blocked',
-    });
-    expect(await ns.redis.zscore(keys.open, head.dispatchId)).toBe(
-      await ns.redis.hget(keys.dispatch(head.dispatchId), 'enqueuedAt'),
-    );
-    expect(ids((await walk(store, 10)).seen)).toEqual([head.dispatchId, newcomer].sort());
-    expect(await store.open.count()).toBe(2);
-  });
-
-  it('walks and ends a lane of one that an earlier version also put in the open index', async () => {
-    const { ns, producer, store } = fixture();
-    const keys = keysFor(ns.prefix);
-    const { dispatchId } = await producer.send({ projectId: 'p', jobId: 'a', prompt: 'x' });
-    // As an earlier version registered it: in the open index too.
-    await ns.redis.zadd(keys.open, Date.now(), dispatchId);
-
-    expect(await store.open.count()).toBe(2);
-    expect((await store.open.first(10)).dispatches.map((d) => d.dispatchId)).toEqual([dispatchId]);
-    const record = (await store.sends.get(dispatchId)) as DispatchRecord;
-    await store.tracking.finish(record, { type: EVENT_TYPES.undeliverable, reason: 'test' });
-    expect(await store.open.count()).toBe(0);
-    expect((await walk(store, 10)).seen).toEqual([]);
   });
 });

@@ -48,23 +48,6 @@ describe('the prompt under its own key', () => {
     expect(await ns.redis.hget(recordKey, 'state')).toBe('done');
   });
 
-  it('still sends a record written with the prompt in it, and FINISH deletes that field', async () => {
-    const { ns, store, ref, recordKey, promptKey } = await registered();
-    // As an earlier version wrote it: the prompt a field of the record, no key of its own.
-    await ns.redis.hset(recordKey, 'prompt', 'written before');
-    await ns.redis.del(promptKey);
-
-    expect((await store.sends.get(ref.dispatchId))?.prompt).toBe('written before');
-    const verdict = await store.sends.acquire(ref, RATE, 1_000, 1_000, 'attempt-1');
-    expect(verdict).toMatchObject({ kind: 'go', prompt: 'written before' });
-    const record = (await store.sends.get(ref.dispatchId)) as DispatchRecord;
-    const ending = { type: EVENT_TYPES.undeliverable, reason: 'test' };
-    expect((await store.tracking.finish(record, ending)).finished).toBe(true);
-
-    expect(await ns.redis.hexists(recordKey, 'prompt')).toBe(0);
-    expect(await ns.redis.hget(recordKey, 'state')).toBe('done');
-  });
-
   it('deletes the prompt of a record deleted by hand when its orphan event is published', async () => {
     const { ns, store, ref, recordKey, promptKey } = await registered();
     await ns.redis.del(recordKey);
@@ -85,16 +68,5 @@ describe('the prompt under its own key', () => {
 
     expect(await ns.redis.exists(promptKey)).toBe(0);
     expect(await store.open.count()).toBe(0);
-  });
-
-  it('sends the prompt a record holds itself before a prompt key of the same id', async () => {
-    const { ns, store, ref, recordKey, promptKey } = await registered();
-    // A record an earlier version wrote again under a key whose prompt key was left behind.
-    await ns.redis.hset(recordKey, 'prompt', 'in the record');
-    await ns.redis.set(promptKey, 'left behind');
-
-    expect((await store.sends.get(ref.dispatchId))?.prompt).toBe('in the record');
-    const verdict = await store.sends.acquire(ref, RATE, 1_000, 1_000, 'attempt-1');
-    expect(verdict).toMatchObject({ kind: 'go', prompt: 'in the record' });
   });
 });

@@ -22,7 +22,7 @@ describe('/dashboard', () => {
   beforeAll(async () => {
     const [dispatch, poll] = served.app.queues;
     for (let i = 1; i <= 3; i++) {
-      const data = { v: 1, dispatchId: `d-${i}`, projectId: 'acme', jobId: `job-${i}` };
+      const data = { p: 'acme', j: `job-${i}` };
       await dispatch?.add(DISPATCH_JOB_NAME, data, {
         jobId: `d-${i}`,
         delay: i === 3 ? 60_000 : 0,
@@ -192,7 +192,7 @@ describe('/dashboard with DASHBOARD_ALLOW_RETRIES=true', () => {
     queue = served.app.queues[0] as Queue;
     // Two failed jobs and a completed one, through a real BullMQ Worker.
     for (const id of ['f-1', 'f-2', 'c-1']) {
-      await queue.add(DISPATCH_JOB_NAME, { v: 1, dispatchId: id }, { jobId: id });
+      await queue.add(DISPATCH_JOB_NAME, { p: 'p', j: id }, { jobId: id });
     }
     const connection = served.app.redis.duplicate();
     const worker = new Worker(
@@ -218,7 +218,7 @@ describe('/dashboard with DASHBOARD_ALLOW_RETRIES=true', () => {
       ['d-1', 60_000],
       ['d-2', 60_000],
     ] as const) {
-      await queue.add(DISPATCH_JOB_NAME, { v: 1, dispatchId: id }, { jobId: id, delay });
+      await queue.add(DISPATCH_JOB_NAME, { p: 'p', j: id }, { jobId: id, delay });
     }
   });
   it('refuses every write but retry of failed and promote of delayed jobs', async () => {
@@ -236,7 +236,7 @@ describe('/dashboard with DASHBOARD_ALLOW_RETRIES=true', () => {
       ['PUT', '/dispatch/w-1/clean'],
       ['PUT', '/dispatch/f-1/clean'],
       ['PUT', '/dispatch/w-1/remove-unprocessed-children'],
-      ['PATCH', '/dispatch/w-1/update-data', { data: { v: 1, dispatchId: 'other' } }],
+      ['PATCH', '/dispatch/w-1/update-data', { data: { p: 'p', j: 'other' } }],
       ['PATCH', '/dispatch/d-1/delay', { delay: 0 }],
       ['PATCH', '/dispatch/w-1/priority', { priority: 1 }],
       ['POST', '/dispatch/add', { name: 'x', data: {} }],
@@ -261,7 +261,7 @@ describe('/dashboard with DASHBOARD_ALLOW_RETRIES=true', () => {
     expect(await stateOf('f-1')).toBe('failed');
     expect(await stateOf('d-1')).toBe('delayed');
     expect(await queue.isPaused()).toBe(false);
-    expect((await queue.getJob('w-1'))?.data).toEqual({ v: 1, dispatchId: 'w-1' });
+    expect((await queue.getJob('w-1'))?.data).toEqual({ p: 'p', j: 'w-1' });
   });
 
   it('retries a failed job and promotes a delayed one, one by one and all at once', async () => {

@@ -129,7 +129,7 @@ describe('GET /openapi.json', () => {
     await check('PUT', '/v1/projects/P/limit', OPERATOR, { limit: 'lots' });
     await check('PUT', '/v1/projects/P/limit', OPERATOR, { limit: null });
     await check('GET', '/v1/projects/P', OPERATOR);
-    // A limit past any date, as an earlier version stored it: no next slot, and a `problem`.
+    // A limit past any date, as written by hand: no next slot, and a `problem`.
     const keys = keysFor(served.ns.prefix);
     await served.ns.redis.hset(keys.projectControls('F'), {
       limit: '1/200000000d',

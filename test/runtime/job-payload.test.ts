@@ -36,15 +36,7 @@ describe("a dispatch job's payload", () => {
     }
   });
 
-  it('reads the first format, which jobs queued before an upgrade hold', () => {
-    const v1 = { v: 1, dispatchId: 'd-1', projectId: 'acme-docs', jobId: 'job-7' };
-    expect(readDispatchJob({ id: 'd-1-r2', data: v1 })).toStrictEqual(REF);
-    expect(readDispatchJob({ id: 'd-1', data: { ...v1, traceparent: TRACEPARENT } })).toStrictEqual(
-      { ...REF, traceparent: TRACEPARENT },
-    );
-  });
-
-  it('refuses what it cannot read: no ids, bad ids, another version, no id at all', () => {
+  it('refuses what it cannot read: no ids, bad ids, fields of another writer, no id at all', () => {
     for (const data of [
       null,
       'hello',
@@ -55,16 +47,19 @@ describe("a dispatch job's payload", () => {
       { p: '', j: 'j' },
       { p: 'p', j: 'bad\u0000id' },
       { p: 'p', j: 'j', d: '' },
+      { p: 'p', j: 'j', x: 1 },
     ]) {
       expect(readDispatchJob({ id: 'd-1', data }), JSON.stringify(data)).toBeUndefined();
     }
     expect(readDispatchJob({ id: undefined, data: { p: 'p', j: 'j' } })).toBeUndefined();
   });
 
-  it("names what an unreadable job claims, in either format, for its dispatch's event", () => {
-    expect(
-      claimedIds({ id: 'b', data: { v: 9, dispatchId: 'd', projectId: 'p', jobId: 'j' } }),
-    ).toEqual({ dispatchId: 'd', projectId: 'p', jobId: 'j' });
+  it("names what an unreadable job claims, for its dispatch's event", () => {
+    expect(claimedIds({ id: 'b', data: { d: 'd', p: 'p', j: 'j', x: 1 } })).toEqual({
+      dispatchId: 'd',
+      projectId: 'p',
+      jobId: 'j',
+    });
     expect(claimedIds({ id: 'b', data: { p: 'p', j: 7 } })).toEqual({
       dispatchId: 'b',
       projectId: 'p',

@@ -3,9 +3,8 @@ import { DispatchStore } from '../../src/dispatch/store.js';
 import { keysFor } from '../../src/redis/keys.js';
 
 /**
- * The dispatch ids of one agent job's lane in namespace `prefix`, its head first: the head is a
- * field of the project's lane heads, the rest a list (a list written by an earlier version holds
- * its head too, first, and no field).
+ * The dispatch ids of one agent job's lane in namespace `prefix`, its head first: a lane of one is
+ * a field of the project's lane heads, a lane of two or more a list, head first.
  */
 export async function laneIds(
   redis: Redis,

@@ -35,22 +35,21 @@
   includes/per-call.lua). An item's error (a key of the wrong type, a limit, park or log entry out of
   range) is its own answer, raised before its first write (includes/acquire-reads.lua).
 
-  A reservation is looked up in the log when the record says it holds one (its field `reserved`,
-  written with the reservation and dropped when it is spent), or, for one an earlier version made,
-  when the dispatch could not go now anyway: most ACQUIREs never reserved, and skip the ZSCORE.
+  A reservation is looked up in the log only when the record says it holds one (its field
+  `reserved`, written with the reservation and dropped when it is spent): most ACQUIREs never
+  reserved, and skip the ZSCORE.
 
   Input:
     KEYS[1] tracked set
     KEYS[2] send pause
-    KEYS[3] open index (see dispatch/open-index.ts)
-    then seven keys per dispatch, the i-th's from KEYS[4 + 7 (i - 1)]:
+    then seven keys per dispatch, the i-th's from KEYS[3 + 7 (i - 1)]:
       record
       its project's lane heads (a lane of one; see includes/lane.lua)
       its lane (a lane of two or more)
       its project's budget
       its project's park
       its project's controls
-      its prompt (a record written before prompts had their own key holds it in `prompt`)
+      its prompt
 
     ARGV[1] how many dispatches (n)
     ARGV[2] the prefix of every record key (a lane head's record is that prefix and its id)
@@ -68,8 +67,7 @@
     go          n = attempt, text = prompt, probe = 1 when it is the fleet's probe of a rejected key,
                 now = Redis's time, then by when (Redis's time) the request must be written: later,
                 it could arrive outside the budget's margin, and the worker gives the grant back
-    blocked     another dispatch heads the lane (heads with no record, or an ended one, are
-                dropped first); a head in the lane's list that the open index lacks is added to it
+    blocked     another dispatch heads the lane (heads with no record are dropped first)
     invalid     n = the prompt's size in bytes: empty, or over ARGV[3]; nothing is spent
     auth_paused n = next probe time
     paused      the operator paused the project
@@ -80,7 +78,7 @@
     <state>     the record's state when not queued
     or an error reply `ITEM <key> <why>`: this dispatch wrote nothing (includes/per-call.lua)
 ]]
-local trackedKey, pauseKey, openKey = KEYS[1], KEYS[2], KEYS[3]
+local trackedKey, pauseKey = KEYS[1], KEYS[2]
 local n, recordPrefix, promptMaxBytes = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
 
 --- @include "includes/lane"
@@ -96,63 +94,43 @@ local function acquire(k, a)
   local keepFor = window
   local firstPollMs = tonumber(ARGV[a + 4])
 
-  -- One read of the fields it decides on; a prompt of its own key once it is known to be queued.
-  local stored = callOn('HMGET', recordKey, 'state', 'prompt', 'attemptToken', 'attempts',
-    'sendingAt', 'reserved')
+  -- One read of the fields it decides on; the prompt once it is known to be queued or held.
+  local stored = callOn('HMGET', recordKey, 'state', 'attemptToken', 'attempts', 'sendingAt',
+    'reserved')
   local state = stored[1]
   if not state then return {'missing', 0, ''} end
-  -- A record written with its prompt in it (by an earlier version) is read as written: a prompt key
-  -- of the same id could only be one an earlier version's FINISH left behind.
-  local function prompt()
-    return stored[2] or redis.call('GET', promptKey) or ''
-  end
   if state == 'sending' then
-    local holder = stored[3] or ''
+    local holder = stored[2] or ''
     if token ~= '' and holder == token then
       -- Checked as a fresh ACQUIRE checks it: an attempt that is no number would end the reply
       -- there, and the worker would send without an attempt or a prompt.
-      local attempt = numberIn(recordKey, 'attempts', stored[4] or '', 1, MAX_SENDS, true)
+      local attempt = numberIn(recordKey, 'attempts', stored[3] or '', 1, MAX_SENDS, true)
       -- Its slot is at least a tolerance before the intent: written by then, it is within margin.
       -- (An intent stored later than now counts from now: the deadline is never later.)
       local controls = readControls(controlsKey)
-      local since = tonumber(stored[5]) or now
+      local since = tonumber(stored[4]) or now
       if not (since <= now) then since = now end
       local writeBy = since + (controls[2] and controls[4] or tolerance)
-      return {'go', attempt, prompt(), 0, now, writeBy}
+      return {'go', attempt, redis.call('GET', promptKey) or '', 0, now, writeBy}
     end
-    return {state, tonumber(stored[5] or '0'), holder}
+    return {state, tonumber(stored[4] or '0'), holder}
   end
   if state ~= 'queued' then return {state, 0, ''} end
   -- Everything below that could raise is read and checked here, before the first write.
-  local attempts = numberIn(recordKey, 'attempts', stored[4] or '0', 0, MAX_SENDS, true)
+  local attempts = numberIn(recordKey, 'attempts', stored[3] or '0', 0, MAX_SENDS, true)
   -- Read now, not only when it may go: its GET fails a key of the wrong type before any write.
-  if not stored[2] then stored[2] = callOn('GET', promptKey) or '' end
+  local text = callOn('GET', promptKey) or ''
   -- The log's latest entry, as read before any write of the log (false once it is written).
   local top = checkBudget(budgetKey)
   local controls, parked, pause = readControls(controlsKey), readPark(parkKey), readPause(pauseKey)
   -- A lane head whose record is gone (deleted by hand, or lost with a Redis crash) would block its
-  -- agent job for ever, and one whose record has ended (`done`: a FINISH of an earlier version did
-  -- not hand the lane on) until the record expires: it is dropped, and the next head takes its
-  -- turn. Records share the lane's prefix (and hash tag), so the head's record key is built from
-  -- ARGV[2].
-  local drops, head, inList = laneWalk(recordPrefix, headsKey, laneKey, jobId, dispatchId)
-  -- Looked up before the drops are written: an open index of the wrong type fails it, the item's
-  -- error before any write (no TYPE of its own).
-  local unindexed = head ~= dispatchId and inList and not callOn('ZSCORE', openKey, head)
+  -- agent job for ever: it is dropped, and the next head takes its turn. Records share the lane's
+  -- prefix (and hash tag), so the head's record key is built from ARGV[2].
+  local drops, head = laneWalk(recordPrefix, headsKey, laneKey, jobId, dispatchId)
   for _ = 1, drops do laneAdvance(headsKey, laneKey, jobId) end
-  if head ~= dispatchId then
-    -- The repair sweep finds a lane of two or more through the open index. A producer of an earlier
-    -- version that moved a lane of one into its list did not add the head to it: this waiting
-    -- follow-up does, by the head's enqueue time, so a head whose job vanished is still repaired.
-    if unindexed then
-      local since = tonumber(redis.call('HGET', recordPrefix .. head, 'enqueuedAt'))
-      if since and since == since then redis.call('ZADD', openKey, 'NX', since, head) end
-    end
-    return {'blocked', 0, ''}
-  end
-  -- The worker checks the payload it reads here before any budget unit is spent on it: a record
-  -- written by another version, or a PROMPT_MAX_BYTES lowered since, ends undeliverable unsent.
-  local text = prompt()
+  if head ~= dispatchId then return {'blocked', 0, ''} end
+  -- The worker checks the prompt it reads here before any budget unit is spent on it: one lost or
+  -- empty, or over a PROMPT_MAX_BYTES lowered since, ends undeliverable unsent.
   if #text == 0 or (promptMaxBytes > 0 and #text > promptMaxBytes) then
     return {'invalid', #text, ''}
   end
@@ -185,19 +163,9 @@ local function acquire(k, a)
     end
   end
   -- The record says whether it holds a reservation (its field `reserved`), so most ACQUIREs skip
-  -- the ZSCORE. A record without the field may still hold one that an earlier version made (it
-  -- wrote no field): that is looked for when this dispatch could not go now anyway, its window
-  -- full or an entry later than now, as a reservation of its own would make it. (One whose slot
-  -- has passed, in a window with room, is not: it stays in the log, counted, until it is a window
-  -- old, and this dispatch goes now.)
-  local hinted = stored[6] ~= false
-  local reserved = false
-  if hinted then
-    reserved = redis.call('ZSCORE', budgetKey, reservation)
-  else
-    look()
-    if n >= max or last > now then reserved = redis.call('ZSCORE', budgetKey, reservation) end
-  end
+  -- the ZSCORE.
+  local hinted = stored[5] ~= false
+  local reserved = hinted and redis.call('ZSCORE', budgetKey, reservation)
   if reserved then
     reserved = tonumber(reserved)
     if reserved > now then return {'over', reserved, ''} end
@@ -255,5 +223,5 @@ local function acquire(k, a)
 end
 
 return eachItem(n, function(i)
-  return acquire(4 + 7 * (i - 1), 4 + 7 * (i - 1))
+  return acquire(3 + 7 * (i - 1), 4 + 7 * (i - 1))
 end, {{trackedKey, 'zset'}})

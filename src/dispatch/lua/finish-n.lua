@@ -72,8 +72,7 @@ local function finish(k, a)
   local entry = callOn('XADD', streamKey, 'MAXLEN', '~', maxLen, '*',
     unpack(ARGV, entryFrom, entryTo))
   redis.call('HSET', recordKey, unpack(fields))
-  -- A record written before prompts had their own key holds its prompt in the record.
-  if redis.call('DEL', promptKey) == 0 then redis.call('HDEL', recordKey, 'prompt') end
+  redis.call('DEL', promptKey)
   redis.call('PEXPIRE', recordKey, retentionMs)
   later('ZREM', trackedKey, dispatchId)
   later('ZREM', openKey, dispatchId)

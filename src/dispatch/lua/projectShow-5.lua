@@ -6,7 +6,7 @@
   The counts walk the open index (the follow-ups not finished in a lane of two or more, of every
   project), oldest first, then the project's lanes of one, at most ARGV[5] entries in all:
   `scanned` says how many were read, `open` how many there are; a count is exact when they are
-  equal. A follow-up an earlier version put in both is counted once.
+  equal.
 
   Whatever the keys hold is read without failing: a key of the wrong type reads as empty, a limit
   whose max or window is not a positive number is counted with the default, and a score or park
@@ -85,11 +85,9 @@ if holds(parkKey, 'string', 'park') then
   if parkedUntil and parkedUntil <= now then parked = '' end
 end
 
-local queued, sending, tracked, scanned, seen = 0, 0, 0, 0, {}
+local queued, sending, tracked, scanned = 0, 0, 0, 0
 local function count(id)
   scanned = scanned + 1
-  if seen[id] then return end
-  seen[id] = true
   -- A record of another type is not this project's.
   local record = redis.pcall('HMGET', recordPrefix .. id, 'projectId', 'state')
   if record['err'] == nil and record[1] == projectId then

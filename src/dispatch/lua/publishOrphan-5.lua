@@ -1,6 +1,6 @@
 --[[
-  Publishes the event of a BullMQ job that has no dispatch record (a payload this version cannot
-  read, or a record lost). The marker makes a rerun for the same job publish nothing more.
+  Publishes the event of a BullMQ job that has no dispatch record (a payload that cannot be read,
+  or a record lost). The marker makes a rerun for the same job publish nothing more.
 
   Nothing is published while the record exists (it was registered again meanwhile: the same key
   gives the same id, and that registration has its own job and its own event), nor, when asked,

@@ -14,9 +14,8 @@
 
   The prompt goes under its own key, so that every field of the record stays short enough for
   Redis to keep the record as a listpack. The digest outlives the prompt (FINISH deletes that),
-  so a conflict is seen until the record expires; a record written without one (before digests
-  were stored, or without an idempotency key, whose random id is never registered twice) counts
-  as the same.
+  so a conflict is seen until the record expires; a record without one (sent without an
+  idempotency key, whose random id is never registered twice) counts as the same.
 
   Input (n: the number of follow-ups; i from 1 to n; m: those with a claim token):
     KEYS[1]      open index
@@ -138,10 +137,9 @@ for i = 1, n do
     else
       opened[#opened + 1] = nowText
       opened[#opened + 1] = dispatchId
-      -- NX: an earlier version put every follow-up in the index, the moved head too.
       if moved then
         local since = redis.call('HGET', recordPrefix .. moved, 'enqueuedAt') or nowText
-        redis.call('ZADD', openKey, 'NX', since, moved)
+        redis.call('ZADD', openKey, since, moved)
       end
     end
     registered[recordKey] = digest

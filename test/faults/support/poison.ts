@@ -6,18 +6,18 @@ export interface PoisonCase {
   readonly name: string;
   readonly jobId: string;
   readonly data: unknown;
-  /** A dispatch record to write first, as a producer of some other version might have. */
+  /** A dispatch record to write first (its `prompt` under the prompt's key), as if by hand. */
   readonly record?: Record<string, string>;
   readonly reason: string | undefined;
 }
 
-/** The cases: payloads this version cannot read, and records it must not send. */
+/** The cases: payloads the consumer cannot read, and records it must not send. */
 export function poisonCases(promptMaxBytes: number): PoisonCase[] {
-  const v1 = (dispatchId: string) => ({ v: 1, dispatchId, projectId: 'p', jobId: dispatchId });
+  const payload = (dispatchId: string) => ({ p: 'p', j: dispatchId });
   const record = (prompt: string, state = 'queued') => ({ prompt, state });
   return [
     {
-      name: 'payload of an unknown version {v: 0, foo: 1}',
+      name: 'payload of another shape {v: 0, foo: 1}',
       jobId: 'poison-v0',
       data: { v: 0, foo: 1 },
       reason: 'invalid_payload',
@@ -30,16 +30,10 @@ export function poisonCases(promptMaxBytes: number): PoisonCase[] {
     },
     { name: 'payload that is null', jobId: 'poison-null', data: null, reason: 'invalid_payload' },
     {
-      name: 'v1 payload with an empty dispatchId',
+      name: 'payload with an empty dispatch id',
       jobId: 'poison-empty-id',
-      data: { ...v1(''), jobId: 'j' },
+      data: { p: 'p', j: 'j', d: '' },
       reason: 'invalid_payload',
-    },
-    {
-      name: 'v1 payload whose dispatch record is missing',
-      jobId: 'poison-ghost',
-      data: v1('poison-ghost'),
-      reason: 'missing_record',
     },
     {
       name: 'compact payload with an empty project id',
@@ -56,21 +50,21 @@ export function poisonCases(promptMaxBytes: number): PoisonCase[] {
     {
       name: 'record whose prompt is empty',
       jobId: 'poison-empty-prompt',
-      data: v1('poison-empty-prompt'),
+      data: payload('poison-empty-prompt'),
       record: record(''),
       reason: 'invalid_payload',
     },
     {
       name: `record whose prompt is over PROMPT_MAX_BYTES (${promptMaxBytes})`,
       jobId: 'poison-big-prompt',
-      data: v1('poison-big-prompt'),
+      data: payload('poison-big-prompt'),
       record: record('x'.repeat(promptMaxBytes + 1)),
       reason: 'invalid_payload',
     },
     {
       name: 'job replayed for a dispatch that already ended',
       jobId: 'poison-done',
-      data: v1('poison-done'),
+      data: payload('poison-done'),
       record: { ...record('hi', 'done'), type: 'followup.completed' },
       reason: undefined,
     },
@@ -81,6 +75,7 @@ export function poisonCases(promptMaxBytes: number): PoisonCase[] {
 export async function writeRecord(redis: Redis, prefix: string, c: PoisonCase): Promise<void> {
   if (!c.record) return;
   const keys = keysFor(prefix);
+  const { prompt, ...given } = c.record;
   const fields = {
     projectId: 'p',
     jobId: c.jobId,
@@ -89,8 +84,9 @@ export async function writeRecord(redis: Redis, prefix: string, c: PoisonCase): 
     enqueuedAt: String(Date.now()),
     attempts: '0',
     polls: '0',
-    ...c.record,
+    ...given,
   };
   await redis.hset(keys.dispatch(c.jobId), fields);
+  if (prompt !== undefined) await redis.set(keys.prompt(c.jobId), prompt);
   if (c.record['state'] === 'queued') await redis.rpush(keys.lane('p', c.jobId), c.jobId);
 }

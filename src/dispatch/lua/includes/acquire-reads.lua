@@ -67,31 +67,22 @@ local function checkBudget(budgetKey)
   return nil
 end
 
--- Whether dispatch `id` has ended or has no record (its record checked to be a hash).
-local function ended(recordPrefix, id)
+-- Whether dispatch `id` has no record (its record checked to be a hash).
+local function gone(recordPrefix, id)
   expectType(recordPrefix .. id, 'hash')
-  local headState = redis.call('HGET', recordPrefix .. id, 'state')
-  return not headState or headState == 'done'
+  return not redis.call('HGET', recordPrefix .. id, 'state')
 end
 
 -- Walks the lane without writing (as laneHead and laneAdvance would, includes/lane.lua; its reads
--- check the lane's keys): how many heads before this dispatch have ended (or have no record) and
--- are to be dropped, then the head after them, and whether it is the list's.
+-- check the lane's keys): how many heads before this dispatch have no record and are to be
+-- dropped, then the head after them. Nothing follows a lane of one's head: once it is dropped,
+-- LINDEX finds no list.
 local function laneWalk(recordPrefix, headsKey, laneKey, jobId, dispatchId)
-  local head = callOn('HGET', headsKey, jobId)
-  local inList = false
-  if not head then
-    head = callOn('LINDEX', laneKey, 0)
-    inList = head ~= false
-  end
-  local drops, index = 0, 0
-  while head and head ~= dispatchId and ended(recordPrefix, head) do
+  local head = callOn('HGET', headsKey, jobId) or callOn('LINDEX', laneKey, 0)
+  local drops = 0
+  while head and head ~= dispatchId and gone(recordPrefix, head) do
     drops = drops + 1
-    -- Dropping the field (a lane of one) leaves the list's first next; dropping the list's head,
-    -- its second.
-    if inList then index = index + 1 end
-    head = callOn('LINDEX', laneKey, index)
-    inList = head ~= false
+    head = callOn('LINDEX', laneKey, drops)
   end
-  return drops, head, inList
+  return drops, head
 end
