@@ -9,18 +9,15 @@ import { EVENT_TYPES, readEventEntry } from '../dispatch/event.js';
 import { eventTypeNamed } from '../dispatch/event-body.js';
 import { CursorGapError } from '../dispatch/event-gaps.js';
 import {
-  CursorError,
   formatCursor,
   hasNewer,
-  newestCursor,
-  parseCursor,
   readEventPage,
-  startCursor,
   type Cursor,
   type EventFilter,
   type PagedEntry,
 } from '../dispatch/event-pages.js';
 import { shardsOf } from '../runtime/shards.js';
+import { fromCursor, startOf } from './events-start.js';
 import { EXIT, UsageError, type Command, type CommandContext } from './command.js';
 import { configOf } from './compose.js';
 
@@ -41,8 +38,9 @@ export const eventsCommand: Command = {
     'event: the stream entry id as "id", the "cursor" that resumes after it, the fields of the contract (type,',
     'dispatchId, projectId, jobId, status, prLink, traceparent when traced, v) and "event" parsed from its JSON.',
     'Reading changes nothing in Redis: no consumer group, no acknowledgement.',
-    'Without --follow it prints the events after --from (default: the oldest kept) and exits 0;',
-    'with --follow it then waits for new ones (from now on, unless --from is given) until SIGTERM',
+    'Without --follow it prints the events after --from and exits 0: by default every event kept, and',
+    'with --limit N the newest N (oldest first); --from start (or 0) begins at the oldest kept.',
+    'With --follow it then waits for new ones (from now on, unless --from is given) until SIGTERM',
     'or SIGINT. To page, pass the last printed "cursor" to --from: nothing is skipped or repeated,',
     'even while events are written (with one shard the cursor is the entry id). The shard count is',
     'the one the fleet recorded in Redis; DISPATCH_SHARDS, when set, must agree (else exit 2).',
@@ -54,7 +52,8 @@ export const eventsCommand: Command = {
     from: {
       type: 'string',
       placeholder: 'CURSOR',
-      description: 'print the events after this cursor (a printed "cursor")',
+      description:
+        'print the events after this cursor (a printed "cursor"), or from the oldest: start',
     },
     type: {
       type: 'string',
@@ -71,7 +70,7 @@ export const eventsCommand: Command = {
     limit: {
       type: 'string',
       placeholder: 'N',
-      description: 'stop after printing N events',
+      description: 'print N events: the newest N, unless --from or --follow is given',
     },
   },
   requires: ['REDIS_URL'],
@@ -92,15 +91,11 @@ export const eventsCommand: Command = {
       });
       const shardCount = await eventsShardCount(redis, config, ctx.env['DISPATCH_SHARDS']);
       const streams = shardsOf({ ...config, shardCount }).map((s) => s.eventsStream);
-      const from = fromCursor(options.from, shardCount);
       const printer = new Printer(ctx.stdout, options.limit);
-      // Following from now on starts after the newest entry of each stream: XREAD's `$` would
-      // skip what arrives between two reads.
-      const cursor =
-        from ?? (options.follow ? await newestCursor(redis, streams) : startCursor(streams.length));
+      const { cursor, fromStart } = await startOf(redis, streams, options);
       await printPages(redis, streams, cursor, {
         ...options,
-        fromStart: !from && !options.follow,
+        fromStart,
         printer,
         signal: ctx.signal,
       });
@@ -141,17 +136,6 @@ function parseOptions(ctx: CommandContext) {
     limit,
     filter: { types: new Set(types), projects: new Set(list('project')) } satisfies EventFilter,
   };
-}
-
-/** `--from` as a cursor of `shards` shards; a {@link UsageError} naming the flag when it is not. */
-function fromCursor(text: string | undefined, shards: number): Cursor | undefined {
-  if (text === undefined) return undefined;
-  try {
-    return parseCursor(text, shards);
-  } catch (err) {
-    if (err instanceof CursorError) throw new UsageError(`--from: ${err.message}`);
-    throw err;
-  }
 }
 
 /**

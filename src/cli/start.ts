@@ -189,8 +189,10 @@ async function runAll(
   say(`metrics: ${server.url}/metrics · health: ${server.url}/healthz, ${server.url}/readyz`);
   if (producer && made.AGENT_API_KEY && made.REDIS_URL) {
     const results = await producer.sendMany(DEMO);
+    const fresh = results.filter((r) => !r.deduplicated).length;
+    // A restart on the same data enqueues none: each demo follow-up has an idempotency key.
     say(
-      `enqueued ${results.filter((r) => !r.deduplicated).length} demo follow-ups (${results.length} in the demo set)`,
+      `enqueued ${fresh} demo follow-up${fresh === 1 ? '' : 's'} (${results.length} in the demo set)`,
     );
   }
   // The progress line counts every shard's dispatch queue and tracked follow-ups.

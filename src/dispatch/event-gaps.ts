@@ -74,7 +74,7 @@ export function checkGap(shard: number, after: string, bounds: StreamBounds): vo
 }
 
 /** The largest stream id below `id` (which is above `0-0`): XRANGE after it starts at `id`. */
-function idBefore(id: string): string {
+export function idBefore(id: string): string {
   const [ms = '0', seq = '0'] = id.split('-');
   if (seq !== '0') return `${ms}-${BigInt(seq) - 1n}`;
   return `${BigInt(ms) - 1n}-${2n ** 64n - 1n}`;

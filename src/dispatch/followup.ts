@@ -79,18 +79,19 @@ const schemas = new Map<number, ReturnType<typeof buildSchema>>();
 function buildSchema(promptMaxBytes: number) {
   return z.strictObject(
     {
-      projectId: identifier,
-      jobId: identifier,
+      projectId: identifier.describe("the agent job's project"),
+      jobId: identifier.describe('the agent job the prompt goes to'),
       prompt: z
         .string({ error: 'must be a string' })
         .min(1, { error: 'must not be empty' })
         .refine((s) => s.isWellFormed(), { error: 'must be valid Unicode' })
         .refine((s) => utf8Bytes(s) <= promptMaxBytes, {
           error: `must be at most ${promptMaxBytes} bytes`,
-        }),
+        })
+        .describe('the follow-up prompt, at most PROMPT_MAX_BYTES bytes of UTF-8'),
       // null means absent (withoutNulls drops it first); the schema says so for the documentation.
-      key: identifier.nullish(),
-      meta: meta.nullish(),
+      key: identifier.nullish().describe('idempotency key: the same key is accepted once'),
+      meta: meta.nullish().describe('a small JSON object echoed in the event'),
     },
     { error: 'must be an object with projectId, jobId and prompt' },
   );

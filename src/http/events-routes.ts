@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { EVENT_TYPES } from '../dispatch/event.js';
 import { LIMIT_DEFAULT, LIMIT_MAX } from './event-query.js';
+import { EventBodySchema } from './event-schema.js';
 import { describeRoute } from './openapi.js';
 
 /**
@@ -34,14 +35,6 @@ export const EventsQuery = z.object({
     .array(z.enum(TYPE_NAMES as [string, ...string[]]))
     .optional()
     .describe('only events of these types (repeat the parameter); every type when absent'),
-});
-
-/** One completion event, as a page, an SSE message and a webhook carry it. */
-export const EventBodySchema = z.looseObject({
-  type: z.string(),
-  dispatchId: z.string(),
-  projectId: z.string(),
-  jobId: z.string(),
 });
 
 const EventsPage = z.object({

@@ -1,4 +1,5 @@
 import { configRejectionStatus, isAgentApiError, statusKind } from '../agent-api/index.js';
+import { EVENT_TYPES } from '../dispatch/event.js';
 import type { DispatchRecord } from '../dispatch/record.js';
 import type { ObservedRun, RunStats } from '../dispatch/run-history.js';
 import { pauseSends, resumeSends } from '../runtime/auth-pause.js';
@@ -51,7 +52,41 @@ export async function pollOne(
   await pauseOrResume(ctx, seen, pause);
   const action = actionForRead(record, seen, nowMs, ctx.config, runs);
   countRead(ctx, seen, action);
-  return { acted: act(ctx, record, action, seen) };
+  const acted = act(ctx, record, action, seen);
+  if (action.kind !== 'finish' || !RUN_ENDINGS.has(action.ending.type)) return { acted };
+  const { type } = action.ending;
+  return {
+    acted: acted.then((finished) => {
+      if (finished) observeRunEnd(ctx, record, nowMs, started, type);
+      return finished;
+    }),
+  };
+}
+
+/** The endings of a run seen ended, whose event follows the run's end. */
+const RUN_ENDINGS: ReadonlySet<string> = new Set([
+  EVENT_TYPES.completed,
+  EVENT_TYPES.failed,
+  EVENT_TYPES.archived,
+]);
+
+/**
+ * Observes the time from a run's end to its event. The API tells no end time: the end is taken as
+ * the middle of the gap between the last read that saw the run active (else its send) and this
+ * read, on the claims' clock (Redis's, as `activeAt` and `sentAt`); the event as this read's
+ * claim plus the time from the read's start to FINISH's reply.
+ */
+function observeRunEnd(
+  ctx: TickContext,
+  record: DispatchRecord,
+  nowMs: number,
+  readStarted: number,
+  type: string,
+): void {
+  const since = (record.seenActive ? record.activeAt : undefined) ?? record.sentAt;
+  if (since === undefined || since > nowMs) return;
+  const seconds = ((nowMs - since) / 2 + performance.now() - readStarted) / 1000;
+  ctx.metrics.runEndToEvent.observe({ type }, seconds);
 }
 
 /** A read rejected for the key or the URL pauses every send; an answered read ends a pause. */

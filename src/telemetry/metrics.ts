@@ -1,6 +1,7 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { Logger } from './logger.js';
 import { METRIC_NAMES } from './names.js';
+import { registerProjectLimitGauges } from './project-gauges.js';
 import { registerRedisGauges, type RedisSource } from './redis-gauges.js';
 
 export type { RedisSource } from './redis-gauges.js';
@@ -21,6 +22,8 @@ export interface Metrics {
   readonly budgetWait: Histogram<string>;
   /** Completion events published, by event type. */
   readonly eventsPublished: Counter<'type'>;
+  /** From a run's end (estimated from the reads) to its event, by type: completed, failed, archived. */
+  readonly runEndToEvent: Histogram<'type'>;
   /** Status reads by outcome: active, terminal, unknown, not_found, error. */
   readonly statusReads: Counter<'outcome'>;
   /** The adaptive in-flight limit of each worker. */
@@ -57,8 +60,9 @@ export interface Metrics {
    * `agent_dispatch_poll_lag_seconds` (how overdue the oldest due status read is) and
    * `agent_dispatch_api_auth_paused` (1 while every send of the shard is paused because the agent
    * API rejects the key or redirects, else 0), `agent_dispatch_oldest_queued_age_seconds`,
-   * `agent_dispatch_live_processes{role}` (heartbeats) and
-   * `agent_dispatch_project_paused_since_timestamp_seconds{project}`; and
+   * `agent_dispatch_live_processes{role}` (heartbeats),
+   * `agent_dispatch_project_paused_since_timestamp_seconds{project}` and each project's own limit
+   * (`agent_dispatch_project_send_limit_max{project}`, `..._window_seconds`); and
    * `agent_dispatch_redis_up` (1 when Redis answered the scrape's PING in time, else 0), without
    * a shard.
    * Failures at scrape are logged, never thrown. A later call replaces the source of an earlier one.
@@ -127,6 +131,18 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       labelNames: ['type'],
       registers,
     }),
+    runEndToEvent: new Histogram({
+      name: METRIC_NAMES.runEndToEvent,
+      help:
+        "Seconds from an agent run's end to its completion event being written, by type. The API " +
+        'gives no end time: the end is taken as the middle of the gap between the last status ' +
+        'read that saw the run active (else its send) and the read that saw it ended, so this ' +
+        'includes about half a poll interval of waiting for that read.',
+      labelNames: ['type'],
+      // POLL_INTERVAL is 5 s by default; reads of long runs back off to POLL_MAX_INTERVAL.
+      buckets: [0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600],
+      registers,
+    }),
     statusReads: new Counter({
       name: METRIC_NAMES.statusReads,
       help: 'Agent job status reads by outcome.',
@@ -191,7 +207,10 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       registers,
     }),
     watchRedis(next) {
-      if (!source) registerRedisGauges(registry, () => source, options.logger);
+      if (!source) {
+        registerRedisGauges(registry, () => source, options.logger);
+        registerProjectLimitGauges(registry, () => source, options.logger);
+      }
       source = next;
     },
   };

@@ -115,6 +115,11 @@ export const METRIC_NAMES = {
   projectParkedUntil: 'agent_dispatch_project_parked_until_timestamp_seconds',
   rateLimitMax: 'agent_dispatch_send_rate_limit_max',
   rateLimitWindow: 'agent_dispatch_send_rate_limit_window_seconds',
+  /** A project's own send limit (`project limit`), per project that has one. */
+  projectLimitMax: 'agent_dispatch_project_send_limit_max',
+  projectLimitWindow: 'agent_dispatch_project_send_limit_window_seconds',
+  /** From an agent run's end (as well as the reads tell it) to its completion event. */
+  runEndToEvent: 'agent_dispatch_run_end_to_event_seconds',
   pollLag: 'agent_dispatch_poll_lag_seconds',
   redisUp: 'agent_dispatch_redis_up',
   repairs: 'agent_dispatch_repairs_total',

@@ -28,7 +28,8 @@ export interface RedisSource {
   logger?: Logger;
 }
 
-type Current = () => RedisSource | undefined;
+/** The source a scrape reads: the one `watchRedis` was given last. */
+export type Current = () => RedisSource | undefined;
 
 /** Registers the scrape-time gauges; they read whatever source is current at scrape time. */
 export function registerRedisGauges(
@@ -36,8 +37,7 @@ export function registerRedisGauges(
   current: Current,
   fallbackLogger: Logger | undefined,
 ): void {
-  const failed: Failed = (src, err, fields = {}) =>
-    (src.logger ?? fallbackLogger)?.warn({ err, ...fields }, LIFECYCLE.metricsScrapeFailed);
+  const failed = scrapeFailure(fallbackLogger);
   new Gauge({
     name: METRIC_NAMES.queueJobs,
     help: 'Jobs in each BullMQ queue by state, read at scrape time.',
@@ -126,7 +126,14 @@ export function registerRedisGauges(
   registerLivenessGauges(registry, current, failed);
 }
 
-type Failed = (src: RedisSource, err: unknown, fields?: object) => void;
+/** Logs a Redis read of a scrape that failed; the gauge is left out. */
+export type Failed = (src: RedisSource, err: unknown, fields?: object) => void;
+
+/** The {@link Failed} that logs to the source's logger, else to `fallbackLogger`. */
+export function scrapeFailure(fallbackLogger: Logger | undefined): Failed {
+  return (src, err, fields = {}) =>
+    (src.logger ?? fallbackLogger)?.warn({ err, ...fields }, LIFECYCLE.metricsScrapeFailed);
+}
 
 /**
  * The age since enqueue of the follow-up that waits longest for a worker: BullMQ's next job (the
@@ -187,7 +194,7 @@ function registerLivenessGauges(registry: Registry, current: Current, failed: Fa
  * whose read fails or times out is logged and handed `fallback`, so one slow shard cannot fail
  * the scrape of the others.
  */
-async function eachShard<T, F>(
+export async function eachShard<T, F>(
   current: Current,
   failed: Failed,
   read: (redis: Redis, keys: Keys) => Promise<T>,

@@ -56,7 +56,7 @@ describe('agent-dispatch events', () => {
     ]);
   });
 
-  it('filters by type (short or full name) and project, and stops at --limit', async () => {
+  it('filters by type (short or full name) and project, and --limit prints the newest (--from start: the oldest)', async () => {
     const short = ndjson(
       (await runCliToEnd(['events', '--type', 'undeliverable'], ns().env())).stdout,
     );
@@ -71,7 +71,11 @@ describe('agent-dispatch events', () => {
     );
     expect(both.map((l) => l['projectId']).sort()).toEqual(['p1', 'p1', 'p2']);
     const one = ndjson((await runCliToEnd(['events', '--limit', '1'], ns().env())).stdout);
-    expect(one.map((l) => l['id'])).toEqual([events[0]?.id]);
+    expect(one.map((l) => l['id'])).toEqual([events.at(-1)?.id]);
+    const oldest = ndjson(
+      (await runCliToEnd(['events', '--from', 'start', '--limit', '1'], ns().env())).stdout,
+    );
+    expect(oldest.map((l) => l['id'])).toEqual([events[0]?.id]);
   });
 
   it('prints only what comes after --from', async () => {

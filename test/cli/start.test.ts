@@ -74,6 +74,7 @@ describe('agent-dispatch start, with nothing set', () => {
         timeoutMs: 30_000,
         what: 'six demo follow-ups completed',
       });
+      expect(proc.output.stderr).toMatch(/enqueued 6 demo follow-ups \(6 in the demo set\)/);
 
       expect(await proc.stop('SIGTERM')).toBe(0);
       const probe = new Redis(redisUrl, {

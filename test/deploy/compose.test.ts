@@ -100,6 +100,47 @@ describe('docker-compose.yml', () => {
     await expect(composeConfig(rest)).rejects.toThrow(/set REDIS_PASSWORD/);
   });
 
+  it('provisions Grafana so that it shows the dashboard at once, on the Prometheus it runs', async () => {
+    const grafana = services['grafana'];
+    const volumes = grafana?.volumes ?? [];
+    expect(volumes.join('\n')).toMatch(
+      /deploy\/grafana\/provisioning:\/etc\/grafana\/provisioning:ro/,
+    );
+    const mounted = /deploy\/grafana\/agent-dispatch\.json:(\S+):ro/.exec(volumes.join('\n'))?.[1];
+    // The entrypoint puts the provisioned datasource's uid in the importable dashboard's place.
+    const raw = readYaml(await readFile('docker-compose.yml', 'utf8')) as {
+      services: Record<string, Service>;
+    };
+    const entrypoint = raw.services['grafana']?.entrypoint?.join(' ') ?? '';
+    const sed = /sed 's\/\$\$\{DS_PROMETHEUS\}\/(\w+)\/g' (\S+)\s*>\s*(\S+)/.exec(entrypoint);
+    const [, uid = '', from, to = ''] = sed ?? [];
+    expect(from).toBe(mounted);
+    const datasources = readYaml(
+      await readFile('deploy/grafana/provisioning/datasources/prometheus.yml', 'utf8'),
+    ) as { datasources: { uid: string; type: string; url: string }[] };
+    expect(datasources.datasources).toEqual([
+      expect.objectContaining({ uid, type: 'prometheus', url: 'http://prometheus:9090' }),
+    ]);
+    expect(services['prometheus']?.command?.join(' ')).toMatch(/--config\.file=/);
+    const providers = readYaml(
+      await readFile('deploy/grafana/provisioning/dashboards/agent-dispatch.yml', 'utf8'),
+    ) as { providers: { type: string; options: { path: string } }[] };
+    expect(providers.providers).toEqual([
+      expect.objectContaining({
+        type: 'file',
+        options: { path: to.slice(0, to.lastIndexOf('/')) },
+      }),
+    ]);
+    // The copy Grafana loads: every panel on the provisioned datasource, no input left to fill.
+    const copy = (await readFile('deploy/grafana/agent-dispatch.json', 'utf8')).replaceAll(
+      '${DS_PROMETHEUS}',
+      uid,
+    );
+    const panels = (JSON.parse(copy) as { panels: { datasource: { uid: string } }[] }).panels;
+    expect(new Set(panels.map((p) => p.datasource.uid))).toEqual(new Set([uid]));
+    expect(copy).not.toMatch(/\$\{/);
+  });
+
   it('scrapes every replica of each role by DNS, on the ports the roles listen on', async () => {
     const prometheus = services['prometheus'];
     expect(prometheus?.volumes?.join('\n')).toMatch(/deploy\/prometheus\/prometheus\.yml:/);

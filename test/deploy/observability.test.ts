@@ -1,7 +1,10 @@
 import { execFile } from 'node:child_process';
-import { readFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Registry } from 'prom-client';
+import { METRIC_NAMES, WEBHOOK_NAMES } from '../../src/telemetry/names.js';
 import { webhookMetrics } from '../../src/webhooks/metrics.js';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { useTestServer } from '../http/fixture.js';
@@ -101,8 +104,71 @@ describe('deploy/: the Grafana dashboard and the Prometheus alert rules', () => 
       'agent_dispatch_poll_lag_seconds',
       'agent_dispatch_events_published_total',
       'agent_dispatch_queue_jobs',
+      'agent_dispatch_oldest_queued_age_seconds',
+      'agent_dispatch_run_end_to_event_seconds',
+      'agent_dispatch_project_send_limit_max',
+      'agent_dispatch_project_send_limit_window_seconds',
     ]) {
       expect(all, needed).toContain(needed);
+    }
+  });
+
+  it('names in its panels only metrics that src/telemetry/names.ts defines', async () => {
+    const defined = new Set<string>([
+      ...Object.values(METRIC_NAMES),
+      WEBHOOK_NAMES.deliveriesMetric,
+      WEBHOOK_NAMES.oldestMetric,
+    ]);
+    const dashboard = JSON.parse(await readFile(DASHBOARD, 'utf8')) as { panels: Panel[] };
+    const named = dashboard.panels.flatMap((p) =>
+      (p.targets ?? []).flatMap((t) => metricsIn(t.expr)),
+    );
+    expect(named.length).toBeGreaterThan(15);
+    expect([...new Set(named)].filter((name) => !defined.has(name))).toEqual([]);
+  });
+
+  it("divides each project's sends by its own limit, else by SEND_RATE_LIMIT (promtool)", async () => {
+    const dashboard = JSON.parse(await readFile(DASHBOARD, 'utf8')) as { panels: Panel[] };
+    const panel = dashboard.panels.find((p) => p.title === 'Budget use per project');
+    const expr = panel?.targets?.[0]?.expr.replaceAll('$window', '1h') ?? '';
+    // Two workers count sends; a poller and a worker both export the limit gauges.
+    const series = {
+      'agent_dispatch_project_sends_total{project="small",instance="w1"}': '0+0.1x180',
+      'agent_dispatch_project_sends_total{project="small",instance="w2"}': '0+0.1x180',
+      'agent_dispatch_project_sends_total{project="big",instance="w1"}': '0+1x180',
+      'agent_dispatch_project_send_limit_max{project="small",shard="0",instance="w1"}': '2x180',
+      'agent_dispatch_project_send_limit_max{project="small",shard="0",instance="p1"}': '2x180',
+      'agent_dispatch_project_send_limit_window_seconds{project="small",shard="0",instance="w1"}':
+        '600x180',
+      'agent_dispatch_send_rate_limit_max{instance="w1"}': '100x180',
+      'agent_dispatch_send_rate_limit_window_seconds{instance="w1"}': '3600x180',
+    };
+    // 2 sends per 10 minutes against its own 2/10m: all of it; 60 an hour against 100/1h: 60 %.
+    const test = {
+      tests: [
+        {
+          interval: '1m',
+          input_series: Object.entries(series).map(([name, values]) => ({ series: name, values })),
+          promql_expr_test: [
+            {
+              // Rounded: rate's float arithmetic gives 0.9999999999999964 for the whole budget.
+              expr: `round(${expr}, 0.001)`,
+              eval_time: '2h',
+              exp_samples: [
+                { labels: '{project="small"}', value: 1 },
+                { labels: '{project="big"}', value: 0.6 },
+              ],
+            },
+          ],
+        },
+      ],
+    };
+    const dir = await mkdtemp(join(tmpdir(), 'dashboard-'));
+    try {
+      await writeFile(join(dir, 'budget.test.yml'), JSON.stringify(test));
+      expect(await promtool('test', 'rules', join(dir, 'budget.test.yml'))).toMatch(/SUCCESS/);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
     }
   });
 });

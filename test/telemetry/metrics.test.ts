@@ -107,7 +107,9 @@ describe('watchRedis', () => {
       for (const sample of live) expect(sample.value).toBeNaN();
       expect(families.get(METRIC_NAMES.oldestQueuedAge)?.samples[0]?.value).toBeNaN();
       expect(families.get(METRIC_NAMES.projectPausedSince)?.samples).toEqual([]);
-      expect(lines.filter((l) => l.msg === 'metrics:scrape-failed')).toHaveLength(7);
+      expect(families.get(METRIC_NAMES.projectLimitMax)?.samples).toEqual([]);
+      expect(families.get(METRIC_NAMES.projectLimitWindow)?.samples).toEqual([]);
+      expect(lines.filter((l) => l.msg === 'metrics:scrape-failed')).toHaveLength(9);
     } finally {
       await queue.close().catch(() => {});
       redis.disconnect();
