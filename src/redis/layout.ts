@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import { layoutKey } from './keys.js';
+import { AgentDispatchError } from '../agent-dispatch-error.js';
 
 /**
  * What a deployment's Redis must agree with before anything writes: whether it is a cluster
@@ -7,7 +8,7 @@ import { layoutKey } from './keys.js';
  */
 
 /** A deployment setting the Redis contradicts. Code `layout_mismatch`; `setting` names it. */
-export class LayoutError extends Error {
+export class LayoutError extends AgentDispatchError {
   readonly code = 'layout_mismatch';
   constructor(
     readonly setting: 'REDIS_CLUSTER' | 'DISPATCH_SHARDS',
