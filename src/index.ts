@@ -2,19 +2,9 @@
  * agent-dispatch's library entry: the producer and the operator controls (contract, section 4),
  * and the types of what they return and of the completion events.
  */
-export {
-  createProducer,
-  IdempotencyConflictError,
-  InvalidFollowUpError,
-  RedisUnavailableError,
-} from './producer/index.js';
+export { createProducer } from './producer/index.js';
 export type { KeyConflict, Producer, ProducerOptions, SendResult } from './producer/index.js';
-export {
-  createAdmin,
-  InvalidControlError,
-  NotCancellableError,
-  UnknownDispatchError,
-} from './producer/index.js';
+export { createAdmin } from './producer/index.js';
 export type {
   Admin,
   AdminOptions,
@@ -28,7 +18,6 @@ export type { FollowUpInput, FieldProblem } from './dispatch/followup.js';
 export type { DispatchStatus } from './dispatch/status.js';
 export type { DispatchState } from './dispatch/record.js';
 export { EVENT_TYPES, type EventType } from './dispatch/event.js';
-export { NotDurableError } from './redis/disk-wait.js';
 export type { DurabilitySetting } from './redis/durability.js';
 export {
   createEventReader,
@@ -36,4 +25,5 @@ export {
   type EventReader,
   type EventReaderOptions,
 } from './dispatch/event-reader.js';
-export { LayoutError } from './redis/layout.js';
+/** Every error it throws: each an `AgentDispatchError` with a stable `code` (docs/errors.md). */
+export * from './errors.js';

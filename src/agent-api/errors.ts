@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
+import { AgentDispatchError } from '../agent-dispatch-error.js';
 /**
  * The one error type of the agent-API boundary (in the manner of undici's `lib/core/errors.js`): a
  * stable `code` to branch on, the HTTP status when the server answered, and `ambiguous`, which
@@ -57,7 +58,7 @@ export interface AgentApiErrorDetails {
  * contains the API key or the Authorization header (the key is also scrubbed from any text the
  * server sent back).
  */
-export class AgentApiError extends Error {
+export class AgentApiError extends AgentDispatchError {
   /** Stable reason; see {@link AgentErrorCode}. */
   readonly code: AgentErrorCode;
   /** The HTTP status when the server answered; `undefined` when it did not. */

@@ -1,6 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Dispatcher } from 'undici';
 import { AgentApiError, type AgentErrorCode, type Operation } from './errors.js';
+import { AgentDispatchError } from '../agent-dispatch-error.js';
 
 /**
  * One HTTP exchange through undici's dispatch API, with the one fact `request()` hides: whether the
@@ -38,7 +39,7 @@ export type ExchangeResult =
  * it to the socket (a send whose budget grant is too old to arrive within the budget's margin).
  * Nothing left; the caller gives the grant back.
  */
-export class WriteDeadlineError extends Error {
+export class WriteDeadlineError extends AgentDispatchError {
   readonly code = 'write_deadline';
   constructor(lateMs: number) {
     super(`request not written: its write deadline passed ${Math.round(lateMs)} ms ago`);
@@ -47,7 +48,7 @@ export class WriteDeadlineError extends Error {
 }
 
 /** Raised through undici when a response body passes {@link MAX_RESPONSE_BYTES}. */
-export class ResponseTooLargeError extends Error {
+export class ResponseTooLargeError extends AgentDispatchError {
   readonly code = 'response_too_large';
   constructor() {
     super(`response body larger than ${MAX_RESPONSE_BYTES} bytes`);

@@ -1,5 +1,6 @@
 import type { Writable } from 'node:stream';
 import type { SettingName } from '../config/index.js';
+import { AgentDispatchError } from '../agent-dispatch-error.js';
 
 /** One command-line option of a command. `setting` makes the flag override that setting. */
 export interface OptionSpec {
@@ -40,7 +41,7 @@ export interface Command {
 export const EXIT = { ok: 0, failed: 1, usage: 2 } as const;
 
 /** Thrown by a command for bad usage; the CLI prints the message and exits 2. */
-export class UsageError extends Error {
+export class UsageError extends AgentDispatchError {
   readonly code = 'usage';
   constructor(message: string) {
     super(message);

@@ -93,7 +93,9 @@ export const simulateCommand: Command = {
 async function runSimulate(ctx: CommandContext): Promise<number> {
   const options = simulatorOptions(ctx);
   const seedList = seeds(ctx.values['seed']);
-  const level = SETTINGS.LOG_LEVEL.schema.safeParse(ctx.env['LOG_LEVEL'] ?? 'info');
+  const level = SETTINGS.LOG_LEVEL.schema.safeParse(
+    ctx.env['LOG_LEVEL'] ?? SETTINGS.LOG_LEVEL.default,
+  );
   if (!level.success)
     throw new UsageError(`LOG_LEVEL: ${level.error.issues.map((i) => i.message).join('; ')}`);
   const logger = createLogger(level.data, ctx.stderr).child({ role: 'simulate' });

@@ -1,6 +1,7 @@
 import type { SettingProblem } from './errors.js';
 import { readFileSync, watch, type FSWatcher } from 'node:fs';
 import { dirname } from 'node:path';
+import { AgentDispatchError } from '../agent-dispatch-error.js';
 
 /**
  * The agent-API key read from `AGENT_API_KEY_FILE` (the Docker and Kubernetes secret convention),
@@ -18,7 +19,7 @@ const KEY_SHAPE = /^[\x21-\x7e]+$/;
 const SETTLE_MS = 100;
 
 /** The key file could not give a key: unreadable, empty, or not a key. The message names the setting. */
-export class KeyFileError extends Error {
+export class KeyFileError extends AgentDispatchError {
   readonly code = 'bad_key_file';
   constructor(message: string, options?: { cause: unknown }) {
     super(`${SETTING}: ${message}`, options);

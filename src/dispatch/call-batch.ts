@@ -1,3 +1,5 @@
+import { AgentDispatchError } from '../agent-dispatch-error.js';
+
 /**
  * Calls asked for in one turn of the event loop, made as one: each `add` waits until the end of
  * the current turn (`setImmediate`), or until `maxBatch` are waiting, and then every waiting item
@@ -89,10 +91,11 @@ export type BatchedOp = 'acquire' | 'mark_sent' | 'reschedule' | 'finish';
  * One item of a batched script call failed on its own and wrote nothing (see
  * lua/includes/per-call.lua): a key of the wrong type, or a value stored in Redis that is out of
  * range (a limit, a park, a budget log entry written by hand). It fails again until an operator
- * repairs `key`; the other items of its call were not touched.
+ * repairs `key`; the other items of its call were not touched. Code `store_item`.
  */
-export class StoreItemError extends Error {
+export class StoreItemError extends AgentDispatchError {
   override readonly name = 'StoreItemError';
+  readonly code = 'store_item';
   constructor(
     readonly op: BatchedOp,
     /** The key at fault, `-` when Redis's own error named none. */

@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import { compareIds } from './event-reader.js';
+import { AgentDispatchError } from '../agent-dispatch-error.js';
 
 /**
  * Where a cursor cannot resume exactly, said rather than passed over. A stream keeps at most
@@ -24,7 +25,7 @@ export interface StreamBounds {
 }
 
 /** A cursor that cannot resume exactly: trimmed past, or ahead of its stream, in shard `shard`. */
-export class CursorGapError extends Error {
+export class CursorGapError extends AgentDispatchError {
   readonly code: 'events_trimmed' | 'cursor_ahead';
   constructor(
     readonly shard: number,

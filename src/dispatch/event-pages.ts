@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import { checkGap, noSuchKey, streamBounds } from './event-gaps.js';
 import { compareIds } from './event-reader.js';
+import { AgentDispatchError } from '../agent-dispatch-error.js';
 
 /**
  * Pages of completion events across every shard's stream, in one order, with a cursor that
@@ -17,7 +18,7 @@ import { compareIds } from './event-reader.js';
 export type Cursor = readonly string[];
 
 /** A cursor that does not fit the deployment: malformed, or written for another shard count. */
-export class CursorError extends Error {
+export class CursorError extends AgentDispatchError {
   readonly code = 'invalid_cursor';
   constructor(message: string) {
     super(message);

@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import { LIBRARY_DEFAULTS } from '../config/index.js';
 import { connect } from '../redis/connections.js';
 import { shardLayout } from '../redis/keys.js';
 import { readEventEntry, type EventType } from './event.js';
@@ -35,13 +36,13 @@ export interface EventReaderOptions {
   group: string;
   /** This consumer's name within the group. */
   consumer: string;
-  /** `DISPATCH_PREFIX`. @defaultValue `agent-dispatch` */
+  /** `DISPATCH_PREFIX`. @defaultValue its default */
   prefix?: string;
-  /** `EVENTS_STREAM`. @defaultValue `agent-dispatch:events` */
+  /** `EVENTS_STREAM`. @defaultValue its default */
   eventsStream?: string;
-  /** `DISPATCH_SHARDS`. @defaultValue 1 */
+  /** `DISPATCH_SHARDS`. @defaultValue its default */
   shards?: number;
-  /** `REDIS_CLUSTER`. @defaultValue false */
+  /** `REDIS_CLUSTER`. @defaultValue its default */
   cluster?: boolean;
   /** Where a new group starts: `0` (every kept event) or `$` (only new ones). @defaultValue `0` */
   startAt?: '0' | '$';
@@ -67,14 +68,15 @@ type StreamReply = [stream: string, entries: [id: string, fields: string[]][]][]
 
 /** Creates a reader. Its groups are created on the first `read`. */
 export function createEventReader(options: EventReaderOptions): EventReader {
+  const cluster = options.cluster ?? LIBRARY_DEFAULTS.cluster;
   const streams = shardLayout(
-    options.prefix ?? 'agent-dispatch',
-    options.eventsStream ?? 'agent-dispatch:events',
-    options.shards ?? 1,
-    options.cluster ?? false,
+    options.prefix ?? LIBRARY_DEFAULTS.prefix,
+    options.eventsStream ?? LIBRARY_DEFAULTS.eventsStream,
+    options.shards ?? LIBRARY_DEFAULTS.shards,
+    cluster,
   ).map((s) => s.eventsStream);
   const redis: Redis = connect(
-    { redisUrl: options.redisUrl, redisCluster: options.cluster ?? false },
+    { redisUrl: options.redisUrl, redisCluster: cluster },
     'worker',
     `events:${options.consumer}`,
   );

@@ -13,6 +13,7 @@
  * - **terminal status**: `completed`, `archived` or `failed`; the dispatch then ends with one event.
  */
 import { z } from 'zod';
+import { AgentDispatchError } from '../agent-dispatch-error.js';
 import { issueProblems, withoutNulls } from './followup-input.js';
 
 /** Largest `meta` accepted, as UTF-8 bytes of its JSON. It rides along in every event. */
@@ -105,7 +106,7 @@ export interface FieldProblem {
 }
 
 /** Thrown for invalid input; nothing of the call was enqueued. Code `invalid_followup`. */
-export class InvalidFollowUpError extends Error {
+export class InvalidFollowUpError extends AgentDispatchError {
   readonly code = 'invalid_followup';
   /** The first bad field, for callers that want one name. */
   readonly field: string;

@@ -55,10 +55,13 @@ export function controlsRouter(options: ControlsOptions): Router {
       const body: unknown = req.body;
       const projectId = param(req.params['projectId']);
       if (typeof body !== 'object' || body === null || Array.isArray(body) || !('limit' in body))
-        return sendProblem(res, 'limit', 'expected a body {"limit": "50/1h"} or {"limit": null}');
+        return sendProblem(
+          res,
+          new InvalidControlError('limit', 'expected a body {"limit": "50/1h"} or {"limit": null}'),
+        );
       const { limit, force } = body as { limit: unknown; force?: unknown };
       if (force !== undefined && typeof force !== 'boolean')
-        return sendProblem(res, 'force', 'expected true or false');
+        return sendProblem(res, new InvalidControlError('force', 'expected true or false'));
       return answer(res, logger, () =>
         limit === null
           ? admin.clearProjectLimit(projectId)
@@ -82,8 +85,8 @@ async function answer(res: Response, logger: Logger, call: () => Promise<object>
   });
 }
 
-function sendProblem(res: Response, field: string, message: string): void {
-  sendError(res, 400, `invalid ${field}`, { problems: [{ field, message }] });
+function sendProblem(res: Response, { code, field, problem }: InvalidControlError): void {
+  sendError(res, 400, `invalid ${field}`, { code, problems: [{ field, message: problem }] });
 }
 
 /**
@@ -92,7 +95,7 @@ function sendProblem(res: Response, field: string, message: string): void {
  * anything else a logged 500.
  */
 function answerFailure(res: Response, logger: Logger, err: unknown): void {
-  if (err instanceof InvalidControlError) return sendProblem(res, err.field, err.problem);
+  if (err instanceof InvalidControlError) return sendProblem(res, err);
   if (err instanceof UnknownDispatchError)
     return sendError(res, 404, err.message, { code: err.code, dispatchId: err.dispatchId });
   if (err instanceof NotCancellableError)
@@ -114,7 +117,9 @@ function answerFailure(res: Response, logger: Logger, err: unknown): void {
   if (err instanceof RedisUnavailableError) {
     logger.warn({ err, method: res.req.method, path: res.req.path }, LIFECYCLE.intakeUnavailable);
     res.set('retry-after', '5');
-    return sendError(res, 503, 'Redis is unavailable; nothing changed, retry later');
+    return sendError(res, 503, 'Redis is unavailable; nothing changed, retry later', {
+      code: err.code,
+    });
   }
   logger.error({ err, method: res.req.method, path: res.req.path }, LIFECYCLE.intakeError);
   sendError(res, 500, 'internal error; see the server log');

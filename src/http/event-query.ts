@@ -62,9 +62,11 @@ export function parseQuery(req: Request, shards: number, [from, after]: From): Q
  * trimmed past, with the `next` that goes on from the oldest kept: the loss is said, not skipped.
  */
 export function gapAnswer(res: Response, query: Exclude<Query, string>, err: CursorGapError): void {
-  if (err.kind === 'ahead') return sendError(res, 400, `${query.from}: ${err.message}`);
+  if (err.kind === 'ahead')
+    return sendError(res, 400, `${query.from}: ${err.message}`, { code: err.code });
   const next = formatCursor(err.resume(query.cursor));
   sendError(res, 410, `${query.from}: ${err.message}; "next" goes on from the oldest kept`, {
+    code: err.code,
     next,
   });
 }

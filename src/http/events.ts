@@ -212,7 +212,7 @@ function sameLayout(feed: EventFeed, logger: Logger): RequestHandler {
       (err: unknown) => {
         if (!(err instanceof LayoutError)) return unavailable(res);
         logger.error({ err }, LIFECYCLE.httpError);
-        sendError(res, 500, err.message);
+        sendError(res, 500, err.message, { code: err.code, setting: err.setting });
       },
     );
   };

@@ -120,7 +120,7 @@ async function answer(
  */
 function answerFailure(res: Response, logger: Logger, err: unknown): void {
   if (err instanceof InvalidFollowUpError)
-    return sendError(res, 400, 'invalid follow-up', { problems: err.problems });
+    return sendError(res, 400, 'invalid follow-up', { code: err.code, problems: err.problems });
   if (err instanceof IdempotencyConflictError) {
     const problems = err.conflicts.map(({ index, dispatchId }) => ({
       ...(index === undefined ? {} : { index }),
@@ -144,6 +144,7 @@ function answerFailure(res: Response, logger: Logger, err: unknown): void {
       res,
       503,
       'Redis is unavailable; retry later, with the same key to avoid a duplicate',
+      { code: err.code },
     );
   }
   logger.error({ err, method: res.req.method, path: res.req.path }, LIFECYCLE.intakeError);

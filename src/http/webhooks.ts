@@ -86,11 +86,14 @@ async function answer(
 function answerFailure(res: Response, logger: Logger, err: unknown): void {
   if (err instanceof InvalidWebhookError)
     return sendError(res, 400, `invalid ${err.field}`, {
+      code: err.code,
       problems: [{ field: err.field, message: err.problem }],
     });
   if (err instanceof RedisUnavailableError) {
     res.set('retry-after', '5');
-    return sendError(res, 503, 'Redis is unavailable; nothing changed, retry later');
+    return sendError(res, 503, 'Redis is unavailable; nothing changed, retry later', {
+      code: err.code,
+    });
   }
   logger.error({ err, method: res.req.method, path: res.req.path }, LIFECYCLE.httpError);
   sendError(res, 500, 'internal error; see the server log');

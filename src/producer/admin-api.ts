@@ -6,16 +6,19 @@ import type { Overview, OverviewOptions } from './overview.js';
 
 /* The operator controls' public shape (contract, section 4: `createAdmin`); `admin.ts` builds it. */
 
-/** Options of {@link createAdmin}; every default matches the service's settings. */
+/**
+ * Options of {@link createAdmin}. An option named after a setting defaults to that setting's default
+ * (docs/reference/settings.md; `LIBRARY_DEFAULTS` in src/config/defaults.ts).
+ */
 export interface AdminOptions {
   redisUrl: string;
-  /** @defaultValue `agent-dispatch` */
+  /** `DISPATCH_PREFIX`. @defaultValue its default */
   prefix?: string;
-  /** `EVENTS_STREAM`, where a cancel's event goes. @defaultValue `agent-dispatch:events` */
+  /** `EVENTS_STREAM`, where a cancel's event goes. @defaultValue its default */
   eventsStream?: string;
-  /** `EVENTS_MAXLEN`. @defaultValue 1000000 */
+  /** `EVENTS_MAXLEN`. @defaultValue its default */
   eventsMaxLen?: number;
-  /** `DISPATCH_RETENTION` of a cancelled follow-up's record, in ms. @defaultValue 7 days */
+  /** `DISPATCH_RETENTION` of a cancelled follow-up's record, in ms. @defaultValue its default */
   dispatchRetentionMs?: number;
   /** `SEND_RATE_LIMIT`, which `showProject` reports for a project without a limit of its own. */
   sendRateLimit?: string | Rate;
@@ -29,7 +32,7 @@ export interface AdminOptions {
    * call with `LayoutError` (code `layout_mismatch`), having changed nothing.
    */
   shards?: number;
-  /** `REDIS_CLUSTER`: `redisUrl` is the seed node of a Redis Cluster. @defaultValue false */
+  /** `REDIS_CLUSTER`: `redisUrl` is the seed node of a Redis Cluster. @defaultValue its default */
   cluster?: boolean;
   /**
    * `REDIS_DURABILITY`: with `fsync` (the default) on a server that has WAITAOF, a cancel, pause,

@@ -1,6 +1,6 @@
 import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { parseRate, type Config, type Rate } from '../config/index.js';
+import { LIBRARY_DEFAULTS, parseRate, type Config, type Rate } from '../config/index.js';
 import { budgetRate } from '../dispatch/budget.js';
 import type { DispatchStore } from '../dispatch/store.js';
 import { shardOf } from '../redis/keys.js';
@@ -12,8 +12,6 @@ import { openTool } from './tool.js';
 import { mergeOverviews, readOverview } from './overview.js';
 
 export type { Admin, AdminOptions, LimitOptions, LimitResult, PauseResult } from './admin-api.js';
-
-const DEFAULT_RATE: Rate = { max: 100, windowMs: 3_600_000 };
 
 /** One shard as the controls use it: its dispatch queue, its store on the admin's connection. */
 interface AdminShard {
@@ -153,7 +151,7 @@ async function wakeAll(queue: Queue, bullJobIds: readonly string[]): Promise<voi
 }
 
 function rateOf(value: string | Rate | undefined): Rate {
-  if (value === undefined) return DEFAULT_RATE;
+  if (value === undefined) return LIBRARY_DEFAULTS.sendRateLimit;
   if (typeof value !== 'string') return value;
   const rate = parseRate(value);
   if (!rate)

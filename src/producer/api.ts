@@ -7,14 +7,17 @@ import type { SendResult } from './errors.js';
 
 /* The producer library's public shape (contract, section 4); `producer.ts` builds it. */
 
-/** Options of {@link createProducer}. Every default matches the service's settings. */
+/**
+ * Options of {@link createProducer}. An option named after a setting defaults to that setting's default
+ * (docs/reference/settings.md; `LIBRARY_DEFAULTS` in src/config/defaults.ts).
+ */
 export interface ProducerOptions {
   redisUrl: string;
-  /** @defaultValue `agent-dispatch` */
+  /** `DISPATCH_PREFIX`. @defaultValue its default */
   prefix?: string;
-  /** @defaultValue 65536 */
+  /** `PROMPT_MAX_BYTES`. @defaultValue its default */
   promptMaxBytes?: number;
-  /** Send attempts for transient failures, stored on each job. @defaultValue 8 */
+  /** `SEND_ATTEMPTS`: for transient failures, stored on each job. @defaultValue its default */
   sendAttempts?: number;
   /** An existing connection to use instead of `redisUrl` (not closed by `close`). */
   connection?: Redis;
@@ -33,18 +36,18 @@ export interface ProducerOptions {
    * `LayoutError` (code `layout_mismatch`, `setting` `DISPATCH_SHARDS`) when they differ.
    */
   shards?: number;
-  /** `REDIS_CLUSTER`: `redisUrl` is the seed node of a Redis Cluster. @defaultValue false */
+  /** `REDIS_CLUSTER`: `redisUrl` is the seed node of a Redis Cluster. @defaultValue its default */
   cluster?: boolean;
   /** How long `send` waits for the disk (WAITAOF) before it fails, retryable. @defaultValue 5000 */
   durabilityTimeoutMs?: number;
-  /** `EVENTS_STREAM`, where `cancel`'s event goes. @defaultValue `agent-dispatch:events` */
+  /** `EVENTS_STREAM`, where `cancel`'s event goes. @defaultValue its default */
   eventsStream?: string;
-  /** `EVENTS_MAXLEN`. @defaultValue 1000000 */
+  /** `EVENTS_MAXLEN`. @defaultValue its default */
   eventsMaxLen?: number;
   /**
    * `DISPATCH_RETENTION`, in ms: of a cancelled follow-up's record, and, with several shards, of
    * a key's claim (twice it), which must outlive the record: give the fleet's value.
-   * @defaultValue 7 days
+   * @defaultValue its default
    */
   dispatchRetentionMs?: number;
 }

@@ -206,9 +206,10 @@ export interface ReleasedClaim {
  * `results` and `conflicts` answer for it (`null` at each released or conflicting position), so
  * the producer can send the released ones again itself ({@link replaceReleased} first) and answer
  * the whole batch; a caller that gets this error (the second time in one call) retries with the
- * same key.
+ * same key. Code `claim_released`.
  */
 export class ClaimReleasedError extends RedisUnavailableError {
+  override readonly code = 'claim_released';
   constructor(
     readonly released: readonly ReleasedClaim[],
     readonly results: readonly (SendResult | null)[] = [],

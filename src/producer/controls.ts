@@ -4,6 +4,7 @@ import type { DispatchState } from '../dispatch/record.js';
 import { LIMIT_COUNT_MAX, LIMIT_WINDOW_MAX_MS } from '../dispatch/project-state.js';
 import type { ProjectState } from '../dispatch/store.js';
 import { cancelDispatch, type CancelContext } from '../runtime/cancel.js';
+import { AgentDispatchError } from '../agent-dispatch-error.js';
 
 /**
  * What the operator controls answer and refuse with (contract, section 4: `producer.cancel` and
@@ -12,7 +13,7 @@ import { cancelDispatch, type CancelContext } from '../runtime/cancel.js';
  */
 
 /** A control's input is invalid; nothing changed. Code `invalid_control`, `field` names it. */
-export class InvalidControlError extends Error {
+export class InvalidControlError extends AgentDispatchError {
   readonly code = 'invalid_control';
   constructor(
     readonly field: string,
@@ -24,7 +25,7 @@ export class InvalidControlError extends Error {
 }
 
 /** No follow-up has this id (never enqueued, or expired after the end). Code `unknown_dispatch`. */
-export class UnknownDispatchError extends Error {
+export class UnknownDispatchError extends AgentDispatchError {
   readonly code = 'unknown_dispatch';
   constructor(readonly dispatchId: string) {
     super(`no follow-up with dispatchId ${JSON.stringify(dispatchId)}`);
@@ -36,7 +37,7 @@ export class UnknownDispatchError extends Error {
  * The follow-up is past `queued` (being sent, sent, or finished): a cancel changes nothing, since
  * the prompt may already have reached the agent API. Code `not_cancellable`, with its `state`.
  */
-export class NotCancellableError extends Error {
+export class NotCancellableError extends AgentDispatchError {
   readonly code = 'not_cancellable';
   constructor(
     readonly dispatchId: string,

@@ -6,10 +6,8 @@ import {
   type DurabilityAssessment,
   type DurabilitySetting,
 } from '../redis/durability.js';
+import { LIBRARY_DEFAULTS } from '../config/index.js';
 import { asRedisFailure, RedisUnavailableError } from './errors.js';
-
-/** `REDIS_DURABILITY`'s default. */
-const FSYNC: DurabilitySetting = { mode: 'fsync', replicas: 0, strict: false };
 
 /**
  * What the producer asks of the disk before it answers: the server assessed once, then each
@@ -32,9 +30,9 @@ export interface DiskGuard {
   readonly wait: DiskWait;
 }
 
-/** The producer's {@link DiskGuard} for `REDIS_DURABILITY` `setting` (default `fsync`). */
+/** The producer's {@link DiskGuard} for `REDIS_DURABILITY` `setting` (default: `REDIS_DURABILITY`'s). */
 export function diskGuard(
-  setting: DurabilitySetting = FSYNC,
+  setting: DurabilitySetting = LIBRARY_DEFAULTS.durability,
   timeoutMs: number,
   redis: Redis,
 ): DiskGuard {

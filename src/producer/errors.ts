@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import { AgentDispatchError } from '../agent-dispatch-error.js';
 
 /**
  * The producer's errors besides {@link InvalidFollowUpError}: each has a stable `code`, and callers
@@ -16,8 +17,8 @@ export interface SendResult {
  * (`timeoutMs` given) nothing was enqueued; after, the write may have landed: retry with the same
  * key.
  */
-export class RedisUnavailableError extends Error {
-  readonly code = 'redis_unavailable';
+export class RedisUnavailableError extends AgentDispatchError {
+  readonly code: 'redis_unavailable' | 'claim_released' = 'redis_unavailable';
   constructor(timeoutMsOrMessage: number | string, cause?: unknown) {
     super(
       typeof timeoutMsOrMessage === 'number'
@@ -44,7 +45,7 @@ export interface KeyConflict {
  * field `key`. In a batch the other follow-ups were enqueued (one transaction, already committed):
  * `results` holds their answers in input order, `null` at each conflicting index.
  */
-export class IdempotencyConflictError extends Error {
+export class IdempotencyConflictError extends AgentDispatchError {
   readonly code = 'idempotency_conflict';
   readonly field = 'key';
   constructor(

@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import { LIBRARY_DEFAULTS } from '../config/index.js';
 import { layoutKey, shardLayout } from '../redis/keys.js';
 import { fleetShardCount, LayoutError } from '../redis/layout.js';
 import { asRedisFailure, RedisUnavailableError } from './errors.js';
@@ -51,6 +52,7 @@ export function fleetOf(redis: Redis, options: FleetOptions): Fleet {
         cluster,
         prefix,
         configured: options.shards,
+        unset: LIBRARY_DEFAULTS.shards,
       });
       unrecorded = !recorded;
       const layout = shardLayout(prefix, eventsStream, count, cluster);

@@ -6,6 +6,7 @@ import {
   type FollowUp,
 } from '../dispatch/followup.js';
 import { describeDispatch } from '../dispatch/status.js';
+import { LIBRARY_DEFAULTS } from '../config/index.js';
 import {
   asRedisFailure,
   IdempotencyConflictError,
@@ -30,8 +31,8 @@ export { IdempotencyConflictError, InvalidFollowUpError, RedisUnavailableError, 
  * `send` rejects at once instead of holding follow-ups in memory where a crash would lose them.
  */
 export function createProducer(options: ProducerOptions): Producer {
-  const promptMaxBytes = options.promptMaxBytes ?? 65_536;
-  const attempts = options.sendAttempts ?? 8;
+  const promptMaxBytes = options.promptMaxBytes ?? LIBRARY_DEFAULTS.promptMaxBytes;
+  const attempts = options.sendAttempts ?? LIBRARY_DEFAULTS.sendAttempts;
   const { redis, disk, fleet } = openTool(options, 'producer');
   let closing: Promise<void> | undefined;
 

@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import { LIBRARY_DEFAULTS } from '../config/index.js';
 import { connect } from '../redis/connections.js';
 import type { ProducerOptions } from './api.js';
 import { diskGuard, type DiskGuard } from './disk.js';
@@ -34,7 +35,7 @@ export interface ToolParts {
 
 /** Opens the parts of the tool named `name` (the connection's name) for `options`. */
 export function openTool(options: ToolOptions, name: string): ToolParts {
-  const cluster = options.cluster ?? false;
+  const cluster = options.cluster ?? LIBRARY_DEFAULTS.cluster;
   const redis =
     options.connection ??
     connect({ redisUrl: options.redisUrl, redisCluster: cluster }, 'producer', name);
@@ -43,13 +44,13 @@ export function openTool(options: ToolOptions, name: string): ToolParts {
   });
   const disk = diskGuard(options.durability, options.durabilityTimeoutMs ?? 5_000, redis);
   const fleet = fleetOf(redis, {
-    prefix: options.prefix ?? 'agent-dispatch',
-    eventsStream: options.eventsStream ?? 'agent-dispatch:events',
+    prefix: options.prefix ?? LIBRARY_DEFAULTS.prefix,
+    eventsStream: options.eventsStream ?? LIBRARY_DEFAULTS.eventsStream,
     cluster,
     shards: options.shards,
     ending: {
-      eventsMaxLen: options.eventsMaxLen ?? 1_000_000,
-      retentionMs: options.dispatchRetentionMs ?? 7 * 86_400_000,
+      eventsMaxLen: options.eventsMaxLen ?? LIBRARY_DEFAULTS.eventsMaxLen,
+      retentionMs: options.dispatchRetentionMs ?? LIBRARY_DEFAULTS.dispatchRetentionMs,
       // A cancel or a control waits for the disk before it answers, as an enqueue does.
       durability: disk.wait,
     },

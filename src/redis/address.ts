@@ -1,3 +1,5 @@
+import { AgentDispatchError } from '../agent-dispatch-error.js';
+
 /**
  * Where Redis is, as the settings say it: one `redis://` or `rediss://` URL (a single server, or
  * the seed of a cluster with `REDIS_CLUSTER`); a comma-separated list of seed nodes of a cluster
@@ -26,7 +28,7 @@ export const SENTINEL_SCHEME = 'redis-sentinel:';
  * A Redis address that cannot be used. The message names the part that is wrong and never echoes
  * the text, which may hold a password.
  */
-export class RedisAddressError extends Error {
+export class RedisAddressError extends AgentDispatchError {
   readonly code = 'bad_redis_address';
   constructor(message: string) {
     super(message);

@@ -2,6 +2,7 @@ import type { Cluster, Redis } from 'ioredis';
 import type { DurabilityAssessment } from './durability.js';
 import { forgetReplicaCount, replicasToWaitFor } from './replica-count.js';
 import { keySlot } from './slot.js';
+import { AgentDispatchError } from '../agent-dispatch-error.js';
 
 /**
  * The wait for the disk, as every role runs it (`REDIS_DURABILITY`, see durability.ts): mark the
@@ -104,7 +105,7 @@ export async function notOnDisk(
  * or the server cannot keep the promise and the setting is strict): nothing that depends on it
  * went ahead. Code `not_durable`.
  */
-export class NotDurableError extends Error {
+export class NotDurableError extends AgentDispatchError {
   readonly code = 'not_durable';
   constructor(message: string) {
     super(message);

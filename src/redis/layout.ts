@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import { layoutKey } from './keys.js';
+import { AgentDispatchError } from '../agent-dispatch-error.js';
 
 /**
  * What a deployment's Redis must agree with before anything writes: whether it is a cluster
@@ -7,7 +8,7 @@ import { layoutKey } from './keys.js';
  */
 
 /** A deployment setting the Redis contradicts. Code `layout_mismatch`; `setting` names it. */
-export class LayoutError extends Error {
+export class LayoutError extends AgentDispatchError {
   readonly code = 'layout_mismatch';
   constructor(
     readonly setting: 'REDIS_CLUSTER' | 'DISPATCH_SHARDS',
@@ -69,19 +70,20 @@ export function shardCountMismatch(
  * whose `DISPATCH_SHARDS` is unset (`configured` undefined) still reaches every shard. A
  * `configured` count that differs from the record is refused with {@link LayoutError}, as is a
  * record that is not a count: acting on the wrong shard would answer `paused` while the project
- * goes on sending. Without a record (no role ever started): `configured`, else 1. A single Redis
- * must not be a cluster node either (a cluster connection to a single Redis never gets ready, so
- * that case shows as Redis unavailable). `recorded` says whether the count is the fleet's record.
+ * goes on sending. Without a record (no role ever started): `configured`, else `unset` (the
+ * setting's default). A single Redis must not be a cluster node either (a cluster connection to
+ * a single Redis never gets ready, so that case shows as Redis unavailable). `recorded` says
+ * whether the count is the fleet's record.
  */
 export async function fleetShardCount(
   redis: Redis,
-  expected: { cluster: boolean; prefix: string; configured: number | undefined },
+  expected: { cluster: boolean; prefix: string; configured: number | undefined; unset: number },
 ): Promise<{ count: number; recorded: boolean }> {
   if (!expected.cluster) checkClusterMode(false, await isClusterNode(redis));
   const key = layoutKey(expected.prefix);
   const stored = await redis.get(key);
   const { configured } = expected;
-  if (stored === null) return { count: configured ?? 1, recorded: false };
+  if (stored === null) return { count: configured ?? expected.unset, recorded: false };
   const recorded = Number(stored);
   if (!/^\d{1,3}$/.test(stored) || recorded < 1)
     throw new LayoutError(

@@ -1,9 +1,10 @@
 import { spawnSync } from 'node:child_process';
+import { AgentDispatchError } from '../agent-dispatch-error.js';
 
 /** Which server binary the private Redis of `start` runs, and the error when there is none. */
 
 /** Thrown when no `redis-server` binary can be started. Code `redis_server_missing`. */
-export class RedisServerMissingError extends Error {
+export class RedisServerMissingError extends AgentDispatchError {
   readonly code = 'redis_server_missing';
   constructor(binary: string) {
     super(

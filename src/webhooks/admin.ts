@@ -12,6 +12,7 @@ import {
   type Subscription,
   type SubscriptionView,
 } from './subscriptions.js';
+import { AgentDispatchError } from '../agent-dispatch-error.js';
 
 /**
  * The operator's webhook controls, one code for the CLI (`webhook ...`) and the HTTP routes
@@ -19,7 +20,7 @@ import {
  */
 
 /** Bad input to a webhook control; `field` names what is wrong. Code `invalid_webhook`. */
-export class InvalidWebhookError extends Error {
+export class InvalidWebhookError extends AgentDispatchError {
   readonly code = 'invalid_webhook';
   constructor(
     readonly field: string,

@@ -1,6 +1,7 @@
 import { Agent, request } from 'undici';
 import { signature } from './signature.js';
 import type { Subscription } from './subscriptions.js';
+import { AgentDispatchError } from '../agent-dispatch-error.js';
 
 /**
  * One delivery attempt: a signed POST with undici through the process's one dispatcher, and what
@@ -13,7 +14,7 @@ import type { Subscription } from './subscriptions.js';
 export type AttemptOutcome = 'delivered' | 'gone';
 
 /** A failed attempt: an answer that is neither 2xx nor 410, or no answer. Code `webhook_failed`. */
-export class WebhookAttemptError extends Error {
+export class WebhookAttemptError extends AgentDispatchError {
   readonly code = 'webhook_failed';
   constructor(
     message: string,

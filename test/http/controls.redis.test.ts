@@ -78,6 +78,7 @@ describe('the operator controls over HTTP', () => {
       expect(res.status, JSON.stringify(body)).toBe(400);
       expect(await res.json()).toMatchObject({
         error: 'invalid limit',
+        code: 'invalid_control',
         problems: [{ field: 'limit', message: expect.any(String) }],
       });
     }

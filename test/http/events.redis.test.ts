@@ -94,6 +94,7 @@ describe('GET /v1/events across shards', () => {
     expect(String(gone.body['error'])).toMatch(
       /^after: shard 0's stream was trimmed \(EVENTS_MAXLEN\)/,
     );
+    expect(gone.body['code']).toBe('events_trimmed');
     // Just below the oldest kept, 62-0.
     expect(gone.body['next']).toBe(`61-${2n ** 64n - 1n}_50-0`);
     expect(ids((await page(`?after=${String(gone.body['next'])}`)).body)).toEqual([
@@ -103,6 +104,7 @@ describe('GET /v1/events across shards', () => {
     const ahead = await page('?after=63-0_9999999999999-0');
     expect(ahead.status).toBe(400);
     expect(String(ahead.body['error'])).toMatch(/^after: the cursor is ahead of shard 1's stream/);
+    expect(ahead.body['code']).toBe('cursor_ahead');
     const stream = await fetch(`${app.url}/v1/events/stream`, {
       headers: { ...auth, 'last-event-id': '60-0_50-0' },
     });

@@ -75,7 +75,10 @@ describe('health and readiness', () => {
     });
     expect(intake.status).toBe(503);
     const text = await intake.text();
-    expect(JSON.parse(text)).toHaveProperty('error');
+    expect(JSON.parse(text)).toMatchObject({
+      error: expect.any(String),
+      code: 'redis_unavailable',
+    });
     expect(text).not.toContain(String(redisServer.port));
 
     await redisServer.restart();

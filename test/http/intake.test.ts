@@ -51,6 +51,7 @@ describe('POST /v1/followups', () => {
     expect(single.status).toBe(400);
     expect(await single.json()).toEqual({
       error: 'invalid follow-up',
+      code: 'invalid_followup',
       problems: [{ field: 'prompt', message: expect.any(String) }],
     });
 
@@ -181,6 +182,7 @@ describe('POST /v1/followups', () => {
       expect(res.status).toBe(400);
       expect(await res.json()).toEqual({
         error: 'invalid follow-up',
+        code: 'invalid_followup',
         problems: [{ field: 'meta', message: expect.stringMatching(/levels/) }],
       });
     }

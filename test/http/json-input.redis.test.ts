@@ -44,6 +44,7 @@ describe('JSON as clients send it', () => {
     expect(res.status).toBe(400);
     expect(await res.json()).toEqual({
       error: 'invalid follow-up',
+      code: 'invalid_followup',
       problems: [
         { field: 'projectid', message: 'unknown field projectid (did you mean projectId?)' },
       ],

@@ -39,7 +39,10 @@ describe('/v1/webhooks', () => {
   it('answers 400 naming the field, and 401 without the token', async () => {
     const bad = await call('POST', '/v1/webhooks', { url: 'ftp://x', types: [] });
     expect(bad.status).toBe(400);
-    expect(await bad.json()).toMatchObject({ problems: [{ field: 'url' }] });
+    expect(await bad.json()).toMatchObject({
+      code: 'invalid_webhook',
+      problems: [{ field: 'url' }],
+    });
     const badTypes = await call('POST', '/v1/webhooks', { url: 'http://x.test', types: 'all' });
     expect(await badTypes.json()).toMatchObject({ problems: [{ field: 'types' }] });
     expect((await call('GET', '/v1/webhooks', undefined, 'wrong-token-wrong')).status).toBe(401);

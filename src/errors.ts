@@ -1,0 +1,28 @@
+/**
+ * Every error agent-dispatch throws, in one list: each extends {@link AgentDispatchError} and has
+ * a stable `code` of its own (docs/errors.md). Each class stays beside the code that throws it;
+ * this module only gathers them, and `src/index.ts` exports it.
+ */
+export { AgentDispatchError } from './agent-dispatch-error.js';
+export { ConfigError } from './config/errors.js';
+export { KeyFileError } from './config/key-file.js';
+export { RedisAddressError } from './redis/address.js';
+export { RedisServerMissingError } from './redis/server-binary.js';
+export { LayoutError } from './redis/layout.js';
+export { NotDurableError } from './redis/disk-wait.js';
+export { InvalidFollowUpError } from './dispatch/followup.js';
+export { StoreItemError } from './dispatch/call-batch.js';
+export { CursorError } from './dispatch/event-pages.js';
+export { CursorGapError } from './dispatch/event-gaps.js';
+export { IdempotencyConflictError, RedisUnavailableError } from './producer/errors.js';
+export { ClaimReleasedError } from './producer/claims.js';
+export {
+  InvalidControlError,
+  NotCancellableError,
+  UnknownDispatchError,
+} from './producer/controls.js';
+export { AgentApiError, type AgentErrorCode } from './agent-api/errors.js';
+export { ResponseTooLargeError, WriteDeadlineError } from './agent-api/exchange.js';
+export { InvalidWebhookError } from './webhooks/admin.js';
+export { WebhookAttemptError } from './webhooks/attempt.js';
+export { UsageError } from './cli/command.js';
