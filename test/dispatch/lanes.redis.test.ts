@@ -45,6 +45,26 @@ describe('a lane (ACQUIRE)', () => {
     return fixture().store.tracking.finish(record, { type: 'followup.cancelled' });
   };
 
+  it('drops a head that has ended: an id registered again after its record was lost stands in its lane twice', async () => {
+    const { ns, producer } = fixture();
+    const send = () => producer.send({ projectId: 'p', jobId: 'j', prompt: 'x', key: 'twice' });
+    const { dispatchId } = await send();
+    const ref: DispatchRef = { dispatchId, projectId: 'p', jobId: 'j' };
+    // The record is lost (a crash, a hand edit); the producer sends the key again: same id, new record.
+    await ns.redis.del(keysFor(ns.prefix).dispatch(dispatchId));
+    expect((await send()).dispatchId).toBe(dispatchId);
+    expect(await laneIds(ns.redis, ns.prefix, 'p', 'j')).toEqual([dispatchId, dispatchId]);
+    expect((await acquire(ref)).kind).toBe('go');
+    const record = await fixture().store.sends.get(dispatchId);
+    if (!record) throw new Error(`no record of ${dispatchId}`);
+    await fixture().store.tracking.finish(record, { type: 'followup.cancelled' });
+    // Its FINISH handed on one of the two; the next follow-up of the job does not wait for the
+    // ended record to expire.
+    const [next] = (await lane(['next'])) as DispatchRef[];
+    expect(await acquire(next as DispatchRef)).toMatchObject({ kind: 'go', prompt: 'next' });
+    expect(await laneIds(ns.redis, ns.prefix, 'p', 'j')).toEqual([next?.dispatchId]);
+  });
+
   it("keeps a lane of one as its project's lane heads field; two or more as a list, head first", async () => {
     const { ns } = fixture();
     const keys = keysFor(ns.prefix);

@@ -67,15 +67,18 @@ local function checkBudget(budgetKey)
   return nil
 end
 
--- Whether dispatch `id` has no record (its record checked to be a hash).
+-- Whether dispatch `id` has no record or has ended (its record checked to be a hash). An ended
+-- head can still stand in a lane: an id registered again under its idempotency key after its
+-- record was lost stands in the lane twice, and its FINISH hands on only one of the two.
 local function gone(recordPrefix, id)
   expectType(recordPrefix .. id, 'hash')
-  return not redis.call('HGET', recordPrefix .. id, 'state')
+  local state = redis.call('HGET', recordPrefix .. id, 'state')
+  return not state or state == 'done'
 end
 
 -- Walks the lane without writing (as laneHead and laneAdvance would, includes/lane.lua; its reads
--- check the lane's keys): how many heads before this dispatch have no record and are to be
--- dropped, then the head after them. Nothing follows a lane of one's head: once it is dropped,
+-- check the lane's keys): how many heads before this dispatch have no record or have ended, and
+-- are to be dropped, then the head after them. Nothing follows a lane of one's head: once it is dropped,
 -- LINDEX finds no list.
 local function laneWalk(recordPrefix, headsKey, laneKey, jobId, dispatchId)
   local head = callOn('HGET', headsKey, jobId) or callOn('LINDEX', laneKey, 0)
