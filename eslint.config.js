@@ -62,7 +62,7 @@ export default tseslint.config(
   // Layering: shared folders never import a role; roles never import each other. The producer is
   // the library that the HTTP intake and the CLI use, so those two may import it. src/runtime is
   // what the roles share to run (jobs, resources, shutdown): it sits above the other shared
-  // folders, which may use only its timeout helpers (runtime/deadline.ts imports nothing).
+  // folders. src/time (timeouts, sleeps, jitter) imports nothing of the project.
   ...layer(
     [
       'src/config/**',
@@ -73,7 +73,6 @@ export default tseslint.config(
       'src/simulator/**',
     ],
     ['consumer', 'poller', 'producer', 'http', 'cli', 'runtime'],
-    ['runtime/deadline.js'],
   ),
   ...layer(['src/runtime/**'], ['consumer', 'poller', 'producer', 'http', 'cli']),
   ...layer(['src/consumer/**'], ['poller', 'producer', 'http', 'cli']),

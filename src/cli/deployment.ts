@@ -13,7 +13,7 @@ import {
   shardCountMismatch,
 } from '../redis/layout.js';
 import type { Logger } from '../telemetry/logger.js';
-import { within } from '../runtime/deadline.js';
+import { within } from '../time/deadline.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 
 /**

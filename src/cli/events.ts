@@ -4,7 +4,7 @@ import type { Config } from '../config/index.js';
 import { RedisUnavailableError } from '../producer/index.js';
 import { connect } from '../redis/connections.js';
 import { LayoutError, recordedShardCount } from '../redis/layout.js';
-import { within } from '../runtime/deadline.js';
+import { within } from '../time/deadline.js';
 import { EVENT_TYPES, readEventEntry } from '../dispatch/event.js';
 import { eventTypeNamed } from '../dispatch/event-body.js';
 import { CursorGapError } from '../dispatch/event-gaps.js';

@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { sleep } from '../runtime/deadline.js';
+import { sleep } from '../time/deadline.js';
 import type { DiskWait } from '../redis/disk-wait.js';
 import type { Keys } from '../redis/keys.js';
 import type { Scripts } from './lua.js';

@@ -4,7 +4,7 @@ import { eventBody } from '../dispatch/event-body.js';
 import { checkCursorGaps, CursorGapError } from '../dispatch/event-gaps.js';
 import { formatCursor, readEventPage, type Cursor } from '../dispatch/event-pages.js';
 import { LayoutError } from '../redis/layout.js';
-import { within } from '../runtime/deadline.js';
+import { within } from '../time/deadline.js';
 import type { Logger } from '../telemetry/logger.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import { requireScope } from './scopes.js';

@@ -2,7 +2,7 @@ import { configRejectionStatus, isAgentApiError, statusKind } from '../agent-api
 import type { DispatchRecord } from '../dispatch/record.js';
 import type { ObservedRun, RunStats } from '../dispatch/run-history.js';
 import { pauseSends, resumeSends } from '../runtime/auth-pause.js';
-import { jitteredMs } from '../runtime/jitter.js';
+import { jitteredMs } from '../time/jitter.js';
 import { addDispatchJob } from '../runtime/jobs.js';
 import { finishAndHandOn, type RoleContext } from '../runtime/role.js';
 import type { Logger } from '../telemetry/logger.js';

@@ -8,7 +8,7 @@ import { assessor } from '../redis/durability.js';
 import { keysFor, QUEUE_NAMES, queueOptions } from '../redis/keys.js';
 import type { Logger } from '../telemetry/logger.js';
 import { LIFECYCLE } from '../telemetry/names.js';
-import { within } from './deadline.js';
+import { within } from '../time/deadline.js';
 import { BEATING_ROLES, startHeartbeat } from '../telemetry/heartbeat.js';
 import type { RoleContext, RoleOptions } from './role.js';
 

@@ -8,7 +8,7 @@ import type { Logger } from '../telemetry/logger.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import { inSettleSpan } from '../telemetry/tracing.js';
-import { within } from './deadline.js';
+import { within } from '../time/deadline.js';
 import { wakeDispatch } from './jobs.js';
 
 /**

@@ -5,7 +5,7 @@ import {
   earlierBy,
   jitteredMs,
   jitteredUntil,
-} from '../../src/runtime/jitter.js';
+} from '../../src/time/jitter.js';
 
 /** Wake-ups of parked follow-ups and scheduled reads: spread, never early, bounded. */
 describe('wake-up jitter', () => {
