@@ -35,5 +35,5 @@ export {
   type CompletionEvent,
   type EventReader,
   type EventReaderOptions,
-} from './dispatch/event-reader.js';
+} from './store/event-reader.js';
 export { LayoutError } from './redis/layout.js';

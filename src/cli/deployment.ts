@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { Config } from '../config/index.js';
-import { DispatchStore } from '../dispatch/store.js';
+import { DispatchStore } from '../store/store.js';
 import { configValue, connect, mastersOf, serverConnections } from '../redis/connections.js';
 import { LISTPACK_VALUE_BYTES } from '../redis/embedded.js';
 import { keysFor, shardLayout } from '../redis/keys.js';

@@ -7,7 +7,7 @@ import { LayoutError, recordedShardCount } from '../redis/layout.js';
 import { within } from '../time/deadline.js';
 import { EVENT_TYPES, readEventEntry } from '../dispatch/event.js';
 import { eventTypeNamed } from '../dispatch/event-body.js';
-import { CursorGapError } from '../dispatch/event-gaps.js';
+import { CursorGapError } from '../store/event-gaps.js';
 import {
   CursorError,
   formatCursor,
@@ -19,7 +19,7 @@ import {
   type Cursor,
   type EventFilter,
   type PagedEntry,
-} from '../dispatch/event-pages.js';
+} from '../store/event-pages.js';
 import { shardsOf } from '../runtime/shards.js';
 import { EXIT, UsageError, type Command, type CommandContext } from './command.js';
 import { configOf } from './compose.js';

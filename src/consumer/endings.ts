@@ -1,6 +1,6 @@
 import { DelayedError, type Job } from 'bullmq';
 import { EVENT_TYPES } from '../dispatch/event.js';
-import type { DispatchRef } from '../dispatch/store.js';
+import type { DispatchRef } from '../store/store.js';
 import { claimedIds, wakeDispatch } from '../runtime/jobs.js';
 import { endDispatch, type RoleContext } from '../runtime/role.js';
 import { LIFECYCLE } from '../telemetry/names.js';

@@ -1,6 +1,6 @@
 import { Router } from 'express';
 import type { Redis } from 'ioredis';
-import { parseSendPause } from '../dispatch/store.js';
+import { parseSendPause } from '../store/store.js';
 import type { DurabilityMode } from '../redis/durability.js';
 import { within } from '../time/deadline.js';
 

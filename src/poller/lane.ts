@@ -1,6 +1,6 @@
-import { AUTH_PROBE_BACKOFF } from '../dispatch/store.js';
+import { AUTH_PROBE_BACKOFF } from '../store/store.js';
 import type { DispatchRecord } from '../dispatch/record.js';
-import type { RunStats } from '../dispatch/run-history.js';
+import type { RunStats } from '../store/run-history.js';
 import { within } from '../time/deadline.js';
 import { reportItemError } from '../runtime/store-item-error.js';
 import { jitteredMs } from '../time/jitter.js';

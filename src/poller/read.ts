@@ -1,6 +1,6 @@
 import { configRejectionStatus, isAgentApiError, statusKind } from '../agent-api/index.js';
 import type { DispatchRecord } from '../dispatch/record.js';
-import type { ObservedRun, RunStats } from '../dispatch/run-history.js';
+import type { ObservedRun, RunStats } from '../store/run-history.js';
 import { pauseSends, resumeSends } from '../runtime/auth-pause.js';
 import { jitteredMs } from '../time/jitter.js';
 import { addDispatchJob } from '../runtime/jobs.js';

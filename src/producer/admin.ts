@@ -2,7 +2,7 @@ import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { parseRate, type Config, type Rate } from '../config/index.js';
 import { budgetRate } from '../dispatch/budget.js';
-import type { DispatchStore } from '../dispatch/store.js';
+import type { DispatchStore } from '../store/store.js';
 import { shardOf } from '../redis/keys.js';
 import { wakeDispatch } from '../runtime/jobs.js';
 import type { Admin, AdminOptions } from './admin-api.js';

@@ -6,7 +6,7 @@ import {
   newDispatchId,
   type DispatchJobData,
 } from '../runtime/jobs.js';
-import type { DispatchStore, Registration } from '../dispatch/store.js';
+import type { DispatchStore, Registration } from '../store/store.js';
 import { afterWrite, beforeWrite, type DiskWait } from '../redis/disk-wait.js';
 import type { DurabilityAssessment } from '../redis/durability.js';
 import { controlFailure, type DiskGuard } from './disk.js';

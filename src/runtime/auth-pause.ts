@@ -1,7 +1,7 @@
 import type { Queue } from 'bullmq';
 import type { Logger } from '../telemetry/logger.js';
 import { LIFECYCLE } from '../telemetry/names.js';
-import type { DispatchStore } from '../dispatch/store.js';
+import type { DispatchStore } from '../store/store.js';
 import { wakeDispatch } from './jobs.js';
 
 /**

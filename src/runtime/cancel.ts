@@ -1,7 +1,7 @@
 import { Job, type Queue } from 'bullmq';
 import { EVENT_TYPES } from '../dispatch/event.js';
 import type { DispatchState } from '../dispatch/record.js';
-import type { DispatchStore } from '../dispatch/store.js';
+import type { DispatchStore } from '../store/store.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import { finishAndHandOn } from './role.js';
 

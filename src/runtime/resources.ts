@@ -1,7 +1,7 @@
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { AgentApiClient } from '../agent-api/index.js';
-import { DispatchStore } from '../dispatch/store.js';
+import { DispatchStore } from '../store/store.js';
 import { watchKeyFile, type Config, type KeyFileWatcher } from '../config/index.js';
 import { connect } from '../redis/connections.js';
 import { assessor } from '../redis/durability.js';

@@ -3,7 +3,7 @@ import type { AgentApiClient } from '../agent-api/index.js';
 import type { Config } from '../config/index.js';
 import type { Ending } from '../dispatch/event.js';
 import type { DispatchRecord, DispatchState } from '../dispatch/record.js';
-import type { DispatchStore, Finished } from '../dispatch/store.js';
+import type { DispatchStore, Finished } from '../store/store.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import { LIFECYCLE } from '../telemetry/names.js';

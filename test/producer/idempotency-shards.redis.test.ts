@@ -1,6 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { DispatchStore } from '../../src/dispatch/store.js';
+import { DispatchStore } from '../../src/store/store.js';
 import { createProducer, IdempotencyConflictError } from '../../src/producer/index.js';
 import type { Producer } from '../../src/producer/index.js';
 import { CLAIM_REPAIR_AGE_MS } from '../../src/producer/claims.js';
