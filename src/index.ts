@@ -29,7 +29,7 @@ export type { DispatchStatus } from './dispatch/status.js';
 export type { DispatchState } from './dispatch/record.js';
 export { EVENT_TYPES, type EventType } from './dispatch/event.js';
 export { NotDurableError } from './redis/disk-wait.js';
-export type { DurabilitySetting } from './redis/durability.js';
+export type { DurabilitySetting } from './config/durability.js';
 export {
   createEventReader,
   type CompletionEvent,

@@ -2,7 +2,7 @@ import type { Redis } from 'ioredis';
 import type { Config } from '../config/index.js';
 import { DispatchStore } from '../store/store.js';
 import { configValue, connect, mastersOf, serverConnections } from '../redis/connections.js';
-import { LISTPACK_VALUE_BYTES } from '../redis/embedded.js';
+import { LISTPACK_VALUE_BYTES } from './embedded-redis.js';
 import { keysFor, shardLayout } from '../redis/keys.js';
 import {
   LayoutError,

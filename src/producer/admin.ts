@@ -4,7 +4,7 @@ import { parseRate, type Config, type Rate } from '../config/index.js';
 import { budgetRate } from '../dispatch/budget.js';
 import type { DispatchStore } from '../store/store.js';
 import { shardOf } from '../redis/keys.js';
-import { wakeDispatch } from '../runtime/jobs.js';
+import { wakeDispatch } from '../store/jobs.js';
 import type { Admin, AdminOptions } from './admin-api.js';
 import { cancelFollowUp, checkId, checkLimit, projectView, type ProjectView } from './controls.js';
 import { controlFailure } from './disk.js';

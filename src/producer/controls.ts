@@ -3,7 +3,7 @@ import { ID_MAX_CHARS } from '../dispatch/followup.js';
 import type { DispatchState } from '../dispatch/record.js';
 import { LIMIT_COUNT_MAX, LIMIT_WINDOW_MAX_MS } from '../dispatch/project-state.js';
 import type { ProjectState } from '../store/store.js';
-import { cancelDispatch, type CancelContext } from '../runtime/cancel.js';
+import { cancelDispatch, type CancelContext } from '../store/cancel.js';
 
 /**
  * What the operator controls answer and refuse with (contract, section 4: `producer.cancel` and

@@ -2,7 +2,7 @@ import { hash, randomInt } from 'node:crypto';
 import { Job, type JobJson, type JobsOptions, type Queue } from 'bullmq';
 import { z } from 'zod';
 import { identifier } from '../dispatch/followup.js';
-import type { DispatchRef } from '../store/store.js';
+import type { DispatchRef } from './store.js';
 import { TRACEPARENT } from '../telemetry/trace-context.js';
 
 /**

@@ -7,8 +7,8 @@ import {
   LISTPACK_VALUE_BYTES,
   startEmbeddedRedis,
   type EmbeddedRedis,
-} from '../../src/redis/embedded.js';
-import { RedisServerMissingError } from '../../src/redis/server-binary.js';
+} from '../../src/cli/embedded-redis.js';
+import { RedisServerMissingError } from '../../src/cli/server-binary.js';
 import { createLogger } from '../../src/telemetry/logger.js';
 
 const logger = createLogger('silent');

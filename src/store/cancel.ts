@@ -1,9 +1,9 @@
 import { Job, type Queue } from 'bullmq';
 import { EVENT_TYPES } from '../dispatch/event.js';
 import type { DispatchState } from '../dispatch/record.js';
-import type { DispatchStore } from '../store/store.js';
+import type { DispatchStore } from './store.js';
 import type { Metrics } from '../telemetry/metrics.js';
-import { finishAndHandOn } from './role.js';
+import { finishAndHandOn } from './end.js';
 
 /**
  * An operator's cancel of one follow-up not sent yet: FINISH from `queued` with a

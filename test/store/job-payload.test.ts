@@ -4,7 +4,7 @@ import {
   dispatchJobOptions,
   dispatchJobPayload,
   readDispatchJob,
-} from '../../src/runtime/jobs.js';
+} from '../../src/store/jobs.js';
 
 const TRACEPARENT = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
 const REF = { dispatchId: 'd-1', projectId: 'acme-docs', jobId: 'job-7', traceparent: undefined };
