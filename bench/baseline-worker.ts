@@ -8,7 +8,7 @@
 import { Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { Pool } from 'undici';
-import { DISPATCH_JOB_RETENTION } from '../src/runtime/jobs.js';
+import { DISPATCH_JOB_RETENTION } from '../src/store/jobs.js';
 import type { BaselineJob } from './workload.js';
 
 const setting = (name: string): string => {

@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { LISTPACK_VALUE_BYTES } from '../src/redis/embedded.js';
+import { LISTPACK_VALUE_BYTES } from '../src/cli/embedded-redis.js';
 import { keysFor, QUEUE_NAMES } from '../src/redis/keys.js';
 import type { Namespace } from './context.js';
 import { keyBytes, keyEncoding } from './probes.js';

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { LUA } from '../src/dispatch/lua.js';
+import { LUA } from '../src/store/lua.js';
 import type { BenchContext } from './context.js';
 
 /**

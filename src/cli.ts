@@ -8,7 +8,7 @@ import { EXIT, UsageError, type Command, type CommandContext } from './cli/comma
 import { COMMANDS } from './cli/commands.js';
 import { commandHelp, topLevelHelp } from './cli/help.js';
 import { ConfigError } from './config/index.js';
-import { DEMO_DATA_DIR, runningEmbeddedRedisUrl } from './redis/embedded-folder.js';
+import { DEMO_DATA_DIR, runningEmbeddedRedisUrl } from './cli/embedded-folder.js';
 import { LayoutError } from './redis/layout.js';
 import { InvalidFollowUpError } from './dispatch/followup.js';
 import { stopTracing } from './telemetry/tracing-sdk.js';

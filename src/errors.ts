@@ -6,14 +6,14 @@
 export { AgentDispatchError } from './agent-dispatch-error.js';
 export { ConfigError } from './config/errors.js';
 export { KeyFileError } from './config/key-file.js';
-export { RedisAddressError } from './redis/address.js';
-export { RedisServerMissingError } from './redis/server-binary.js';
+export { RedisAddressError } from './config/redis-address.js';
+export { RedisServerMissingError } from './cli/server-binary.js';
 export { LayoutError } from './redis/layout.js';
 export { NotDurableError } from './redis/disk-wait.js';
 export { InvalidFollowUpError } from './dispatch/followup.js';
-export { StoreItemError } from './dispatch/call-batch.js';
-export { CursorError } from './dispatch/event-pages.js';
-export { CursorGapError } from './dispatch/event-gaps.js';
+export { StoreItemError } from './store/call-batch.js';
+export { CursorError } from './store/event-pages.js';
+export { CursorGapError } from './store/event-gaps.js';
 export { IdempotencyConflictError, RedisUnavailableError } from './producer/errors.js';
 export { ClaimReleasedError } from './producer/claims.js';
 export {

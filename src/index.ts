@@ -18,12 +18,12 @@ export type { FollowUpInput, FieldProblem } from './dispatch/followup.js';
 export type { DispatchStatus } from './dispatch/status.js';
 export type { DispatchState } from './dispatch/record.js';
 export { EVENT_TYPES, type EventType } from './dispatch/event.js';
-export type { DurabilitySetting } from './redis/durability.js';
+export type { DurabilitySetting } from './config/durability.js';
 export {
   createEventReader,
   type CompletionEvent,
   type EventReader,
   type EventReaderOptions,
-} from './dispatch/event-reader.js';
+} from './store/event-reader.js';
 /** Every error it throws: each an `AgentDispatchError` with a stable `code` (docs/errors.md). */
 export * from './errors.js';

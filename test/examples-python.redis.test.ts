@@ -1,6 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { within } from '../src/runtime/deadline.js';
+import { within } from '../src/time/deadline.js';
 import { runCli, runProgram } from './support/cli.js';
 import { eventually, useNamespace } from './support/namespace.js';
 import { FAST_SETTINGS } from './support/service.js';

@@ -1,7 +1,7 @@
 import { Redis } from 'ioredis';
 import type { FollowUpInput } from '../../src/dispatch/followup.js';
 import { createProducer, type Producer } from '../../src/producer/index.js';
-import { parseDurability } from '../../src/redis/durability.js';
+import { parseDurability } from '../../src/config/durability.js';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { startPrivateRedis, type PersistenceOptions } from '../../test/support/redis-server.js';
 import { startRoles, stopAll, waitForWorkers } from '../../test/support/roles.js';

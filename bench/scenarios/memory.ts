@@ -275,7 +275,7 @@ function report(
         `${baseline.sizes}. The prompt is ` +
         'stored once, under its own key, so that every field of the record is short enough for a ' +
         'listpack; the BullMQ job carries ids only, in a payload and options short enough for a ' +
-        "listpack too (src/runtime/jobs.ts). BullMQ's event stream is capped near 100 " +
+        "listpack too (src/store/jobs.ts). BullMQ's event stream is capped near 100 " +
         'entries (both sides), so it holds nothing per follow-up.',
       PARKED,
     ],

@@ -1,8 +1,8 @@
 import type { Redis } from 'ioredis';
 import type { Config } from '../config/index.js';
-import { DispatchStore } from '../dispatch/store.js';
+import { DispatchStore } from '../store/store.js';
 import { configValue, connect, mastersOf, serverConnections } from '../redis/connections.js';
-import { LISTPACK_VALUE_BYTES } from '../redis/embedded.js';
+import { LISTPACK_VALUE_BYTES } from './embedded-redis.js';
 import { keysFor, shardLayout } from '../redis/keys.js';
 import {
   LayoutError,
@@ -13,7 +13,7 @@ import {
   shardCountMismatch,
 } from '../redis/layout.js';
 import type { Logger } from '../telemetry/logger.js';
-import { within } from '../runtime/deadline.js';
+import { within } from '../time/deadline.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 
 /**

@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import { readEventEntry } from '../dispatch/event.js';
-import { idBefore } from '../dispatch/event-gaps.js';
+import { idBefore } from '../store/event-gaps.js';
 import {
   CursorError,
   newestCursor,
@@ -8,8 +8,8 @@ import {
   startCursor,
   type Cursor,
   type EventFilter,
-} from '../dispatch/event-pages.js';
-import { compareIds } from '../dispatch/event-reader.js';
+} from '../store/event-pages.js';
+import { compareIds } from '../store/event-reader.js';
 import { UsageError } from './command.js';
 
 /**

@@ -4,10 +4,10 @@ import type { Config } from '../config/index.js';
 import { RedisUnavailableError } from '../producer/index.js';
 import { connect } from '../redis/connections.js';
 import { LayoutError, recordedShardCount } from '../redis/layout.js';
-import { within } from '../runtime/deadline.js';
+import { within } from '../time/deadline.js';
 import { EVENT_TYPES, readEventEntry } from '../dispatch/event.js';
 import { eventTypeNamed } from '../dispatch/event-body.js';
-import { CursorGapError } from '../dispatch/event-gaps.js';
+import { CursorGapError } from '../store/event-gaps.js';
 import {
   formatCursor,
   hasNewer,
@@ -15,7 +15,7 @@ import {
   type Cursor,
   type EventFilter,
   type PagedEntry,
-} from '../dispatch/event-pages.js';
+} from '../store/event-pages.js';
 import { shardsOf } from '../runtime/shards.js';
 import { fromCursor, startOf } from './events-start.js';
 import { EXIT, UsageError, type Command, type CommandContext } from './command.js';

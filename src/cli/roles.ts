@@ -3,7 +3,7 @@ import { startConsumer } from '../consumer/index.js';
 import { startPoller } from '../poller/index.js';
 import { connect } from '../redis/connections.js';
 import { assessOnce, type DurabilityAssessment } from '../redis/durability.js';
-import { untilAborted } from '../runtime/deadline.js';
+import { untilAborted } from '../time/deadline.js';
 import type { Role } from '../runtime/role.js';
 import { startPerShard } from '../runtime/shards.js';
 import { startWebhooks } from '../webhooks/index.js';

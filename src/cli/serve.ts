@@ -1,4 +1,4 @@
-import { untilAborted } from '../runtime/deadline.js';
+import { untilAborted } from '../time/deadline.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import { EXIT, type Command } from './command.js';
 import { configOf, roleKit, startServing } from './compose.js';

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { SETTINGS } from '../config/settings.js';
 import { parseDurationMs, parseRate } from '../config/units.js';
-import { untilAborted } from '../runtime/deadline.js';
+import { untilAborted } from '../time/deadline.js';
 import { startSimulator, type Faults, type SimulatorOptions } from '../simulator/index.js';
 import { createLogger } from '../telemetry/logger.js';
 import { EXIT, UsageError, type Command, type CommandContext } from './command.js';

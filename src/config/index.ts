@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { DurabilitySetting } from '../redis/durability.js';
+import type { DurabilitySetting } from './durability.js';
 import { ConfigError, type SettingProblem } from './errors.js';
 import { keyOf } from './key-file.js';
 import { SETTINGS, type LOG_FORMATS, type SettingName } from './settings.js';
@@ -30,7 +30,7 @@ export type LogFormat = (typeof LOG_FORMATS)[number];
 export interface Config extends HttpConfig {
   /**
    * `REDIS_URL` (one URL, or a cluster's seed nodes), or with Sentinel the address made of
-   * `REDIS_SENTINELS` and `REDIS_SENTINEL_NAME` (`redis-sentinel://...`, see redis/address.ts).
+   * `REDIS_SENTINELS` and `REDIS_SENTINEL_NAME` (`redis-sentinel://...`, see config/redis-address.ts).
    */
   readonly redisUrl: string | undefined;
   readonly durability: DurabilitySetting;

@@ -5,7 +5,7 @@ import {
   RedisAddressError,
   sentinelAddress,
   type HostPort,
-} from '../redis/address.js';
+} from './redis-address.js';
 
 /**
  * The settings that say where Redis is: `REDIS_URL` (one URL, or a cluster's seed nodes),

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { parseDurability, type DurabilitySetting } from '../redis/durability.js';
+import { parseDurability, type DurabilitySetting } from './durability.js';
 import { formatDuration, parseBytes, parseDurationMs, parseRate, type Rate } from './units.js';
 
 /**

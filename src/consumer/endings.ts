@@ -1,8 +1,9 @@
 import { DelayedError, type Job } from 'bullmq';
 import { EVENT_TYPES } from '../dispatch/event.js';
-import type { DispatchRef } from '../dispatch/store.js';
-import { claimedIds, wakeDispatch } from '../runtime/jobs.js';
-import { endDispatch, type RoleContext } from '../runtime/role.js';
+import type { DispatchRef } from '../store/store.js';
+import { claimedIds, wakeDispatch } from '../store/jobs.js';
+import type { RoleContext } from '../runtime/role.js';
+import { endDispatch } from '../store/end.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 
 /**

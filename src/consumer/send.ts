@@ -1,8 +1,8 @@
 import { DelayedError, type Job } from 'bullmq';
 import { isAgentApiError, type AgentJob } from '../agent-api/index.js';
-import type { DispatchRef, MarkResult, WriteRetry } from '../dispatch/store.js';
+import type { DispatchRef, MarkResult, WriteRetry } from '../store/store.js';
 import { pauseSends, resumeSends } from '../runtime/auth-pause.js';
-import { jitteredUntil } from '../runtime/jitter.js';
+import { jitteredUntil } from '../time/jitter.js';
 import { reportItemError } from '../runtime/store-item-error.js';
 import type { RoleContext } from '../runtime/role.js';
 import type { Logger } from '../telemetry/logger.js';

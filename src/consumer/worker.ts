@@ -1,16 +1,11 @@
 import { hostname } from 'node:os';
 import { DelayedError, Worker, type Job } from 'bullmq';
 import { QUEUE_NAMES } from '../redis/keys.js';
-import { markSentRetryMs } from '../runtime/in-flight.js';
-import { DISPATCH_JOB_RETENTION, readDispatchJob, type DispatchJobData } from '../runtime/jobs.js';
+import { markSentRetryMs } from '../dispatch/in-flight.js';
+import { DISPATCH_JOB_RETENTION, readDispatchJob, type DispatchJobData } from '../store/jobs.js';
 import { openRoleResources } from '../runtime/resources.js';
-import {
-  endDispatch,
-  roleOf,
-  type Role,
-  type RoleContext,
-  type RoleOptions,
-} from '../runtime/role.js';
+import { roleOf, type Role, type RoleContext, type RoleOptions } from '../runtime/role.js';
+import { endDispatch } from '../store/end.js';
 import { EVENT_TYPES } from '../dispatch/event.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import { inProcessSpan } from '../telemetry/tracing.js';

@@ -1,6 +1,6 @@
 import type { ErrorRequestHandler, Request, RequestHandler, Response } from 'express';
 import { RedisUnavailableError } from '../producer/errors.js';
-import { within } from '../runtime/deadline.js';
+import { within } from '../time/deadline.js';
 import type { Logger } from '../telemetry/logger.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 

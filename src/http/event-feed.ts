@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
-import { compareIds } from '../dispatch/event-reader.js';
-import { newestCursor, type Cursor } from '../dispatch/event-pages.js';
+import { compareIds } from '../store/event-reader.js';
+import { newestCursor, type Cursor } from '../store/event-pages.js';
 import { LayoutError, recordedShardCount } from '../redis/layout.js';
 import type { Logger } from '../telemetry/logger.js';
 import { LIFECYCLE } from '../telemetry/names.js';

@@ -1,6 +1,6 @@
 import type { Request, Response } from 'express';
 import { eventTypeNamed } from '../dispatch/event-body.js';
-import type { CursorGapError } from '../dispatch/event-gaps.js';
+import type { CursorGapError } from '../store/event-gaps.js';
 import {
   CursorError,
   formatCursor,
@@ -8,7 +8,7 @@ import {
   startCursor,
   type Cursor,
   type EventFilter,
-} from '../dispatch/event-pages.js';
+} from '../store/event-pages.js';
 import { sendError } from './errors.js';
 
 /**

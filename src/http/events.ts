@@ -1,10 +1,10 @@
 import { once } from 'node:events';
 import { Router, type RequestHandler, type Response } from 'express';
 import { eventBody } from '../dispatch/event-body.js';
-import { checkCursorGaps, CursorGapError } from '../dispatch/event-gaps.js';
-import { formatCursor, readEventPage, type Cursor } from '../dispatch/event-pages.js';
+import { checkCursorGaps, CursorGapError } from '../store/event-gaps.js';
+import { formatCursor, readEventPage, type Cursor } from '../store/event-pages.js';
 import { LayoutError } from '../redis/layout.js';
-import { within } from '../runtime/deadline.js';
+import { within } from '../time/deadline.js';
 import type { Logger } from '../telemetry/logger.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import { requireScope } from './scopes.js';
@@ -23,7 +23,7 @@ import {
 /**
  * The completion events over HTTP (contract, section 5): `GET /v1/events`, pages with a cursor,
  * and `GET /v1/events/stream`, server-sent events whose `id:` is the cursor. Both read every
- * shard's stream in one order (`dispatch/event-pages.ts`) and send each event as
+ * shard's stream in one order (`store/event-pages.ts`) and send each event as
  * {@link eventBody} makes it, the same body webhooks carry.
  */
 

@@ -6,7 +6,7 @@ import {
   type Admin,
 } from '../producer/index.js';
 import { LayoutError } from '../redis/layout.js';
-import { within } from '../runtime/deadline.js';
+import { within } from '../time/deadline.js';
 import type { Logger } from '../telemetry/logger.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import { sendError } from './errors.js';

@@ -1,8 +1,8 @@
 import { Router } from 'express';
 import type { Redis } from 'ioredis';
-import { parseSendPause } from '../dispatch/store.js';
+import { parseSendPause } from '../store/store.js';
 import type { DurabilityMode } from '../redis/durability.js';
-import { within } from '../runtime/deadline.js';
+import { within } from '../time/deadline.js';
 
 /** How long `/readyz` waits for Redis to answer PING. A scrape-style probe must answer quickly. */
 export const READY_PING_TIMEOUT_MS = 1_000;

@@ -1,9 +1,9 @@
-import { AUTH_PROBE_BACKOFF } from '../dispatch/store.js';
+import { AUTH_PROBE_BACKOFF } from '../store/store.js';
 import type { DispatchRecord } from '../dispatch/record.js';
-import type { RunStats } from '../dispatch/run-history.js';
-import { within } from '../runtime/deadline.js';
+import type { RunStats } from '../store/run-history.js';
+import { within } from '../time/deadline.js';
 import { reportItemError } from '../runtime/store-item-error.js';
-import { jitteredMs } from '../runtime/jitter.js';
+import { jitteredMs } from '../time/jitter.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import { withTraceparent } from '../telemetry/trace-context.js';
 import { pollOne, type TickContext } from './read.js';

@@ -1,4 +1,4 @@
-import type { RunStats } from '../dispatch/run-history.js';
+import type { RunStats } from '../store/run-history.js';
 
 /**
  * The read schedule of a sent follow-up whose project has a run history (`POLL_LEARN`): few reads

@@ -5,10 +5,10 @@ import {
   statusKind,
   type AgentJob,
 } from '../agent-api/index.js';
-import { sendInFlightMs, type SendTimeouts } from '../runtime/in-flight.js';
+import { sendInFlightMs, type SendTimeouts } from '../dispatch/in-flight.js';
 import { EVENT_TYPES, eventTypeOf, type Ending } from '../dispatch/event.js';
 import { STATES, type DispatchRecord } from '../dispatch/record.js';
-import { observedRunMs, type ObservedRun, type RunStats } from '../dispatch/run-history.js';
+import { observedRunMs, type ObservedRun, type RunStats } from '../store/run-history.js';
 import { growingDelayMs, planReads, plannedDelayMs } from './learned-schedule.js';
 
 /** What one status read saw: the job, or the error the client raised. */

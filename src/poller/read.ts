@@ -1,11 +1,12 @@
 import { configRejectionStatus, isAgentApiError, statusKind } from '../agent-api/index.js';
 import { EVENT_TYPES } from '../dispatch/event.js';
 import type { DispatchRecord } from '../dispatch/record.js';
-import type { ObservedRun, RunStats } from '../dispatch/run-history.js';
+import type { ObservedRun, RunStats } from '../store/run-history.js';
 import { pauseSends, resumeSends } from '../runtime/auth-pause.js';
-import { jitteredMs } from '../runtime/jitter.js';
-import { addDispatchJob } from '../runtime/jobs.js';
-import { finishAndHandOn, type RoleContext } from '../runtime/role.js';
+import { jitteredMs } from '../time/jitter.js';
+import { addDispatchJob } from '../store/jobs.js';
+import type { RoleContext } from '../runtime/role.js';
+import { finishAndHandOn } from '../store/end.js';
 import type { Logger } from '../telemetry/logger.js';
 import { errorCode } from '../telemetry/metrics.js';
 import { LIFECYCLE } from '../telemetry/names.js';

@@ -1,7 +1,7 @@
 import type { Queue } from 'bullmq';
 import type { Config } from '../config/index.js';
-import type { DispatchStore, OpenDispatch } from '../dispatch/store.js';
-import { addDispatchJob } from '../runtime/jobs.js';
+import type { DispatchStore, OpenDispatch } from '../store/store.js';
+import { addDispatchJob } from '../store/jobs.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import { LIFECYCLE } from '../telemetry/names.js';

@@ -1,7 +1,7 @@
 import { Queue, Worker } from 'bullmq';
 import { QUEUE_NAMES, queueOptions } from '../redis/keys.js';
 import { openRoleResources } from '../runtime/resources.js';
-import { within } from '../runtime/deadline.js';
+import { within } from '../time/deadline.js';
 import { roleOf, type Role, type RoleOptions } from '../runtime/role.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import { runTick, type TickResult } from './tick.js';

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { Config } from '../config/index.js';
-import { sleep } from '../runtime/deadline.js';
+import { sleep } from '../time/deadline.js';
 import { LIFECYCLE } from '../telemetry/names.js';
-import type { Claim, ClaimLock } from '../dispatch/store.js';
+import type { Claim, ClaimLock } from '../store/store.js';
 import { readLane, type Batch, type ReadCounts } from './lane.js';
 import type { TickContext } from './read.js';
 import { sweepLostJobs } from './repair.js';

@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { Rate } from '../config/index.js';
-import type { DurabilitySetting } from '../redis/durability.js';
+import type { DurabilitySetting } from '../config/durability.js';
 import type { CancelResult, ProjectView } from './controls.js';
 import type { Overview, OverviewOptions } from './overview.js';
 

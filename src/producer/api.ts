@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
 import type { FollowUpInput } from '../dispatch/followup.js';
 import type { DispatchStatus } from '../dispatch/status.js';
-import type { DurabilitySetting } from '../redis/durability.js';
+import type { DurabilitySetting } from '../config/durability.js';
 import type { CancelResult } from './controls.js';
 import type { SendResult } from './errors.js';
 

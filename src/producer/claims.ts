@@ -1,15 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { FollowUp } from '../dispatch/followup.js';
-import type { ClaimAnswer, ClaimRequest, DispatchStore } from '../dispatch/store.js';
+import type { ClaimAnswer, ClaimRequest, DispatchStore } from '../store/store.js';
 import { afterWrite, beforeWrite, type DiskWait } from '../redis/disk-wait.js';
 import { claimShardOf, keysFor, shardOf } from '../redis/keys.js';
-import { newDispatchId } from '../runtime/jobs.js';
+import { newDispatchId } from '../store/jobs.js';
 import { RedisUnavailableError, type KeyConflict, type SendResult } from './errors.js';
 
 /**
  * The producer's claims of a batch's idempotency keys, before its MULTIs (see
- * `dispatch/claims.ts`): with more than one shard, each keyed follow-up is claimed for its
+ * `store/claims.ts`): with more than one shard, each keyed follow-up is claimed for its
  * project's shard in the shard of its dispatch id, one script call per such shard, in parallel.
  * Claimed (or held for that shard already): REGISTER decides, under the claim's token, as on one
  * shard (new, deduplicated, or another content). Claimed for another shard: a conflict, nothing

@@ -2,8 +2,8 @@ import { formatDuration, parseDurationMs, type Rate } from '../config/index.js';
 import { ID_MAX_CHARS } from '../dispatch/followup.js';
 import type { DispatchState } from '../dispatch/record.js';
 import { LIMIT_COUNT_MAX, LIMIT_WINDOW_MAX_MS } from '../dispatch/project-state.js';
-import type { ProjectState } from '../dispatch/store.js';
-import { cancelDispatch, type CancelContext } from '../runtime/cancel.js';
+import type { ProjectState } from '../store/store.js';
+import { cancelDispatch, type CancelContext } from '../store/cancel.js';
 import { AgentDispatchError } from '../agent-dispatch-error.js';
 
 /**

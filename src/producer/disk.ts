@@ -1,11 +1,7 @@
 import type { Redis } from 'ioredis';
+import type { DurabilitySetting } from '../config/durability.js';
 import { NotDurableError, type DiskWait } from '../redis/disk-wait.js';
-import {
-  assessDurability,
-  probeServer,
-  type DurabilityAssessment,
-  type DurabilitySetting,
-} from '../redis/durability.js';
+import { assessDurability, probeServer, type DurabilityAssessment } from '../redis/durability.js';
 import { LIBRARY_DEFAULTS } from '../config/index.js';
 import { asRedisFailure, RedisUnavailableError } from './errors.js';
 

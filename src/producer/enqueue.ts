@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { FollowUp } from '../dispatch/followup.js';
-import type { Registration } from '../dispatch/store.js';
+import type { Registration } from '../store/store.js';
 import type { DiskWait } from '../redis/disk-wait.js';
 import type { DurabilityAssessment } from '../redis/durability.js';
 import { keysFor } from '../redis/keys.js';

@@ -1,7 +1,7 @@
 import type { Rate } from '../config/index.js';
 import { budgetRate } from '../dispatch/budget.js';
-import { compareIds } from '../dispatch/event-reader.js';
-import type { DispatchStore, EventView, TrackedView } from '../dispatch/store.js';
+import { compareIds } from '../store/event-reader.js';
+import type { DispatchStore, EventView, TrackedView } from '../store/store.js';
 import { projectView, type ProjectView } from './controls.js';
 
 /**

@@ -2,9 +2,9 @@ import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { FollowUp } from '../dispatch/followup.js';
 import type { DiskWait } from '../redis/disk-wait.js';
-import { DispatchStore } from '../dispatch/store.js';
+import { DispatchStore } from '../store/store.js';
 import { keysFor, QUEUE_NAMES, queueOptions, shardOf, type Shard } from '../redis/keys.js';
-import type { DispatchJobData } from '../runtime/jobs.js';
+import type { DispatchJobData } from '../store/jobs.js';
 import { IdempotencyConflictError } from './errors.js';
 import type { KeyConflict, SendResult } from './errors.js';
 

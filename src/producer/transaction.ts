@@ -5,8 +5,8 @@ import {
   dispatchJobOptions,
   newDispatchId,
   type DispatchJobData,
-} from '../runtime/jobs.js';
-import type { DispatchStore, Registration } from '../dispatch/store.js';
+} from '../store/jobs.js';
+import type { DispatchStore, Registration } from '../store/store.js';
 import { afterWrite, beforeWrite, type DiskWait } from '../redis/disk-wait.js';
 import type { DurabilityAssessment } from '../redis/durability.js';
 import { controlFailure, type DiskGuard } from './disk.js';

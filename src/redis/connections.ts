@@ -1,5 +1,5 @@
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
-import { parseRedisAddress, type HostPort } from './address.js';
+import { parseRedisAddress, type HostPort } from '../config/redis-address.js';
 
 /**
  * Redis connections by role. Producers fail fast when Redis is down, so a caller learns at once

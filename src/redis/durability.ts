@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import type { DurabilitySetting } from '../config/durability.js';
 import { configValue, mastersOf } from './connections.js';
 
 /**
@@ -9,20 +10,6 @@ import { configValue, mastersOf } from './connections.js';
  * 7.2+, Valkey) returns once every earlier write of the connection is fsynced locally (and on N
  * replicas); the service waits for it where a crash must not undo a write.
  */
-
-/** `REDIS_DURABILITY`, parsed. `strict` (a trailing `!`) refuses to start without the guarantee. */
-export type DurabilitySetting =
-  | { readonly mode: 'none' }
-  | { readonly mode: 'fsync'; readonly replicas: number; readonly strict: boolean };
-
-/** Parses `fsync`, `fsync!`, `replicas:N`, `replicas:N!` or `none`; `undefined` when malformed. */
-export function parseDurability(text: string): DurabilitySetting | undefined {
-  const value = text.trim().toLowerCase();
-  if (value === 'none') return { mode: 'none' };
-  const match = /^(?:fsync|replicas:(\d{1,2}))(!?)$/.exec(value);
-  if (!match) return undefined;
-  return { mode: 'fsync', replicas: Number(match[1] ?? 0), strict: match[2] === '!' };
-}
 
 /** What the server told us about itself. `unknown` where CONFIG GET is not allowed. */
 export interface ServerFacts {

@@ -44,7 +44,7 @@ export interface Keys {
   prompt(dispatchId: string): string;
   /**
    * Hash: a project's lanes of one follow-up (field: the agent job id; value: the dispatch id in
-   * flight or next), each without a list of its own (see `lua/includes/lane.lua`). Its key is
+   * flight or next), each without a list of its own (see `store/includes/lane.lua`). Its key is
    * {@link Keys.laneHeadsPrefix} and the project's name in {@link Keys.laneProjects}.
    */
   laneHeads(projectId: string): string;
@@ -53,7 +53,7 @@ export interface Keys {
   /**
    * Sorted set (every score 0, read by name): the projects whose lane heads may hold a lane of
    * one, each as its lane heads key without {@link Keys.laneHeadsPrefix}. REGISTER adds a project
-   * when it makes a lane of one; the walk of the open dispatches (`lua/openLanes-1.lua`) drops it
+   * when it makes a lane of one; the walk of the open dispatches (`store/openLanes-1.lua`) drops it
    * once its lane heads are empty.
    */
   readonly laneProjects: string;
@@ -70,7 +70,7 @@ export interface Keys {
   orphan(bullJobId: string): string;
   /**
    * Hash, in the shard of the dispatch id ({@link claimShardOf}), not its project's: the claim of
-   * an idempotency key across shards (`dispatch/claims.ts`): `shard` (the project's shard that
+   * an idempotency key across shards (`store/claims.ts`): `shard` (the project's shard that
    * may register it), `token` (the claim's), `at` (Redis ms).
    */
   idempotencyClaim(dispatchId: string): string;
@@ -81,7 +81,7 @@ export interface Keys {
   claimReleased(dispatchId: string): string;
   /** String: epoch ms until which a project's status reads are backed off (GET 429/5xx). */
   pollPark(projectId: string): string;
-  /** String: a project's run history, `runs mean variance` (see dispatch/run-history.ts). */
+  /** String: a project's run history, `runs mean variance` (see store/run-history.ts). */
   runs(projectId: string): string;
   /**
    * Hash: an operator's controls of one project, read by every ACQUIRE: `paused` (`1`) and
@@ -99,7 +99,7 @@ export interface Keys {
    * Sorted set: the dispatches not finished yet that are not a lane of one (REGISTER adds those
    * in a lane of two or more, FINISH removes), scored by their enqueue time; a lane of one is
    * found through {@link Keys.laneProjects} instead. The poller's repair sweep walks both to find
-   * queued dispatches whose BullMQ job vanished (see `dispatch/open-index.ts`).
+   * queued dispatches whose BullMQ job vanished (see `store/open-index.ts`).
    */
   readonly open: string;
   /** String, with a TTL: set while a repair pass ran within the last `REPAIR_GRACE`. */

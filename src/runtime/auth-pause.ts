@@ -1,8 +1,8 @@
 import type { Queue } from 'bullmq';
 import type { Logger } from '../telemetry/logger.js';
 import { LIFECYCLE } from '../telemetry/names.js';
-import type { DispatchStore } from '../dispatch/store.js';
-import { wakeDispatch } from './jobs.js';
+import type { DispatchStore } from '../store/store.js';
+import { wakeDispatch } from '../store/jobs.js';
 
 /**
  * The fleet-wide pause of every send while the agent API rejects the key or redirects (contract,

@@ -1,14 +1,14 @@
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { AgentApiClient } from '../agent-api/index.js';
-import { DispatchStore } from '../dispatch/store.js';
+import { DispatchStore } from '../store/store.js';
 import { watchKeyFile, type Config, type KeyFileWatcher } from '../config/index.js';
 import { connect } from '../redis/connections.js';
 import { assessor } from '../redis/durability.js';
 import { keysFor, QUEUE_NAMES, queueOptions } from '../redis/keys.js';
 import type { Logger } from '../telemetry/logger.js';
 import { LIFECYCLE } from '../telemetry/names.js';
-import { within } from './deadline.js';
+import { within } from '../time/deadline.js';
 import { BEATING_ROLES, startHeartbeat } from '../telemetry/heartbeat.js';
 import type { RoleContext, RoleOptions } from './role.js';
 

@@ -1,19 +1,15 @@
 import type { Queue } from 'bullmq';
 import type { AgentApiClient } from '../agent-api/index.js';
 import type { Config } from '../config/index.js';
-import type { Ending } from '../dispatch/event.js';
-import type { DispatchRecord, DispatchState } from '../dispatch/record.js';
-import type { DispatchStore, Finished } from '../dispatch/store.js';
+import type { DispatchStore } from '../store/store.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import { LIFECYCLE } from '../telemetry/names.js';
-import { inSettleSpan } from '../telemetry/tracing.js';
-import { within } from './deadline.js';
-import { wakeDispatch } from './jobs.js';
+import { within } from '../time/deadline.js';
 
 /**
  * What the roles share to run: the one role type, what a role's work is handed, the one
- * deadline-bounded shutdown, and the one way a role ends a dispatch.
+ * deadline-bounded shutdown. How a role ends a dispatch is the store's (`store/end.ts`).
  */
 
 /** A started role (worker, poller, an HTTP server), as the CLI and `/readyz` see it. */
@@ -149,37 +145,4 @@ export async function closeInOrder(
     }
   })();
   await within(all, deadlineMs, () => logger.warn({ deadlineMs }, LIFECYCLE.shutdownDeadline));
-}
-
-/**
- * Ends a dispatch the one way a role does: FINISH publishes its one event (only from `expected`
- * state; any state but `done` when omitted), the event is counted, and the lane's next dispatch
- * is woken. Resolves to whether this call ended it.
- */
-export async function endDispatch(
-  ctx: Pick<RoleContext, 'store' | 'metrics' | 'queue'>,
-  record: DispatchRecord,
-  ending: Ending,
-  expected?: DispatchState,
-): Promise<boolean> {
-  return (await finishAndHandOn(ctx, record, ending, expected)).finished;
-}
-
-/**
- * {@link endDispatch} for a caller that may have no metrics (an operator's cancel through the
- * library): resolves to all that FINISH answered, the state it found when it changed nothing.
- */
-export async function finishAndHandOn(
-  ctx: Pick<RoleContext, 'store' | 'queue'> & { readonly metrics?: Metrics | undefined },
-  record: DispatchRecord,
-  ending: Ending,
-  expected?: DispatchState,
-): Promise<Finished> {
-  // The event carries the trace context of this settle span (or the stored one, untraced here).
-  const result = await inSettleSpan(record, ending.type, (traceparent) =>
-    ctx.store.tracking.finish({ ...record, traceparent }, ending, expected),
-  );
-  if (result.finished) ctx.metrics?.eventsPublished.inc({ type: ending.type });
-  if (result.nextDispatchId) await wakeDispatch(ctx.queue, result.nextDispatchId);
-  return result;
 }

@@ -1,5 +1,5 @@
-import { StoreItemError } from '../dispatch/call-batch.js';
-import type { DispatchRef } from '../dispatch/store.js';
+import { StoreItemError } from '../store/call-batch.js';
+import type { DispatchRef } from '../store/store.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import type { RoleContext } from './role.js';
 

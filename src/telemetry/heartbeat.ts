@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { Redis } from 'ioredis';
 import type { Keys } from '../redis/keys.js';
-import { within } from '../runtime/deadline.js';
+import { within } from '../time/deadline.js';
 import type { Logger } from './logger.js';
 import { LIFECYCLE } from './names.js';
 

@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
 import { Gauge, type Registry } from 'prom-client';
 import type { Keys, ShardView } from '../redis/keys.js';
-import { within } from '../runtime/deadline.js';
+import { within } from '../time/deadline.js';
 import { BEATING_ROLES, countAlive } from './heartbeat.js';
 import type { Logger } from './logger.js';
 import { LIFECYCLE, METRIC_NAMES } from './names.js';

@@ -1,5 +1,5 @@
 import type { NodeSDK, resources as Resources } from '@opentelemetry/sdk-node';
-import { within } from '../runtime/deadline.js';
+import { within } from '../time/deadline.js';
 
 /**
  * The OpenTelemetry Node SDK of a CLI process: started only when `OTEL_TRACES_EXPORTER` names an

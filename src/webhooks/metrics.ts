@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import { webhookPendingKey } from '../redis/keys.js';
-import { within } from '../runtime/deadline.js';
+import { within } from '../time/deadline.js';
 import { WEBHOOK_NAMES } from '../telemetry/names.js';
 
 /**

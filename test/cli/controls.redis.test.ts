@@ -7,7 +7,7 @@ import { readEvents } from '../support/events.js';
 import { useOpened } from '../support/hooks.js';
 import { useNamespace } from '../support/namespace.js';
 import { createProducer } from '../../src/producer/index.js';
-import { DispatchStore } from '../../src/dispatch/store.js';
+import { DispatchStore } from '../../src/store/store.js';
 import { budgetRate } from '../../src/dispatch/budget.js';
 
 /** `agent-dispatch cancel` and `agent-dispatch project ...` as processes. */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { createEventReader, type CompletionEvent } from '../../src/dispatch/event-reader.js';
+import { createEventReader, type CompletionEvent } from '../../src/store/event-reader.js';
 import { shardOf } from '../../src/redis/keys.js';
 import { runCliToEnd } from '../support/cli.js';
 import { useClusterFleet } from '../support/cluster-fleet.js';

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { roleKit, startServing, type Serving } from '../../src/cli/compose.js';
 import { loadConfig } from '../../src/config/index.js';
-import { DispatchStore } from '../../src/dispatch/store.js';
+import { DispatchStore } from '../../src/store/store.js';
 import { keysFor, shardOf } from '../../src/redis/keys.js';
 import { METRIC_NAMES } from '../../src/telemetry/names.js';
 import { useClusterFleet } from '../support/cluster-fleet.js';

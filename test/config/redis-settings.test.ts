@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config/index.js';
-import { parseRedisAddress } from '../../src/redis/address.js';
+import { parseRedisAddress } from '../../src/config/redis-address.js';
 import { runCliToEnd } from '../support/cli.js';
 
 /** The problems `env` gives, as `SETTING: message` lines; empty when it loads. */

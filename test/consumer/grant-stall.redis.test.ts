@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { AgentApiClient, type CallOptions } from '../../src/agent-api/index.js';
 import type { AgentJob } from '../../src/agent-api/index.js';
-import { sleep } from '../../src/runtime/deadline.js';
+import { sleep } from '../../src/time/deadline.js';
 import { arrivalTimes, busiestWindow } from '../support/deliveries.js';
 import { waitForEvents } from '../support/events.js';
 import { useService } from '../support/service.js';

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { FollowUpInput } from '../../src/dispatch/followup.js';
-import { DispatchStore } from '../../src/dispatch/store.js';
+import { DispatchStore } from '../../src/store/store.js';
 import { createProducer } from '../../src/producer/index.js';
 import { keysFor } from '../../src/redis/keys.js';
 import { EVENT_TYPES } from '../../src/dispatch/event.js';

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, inject, it } from 'vitest';
-import { LUA } from '../../src/dispatch/lua.js';
+import { LUA } from '../../src/store/lua.js';
 import { runCli } from '../support/cli.js';
 import { fleetEnv } from '../support/fleet.js';
 import { useOpened } from '../support/hooks.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { RunStats } from '../../src/dispatch/run-history.js';
+import type { RunStats } from '../../src/store/run-history.js';
 import { planReads } from '../../src/poller/learned-schedule.js';
 import { actionForRead } from '../../src/poller/read-action.js';
 import { READ_DEFAULTS, readTimes, SENT_AT, sentRecord } from '../support/read-walk.js';

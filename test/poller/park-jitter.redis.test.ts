@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { readLane, type Batch } from '../../src/poller/lane.js';
 import { keysFor } from '../../src/redis/keys.js';
-import { JITTER_SHARE } from '../../src/runtime/jitter.js';
+import { JITTER_SHARE } from '../../src/time/jitter.js';
 import { sentRecord } from '../support/read-walk.js';
 import { pollerResources, useService } from '../support/service.js';
 

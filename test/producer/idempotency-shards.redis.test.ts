@@ -1,11 +1,11 @@
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { DispatchStore } from '../../src/dispatch/store.js';
+import { DispatchStore } from '../../src/store/store.js';
 import { createProducer, IdempotencyConflictError } from '../../src/producer/index.js';
 import type { Producer } from '../../src/producer/index.js';
 import { CLAIM_REPAIR_AGE_MS } from '../../src/producer/claims.js';
 import { claimShardOf, keysFor, shardLayout, shardOf } from '../../src/redis/keys.js';
-import { newDispatchId } from '../../src/runtime/jobs.js';
+import { newDispatchId } from '../../src/store/jobs.js';
 import { duplicates, readEvents } from '../support/events.js';
 import { useOpened } from '../support/hooks.js';
 import { eventually, useNamespace } from '../support/namespace.js';

@@ -7,7 +7,7 @@ import {
   dispatchJobOptions,
   readDispatchJob,
   type DispatchJobRef,
-} from '../../src/runtime/jobs.js';
+} from '../../src/store/jobs.js';
 import { useOpened } from '../support/hooks.js';
 import { useNamespace } from '../support/namespace.js';
 import { useStore } from '../support/store.js';

@@ -2,7 +2,7 @@ import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { META_MAX_DEPTH } from '../../src/dispatch/followup.js';
-import { DispatchStore } from '../../src/dispatch/store.js';
+import { DispatchStore } from '../../src/store/store.js';
 import {
   createProducer,
   IdempotencyConflictError,

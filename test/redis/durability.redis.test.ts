@@ -1,10 +1,10 @@
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { markWrite, NotDurableError, waitForDisk } from '../../src/redis/disk-wait.js';
+import { parseDurability } from '../../src/config/durability.js';
 import {
   assessDurability,
   assessor,
-  parseDurability,
   probeServer,
   type ServerFacts,
 } from '../../src/redis/durability.js';

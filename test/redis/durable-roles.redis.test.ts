@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DispatchStore, type DispatchRef } from '../../src/dispatch/store.js';
+import { DispatchStore, type DispatchRef } from '../../src/store/store.js';
 import { createProducer } from '../../src/producer/index.js';
 import { keysFor } from '../../src/redis/keys.js';
 import { markWrite, NotDurableError, waitForDisk } from '../../src/redis/disk-wait.js';

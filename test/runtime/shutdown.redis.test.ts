@@ -1,7 +1,7 @@
 import { Queue, Worker } from 'bullmq';
 import { describe, expect, it } from 'vitest';
 import { roleOf } from '../../src/runtime/role.js';
-import { within } from '../../src/runtime/deadline.js';
+import { within } from '../../src/time/deadline.js';
 import { createLogger } from '../../src/telemetry/logger.js';
 import { eventually, useNamespace } from '../support/namespace.js';
 

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { createProducer, type Producer } from '../../src/producer/index.js';
-import { parseHostPorts, sentinelAddress } from '../../src/redis/address.js';
+import { parseHostPorts, sentinelAddress } from '../../src/config/redis-address.js';
 import { connect } from '../../src/redis/connections.js';
 import { readEvents } from './events.js';
 import {

@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import type { EventView } from '../../src/dispatch/store.js';
+import type { EventView } from '../../src/store/store.js';
 import { eventually } from './namespace.js';
 
 /** One completion event as read back from the stream, with `event` parsed. */

@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import type { DispatchRef } from '../../src/dispatch/store.js';
+import type { DispatchRef } from '../../src/store/store.js';
 import type { Keys } from '../../src/redis/keys.js';
 
 /**

@@ -1,5 +1,5 @@
 import type { DispatchRecord } from '../../src/dispatch/record.js';
-import type { RunStats } from '../../src/dispatch/run-history.js';
+import type { RunStats } from '../../src/store/run-history.js';
 import { actionForRead, type ReadActionSettings } from '../../src/poller/read-action.js';
 
 /**

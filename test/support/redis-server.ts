@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { freePort } from '../../src/redis/embedded.js';
+import { freePort } from '../../src/cli/embedded-redis.js';
 import { hooksOf, type HookScope } from './hooks.js';
 
 /** Tests import `freePort` from here, with the Redis fixtures; the one copy lives in src/. */

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach } from 'vitest';
-import { DispatchStore } from '../../src/dispatch/store.js';
+import { DispatchStore } from '../../src/store/store.js';
 import { createProducer, type Producer } from '../../src/producer/index.js';
 import { keysFor } from '../../src/redis/keys.js';
 import { useNamespace, type Namespace } from './namespace.js';

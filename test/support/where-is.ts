@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { DispatchStore } from '../../src/dispatch/store.js';
+import { DispatchStore } from '../../src/store/store.js';
 import { keysFor } from '../../src/redis/keys.js';
 
 /**

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import type { FollowUpInput } from '../../../src/dispatch/followup.js';
 import { createProducer, type Producer } from '../../../src/producer/index.js';
 import { keysFor } from '../../../src/redis/keys.js';
-import { within } from '../../../src/runtime/deadline.js';
+import { within } from '../../../src/time/deadline.js';
 import type { Simulator } from '../../../src/simulator/index.js';
 import type { CliProcess } from '../../support/cli.js';
 import { fleetEnv } from '../../support/fleet.js';

@@ -1,0 +1,101 @@
+--[[
+  Ends dispatches: marks each done, publishes its one event, stops tracking it and releases its
+  lane, all at once, so a crash cannot leave an event without its release or the reverse. Running
+  it a second time for the same dispatch does nothing: exactly one event. The ends asked for at
+  about the same time go in one call (see store/finish.ts), each as if it ran alone, in the
+  order given; the tracked set and the open index get one ZREM each per call (see
+  includes/per-call.lua).
+  The record keeps what the event says (type, reason, the last agent job and its status) for
+  `retentionMs`, so `status` answers after the end; only the prompt is deleted. A budget slot the
+  dispatch had reserved while queued (`r:<id>`, see acquire-n.lua) is given back (a reservation
+  exists only in state `queued`).
+
+  An operator's cancel is this script with expected state `queued`: ACQUIRE moves a dispatch out
+  of `queued` atomically too, so of a cancel and an ACQUIRE racing exactly one wins.
+
+  Input:
+    KEYS[1] tracked set
+    KEYS[2] events stream
+    KEYS[3] open index
+    then five keys per dispatch, the i-th's from KEYS[4 + 5 (i - 1)]:
+      record
+      its project's lane heads (a lane of one; see includes/lane.lua)
+      its lane (a lane of two or more)
+      its project's budget
+      its prompt
+
+    ARGV[1] how many dispatches (n)
+    ARGV[2] retentionMs
+    ARGV[3] stream MAXLEN (approximate)
+    then, for each dispatch in turn:
+      its id
+      expected state ('' = any but done)
+      finishedAt
+      event type
+      reason
+      agent job as JSON ('' = keep the stored one)
+      last status ('' = keep)
+      jobId (the lane's field in its lane heads)
+      how many arguments follow: the stream entry's field/value pairs
+
+  Output: for each dispatch, {1, next dispatchId of the lane or '', stream entry id}, or
+  {0, '', '', the state found ('' = no record)} when nothing changed, or an error reply
+  `ITEM <key> <why>` (a key of the wrong type): it wrote nothing (see includes/per-call.lua)
+]]
+local trackedKey, streamKey, openKey = KEYS[1], KEYS[2], KEYS[3]
+local n, retentionMs, maxLen = tonumber(ARGV[1]), ARGV[2], ARGV[3]
+
+--- @include "includes/lane"
+--- @include "includes/per-call"
+
+local function finish(k, a)
+  local recordKey, headsKey, laneKey, budgetKey, promptKey =
+    KEYS[k], KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4]
+  local dispatchId, expected, jobId = ARGV[a], ARGV[a + 1], ARGV[a + 7]
+  local entryFrom, entryTo = a + 9, a + 8 + tonumber(ARGV[a + 8])
+
+  local state = callOn('HGET', recordKey, 'state')
+  if not state or state == 'done' then return {0, '', '', state or ''} end
+  if expected ~= '' and expected ~= state then return {0, '', '', state} end
+  -- Every key it writes is checked before the first write: a failure writes nothing.
+  expectType(headsKey, 'hash')
+  expectType(laneKey, 'list')
+  if state == 'queued' then expectType(budgetKey, 'zset') end
+  local fields = {'state', 'done', 'finishedAt', ARGV[a + 2], 'type', ARGV[a + 3], 'reason',
+    ARGV[a + 4]}
+  if ARGV[a + 5] ~= '' then table.insert(fields, 'job'); table.insert(fields, ARGV[a + 5]) end
+  if ARGV[a + 6] ~= '' then
+    table.insert(fields, 'lastStatus'); table.insert(fields, ARGV[a + 6])
+  end
+  -- The event is the first write: XADD can fail where no type check sees it (a stream whose last
+  -- ID is the largest there is), and the follow-up must not end without its event.
+  local entry = callOn('XADD', streamKey, 'MAXLEN', '~', maxLen, '*',
+    unpack(ARGV, entryFrom, entryTo))
+  redis.call('HSET', recordKey, unpack(fields))
+  redis.call('DEL', promptKey)
+  redis.call('PEXPIRE', recordKey, retentionMs)
+  later('ZREM', trackedKey, dispatchId)
+  later('ZREM', openKey, dispatchId)
+  -- A reservation is held only while queued: ACQUIRE drops it before it moves a dispatch on.
+  if state == 'queued' then redis.call('ZREM', budgetKey, 'r:' .. dispatchId) end
+  -- The lane goes on without it: from the head, the next one takes its turn; from behind (a
+  -- cancel of a follow-up still waiting), the head stays. Either way the head after it is
+  -- answered.
+  local nextId = laneHead(headsKey, laneKey, jobId)
+  if nextId == dispatchId then
+    nextId = laneAdvance(headsKey, laneKey, jobId)
+  else
+    redis.call('LREM', laneKey, 1, dispatchId)
+  end
+  return {1, nextId or '', entry}
+end
+
+-- Where each dispatch's arguments start: each has a stream entry of its own length.
+local starts, a = {}, 4
+for i = 1, n do
+  starts[i] = a
+  a = a + 9 + tonumber(ARGV[a + 8])
+end
+return eachItem(n, function(i)
+  return finish(4 + 5 * (i - 1), starts[i])
+end, {{trackedKey, 'zset'}, {streamKey, 'stream'}, {openKey, 'zset'}})

@@ -1,0 +1,91 @@
+import { beforeWrite, notOnDisk } from '../redis/disk-wait.js';
+import { failureOf, itemAnswer, ItemFailure } from './call-batch.js';
+import { eventFields, type Ending } from '../dispatch/event.js';
+import type { DispatchRecord, DispatchState } from '../dispatch/record.js';
+import { laneOf, type StoreState } from './store-state.js';
+
+/**
+ * Most ends in one call of finish-n.lua: its arguments stay a few thousand, and its one ZREM of
+ * each shared key (includes/per-call.lua) within what one Lua `unpack` takes.
+ */
+export const MAX_FINISHES = 100;
+
+/** One end: `record` ends with `ending`, if it is in `expected` state (omitted: any but `done`). */
+export interface Finish {
+  readonly record: DispatchRecord;
+  readonly ending: Ending;
+  readonly expected?: DispatchState | undefined;
+  /** When it ended, by this process's clock. */
+  readonly finishedAt: number;
+}
+
+/**
+ * What FINISH did: whether this call ended the dispatch, the lane's next dispatch, and when it did
+ * not, the state it found (`undefined`: no record).
+ */
+export interface Finished {
+  readonly finished: boolean;
+  readonly nextDispatchId: string | undefined;
+  readonly found?: DispatchState | undefined;
+}
+
+/**
+ * Runs `items` in one call of finish-n.lua (see `Tracking.finish`, which batches them), each
+ * answered as if it ran alone (a broken key fails its item alone, writing nothing). The lanes' releases must be on disk before their next follow-ups
+ * are woken: when the wait for the disk (`REDIS_DURABILITY`) fails, no next follow-up is
+ * answered; each looks at its lane by itself later, and its own ACQUIRE's wait covers these ends
+ * too (the AOF is one file, fsynced in order).
+ */
+export async function finishMany(
+  state: StoreState,
+  items: readonly Finish[],
+): Promise<(Finished | ItemFailure)[]> {
+  const { keys, options } = state;
+  const keyList = [keys.tracked, options.eventsStream, keys.open];
+  const args: (string | number)[] = [items.length, options.retentionMs, options.eventsMaxLen];
+  for (const { record, ending, expected, finishedAt } of items) {
+    const job = ending.job ?? record.job;
+    keyList.push(
+      keys.dispatch(record.dispatchId),
+      ...laneOf(state, record),
+      keys.budget(record.projectId),
+      keys.prompt(record.dispatchId),
+    );
+    const entry = eventFields(record, ending, finishedAt);
+    args.push(
+      record.dispatchId,
+      expected ?? '',
+      finishedAt,
+      ending.type,
+      ending.reason ?? '',
+      ending.job ? JSON.stringify(ending.job) : '',
+      job?.status ?? '',
+      record.jobId,
+      entry.length,
+      ...entry,
+    );
+  }
+  const connection = await beforeWrite(options.durability, state.redis, keys.tracked);
+  const reply = (await state.scripts.run('finish', keyList, args)) as (
+    [number, string, string, string?] | Error
+  )[];
+  const answers = reply.map((item): Finished | ItemFailure => {
+    const answer = itemAnswer('finish', item);
+    if (answer instanceof ItemFailure) return answer;
+    const [ended, next, , found] = answer;
+    return {
+      finished: ended === 1,
+      nextDispatchId: next || undefined,
+      found: (found || undefined) as DispatchState | undefined,
+    };
+  });
+  const hasNext = (a: Finished | ItemFailure): a is Finished =>
+    !(a instanceof ItemFailure) && a.nextDispatchId !== undefined;
+  if (!answers.some(hasNext)) return answers;
+  const notDurable = await failureOf(notOnDisk(options.durability, connection));
+  return answers.map((a) => {
+    if (!hasNext(a)) return a;
+    if (notDurable instanceof ItemFailure) return notDurable;
+    return notDurable === undefined ? a : { ...a, nextDispatchId: undefined };
+  });
+}

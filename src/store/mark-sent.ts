@@ -1,0 +1,62 @@
+import type { AgentJob } from '../agent-api/index.js';
+import { afterWrite, beforeWrite } from '../redis/disk-wait.js';
+import { failureOf, itemAnswer, ItemFailure } from './call-batch.js';
+import type { DispatchRef, MarkResult, StoreState } from './store-state.js';
+
+/**
+ * Most answers in one call of markSent-n.lua: its arguments stay a few thousand, and its one ZADD
+ * of the tracked set (includes/per-call.lua) within what one Lua `unpack` takes.
+ */
+export const MAX_MARKS = 100;
+
+/** One send's answer to record: see `Tracking.markSent`. */
+export interface Mark {
+  readonly ref: DispatchRef;
+  readonly newState: 'sent' | 'unsettled';
+  readonly job: AgentJob | undefined;
+  readonly firstDelayMs: number;
+  readonly attemptToken: string;
+}
+
+/**
+ * Runs `items` in one call of markSent-n.lua (see `Tracking.markSent`, which batches them), each
+ * answered as if it ran alone (a broken record fails alone, writing nothing); then, when any was recorded, one wait for the disk covers them all.
+ * The answers must be on disk before their BullMQ jobs complete: a crash that took one back while
+ * the job's completion (resent by ioredis after the reconnect) survived would leave the dispatch
+ * `sending` with no job left to settle it. When the wait fails, each recorded answer fails with
+ * it (run again, MARK_SENT finds its own state); the others stand.
+ */
+export async function markMany(
+  state: StoreState,
+  items: readonly Mark[],
+): Promise<(MarkResult | ItemFailure)[]> {
+  const { keys, options, clock } = state;
+  const args: (string | number)[] = [items.length];
+  for (const { ref, newState, job, firstDelayMs, attemptToken } of items) {
+    args.push(
+      ref.dispatchId,
+      newState,
+      job ? JSON.stringify(job) : '',
+      job?.status ?? '',
+      job?.status === 'active' ? '1' : '0',
+      Math.max(1, Math.round(firstDelayMs)),
+      attemptToken,
+      clock.inMs(firstDelayMs) ?? 0,
+    );
+  }
+  const recordKeys = items.map((item) => keys.dispatch(item.ref.dispatchId));
+  const connection = await beforeWrite(options.durability, state.redis, keys.tracked);
+  const replies = (await state.scripts.run('markSent', [keys.tracked, ...recordKeys], args)) as (
+    number | Error
+  )[];
+  const results = replies.map((reply): MarkResult | ItemFailure => {
+    const answer = itemAnswer('mark_sent', reply);
+    if (answer instanceof ItemFailure) return answer;
+    return answer === 1 ? 'marked' : answer === 0 ? 'moved-on' : 'stale';
+  });
+  if (!results.includes('marked')) return results;
+  const onDisk = await failureOf(afterWrite(options.durability, connection));
+  return results.map((result) =>
+    result === 'marked' && onDisk instanceof ItemFailure ? onDisk : result,
+  );
+}

@@ -1,0 +1,69 @@
+--[[
+  Records that a send happened (state `sent`) or may have happened (`unsettled`) and starts
+  tracking it. The send time is the intent's time: the job may have started any time after it.
+  Only for the attempt that holds the intent (its token): a late answer of an earlier attempt
+  changes nothing. A definite answer turns `unsettled` (marked by a rerun on this attempt's
+  behalf, or by its own crash handling) into `sent`; run twice, it finds its own state and does
+  nothing more.
+
+  The answers a worker records at about the same time go in one call (see store/mark-sent.ts),
+  each as if it ran alone, in the order given; the tracked set gets one ZADD per call (see
+  includes/per-call.lua).
+
+  Input:
+    KEYS[1] tracked set
+    KEYS[1 + i] the record of the i-th dispatch
+
+    ARGV[1] how many dispatches (n)
+    then eight arguments per dispatch, the i-th's from ARGV[2 + 8 (i - 1)]:
+      dispatchId
+      new state: sent or unsettled
+      agent job as JSON ('' = none)
+      its status
+      seenActive (1/0)
+      firstDelayMs
+      attemptToken
+      when, by Redis's clock, the first read falls due (the worker knows that clock from
+        ACQUIRE's `now`); 0 = `firstDelayMs` from TIME
+
+  Output: for each dispatch
+    1  recorded, or already so
+    0  the record had moved on (another state)
+    -1 another attempt holds it
+    or an error reply `ITEM <key> <why>` (a key of the wrong type): it wrote nothing (its one
+    write comes after the read that would raise; see includes/per-call.lua)
+]]
+local trackedKey = KEYS[1]
+local n = tonumber(ARGV[1])
+
+--- @include "includes/clock"
+--- @include "includes/per-call"
+
+local function mark(recordKey, a)
+  local dispatchId, newState, token = ARGV[a], ARGV[a + 1], ARGV[a + 6]
+  -- One read of the fields it decides on.
+  local stored = callOn('HMGET', recordKey, 'state', 'attemptToken', 'sendingAt', 'seenActive')
+  local state = stored[1]
+  if state ~= 'sending' and state ~= 'unsettled' and state ~= 'sent' then return 0 end
+  if (stored[2] or '') ~= token then return -1 end
+  if state == newState then return 1 end
+  if state ~= 'sending' and not (state == 'unsettled' and newState == 'sent') then return 0 end
+  local at = tonumber(ARGV[a + 7])
+  if at <= 0 or not stored[3] then
+    local now = clockNow()
+    if at <= 0 then at = now + tonumber(ARGV[a + 5]) end
+    stored[3] = stored[3] or now
+  end
+  local sentAt = stored[3]
+  -- The poller may have seen the job active while the request was in flight: keep that.
+  local seenActive = ARGV[a + 4]
+  if stored[4] == '1' then seenActive = '1' end
+  redis.call('HSET', recordKey, 'state', newState, 'sentAt', sentAt, 'job', ARGV[a + 2],
+    'lastStatus', ARGV[a + 3], 'seenActive', seenActive, 'pollDelayMs', ARGV[a + 5])
+  later('ZADD', trackedKey, at, dispatchId)
+  return 1
+end
+
+return eachItem(n, function(i)
+  return mark(KEYS[i + 1], 2 + 8 * (i - 1))
+end, {{trackedKey, 'zset'}})

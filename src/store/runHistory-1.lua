@@ -1,0 +1,44 @@
+--[[
+  Folds one observed run length into a project's run history (see store/run-history.ts): a
+  decayed mean and variance (exponentially weighted, a new run weighing ARGV[2]), so the history
+  follows a project whose runs change, in one short string that expires when unused.
+
+  Input:
+    KEYS[1] the project's run history: a string `runs mean variance`
+
+    ARGV[1] the run's length, ms
+    ARGV[2] the weight of a new run (0..1)
+    ARGV[3] the spread a first run is given (standard deviation / length)
+    ARGV[4] how long the history lives after its last update, ms
+    ARGV[5] the variance of the run's length as observed (its end lies in a gap), ms²
+
+  Output: the new history, as stored
+]]
+local runMs, weight = tonumber(ARGV[1]), tonumber(ARGV[2])
+local spread, ttlMs = tonumber(ARGV[3]), tonumber(ARGV[4])
+local seenVar = tonumber(ARGV[5]) or 0
+
+local runs, mean, var
+local stored = redis.call('GET', KEYS[1])
+if stored then
+  local r, m, v = string.match(stored, '^(%S+) (%S+) (%S+)$')
+  runs, mean, var = tonumber(r), tonumber(m), tonumber(v)
+end
+
+if not runs or not mean or not var or runs < 1 or mean <= 0 or var < 0 then
+  -- No history (or an unreadable one): this run alone, with an assumed spread.
+  runs, mean, var = 1, runMs, math.max((runMs * spread) ^ 2, seenVar)
+else
+  local diff = runMs - mean
+  local step = weight * diff
+  mean = mean + step
+  -- The observation's own uncertainty is added with its weight: ends seen through wide gaps keep
+  -- the spread wide, however alike their midpoints.
+  var = (1 - weight) * (var + diff * step) + weight * seenVar
+  -- Capped: the count only says whether the history is young.
+  runs = math.min(runs + 1, 1000000)
+end
+
+local value = string.format('%d %.1f %.1f', runs, mean, var)
+redis.call('SET', KEYS[1], value, 'PX', ttlMs)
+return value

@@ -1,0 +1,165 @@
+import type { Redis } from 'ioredis';
+import { sleep } from '../time/deadline.js';
+import type { DiskWait } from '../redis/disk-wait.js';
+import type { Keys } from '../redis/keys.js';
+import type { Scripts } from './lua.js';
+import {
+  FIELDS_BUT_PROMPT,
+  parseRecord,
+  type DispatchRecord,
+  type DispatchState,
+} from '../dispatch/record.js';
+
+/** Settings the store needs. */
+export interface StoreOptions {
+  readonly eventsStream: string;
+  readonly eventsMaxLen: number;
+  readonly retentionMs: number;
+  /** Largest prompt ACQUIRE lets go, in UTF-8 bytes (`PROMPT_MAX_BYTES`); unset: any but empty. */
+  readonly promptMaxBytes?: number;
+  /**
+   * Where a crash must not undo a write (the intent to send, a lane's release), the store waits
+   * for the disk as this assessment says (WAITAOF on its connection), at most `timeoutMs`.
+   * Without it, nothing is waited for.
+   */
+  readonly durability?: DiskWait;
+}
+
+/** What the store's modules share: its connection, keys, settings and scripts. Never exported. */
+export interface StoreState {
+  readonly redis: Redis;
+  readonly keys: Keys;
+  readonly options: StoreOptions;
+  readonly scripts: Scripts;
+  readonly clock: RedisClock;
+}
+
+/**
+ * Redis's clock as last seen by this store: a script that reads `TIME` anyway (ACQUIRE, DUE)
+ * answers its `now`, and the offset to this process's clock is kept, so a script that needs the
+ * time only to schedule a status read (MARK_SENT, RESCHEDULE) is handed it instead of running
+ * `TIME` itself. A read scheduled a few milliseconds off costs nothing.
+ */
+export class RedisClock {
+  #offsetMs: number | undefined;
+
+  /** Notes a `now` that Redis answered. */
+  saw(redisNowMs: number): void {
+    this.#offsetMs = redisNowMs - Date.now();
+  }
+
+  /** Redis's time `delayMs` from now; `undefined` before any `now` was seen. */
+  inMs(delayMs: number): number | undefined {
+    return this.#offsetMs === undefined
+      ? undefined
+      : Math.round(Date.now() + this.#offsetMs + delayMs);
+  }
+}
+
+/** Where a dispatch's identity is: enough to build all of its keys. */
+export interface DispatchRef {
+  readonly dispatchId: string;
+  readonly projectId: string;
+  readonly jobId: string;
+}
+
+/** The answer of `Sends.acquire`. */
+export type Verdict =
+  /**
+   * Send now. `probe`: sends are paused and this one tries whether the key works again.
+   * `writeWithinMs`: how long after the grant the request may still be written (the budget's
+   * margin, less how late a reserved slot was spent); later, it must be given back unsent.
+   */
+  | { kind: 'go'; attempt: number; prompt: string; probe: boolean; writeWithinMs?: number }
+  | { kind: 'blocked' }
+  /** Its prompt cannot be sent (empty, or over `promptMaxBytes`): nothing was spent. */
+  | { kind: 'invalid'; promptBytes: number }
+  /** The key was rejected: every send waits; the next probe may go at `untilMs`. */
+  | { kind: 'auth_paused'; untilMs: number }
+  /** An operator paused the project: nothing was spent; it waits for the resume. */
+  | { kind: 'paused' }
+  | { kind: 'parked' | 'over'; untilMs: number }
+  | { kind: 'missing' }
+  /** Another attempt (`attemptToken`) recorded its intent at `sendingAt`, and no outcome yet. */
+  | { kind: 'sending'; sendingAt: number; attemptToken: string }
+  /**
+   * It could go, but Redis did not confirm the intent on disk (`REDIS_DURABILITY`): it is queued
+   * again, its budget unit back, and must not be sent now. `reason` is the WAITAOF failure.
+   */
+  | { kind: 'not_durable'; reason: string }
+  | { kind: 'not-queued'; state: DispatchState };
+
+/**
+ * What recording an attempt's outcome did: `marked` (or it already was), `moved-on` (the record is
+ * in another state), `stale` (another attempt holds the intent now).
+ */
+export type MarkResult = 'marked' | 'moved-on' | 'stale';
+
+/** The keys of a dispatch's lane: its project's lane heads, and the list of those behind. */
+export function laneOf(
+  state: StoreState,
+  ref: Omit<DispatchRef, 'dispatchId'>,
+): [heads: string, lane: string] {
+  return [state.keys.laneHeads(ref.projectId), state.keys.lane(ref.projectId, ref.jobId)];
+}
+
+/** Redis's clock in epoch milliseconds (`TIME`), one clock for the whole fleet. */
+export async function redisNow(state: StoreState): Promise<number> {
+  const [seconds, micros] = await state.redis.time();
+  return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+}
+
+/**
+ * How long a write that records what became of a send (MARK_SENT, REQUEUE) is tried again while
+ * Redis fails it, and who hears of each failure. Both are safe to run twice: with the attempt's
+ * token, a second run finds its own state.
+ */
+export interface WriteRetry {
+  readonly budgetMs: number;
+  readonly onError: (err: unknown, retryInMs: number) => void;
+}
+
+/** The longest wait between two tries of a write. */
+const MAX_BACKOFF_MS = 2_000;
+
+/**
+ * Runs `write` until it succeeds or `retry`'s budget has passed, after any error, backing off from
+ * 100 ms to 2 s; rejects with the last error. Without `retry`, runs it once.
+ */
+export async function retryWrite<T>(
+  retry: WriteRetry | undefined,
+  write: () => Promise<T>,
+): Promise<T> {
+  if (!retry) return write();
+  const deadline = Date.now() + retry.budgetMs;
+  for (let waitMs = 100; ; waitMs = Math.min(2 * waitMs, MAX_BACKOFF_MS)) {
+    try {
+      return await write();
+    } catch (err) {
+      if (Date.now() + waitMs > deadline) throw err;
+      retry.onError(err, waitMs);
+      await sleep(waitMs);
+    }
+  }
+}
+
+/** Reads several records in one round trip, all but their prompts; missing: `undefined`. */
+export async function readRecords(
+  state: StoreState,
+  ids: readonly string[],
+): Promise<(DispatchRecord | undefined)[]> {
+  if (ids.length === 0) return [];
+  const pipeline = state.redis.pipeline();
+  for (const id of ids) pipeline.hmget(state.keys.dispatch(id), ...FIELDS_BUT_PROMPT);
+  const replies = (await pipeline.exec()) ?? [];
+  return ids.map((id, i) => {
+    const [err, values] = replies[i] ?? [null, []];
+    if (err) throw err;
+    const hash: Record<string, string> = {};
+    for (const [f, field] of FIELDS_BUT_PROMPT.entries()) {
+      const value = (values as (string | null)[])[f];
+      if (value !== null && value !== undefined) hash[field] = value;
+    }
+    return parseRecord(id, hash, false);
+  });
+}

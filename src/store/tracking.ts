@@ -1,0 +1,177 @@
+import type { AgentJob } from '../agent-api/index.js';
+import { afterWrite, beforeWrite } from '../redis/disk-wait.js';
+import type { DispatchState, DispatchRecord } from '../dispatch/record.js';
+import { orphanEventFields, type Ending } from '../dispatch/event.js';
+import { CallBatch } from './call-batch.js';
+import { finishMany, MAX_FINISHES, type Finish, type Finished } from './finish.js';
+import { markMany, MAX_MARKS, type Mark } from './mark-sent.js';
+import { MAX_RESCHEDULES, rescheduleMany, type Reschedule } from './reschedule.js';
+import {
+  retryWrite,
+  type DispatchRef,
+  type MarkResult,
+  type StoreState,
+  type WriteRetry,
+} from './store-state.js';
+
+/**
+ * The store's tracked set (sent dispatches whose agent job the poller reads): a send's answer
+ * starts its tracking (`markSent`, see markSent-n.lua), a refused send goes back to the queue
+ * (`requeue`, see requeue-4.lua), and the end of a dispatch publishes its one event (`finish`).
+ * `markSent` and `requeue` act for one attempt only (its token), so running one twice finds its
+ * own state. Reached as `DispatchStore.tracking`.
+ */
+
+/** The job an orphan event is for; with `jobKey`, only while that BullMQ job hash exists. */
+export interface Orphan {
+  readonly bullJobId: string;
+  readonly dispatchId: string;
+  readonly jobKey?: string;
+}
+
+/** What publishing an orphan event did: see publishOrphan-5.lua. */
+export type OrphanResult = 'published' | 'published-before' | 'record-exists' | 'job-gone';
+
+/** The tracked set and the ends of one store: `DispatchStore.tracking`. */
+export class Tracking {
+  readonly #state: StoreState;
+  readonly #reschedules: CallBatch<Reschedule, boolean>;
+  readonly #finishes: CallBatch<Finish, Finished>;
+  readonly #marks: CallBatch<Mark, MarkResult>;
+
+  constructor(state: StoreState) {
+    this.#state = state;
+    this.#reschedules = new CallBatch((items) => rescheduleMany(state, items), MAX_RESCHEDULES);
+    this.#finishes = new CallBatch((items) => finishMany(state, items), MAX_FINISHES);
+    this.#marks = new CallBatch((items) => markMany(state, items), MAX_MARKS);
+  }
+
+  /**
+   * Records attempt `attemptToken`'s send as `sent`/`unsettled`, tracked, on disk. Idempotent, so
+   * retried by `retry` when given. Answers recorded in the same turn of the event loop share one
+   * script call and one wait for the disk (`mark-sent.ts`).
+   */
+  async markSent(
+    ref: DispatchRef,
+    newState: 'sent' | 'unsettled',
+    job: AgentJob | undefined,
+    firstDelayMs: number,
+    attemptToken: string,
+    retry?: WriteRetry,
+  ): Promise<MarkResult> {
+    return retryWrite(retry, () =>
+      this.#marks.add({ ref, newState, job, firstDelayMs, attemptToken }),
+    );
+  }
+
+  /**
+   * Returns a dispatch to `queued`, for attempt `attemptToken` only (`refund`: the request never
+   * left, its budget unit goes back; `'unwritten'`: nor was it written, so the attempt does not
+   * count either; `parkMs`: park the project), on disk. Resolves to the park deadline (0: none), or why
+   * not. Idempotent.
+   */
+  async requeue(
+    ref: DispatchRef,
+    attempt: number,
+    attemptToken: string,
+    refund: boolean | 'unwritten',
+    parkMs = 0,
+    retry?: WriteRetry,
+  ): Promise<number | Exclude<MarkResult, 'marked'>> {
+    return retryWrite(retry, async () => {
+      const state = this.#state;
+      const { dispatch, budget, park, tracked } = state.keys;
+      const connection = await beforeWrite(state.options.durability, state.redis, tracked);
+      const reply = (await state.scripts.run(
+        'requeue',
+        [dispatch(ref.dispatchId), budget(ref.projectId), park(ref.projectId), tracked],
+        [
+          ref.dispatchId,
+          attempt,
+          refund === 'unwritten' ? '2' : refund ? '1' : '0',
+          Math.max(0, Math.round(parkMs)),
+          attemptToken,
+        ],
+      )) as number;
+      if (reply === -1) return 'moved-on';
+      if (reply === -2) return 'stale';
+      // On disk before the job moves on: a crash that took it back would leave the dispatch
+      // `sending` under this token, and the job's next run would end it `ambiguous`, unsent.
+      await afterWrite(state.options.durability, connection);
+      return reply;
+    });
+  }
+
+  /**
+   * Ends a dispatch with its one event, if it is in `expected` state (omitted: any but `done`).
+   * Ends asked for in the same turn of the event loop share one script call (`finish.ts`).
+   */
+  async finish(
+    record: DispatchRecord,
+    ending: Ending,
+    expected?: DispatchState,
+  ): Promise<Finished> {
+    return this.#finishes.add({ record, ending, expected, finishedAt: Date.now() });
+  }
+
+  /**
+   * Publishes the undeliverable event of a job without a record (an unreadable payload, a lost
+   * record), once per job; not while the record exists, nor (`jobKey`) once the job is gone.
+   */
+  async publishOrphan(orphan: Orphan, payload: unknown, reason: string): Promise<OrphanResult> {
+    const state = this.#state;
+    const { keys, options } = state;
+    const marker = keys.orphan(orphan.bullJobId);
+    const reply = await state.scripts.run(
+      'publishOrphan',
+      [
+        marker,
+        options.eventsStream,
+        keys.dispatch(orphan.dispatchId),
+        orphan.jobKey ?? marker,
+        keys.prompt(orphan.dispatchId),
+      ],
+      [
+        options.retentionMs,
+        options.eventsMaxLen,
+        orphan.jobKey === undefined ? 0 : 1,
+        ...orphanEventFields(orphan.bullJobId, payload, reason, Date.now()),
+      ],
+    );
+    const results = { 1: 'published', 0: 'published-before', [-1]: 'record-exists' } as const;
+    return results[reply as 1 | 0 | -1] ?? 'job-gone';
+  }
+
+  /**
+   * Sets the next status read of a tracked dispatch `delayMs` ahead; stores `fields` on it.
+   * Reschedules asked for in the same turn of the event loop share one script call
+   * (`reschedule.ts`). Resolves to `false` when it is no longer tracked.
+   */
+  reschedule(
+    dispatchId: string,
+    delayMs: number,
+    fields: Record<string, string | number> = {},
+  ): Promise<boolean> {
+    return this.#reschedules.add({ dispatchId, delayMs, fields });
+  }
+
+  /** Stops tracking a dispatch (its record expired, or was never ours). */
+  async untrack(dispatchId: string): Promise<void> {
+    const state = this.#state;
+    await state.redis.zrem(state.keys.tracked, dispatchId);
+  }
+
+  /**
+   * Records that `bullJobId` now carries a queued dispatch, if its record still names `expected`
+   * (see carry-1.lua; '' = whichever). Resolves to whether it was recorded.
+   */
+  async carry(dispatchId: string, expected: string, bullJobId: string): Promise<boolean> {
+    const state = this.#state;
+    const reply = await state.scripts.run(
+      'carry',
+      [state.keys.dispatch(dispatchId)],
+      [dispatchId, expected, bullJobId],
+    );
+    return reply === 1;
+  }
+}
