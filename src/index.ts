@@ -13,16 +13,21 @@ export {
   createAdmin,
   InvalidControlError,
   NotCancellableError,
+  NotRedrivableError,
   UnknownDispatchError,
 } from './producer/index.js';
 export type {
   Admin,
   AdminOptions,
   CancelResult,
+  DeadLetter,
+  DeadLetterFilter,
+  FollowupDetail,
   LimitOptions,
   LimitResult,
   PauseResult,
   ProjectView,
+  RedriveResult,
 } from './producer/index.js';
 export type { FollowUpInput, FieldProblem } from './dispatch/followup.js';
 export type { DispatchStatus } from './dispatch/status.js';

@@ -59,6 +59,8 @@ local n, markerMs = tonumber(ARGV[3]), ARGV[4]
 local claimKeysAt = 4 * n + 3
 --- @include "includes/now"
 --- @include "includes/lane-join"
+--- @include "includes/open-counts"
+local countsKey, queuedBy = shardKeyOf(openKey, 'open', 'counts:open'), {}
 -- Written as text once: Redis formats a Lua number with printf each time it is passed.
 local nowText = tostring(now)
 
@@ -145,6 +147,7 @@ for i = 1, n do
       end
     end
     registered[recordKey] = digest
+    queuedBy[ARGV[a + 2]] = (queuedBy[ARGV[a + 2]] or 0) + 1
     answers[i] = 1
   end
 end
@@ -159,4 +162,5 @@ for headsKey in pairs(projects) do
   named[#named + 1] = string.sub(headsKey, namesFrom)
 end
 inChunks('ZADD', projectsKey, named, 2)
+for projectId, count in pairs(queuedBy) do countAdd(countsKey, 'q:' .. projectId, count) end
 return answers
