@@ -99,7 +99,10 @@ export class FollowupViews {
       .slice(0, count);
   }
 
-  /** The newest `count` dead letters (from `offset`), newest first, and how many are kept. */
+  /**
+   * The newest `count` dead letters (from `offset`), newest first, and how many the index holds.
+   * One whose prompt expired (its index entry not trimmed yet) is left out: it cannot be redriven.
+   */
   async deadLetters(count: number, offset = 0): Promise<{ items: DeadLetter[]; total: number }> {
     const { redis, keys } = this.#state;
     const [ids, total] = await Promise.all([
@@ -107,9 +110,9 @@ export class FollowupViews {
       redis.zcard(keys.deadLetters),
     ]);
     const fields = ['projectId', 'jobId', 'type', 'reason', 'finishedAt', 'redrivenTo'];
-    const rows = await this.#fields(ids, fields);
+    const [rows, kept] = await Promise.all([this.#fields(ids, fields), this.#promptsKept(ids)]);
     const items = rows
-      .filter(([, v]) => v[0] && v[1])
+      .filter(([, v], i) => v[0] && v[1] && (kept[i] || v[5]))
       .map(([dispatchId, v]) => ({
         dispatchId,
         projectId: v[0] ?? '',
@@ -187,6 +190,15 @@ export class FollowupViews {
       .exec();
     const failed = (replies ?? []).find(([err]) => err)?.[0];
     if (failed) throw failed;
+  }
+
+  /** Whether each one's prompt is still stored, in one pipeline. */
+  async #promptsKept(ids: readonly string[]): Promise<boolean[]> {
+    if (ids.length === 0) return [];
+    const pipeline = this.#state.redis.pipeline();
+    for (const id of ids) pipeline.exists(this.#state.keys.prompt(id));
+    const replies = (await pipeline.exec()) ?? [];
+    return ids.map((_, i) => replies[i]?.[1] === 1);
   }
 
   /** Fields of each record, by id, in one pipeline; a record that is not a hash reads as empty. */

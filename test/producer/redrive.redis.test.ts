@@ -129,6 +129,12 @@ describe('redrive', () => {
     });
     const gone = await ended('g', EVENT_TYPES.undeliverable, noKeep);
     expect(await refusal(gone)).toMatchObject({ why: 'prompt_gone' });
+    // One whose kept prompt expired is no longer listed, and is refused the same way.
+    const expired = await ended('e', EVENT_TYPES.undeliverable, store);
+    expect((await admin.deadLetters()).map((d) => d.dispatchId)).toEqual([expired]);
+    await ns.redis.del(keysFor(ns.prefix).prompt(expired));
+    expect(await admin.deadLetters()).toEqual([]);
+    expect(await refusal(expired)).toMatchObject({ why: 'prompt_gone' });
 
     // Nothing was sent for them: none is linked to a redrive.
     const keys = keysFor(ns.prefix);
