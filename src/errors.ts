@@ -21,6 +21,7 @@ export {
   NotCancellableError,
   UnknownDispatchError,
 } from './producer/controls.js';
+export { NotRedrivableError } from './producer/redrive.js';
 export { AgentApiError, type AgentErrorCode } from './agent-api/errors.js';
 export { ResponseTooLargeError, WriteDeadlineError } from './agent-api/exchange.js';
 export { InvalidWebhookError } from './webhooks/admin.js';

@@ -9,10 +9,14 @@ export type {
   Admin,
   AdminOptions,
   CancelResult,
+  DeadLetter,
+  DeadLetterFilter,
+  FollowupDetail,
   LimitOptions,
   LimitResult,
   PauseResult,
   ProjectView,
+  RedriveResult,
 } from './producer/index.js';
 export type { FollowUpInput, FieldProblem } from './dispatch/followup.js';
 export type { DispatchStatus } from './dispatch/status.js';

@@ -32,6 +32,7 @@ const SAMPLES: Record<string, () => Error[]> = {
   InvalidControlError: () => [new errors.InvalidControlError('limit', 'malformed')],
   UnknownDispatchError: () => [new errors.UnknownDispatchError('d1')],
   NotCancellableError: () => [new errors.NotCancellableError('d1', 'sent')],
+  NotRedrivableError: () => [new errors.NotRedrivableError('d1', 'not_ended', 'it has not ended')],
   AgentApiError: () =>
     AGENT_ERROR_CODES.map((code) => new errors.AgentApiError(code, { code, ambiguous: false })),
   ResponseTooLargeError: () => [new errors.ResponseTooLargeError()],

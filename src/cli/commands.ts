@@ -2,6 +2,7 @@ import type { Command } from './command.js';
 import { cancelCommand, projectCommand } from './controls.js';
 import { enqueueCommand } from './enqueue.js';
 import { eventsCommand } from './events.js';
+import { redriveCommand } from './redrive.js';
 import { pollerCommand, workerCommand } from './roles.js';
 import { serveCommand } from './serve.js';
 import { simulateCommand } from './simulate.js';
@@ -18,6 +19,7 @@ export const COMMANDS: readonly Command[] = [
   enqueueCommand,
   statusCommand,
   cancelCommand,
+  redriveCommand,
   projectCommand,
   eventsCommand,
   simulateCommand,

@@ -77,6 +77,8 @@ export interface Config extends HttpConfig {
   readonly ambiguousResend: boolean;
   readonly promptMaxBytes: number;
   readonly dispatchRetentionMs: number;
+  /** `DEAD_LETTER_RETENTION`: how long a dead letter keeps its prompt for a redrive. */
+  readonly deadLetterRetentionMs: number;
   readonly repairGraceMs: number;
   readonly shutdownTimeoutMs: number;
   readonly dashboardAllowRetries: boolean;
@@ -189,6 +191,7 @@ export function loadConfig(
     ambiguousResend: p.AMBIGUOUS_RESEND,
     promptMaxBytes: p.PROMPT_MAX_BYTES,
     dispatchRetentionMs: p.DISPATCH_RETENTION,
+    deadLetterRetentionMs: p.DEAD_LETTER_RETENTION,
     repairGraceMs: p.REPAIR_GRACE,
     shutdownTimeoutMs: p.SHUTDOWN_TIMEOUT,
     tokens: Object.freeze({

@@ -214,6 +214,12 @@ export const SETTINGS = {
     default: '7d',
     description: 'how long a finished follow-up and its idempotency key are kept',
   },
+  DEAD_LETTER_RETENTION: {
+    schema: duration(0),
+    default: '7d',
+    description:
+      'how long a follow-up that ended undeliverable or timed out keeps its prompt for a redrive (at most DISPATCH_RETENTION; 0: not kept)',
+  },
   REPAIR_GRACE: {
     schema: duration(1000),
     default: '1m',

@@ -111,6 +111,30 @@ function describeControls(): void {
       503: unavailable,
     },
   });
+  describeRoute({
+    method: 'post',
+    path: '/v1/followups/:dispatchId/redrive',
+    scope: 'operator',
+    summary:
+      'sends a follow-up that ended undeliverable or timed out again, as a new follow-up (idempotent)',
+    responses: {
+      200: {
+        description:
+          'the new follow-up (`created` false: an earlier redrive made it, nothing was sent now)',
+        schema: z.object({
+          dispatchId: z.string(),
+          redrivenTo: z.string(),
+          created: z.boolean(),
+        }),
+      },
+      404: { description: 'no such follow-up (or expired)' },
+      409: {
+        description:
+          'not redrivable (`why`: not_ended, not_dead_letter, prompt_gone); nothing changed',
+      },
+      503: unavailable,
+    },
+  });
   for (const action of ['pause', 'resume'] as const)
     describeRoute({
       method: 'post',

@@ -2,6 +2,7 @@ import express, { Router, type Response } from 'express';
 import {
   InvalidControlError,
   NotCancellableError,
+  NotRedrivableError,
   RedisUnavailableError,
   UnknownDispatchError,
   type Admin,
@@ -15,8 +16,8 @@ import { requireJson } from './intake.js';
 import { requireScope } from './scopes.js';
 
 /**
- * The operator controls over HTTP, behind `OPERATOR_TOKEN` (the `operator` scope): cancel a follow-up,
- * pause, resume, limit and show a project. Each route calls the same code as the library and the
+ * The operator controls over HTTP, behind `OPERATOR_TOKEN` (the `operator` scope): cancel or redrive
+ * a follow-up, pause, resume, limit and show a project. Each route calls the same code as the library and the
  * CLI (`createAdmin`).
  */
 
@@ -27,7 +28,7 @@ export interface ControlsOptions {
 }
 
 /**
- * `DELETE /v1/followups/:dispatchId`, `POST /v1/projects/:projectId/pause` and `/resume`,
+ * `DELETE /v1/followups/:dispatchId`, `POST /v1/followups/:dispatchId/redrive`, `POST /v1/projects/:projectId/pause` and `/resume`,
  * `PUT /v1/projects/:projectId/limit` (`{"limit": "50/1h"}`, with `"force": true` for one looser
  * than `SEND_RATE_LIMIT`, or `{"limit": null}`) and
  * `GET /v1/projects/:projectId`.
@@ -39,6 +40,9 @@ export function controlsRouter(options: ControlsOptions): Router {
   const param = (value: unknown) => String(value);
   router.delete('/v1/followups/:dispatchId', auth, (req, res) =>
     answer(res, logger, () => admin.cancel(param(req.params['dispatchId']))),
+  );
+  router.post('/v1/followups/:dispatchId/redrive', auth, (req, res) =>
+    answer(res, logger, () => admin.redrive(param(req.params['dispatchId']))),
   );
   router.post('/v1/projects/:projectId/pause', auth, (req, res) =>
     answer(res, logger, () => admin.pauseProject(param(req.params['projectId']))),
@@ -98,6 +102,12 @@ function answerFailure(res: Response, logger: Logger, err: unknown): void {
   if (err instanceof InvalidControlError) return sendProblem(res, err);
   if (err instanceof UnknownDispatchError)
     return sendError(res, 404, err.message, { code: err.code, dispatchId: err.dispatchId });
+  if (err instanceof NotRedrivableError)
+    return sendError(res, err.why === 'unknown' ? 404 : 409, err.message, {
+      code: err.code,
+      dispatchId: err.dispatchId,
+      why: err.why,
+    });
   if (err instanceof NotCancellableError)
     return sendError(res, 409, err.message, {
       code: err.code,

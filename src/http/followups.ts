@@ -2,6 +2,7 @@ import { Router, type Request, type Response } from 'express';
 import {
   InvalidControlError,
   NotCancellableError,
+  NotRedrivableError,
   UnknownDispatchError,
   type Admin,
 } from '../producer/index.js';
@@ -10,6 +11,7 @@ import { within } from '../time/deadline.js';
 import type { Logger } from '../telemetry/logger.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import { sendError } from './errors.js';
+import { renderFollowup, renderMissing, renderSearch } from './followup-page.js';
 import { renderPage } from './followups-page.js';
 import { grantedScopes } from './scopes.js';
 
@@ -46,26 +48,84 @@ export function followupsRouter(options: FollowupsPageOptions): Router {
   const { admin, basePath, allowControls, logger } = options;
   const path = `${basePath}${FOLLOWUPS_PAGE}`;
 
-  router.get(FOLLOWUPS_PAGE, async (req, res) => {
-    try {
-      const overview = await within(admin.overview(), REDIS_TIMEOUT_MS, () => {
-        throw new Error(`no answer from Redis within ${REDIS_TIMEOUT_MS} ms`);
-      });
+  /** Answers `render`'s page, or the error of a Redis that fails or does not answer in time. */
+  const page =
+    (render: (req: Request, res: Response) => Promise<[number, string] | undefined>) =>
+    async (req: Request, res: Response) => {
+      try {
+        const answer = await within(render(req, res), REDIS_TIMEOUT_MS, () => {
+          throw new Error(`no answer from Redis within ${REDIS_TIMEOUT_MS} ms`);
+        });
+        if (!answer) return;
+        res.status(answer[0]).set({ 'content-security-policy': CSP, 'cache-control': 'no-store' });
+        res.type('html').send(answer[1]);
+      } catch (err) {
+        logger.warn({ err, path: req.path }, LIFECYCLE.httpError);
+        if (err instanceof LayoutError)
+          return sendError(res, 500, err.message, { code: err.code, setting: err.setting });
+        sendError(res, 503, 'the follow-ups page could not read Redis; retry later');
+      }
+    };
+  // The buttons only for a token that may press them (an operator's).
+  const controlsFor = (res: Response) => allowControls && grantedScopes(res).has('operator');
+
+  router.get(
+    FOLLOWUPS_PAGE,
+    page(async (req, res) => {
+      const q = req.query['q'];
+      if (typeof q === 'string') {
+        const found = await admin.search(q);
+        const [only] = found;
+        if (found.length === 1 && only !== undefined) {
+          res.set('cache-control', 'no-store').redirect(303, `${path}/${encodeURIComponent(only)}`);
+          return undefined;
+        }
+        return [200, renderSearch(q, found, path)];
+      }
+      const projectsPage = Math.max(0, Math.floor(Number(req.query['projects'] ?? 0)) || 0);
+      const overview = await admin.overview({ projectsPage });
       const html = renderPage(overview, {
         path,
         queuesPath: basePath,
-        // The buttons only for a token that may press them (an operator's).
-        controls: allowControls && grantedScopes(res).has('operator'),
+        controls: controlsFor(res),
         notice: noticeOf(req),
       });
-      res.status(200).set({ 'content-security-policy': CSP, 'cache-control': 'no-store' });
-      res.type('html').send(html);
+      return [200, html];
+    }),
+  );
+
+  router.get(
+    `${FOLLOWUPS_PAGE}/:dispatchId`,
+    page(async (req, res) => {
+      const dispatchId = String(req.params['dispatchId']);
+      const detail = await admin.followUp(dispatchId).catch((err: unknown) => {
+        if (err instanceof InvalidControlError) return null;
+        throw err;
+      });
+      if (!detail) return [404, renderMissing(dispatchId, path)];
+      const controls = controlsFor(res);
+      return [200, renderFollowup(detail, { path, controls, notice: noticeOf(req) })];
+    }),
+  );
+
+  router.post(`${FOLLOWUPS_PAGE}/:dispatchId/redrive`, async (req, res) => {
+    if (!allowControls)
+      return sendError(res, 405, 'the follow-ups page is read-only (DASHBOARD_ALLOW_CONTROLS)');
+    const dispatchId = String(req.params['dispatchId']);
+    let to = `${path}/${encodeURIComponent(dispatchId)}`;
+    let query: Record<string, NoticeCode>;
+    try {
+      const r = await admin.redrive(dispatchId);
+      to = `${path}/${encodeURIComponent(r.redrivenTo)}`;
+      query = { done: r.created ? 'redriven' : 'already-redriven' };
     } catch (err) {
-      logger.warn({ err, path: req.path }, LIFECYCLE.httpError);
-      if (err instanceof LayoutError)
-        return sendError(res, 500, err.message, { code: err.code, setting: err.setting });
-      sendError(res, 503, 'the follow-ups page could not read Redis; retry later');
+      if (!(err instanceof NotRedrivableError) && !(err instanceof InvalidControlError))
+        logger.warn({ err, path: req.path }, LIFECYCLE.httpError);
+      query = { failed: failureCode(err) };
     }
+    res
+      .set('cache-control', 'no-store')
+      .redirect(303, `${to}?${new URLSearchParams(query).toString()}`);
   });
 
   const act =
@@ -123,6 +183,12 @@ const NOTICES = {
   resumed: [true, 'Project resumed; its queued follow-ups were woken.'],
   'not-paused': [true, 'The project was not paused.'],
   cancelled: [true, 'Follow-up cancelled.'],
+  redriven: [true, 'Redriven: this is the new follow-up that sends the dead letter again.'],
+  'already-redriven': [true, 'It was redriven before: this is the follow-up that redrove it.'],
+  'not-redrivable': [
+    false,
+    'Only a follow-up that ended undeliverable or timed out, with its prompt still kept, can be redriven; nothing changed.',
+  ],
   invalid: [false, 'That value was refused; nothing changed.'],
   'not-cancellable': [false, 'That follow-up is being sent or has ended; it cannot be cancelled.'],
   'unknown-dispatch': [false, 'No such follow-up (unknown, or expired after DISPATCH_RETENTION).'],
@@ -151,5 +217,7 @@ function failureCode(err: unknown): NoticeCode {
   if (err instanceof InvalidControlError) return 'invalid';
   if (err instanceof NotCancellableError) return 'not-cancellable';
   if (err instanceof UnknownDispatchError) return 'unknown-dispatch';
+  if (err instanceof NotRedrivableError)
+    return err.why === 'unknown' ? 'unknown-dispatch' : 'not-redrivable';
   return 'unavailable';
 }

@@ -2,7 +2,9 @@ import type { Redis } from 'ioredis';
 import type { Rate } from '../config/index.js';
 import type { DurabilitySetting } from '../config/durability.js';
 import type { CancelResult, ProjectView } from './controls.js';
+import type { DeadLetter, FollowupDetail } from '../store/store.js';
 import type { Overview, OverviewOptions } from './overview.js';
+import type { DeadLetterFilter, NotRedrivableError, RedriveResult } from './redrive.js';
 
 /* The operator controls' public shape (contract, section 4: `createAdmin`); `admin.ts` builds it. */
 
@@ -96,5 +98,26 @@ export interface Admin {
   overview(options?: OverviewOptions): Promise<Overview>;
   /** `producer.cancel`: ends a queued follow-up `followup.cancelled`. */
   cancel(dispatchId: string): Promise<CancelResult>;
+  /**
+   * Sends a dead letter (ended undeliverable or timed out) again as a new follow-up (see
+   * `redrive.ts`); a second redrive of the same one answers the first's follow-up, `created`
+   * false. Throws `NotRedrivableError` naming why (`unknown`, `not_ended`, `not_dead_letter`,
+   * `prompt_gone`), having changed nothing.
+   */
+  redrive(dispatchId: string): Promise<RedriveResult>;
+  /**
+   * {@link Admin.redrive} of several, in one batch in their original order; each answered with
+   * its result or its `NotRedrivableError`, in the order given.
+   */
+  redriveMany(dispatchIds: readonly string[]): Promise<(RedriveResult | NotRedrivableError)[]>;
+  /** The dead letters kept for a redrive that match `filter`, newest first. */
+  deadLetters(filter?: DeadLetterFilter): Promise<DeadLetter[]>;
+  /** One follow-up (its record without the prompt, its event, its redrive links), or null. */
+  followUp(dispatchId: string): Promise<FollowupDetail | null>;
+  /**
+   * The follow-ups `text` names: a dispatch id, an idempotency key, or an agent job id (its open
+   * follow-ups and its dead letters among the newest 500).
+   */
+  search(text: string): Promise<string[]>;
   close(): Promise<void>;
 }

@@ -9,7 +9,11 @@ import type { Admin, AdminOptions } from './admin-api.js';
 import { cancelFollowUp, checkId, checkLimit, projectView, type ProjectView } from './controls.js';
 import { controlFailure } from './disk.js';
 import { openTool } from './tool.js';
-import { mergeOverviews, readOverview } from './overview.js';
+import { deadLettersOf, followUpOf, searchFollowUps } from './followup-lookup.js';
+import { mergeOverviews, PROJECTS_PER_PAGE, projectNames, readOverview } from './overview.js';
+import { createProducer } from './producer.js';
+import { redriveMany, type NotRedrivableError, type RedriveResult } from './redrive.js';
+import type { Producer } from './api.js';
 
 export type { Admin, AdminOptions, LimitOptions, LimitResult, PauseResult } from './admin-api.js';
 
@@ -24,6 +28,15 @@ export function createAdmin(options: AdminOptions): Admin {
   const defaultRate = rateOf(options.sendRateLimit);
   const { redis, disk, fleet } = openTool(options, 'admin');
   let closing: Promise<void> | undefined;
+  // The producer a redrive sends with, on the admin's connection; made on first use.
+  let producer: Producer | undefined;
+  const redriver = () =>
+    (producer ??= createProducer({
+      ...options,
+      connection: redis,
+      // The prompt was accepted once; PROMPT_MAX_BYTES is checked again before its send.
+      promptMaxBytes: Number.MAX_SAFE_INTEGER,
+    }));
 
   /** Every shard, each with its store on the admin's connection. */
   async function shards() {
@@ -76,6 +89,14 @@ export function createAdmin(options: AdminOptions): Admin {
     return projectView(state, defaultRate);
   }
 
+  async function redriveIds(dispatchIds: readonly string[]) {
+    const ids = [...dispatchIds].map((id) => checkId('dispatchId', id));
+    return run(
+      (all) => redriveMany(all, redriver(), ids),
+      'the redrive may or may not be kept: redrive again (it is idempotent)',
+    );
+  }
+
   return {
     async pauseProject(projectIdInput) {
       const projectId = checkId('projectId', projectIdInput);
@@ -102,12 +123,26 @@ export function createAdmin(options: AdminOptions): Admin {
         const each = await Promise.all(all.map((s) => s.store.projects.controlled()));
         return each.flat().sort();
       }),
-    overview: (overviewOptions) =>
+    overview: (overviewOptions = {}) =>
       run(async (all) => {
+        const [one] = all;
+        if (all.length === 1 && one) return readOverview(one.store, defaultRate, overviewOptions);
+        // A page of the projects of every shard, in one order; each shard shows its own of them.
+        const names = [
+          ...new Set((await Promise.all(all.map((s) => projectNames(s.store)))).flat()),
+        ];
+        const from = (overviewOptions.projectsPage ?? 0) * PROJECTS_PER_PAGE;
+        const page = names.slice(from, from + PROJECTS_PER_PAGE);
+        const only = new Set(page);
         const parts = await Promise.all(
-          all.map((s) => readOverview(s.store, defaultRate, overviewOptions)),
+          all.map((s) => readOverview(s.store, defaultRate, overviewOptions, only)),
         );
-        return mergeOverviews(parts, overviewOptions);
+        const merged = mergeOverviews(parts, overviewOptions);
+        const rank = new Map(page.map((name, i) => [name, i]));
+        const projects = merged.projects.toSorted(
+          (a, b) => (rank.get(a.projectId) ?? 0) - (rank.get(b.projectId) ?? 0),
+        );
+        return { ...merged, projects, projectsTotal: names.length };
       }),
     cancel: (dispatchIdInput) => {
       const dispatchId = checkId('dispatchId', dispatchIdInput);
@@ -118,8 +153,21 @@ export function createAdmin(options: AdminOptions): Admin {
         return cancelFollowUp(all[Math.max(0, at)] ?? (all[0] as AdminShard), dispatchId);
       }, 'the cancel may or may not be kept: see status');
     },
+    redriveMany: redriveIds,
+    async redrive(dispatchId) {
+      const [answer] = await redriveIds([dispatchId]);
+      if (!answer || answer instanceof Error) throw answer as NotRedrivableError;
+      return answer satisfies RedriveResult;
+    },
+    deadLetters: (filter = {}) => run((all) => deadLettersOf(all, filter)),
+    followUp: (dispatchIdInput) => {
+      const dispatchId = checkId('dispatchId', dispatchIdInput);
+      return run((all) => followUpOf(all, dispatchId));
+    },
+    search: (text) => run((all) => searchFollowUps(all, String(text))),
     close() {
       closing ??= (async () => {
+        await producer?.close();
         await fleet.close();
         if (!options.connection) redis.disconnect();
       })();

@@ -16,3 +16,11 @@ export {
   type ProjectView,
 } from './controls.js';
 export type { Overview, OverviewOptions, QueuedView } from './overview.js';
+export {
+  NotRedrivableError,
+  redriveKey,
+  type DeadLetterFilter,
+  type NotRedrivableWhy,
+  type RedriveResult,
+} from './redrive.js';
+export type { DeadLetter, FollowupDetail } from '../store/store.js';

@@ -1,19 +1,19 @@
 import type { Rate } from '../config/index.js';
 import { budgetRate } from '../dispatch/budget.js';
 import { compareIds } from '../store/event-reader.js';
-import type { DispatchStore, EventView, TrackedView } from '../store/store.js';
+import type { DeadLetter, DispatchStore, EventView, TrackedView } from '../store/store.js';
 import { projectView, type ProjectView } from './controls.js';
 
 /**
- * What the operator's page shows at once (`admin.overview()`): every project with a control or an
- * open follow-up, with its budget use, pause and park; the oldest queued follow-ups; the tracked
- * ones with their job's last status; the last events; the fleet-wide send pause.
+ * What the operator's page shows at once (`admin.overview()`): the projects with a control or an
+ * open follow-up (a page of them), with their budget use, pause, park and counts; the oldest
+ * queued follow-ups; the tracked ones with their job's last status; the dead letters; the last
+ * events; the fleet-wide send pause. What it reads does not grow with the backlog: the counts are
+ * the ones the scripts keep (`FollowupViews.openCounts`), and no list of open follow-ups is walked.
  */
 
-/** Open follow-ups read at most to count each project's (see `OpenIndex.first`). */
-const OPEN_SCAN = 5_000;
-/** Projects shown at most; the controlled ones first. */
-const MAX_PROJECTS = 100;
+/** Projects shown per page; the controlled ones first. */
+export const PROJECTS_PER_PAGE = 100;
 
 /** One queued follow-up, oldest first: the ones an operator may cancel. */
 export interface QueuedView {
@@ -29,12 +29,19 @@ export interface Overview {
   /** The fleet-wide pause of every send (a rejected key, a wrong AGENT_API_URL), or null. */
   readonly sendPause: { readonly httpStatus: number; readonly probeAt: number } | null;
   readonly projects: readonly ProjectView[];
-  /** False when there were more open follow-ups than were read to count them. */
+  /** How many projects have a control or an open follow-up, of which `projects` is one page. */
+  readonly projectsTotal: number;
+  /** The page of `projects`, from 0, of {@link PROJECTS_PER_PAGE}. */
+  readonly projectsPage: number;
+  /** Always true: the counts are kept by the scripts (an earlier version counted a sample). */
   readonly countsExact: boolean;
   readonly queued: readonly QueuedView[];
   readonly tracked: readonly TrackedView[];
   readonly trackedTotal: number;
   readonly events: readonly EventView[];
+  /** The newest dead letters (ended undeliverable or timed out, prompt kept for a redrive). */
+  readonly deadLetters: readonly DeadLetter[];
+  readonly deadLettersTotal: number;
   /**
    * The parts that could not be read as stored (a key of the wrong type, say), each `invalid
    * stored ...`: they show empty, and the rest of the page is shown all the same.
@@ -50,70 +57,77 @@ export interface OverviewOptions {
   readonly tracked?: number;
   /** @defaultValue 20 */
   readonly events?: number;
+  /** @defaultValue 20 */
+  readonly deadLetters?: number;
+  /** Which page of projects, from 0. @defaultValue 0 */
+  readonly projectsPage?: number;
 }
 
-/** Reads the {@link Overview} from `store`; `defaultRate` is `SEND_RATE_LIMIT`. */
+/** The projects of `store` the page lists: the controlled ones, then those with open follow-ups. */
+export async function projectNames(store: DispatchStore): Promise<string[]> {
+  const [controlled, counts] = await Promise.all([
+    store.projects.controlled(),
+    store.followups.openCounts(),
+  ]);
+  return [...new Set([...controlled.sort(), ...[...counts.keys()].sort()])];
+}
+
+/**
+ * Reads the {@link Overview} from `store`; `defaultRate` is `SEND_RATE_LIMIT`. `only`: the
+ * projects to show (a page across shards, see `createAdmin`); otherwise the page of
+ * `options.projectsPage`.
+ */
 export async function readOverview(
   store: DispatchStore,
   defaultRate: Rate,
   options: OverviewOptions = {},
+  only?: ReadonlySet<string>,
 ): Promise<Overview> {
   const problems: string[] = [];
-  const [open, controlled, trackedPage, events, sendPause] = await Promise.all([
-    stored(problems, 'open index', store.open.first(OPEN_SCAN), {
-      dispatches: [],
-      complete: false,
-    }),
+  const page = options.projectsPage ?? 0;
+  const [counts, controlled, queued, trackedPage, events, dead, sendPause] = await Promise.all([
+    stored(problems, 'open counts', store.followups.openCounts(), new Map()),
     stored(problems, 'set of controlled projects', store.projects.controlled(), []),
+    stored(problems, 'dispatch queue', store.followups.oldestQueued(options.queued ?? 20), []),
     stored(problems, 'tracked set', store.views.trackedPage(options.tracked ?? 50), {
       tracked: [],
       total: 0,
     }),
     stored(problems, 'events stream', store.views.lastEvents(options.events ?? 20), []),
+    stored(problems, 'dead letters', store.followups.deadLetters(options.deadLetters ?? 20), {
+      items: [],
+      total: 0,
+    }),
     stored(problems, 'send pause', store.pause.current(), undefined),
   ]);
-  const counts = new Map<string, { queued: number; sending: number; tracked: number }>();
-  const queued: QueuedView[] = [];
-  // The walk reads lanes of one by project, not by age.
-  const byAge = open.dispatches.toSorted((a, b) => a.enqueuedAt - b.enqueuedAt);
-  for (const d of byAge) {
-    if (!d.state || d.state === 'done') continue;
-    const c = counts.get(d.projectId) ?? { queued: 0, sending: 0, tracked: 0 };
-    counts.set(d.projectId, c);
-    if (d.state === 'queued') {
-      c.queued++;
-      if (queued.length < (options.queued ?? 20)) queued.push({ ...d });
-    } else if (d.state === 'sending') c.sending++;
-    else c.tracked++;
-  }
   const names = [...new Set([...controlled.sort(), ...[...counts.keys()].sort()])];
+  const shown = only
+    ? names.filter((n) => only.has(n))
+    : names.slice(page * PROJECTS_PER_PAGE, (page + 1) * PROJECTS_PER_PAGE);
   const defaults = budgetRate(defaultRate);
   const states = (
     await Promise.all(
-      names
-        .slice(0, MAX_PROJECTS)
-        .map((p) => stored(problems, `project ${p}`, store.projects.show(p, defaults, 0), null)),
+      shown.map((p) => stored(problems, `project ${p}`, store.projects.show(p, defaults, 0), null)),
     )
   ).filter((state) => state !== null);
   const projects = states.map((state) => ({
     ...projectView(state, defaultRate),
     ...(counts.get(state.projectId) ?? { queued: 0, sending: 0, tracked: 0 }),
-    countsExact: open.complete,
+    countsExact: true,
   }));
   return {
     at: states[0]?.nowMs ?? Date.now(),
     sendPause: sendPause ? { httpStatus: sendPause.httpStatus, probeAt: sendPause.probeAt } : null,
     projects,
-    countsExact: open.complete,
-    queued: queued.map(({ dispatchId, projectId, jobId, enqueuedAt }) => ({
-      dispatchId,
-      projectId,
-      jobId,
-      enqueuedAt,
-    })),
+    projectsTotal: names.length,
+    projectsPage: page,
+    countsExact: true,
+    queued,
     tracked: trackedPage.tracked,
     trackedTotal: trackedPage.total,
     events,
+    deadLetters: dead.items,
+    deadLettersTotal: dead.total,
     problems,
   };
 }
@@ -152,7 +166,13 @@ export function mergeOverviews(
   return {
     at: Math.max(...parts.map((o) => o.at)),
     sendPause: parts.find((o) => o.sendPause)?.sendPause ?? null,
-    projects: all((o) => o.projects).slice(0, MAX_PROJECTS),
+    projects: all((o) => o.projects),
+    projectsTotal: parts.reduce((sum, o) => sum + o.projectsTotal, 0),
+    projectsPage: first?.projectsPage ?? 0,
+    deadLetters: all((o) => o.deadLetters)
+      .sort((a, b) => b.finishedAt - a.finishedAt)
+      .slice(0, options.deadLetters ?? 20),
+    deadLettersTotal: parts.reduce((sum, o) => sum + o.deadLettersTotal, 0),
     countsExact: parts.every((o) => o.countsExact),
     queued: all((o) => o.queued)
       .sort((a, b) => a.enqueuedAt - b.enqueuedAt)

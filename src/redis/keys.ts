@@ -108,6 +108,10 @@ export interface Keys {
   readonly repairCursor: string;
   /** String: the lock that keeps poll ticks from overlapping across poller processes. */
   readonly pollLock: string;
+  /** Hash: each project's open follow-ups by state (see `lua/includes/open-counts.lua`). */
+  readonly openCounts: string;
+  /** Sorted set: the dead letters kept for a redrive, by end time (see `lua/finish-n.lua`). */
+  readonly deadLetters: string;
   /** Hash: counters of what the fleet did (sends by outcome, events by type...). */
   readonly counters: string;
   /**
@@ -154,6 +158,8 @@ export function keysFor(prefix: string): Keys {
     repairGate: k('repair', 'gate'),
     repairCursor: k('repair', 'walk'),
     pollLock: k('poll', 'lock'),
+    openCounts: k('counts', 'open'),
+    deadLetters: k('deadletters'),
     counters: k('counters'),
     authPause: k('authpause'),
     authPaused: k('authpause', 'parked'),

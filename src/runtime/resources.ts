@@ -47,6 +47,7 @@ export function openRoleResources(name: string, options: RoleOptions): RoleResou
     eventsStream: config.eventsStream,
     eventsMaxLen: config.eventsMaxLen,
     retentionMs: config.dispatchRetentionMs,
+    deadLetterRetentionMs: config.deadLetterRetentionMs,
     promptMaxBytes: config.promptMaxBytes,
     durability: {
       assessment: assessor(config.redisUrl, config.durability, redis),

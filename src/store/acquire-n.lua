@@ -85,6 +85,7 @@ local n, recordPrefix, promptMaxBytes = tonumber(ARGV[1]), ARGV[2], tonumber(ARG
 --- @include "includes/now"
 --- @include "includes/per-call"
 --- @include "includes/acquire-reads"
+--- @include "includes/open-counts"
 
 local function acquire(k, a)
   local recordKey, headsKey, laneKey, budgetKey, parkKey, controlsKey, promptKey =
@@ -96,7 +97,7 @@ local function acquire(k, a)
 
   -- One read of the fields it decides on; the prompt once it is known to be queued or held.
   local stored = callOn('HMGET', recordKey, 'state', 'attemptToken', 'attempts', 'sendingAt',
-    'reserved')
+    'reserved', 'projectId')
   local state = stored[1]
   if not state then return {'missing', 0, ''} end
   if state == 'sending' then
@@ -208,6 +209,7 @@ local function acquire(k, a)
   redis.call('HSET', recordKey, 'state', 'sending', 'sendingAt', now, 'seenActive', '0',
     'resend', '0', 'attemptToken', token, 'attempts', attempt)
   if hinted then redis.call('HDEL', recordKey, 'reserved') end
+  countMove(shardKeyOf(trackedKey, 'tracked', 'counts:open'), stored[6], 'queued', 'sending')
   later('ZADD', trackedKey, now + firstPollMs, dispatchId)
   local probe = 0
   if pause[1] > 0 then

@@ -6,7 +6,9 @@
   order given; the tracked set and the open index get one ZREM each per call (see
   includes/per-call.lua).
   The record keeps what the event says (type, reason, the last agent job and its status) for
-  `retentionMs`, so `status` answers after the end; only the prompt is deleted. A budget slot the
+  `retentionMs`, so `status` answers after the end, and the id of its event (`eventId`); only the
+  prompt is deleted, but a dead letter's (undeliverable or timed out), which is kept for a redrive
+  for ARGV[4] and listed in the shard's dead letters (`<prefix>:deadletters`, by end time). A budget slot the
   dispatch had reserved while queued (`r:<id>`, see acquire-n.lua) is given back (a reservation
   exists only in state `queued`).
 
@@ -27,6 +29,7 @@
     ARGV[1] how many dispatches (n)
     ARGV[2] retentionMs
     ARGV[3] stream MAXLEN (approximate)
+    ARGV[4] how long a dead letter (undeliverable, timed out) keeps its prompt, ms (0: deleted)
     then, for each dispatch in turn:
       its id
       expected state ('' = any but done)
@@ -44,9 +47,15 @@
 ]]
 local trackedKey, streamKey, openKey = KEYS[1], KEYS[2], KEYS[3]
 local n, retentionMs, maxLen = tonumber(ARGV[1]), ARGV[2], ARGV[3]
+-- How long a dead letter keeps its prompt for a redrive (see dispatch/dead-letters.ts); 0: not.
+local deadLetterMs = tonumber(ARGV[4]) or 0
 
 --- @include "includes/lane"
 --- @include "includes/per-call"
+--- @include "includes/open-counts"
+local countsKey = shardKeyOf(trackedKey, 'tracked', 'counts:open')
+local deadLettersKey = shardKeyOf(trackedKey, 'tracked', 'deadletters')
+local DEAD = {['followup.undeliverable'] = true, ['followup.timed_out'] = true}
 
 local function finish(k, a)
   local recordKey, headsKey, laneKey, budgetKey, promptKey =
@@ -71,8 +80,18 @@ local function finish(k, a)
   -- ID is the largest there is), and the follow-up must not end without its event.
   local entry = callOn('XADD', streamKey, 'MAXLEN', '~', maxLen, '*',
     unpack(ARGV, entryFrom, entryTo))
+  table.insert(fields, 'eventId'); table.insert(fields, entry)
   redis.call('HSET', recordKey, unpack(fields))
-  redis.call('DEL', promptKey)
+  countMove(countsKey, redis.call('HGET', recordKey, 'projectId'), state, 'done')
+  -- A dead letter keeps its prompt for a redrive, for a bounded time; any other end deletes it.
+  if deadLetterMs > 0 and DEAD[ARGV[a + 3]]
+    and redis.call('PEXPIRE', promptKey, math.min(deadLetterMs, tonumber(retentionMs))) == 1 then
+    local finishedAt = tonumber(ARGV[a + 2])
+    redis.call('ZADD', deadLettersKey, finishedAt, dispatchId)
+    redis.call('ZREMRANGEBYSCORE', deadLettersKey, '-inf', '(' .. (finishedAt - deadLetterMs))
+  else
+    redis.call('DEL', promptKey)
+  end
   redis.call('PEXPIRE', recordKey, retentionMs)
   later('ZREM', trackedKey, dispatchId)
   later('ZREM', openKey, dispatchId)
@@ -91,7 +110,7 @@ local function finish(k, a)
 end
 
 -- Where each dispatch's arguments start: each has a stream entry of its own length.
-local starts, a = {}, 4
+local starts, a = {}, 5
 for i = 1, n do
   starts[i] = a
   a = a + 9 + tonumber(ARGV[a + 8])

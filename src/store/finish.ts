@@ -10,6 +10,9 @@ import { laneOf, type StoreState } from './store-state.js';
  */
 export const MAX_FINISHES = 100;
 
+/** `DEAD_LETTER_RETENTION`'s default: a week. */
+export const DEAD_LETTER_RETENTION_MS = 7 * 86_400_000;
+
 /** One end: `record` ends with `ending`, if it is in `expected` state (omitted: any but `done`). */
 export interface Finish {
   readonly record: DispatchRecord;
@@ -42,7 +45,12 @@ export async function finishMany(
 ): Promise<(Finished | ItemFailure)[]> {
   const { keys, options } = state;
   const keyList = [keys.tracked, options.eventsStream, keys.open];
-  const args: (string | number)[] = [items.length, options.retentionMs, options.eventsMaxLen];
+  const args: (string | number)[] = [
+    items.length,
+    options.retentionMs,
+    options.eventsMaxLen,
+    options.deadLetterRetentionMs ?? DEAD_LETTER_RETENTION_MS,
+  ];
   for (const { record, ending, expected, finishedAt } of items) {
     const job = ending.job ?? record.job;
     keyList.push(

@@ -38,11 +38,14 @@ local n = tonumber(ARGV[1])
 
 --- @include "includes/clock"
 --- @include "includes/per-call"
+--- @include "includes/open-counts"
+local countsKey = shardKeyOf(trackedKey, 'tracked', 'counts:open')
 
 local function mark(recordKey, a)
   local dispatchId, newState, token = ARGV[a], ARGV[a + 1], ARGV[a + 6]
   -- One read of the fields it decides on.
-  local stored = callOn('HMGET', recordKey, 'state', 'attemptToken', 'sendingAt', 'seenActive')
+  local stored = callOn('HMGET', recordKey, 'state', 'attemptToken', 'sendingAt', 'seenActive',
+    'projectId')
   local state = stored[1]
   if state ~= 'sending' and state ~= 'unsettled' and state ~= 'sent' then return 0 end
   if (stored[2] or '') ~= token then return -1 end
@@ -60,6 +63,7 @@ local function mark(recordKey, a)
   if stored[4] == '1' then seenActive = '1' end
   redis.call('HSET', recordKey, 'state', newState, 'sentAt', sentAt, 'job', ARGV[a + 2],
     'lastStatus', ARGV[a + 3], 'seenActive', seenActive, 'pollDelayMs', ARGV[a + 5])
+  countMove(countsKey, stored[5], state, newState)
   later('ZADD', trackedKey, at, dispatchId)
   return 1
 end

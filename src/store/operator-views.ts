@@ -49,6 +49,8 @@ export interface EventView {
   readonly jobId: string;
   readonly status: string;
   readonly reason: string | null;
+  /** The agent job's pull request link ('' when none). */
+  readonly prLink: string;
 }
 
 /** The first `count` tracked follow-ups, next read due first, and how many there are. */
@@ -92,7 +94,7 @@ async function trackedPage(
 async function lastEvents(state: StoreState, count: number): Promise<EventView[]> {
   const entries = await state.redis.xrevrange(state.options.eventsStream, '+', '-', 'COUNT', count);
   return entries.map(([id, flat]) => {
-    const { type, dispatchId, projectId, jobId, status, event } = readEventEntry(flat);
+    const { type, dispatchId, projectId, jobId, status, prLink, event } = readEventEntry(flat);
     // An entry not of ours is shown without a reason.
     const reason = (event as { reason?: unknown } | null | undefined)?.reason;
     return {
@@ -103,6 +105,7 @@ async function lastEvents(state: StoreState, count: number): Promise<EventView[]
       jobId,
       status,
       reason: typeof reason === 'string' ? reason : null,
+      prLink,
     };
   });
 }

@@ -58,6 +58,9 @@ local n, markerMs = tonumber(ARGV[3]), ARGV[4]
 local claimKeysAt = 4 * n + 3
 --- @include "includes/now"
 --- @include "includes/lane-join"
+-- The shard's counts of open follow-ups (see includes/open-counts.lua, left out: this script's
+-- source goes with every producer MULTI), from the open index's key `<prefix>:open`.
+local countsKey, queuedBy = string.sub(openKey, 1, -5) .. 'counts:open', {}
 -- Written as text once: Redis formats a Lua number with printf each time it is passed.
 local nowText = tostring(now)
 
@@ -143,6 +146,7 @@ for i = 1, n do
       end
     end
     registered[recordKey] = digest
+    queuedBy[ARGV[a + 2]] = (queuedBy[ARGV[a + 2]] or 0) + 1
     answers[i] = 1
   end
 end
@@ -157,4 +161,7 @@ for headsKey in pairs(projects) do
   named[#named + 1] = string.sub(headsKey, namesFrom)
 end
 inChunks('ZADD', projectsKey, named, 2)
+for projectId, count in pairs(queuedBy) do
+  redis.call('HINCRBY', countsKey, 'q:' .. projectId, count)
+end
 return answers

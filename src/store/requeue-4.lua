@@ -32,6 +32,9 @@ local state = redis.call('HGET', recordKey, 'state')
 if state ~= 'sending' and state ~= 'unsettled' then return -1 end
 if (redis.call('HGET', recordKey, 'attemptToken') or '') ~= token then return -2 end
 redis.call('HSET', recordKey, 'state', 'queued')
+--- @include "includes/open-counts"
+countMove(shardKeyOf(trackedKey, 'tracked', 'counts:open'),
+  redis.call('HGET', recordKey, 'projectId'), state, 'queued')
 if state == 'sending' then
   redis.call('ZREM', trackedKey, dispatchId)
 else

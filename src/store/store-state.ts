@@ -15,6 +15,12 @@ export interface StoreOptions {
   readonly eventsStream: string;
   readonly eventsMaxLen: number;
   readonly retentionMs: number;
+  /**
+   * How long a follow-up that ended undeliverable or timed out keeps its prompt for a redrive
+   * (`DEAD_LETTER_RETENTION`, at most `retentionMs`; 0: deleted at the end).
+   * @defaultValue 7 days
+   */
+  readonly deadLetterRetentionMs?: number;
   /** Largest prompt ACQUIRE lets go, in UTF-8 bytes (`PROMPT_MAX_BYTES`); unset: any but empty. */
   readonly promptMaxBytes?: number;
   /**

@@ -2,6 +2,7 @@ import type { Redis } from 'ioredis';
 import { durably } from '../redis/disk-wait.js';
 import type { Keys } from '../redis/keys.js';
 import { Claims } from './claims.js';
+import { FollowupViews } from './followup-views.js';
 import { defineScripts } from './lua.js';
 import { OpenIndex } from './open-index.js';
 import { OperatorViews } from './operator-views.js';
@@ -23,6 +24,13 @@ export type { Orphan, OrphanResult } from './tracking.js';
 export { OPEN_WALK_START, type OpenDispatch } from './open-index.js';
 export type { ProjectState } from './project-controls.js';
 export type { EventView, OperatorViews, TrackedView } from './operator-views.js';
+export type {
+  DeadLetter,
+  FollowupDetail,
+  FollowupViews,
+  OpenCounts,
+  QueuedItem,
+} from './followup-views.js';
 
 /**
  * The dispatch records, lanes, budgets, parks, the send pause, the tracked set, the open index and
@@ -50,6 +58,8 @@ export class DispatchStore {
   readonly projects: ProjectControls;
   /** What the operator's page reads besides: tracked follow-ups, the last events. */
   readonly views: OperatorViews;
+  /** The follow-ups pages' reads that do not grow with the backlog, and a redrive's link. */
+  readonly followups: FollowupViews;
 
   readonly #state: StoreState;
 
@@ -70,6 +80,7 @@ export class DispatchStore {
     this.open = new OpenIndex(state);
     this.projects = new ProjectControls(state);
     this.views = new OperatorViews(state);
+    this.followups = new FollowupViews(state);
     this.#state = state;
   }
 

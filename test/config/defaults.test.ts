@@ -17,6 +17,7 @@ const CONFIG_FIELD: Record<DefaultedSetting, keyof Config> = {
   REDIS_DURABILITY: 'durability',
   REDIS_CLUSTER: 'redisCluster',
   DISPATCH_SHARDS: 'shardCount',
+  DEAD_LETTER_RETENTION: 'deadLetterRetentionMs',
   AGENT_API_URL: 'agentApiUrl',
   DISPATCH_PREFIX: 'prefix',
   SEND_RATE_LIMIT: 'sendRateLimit',

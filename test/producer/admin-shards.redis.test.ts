@@ -1,4 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { EVENT_TYPES } from '../../src/dispatch/event.js';
+import { DispatchStore } from '../../src/store/store.js';
 import { createAdmin, createProducer } from '../../src/producer/index.js';
 import { keysFor, shardLayout, shardOf } from '../../src/redis/keys.js';
 import { useOpened } from '../support/hooks.js';
@@ -66,5 +68,42 @@ describe('the operator controls with DISPATCH_SHARDS=4', () => {
     const shown = new Map(overview.projects.map((p) => [p.projectId, p.paused]));
     for (const [, projectId] of projects()) expect(shown.get(projectId)).toBe(true);
     expect(overview.events.map((e) => e.type)).toEqual(['followup.cancelled']);
+  });
+
+  it('pages the projects of every shard by 100, each once, with exact counts', async () => {
+    await producer().sendMany(
+      Array.from({ length: 150 }, (_, i) => ({ projectId: `page-${i}`, jobId: 'j', prompt: 'x' })),
+    );
+    const first = await admin().overview();
+    const second = await admin().overview({ projectsPage: 1 });
+    // The two paused projects of the first test and the 150 new ones.
+    expect(first.projectsTotal).toBe(152);
+    expect(first.projects).toHaveLength(100);
+    expect(second.projects).toHaveLength(52);
+    const names = [...first.projects, ...second.projects].map((p) => p.projectId);
+    expect(new Set(names).size).toBe(152);
+    const queued = [...first.projects, ...second.projects].reduce((sum, p) => sum + p.queued, 0);
+    expect(queued).toBe(150);
+  });
+
+  it('redrives a dead letter of another shard than 0 in its own shard', async () => {
+    const [[shard, projectId]] = projects() as [[number, string]];
+    const at = layout()[shard] as { prefix: string; eventsStream: string };
+    const store = new DispatchStore(ns().redis, keysFor(at.prefix), {
+      eventsStream: at.eventsStream,
+      eventsMaxLen: 1000,
+      retentionMs: 600_000,
+    });
+    const { dispatchId } = await producer().send({ projectId, jobId: 'dead', prompt: 'again' });
+    await store.tracking.finish((await store.sends.get(dispatchId))!, {
+      type: EVENT_TYPES.undeliverable,
+      reason: 'not_found',
+    });
+    expect((await admin().deadLetters()).map((d) => d.dispatchId)).toEqual([dispatchId]);
+    const { redrivenTo, created } = await admin().redrive(dispatchId);
+    expect(created).toBe(true);
+    expect(await store.sends.get(redrivenTo)).toMatchObject({ prompt: 'again', state: 'queued' });
+    expect((await admin().followUp(dispatchId))?.redrivenTo).toBe(redrivenTo);
+    expect(await admin().search(`redrive:${dispatchId}`)).toEqual([redrivenTo]);
   });
 });

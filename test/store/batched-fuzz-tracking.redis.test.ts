@@ -106,7 +106,7 @@ describe.each(['mark_sent', 'reschedule', 'finish'] as const)(
           const map = sideAToB(sideA, sideB, half, project);
           const read = async (ref: DispatchRef, mapped: (s: string) => string) => {
             const record = await ns.redis.hgetall(at.dispatch(ref.dispatchId));
-            for (const field of ['bullJobId', 'finishedAt', 'sentAt', 'sendingAt'])
+            for (const field of ['bullJobId', 'finishedAt', 'sentAt', 'sendingAt', 'eventId'])
               delete record[field];
             return {
               record: Object.fromEntries(Object.entries(record).map(([f, v]) => [f, mapped(v)])),
