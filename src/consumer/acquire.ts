@@ -8,7 +8,7 @@ import { earlierBy, jitteredUntil } from '../runtime/jitter.js';
 import { reportItemError, STORE_ITEM_RECHECK_MS } from '../runtime/store-item-error.js';
 import { type DispatchJobData, type DispatchJobRef } from '../runtime/jobs.js';
 import { LIFECYCLE } from '../telemetry/names.js';
-import { endUndeliverable, park, parkPaused, poison } from './endings.js';
+import { endExpired, endUndeliverable, park, parkPaused, poison } from './endings.js';
 import { outcomeRetry, sendFollowUp, type SendContext } from './send.js';
 
 /**
@@ -148,6 +148,9 @@ export function createProcessor(ctx: SendContext) {
       case 'invalid':
         // Its prompt cannot be sent (see acquire-n.lua): it ends unsent, no budget unit spent.
         return endUndeliverable(ctx, ref, 'invalid_payload', 'queued');
+      case 'expired':
+        // Its deadline passed before its turn: it ends unsent, and its lane goes on.
+        return endExpired(ctx, ref);
       case 'not_durable':
         // Nothing was sent: it is queued again, and tries again shortly, no attempt spent.
         ctx.metrics.sends.inc({ outcome: 'not_durable' });

@@ -68,6 +68,14 @@ export async function endUndeliverable(
   return `undeliverable: ${reason}`;
 }
 
+/** Ends a queued dispatch whose deadline passed `followup.expired`, and wakes its lane's next one. */
+export async function endExpired(ctx: RoleContext, ref: DispatchRef): Promise<string> {
+  const record = await ctx.store.sends.get(ref.dispatchId);
+  if (!record) return 'gone';
+  await endDispatch(ctx, record, { type: EVENT_TYPES.expired }, 'queued');
+  return 'expired';
+}
+
 /**
  * A job whose payload this version cannot read (an older version wrote it, or something else
  * did). Its dispatch, when there is one, ends undeliverable; the job completes, so it cannot loop.

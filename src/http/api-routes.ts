@@ -29,6 +29,7 @@ const DispatchStatus = z.looseObject({
   enqueuedAt: z.string(),
   sentAt: z.string().nullable(),
   finishedAt: z.string().nullable(),
+  expiresAt: z.string().nullable().describe('its deadline (`ttl` or `expiresAt`), null: none'),
   job: z.looseObject({}).nullable(),
 });
 

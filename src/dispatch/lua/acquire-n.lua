@@ -71,10 +71,12 @@
     blocked     another dispatch heads the lane (heads with no record, or an ended one, are
                 dropped first); a head in the lane's list that the open index lacks is added to it
     invalid     n = the prompt's size in bytes: empty, or over ARGV[3]; nothing is spent
+    expired     n = its deadline (the record's `expiresAt`), passed: it must not be sent; nothing
+                is spent (FINISH gives back a slot it reserved)
     auth_paused n = next probe time
     paused      the operator paused the project
-    parked      n = until
-    over        n = until (the reserved slot)
+    parked      n = until, or its deadline when that comes first (it then wakes to end expired)
+    over        n = until (the reserved slot), or its deadline when that comes first
     missing     no record
     sending     n = when that attempt started, text = its token
     <state>     the record's state when not queued
@@ -98,7 +100,7 @@ local function acquire(k, a)
 
   -- One read of the fields it decides on; a prompt of its own key once it is known to be queued.
   local stored = callOn('HMGET', recordKey, 'state', 'prompt', 'attemptToken', 'attempts',
-    'sendingAt', 'reserved')
+    'sendingAt', 'reserved', 'expiresAt')
   local state = stored[1]
   if not state then return {'missing', 0, ''} end
   -- A record written with its prompt in it (by an earlier version) is read as written: a prompt key
@@ -150,6 +152,14 @@ local function acquire(k, a)
     end
     return {'blocked', 0, ''}
   end
+  -- Its turn has come: past its deadline, it ends expired (the worker's FINISH), never sent.
+  local deadline = tonumber(stored[7] or '')
+  if deadline and deadline <= now then return {'expired', deadline, ''} end
+  -- A wait ends by the deadline at the latest, so that it ends expired on time.
+  local function by(untilMs)
+    if deadline and deadline < untilMs then return deadline end
+    return untilMs
+  end
   -- The worker checks the payload it reads here before any budget unit is spent on it: a record
   -- written by another version, or a PROMPT_MAX_BYTES lowered since, ends undeliverable unsent.
   local text = prompt()
@@ -168,7 +178,7 @@ local function acquire(k, a)
     max, window, tolerance = controls[2], controls[3], controls[4]
     if window > keepFor then keepFor = window end
   end
-  if parked > now then return {'parked', parked, ''} end
+  if parked > now then return {'parked', by(parked), ''} end
   redis.call('ZREMRANGEBYSCORE', budgetKey, '-inf', now - keepFor)
   local slot = now
   -- The log's latest entry, when known: it sets how long the log must live (keepUntil).
@@ -200,7 +210,7 @@ local function acquire(k, a)
   end
   if reserved then
     reserved = tonumber(reserved)
-    if reserved > now then return {'over', reserved, ''} end
+    if reserved > now then return {'over', by(reserved), ''} end
     redis.call('ZREM', budgetKey, reservation)
     n, top = nil, false -- the log lost an entry: looked at again if it is needed
     if now - reserved > tolerance then reserved = nil else slot = reserved end
@@ -223,6 +233,9 @@ local function acquire(k, a)
       if paced > slot then slot = paced end
     end
     if slot > now then
+      -- A slot after its deadline is not reserved (it would hold back the slots behind it): it
+      -- wakes at its deadline and ends expired, unless a slot freed meanwhile.
+      if deadline and deadline < slot then return {'over', deadline, ''} end
       redis.call('ZADD', budgetKey, slot, reservation)
       if not hinted then redis.call('HSET', recordKey, 'reserved', '1') end
       keepUntil(slot) -- slot is at least `last`: the new latest entry
