@@ -23,6 +23,7 @@ export type {
   LimitResult,
   PauseResult,
   ProjectView,
+  UnparkResult,
 } from './producer/index.js';
 export type { FollowUpInput, FieldProblem } from './dispatch/followup.js';
 export type { DispatchStatus } from './dispatch/status.js';

@@ -8,7 +8,14 @@ import { earlierBy, jitteredUntil } from '../runtime/jitter.js';
 import { reportItemError, STORE_ITEM_RECHECK_MS } from '../runtime/store-item-error.js';
 import { type DispatchJobData, type DispatchJobRef } from '../runtime/jobs.js';
 import { LIFECYCLE } from '../telemetry/names.js';
-import { endExpired, endUndeliverable, park, parkPaused, poison } from './endings.js';
+import {
+  endExpired,
+  endUndeliverable,
+  park,
+  parkPaused,
+  parkRateLimited,
+  poison,
+} from './endings.js';
 import { outcomeRetry, sendFollowUp, type SendContext } from './send.js';
 
 /**
@@ -139,11 +146,15 @@ export function createProcessor(ctx: SendContext) {
         }
         // Jittered so that a backlog parked together does not wake together: a project park
         // later (it is never cut short), a reserved slot earlier, never past the near wait.
-        const wakeAt =
-          verdict.kind === 'over'
-            ? earlierBy(verdict.untilMs - EARLY_WAKE_MS, NEAR_SLOT_MS - EARLY_WAKE_MS)
-            : jitteredUntil(verdict.untilMs);
-        return park(ctx, job, token, wakeAt);
+        if (verdict.kind === 'over')
+          return park(
+            ctx,
+            job,
+            token,
+            earlierBy(verdict.untilMs - EARLY_WAKE_MS, NEAR_SLOT_MS - EARLY_WAKE_MS),
+          );
+        // Noted, so that `project unpark` wakes it at once.
+        return parkRateLimited(ctx, job, token, jitteredUntil(verdict.untilMs), ref);
       }
       case 'invalid':
         // Its prompt cannot be sent (see acquire-n.lua): it ends unsent, no budget unit spent.

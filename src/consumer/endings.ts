@@ -42,6 +42,24 @@ export async function parkPaused(
   });
 }
 
+/**
+ * Parks a job while its project's 429 park lasts, noted so that `project unpark` wakes it at once;
+ * `untilMs` is when it looks again by itself. An unpark between the note and the park took the
+ * set before the job was delayed, so the park is looked at once more after parking.
+ */
+export async function parkRateLimited(
+  ctx: RoleContext,
+  job: Job,
+  token: string | undefined,
+  untilMs: number,
+  ref: DispatchRef,
+): Promise<never> {
+  if (job.id) await ctx.store.projects.noteParkWaiter(ref.projectId, job.id, untilMs);
+  return parkUnless(ctx, job, token, untilMs, async () => {
+    return !(await ctx.store.projects.isParked(ref.projectId));
+  });
+}
+
 /** Parks a job until `untilMs`; wakes it at once when `freed` says its wait ended meanwhile. */
 async function parkUnless(
   ctx: RoleContext,

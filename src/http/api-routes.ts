@@ -121,6 +121,24 @@ function describeControls(): void {
       responses: { 200: { description: 'done', schema: PauseResult }, 503: unavailable },
     });
   describeRoute({
+    method: 'post',
+    path: '/v1/projects/:projectId/unpark',
+    scope: 'operator',
+    summary: "clears the project's 429 park and wakes the follow-ups waiting it out",
+    responses: {
+      200: {
+        description: 'the park it cleared (parkedUntil null: none was in force)',
+        schema: z.object({
+          projectId: z.string(),
+          parkedUntil: z.string().nullable(),
+          changed: z.boolean(),
+          woken: z.number(),
+        }),
+      },
+      503: unavailable,
+    },
+  });
+  describeRoute({
     method: 'put',
     path: '/v1/projects/:projectId/limit',
     scope: 'operator',

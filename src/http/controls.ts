@@ -15,9 +15,9 @@ import { requireJson } from './intake.js';
 import { requireScope } from './scopes.js';
 
 /**
- * The operator controls over HTTP, behind `OPERATOR_TOKEN` (the `operator` scope): cancel a follow-up,
- * pause, resume, limit and show a project. Each route calls the same code as the library and the
- * CLI (`createAdmin`).
+ * The operator controls over HTTP, behind `OPERATOR_TOKEN` (the `operator` scope): cancel a
+ * follow-up, pause, resume, limit, show and unpark a project. Each route calls the same code as the
+ * library and the CLI (`createAdmin`).
  */
 
 /** What the control routes need; without `OPERATOR_TOKEN` they answer how to turn them on. */
@@ -27,10 +27,9 @@ export interface ControlsOptions {
 }
 
 /**
- * `DELETE /v1/followups/:dispatchId`, `POST /v1/projects/:projectId/pause` and `/resume`,
- * `PUT /v1/projects/:projectId/limit` (`{"limit": "50/1h"}`, with `"force": true` for one looser
- * than `SEND_RATE_LIMIT`, or `{"limit": null}`) and
- * `GET /v1/projects/:projectId`.
+ * `DELETE /v1/followups/:dispatchId`, `POST /v1/projects/:projectId/pause`, `/resume` and
+ * `/unpark`, `PUT /v1/projects/:projectId/limit` (`{"limit": "50/1h"}`, with `"force": true` for
+ * one looser than `SEND_RATE_LIMIT`, or `{"limit": null}`) and `GET /v1/projects/:projectId`.
  */
 export function controlsRouter(options: ControlsOptions): Router {
   const router = Router();
@@ -45,6 +44,9 @@ export function controlsRouter(options: ControlsOptions): Router {
   );
   router.post('/v1/projects/:projectId/resume', auth, (req, res) =>
     answer(res, logger, () => admin.resumeProject(param(req.params['projectId']))),
+  );
+  router.post('/v1/projects/:projectId/unpark', auth, (req, res) =>
+    answer(res, logger, () => admin.unparkProject(param(req.params['projectId']))),
   );
   router.put(
     '/v1/projects/:projectId/limit',

@@ -11,7 +11,14 @@ import { controlFailure } from './disk.js';
 import { openTool } from './tool.js';
 import { mergeOverviews, readOverview } from './overview.js';
 
-export type { Admin, AdminOptions, LimitOptions, LimitResult, PauseResult } from './admin-api.js';
+export type {
+  Admin,
+  AdminOptions,
+  LimitOptions,
+  LimitResult,
+  PauseResult,
+  UnparkResult,
+} from './admin-api.js';
 
 const DEFAULT_RATE: Rate = { max: 100, windowMs: 3_600_000 };
 
@@ -97,6 +104,15 @@ export function createAdmin(options: AdminOptions): Admin {
     setProjectLimit: (projectId, limit, limitOptions) =>
       setLimit(projectId, limit ?? '', limitOptions?.force === true),
     clearProjectLimit: (projectId) => setLimit(projectId, undefined),
+    async unparkProject(projectIdInput) {
+      const projectId = checkId('projectId', projectIdInput);
+      return inShardOf(projectId, async ({ store, queue }) => {
+        const { parkedUntil, waiting } = await store.projects.unpark(projectId);
+        await wakeAll(queue, waiting);
+        const until = parkedUntil === undefined ? null : new Date(parkedUntil).toISOString();
+        return { projectId, parkedUntil: until, changed: until !== null, woken: waiting.length };
+      });
+    },
     showProject,
     project: showProject,
     controlledProjects: () =>

@@ -138,6 +138,8 @@ describe('GET /openapi.json', () => {
     await check('DELETE', `/v1/followups/${sent.dispatchId}`, INTAKE);
     await check('POST', '/v1/projects/P/pause', OPERATOR);
     await check('POST', '/v1/projects/P/resume', OPERATOR);
+    await check('POST', '/v1/projects/P/unpark', OPERATOR);
+    await check('POST', '/v1/projects/P/unpark', INTAKE);
     await check('PUT', '/v1/projects/P/limit', OPERATOR, { limit: '50/1h' });
     await check('PUT', '/v1/projects/P/limit', OPERATOR, { limit: 'lots' });
     await check('PUT', '/v1/projects/P/limit', OPERATOR, { limit: null });
