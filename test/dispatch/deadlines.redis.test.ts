@@ -1,4 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { eventTypeNamed } from '../../src/dispatch/event-body.js';
+import { EVENT_TYPES } from '../../src/dispatch/event.js';
 import { InvalidFollowUpError } from '../../src/dispatch/followup.js';
 import { keysFor } from '../../src/redis/keys.js';
 import { adminOf } from '../support/admin.js';
@@ -103,6 +105,25 @@ describe('a follow-up with a deadline', () => {
     }
   });
 
+  it('finding its project parked after a 429, it wakes at its deadline and ends expired', async () => {
+    const service = start();
+    simulator().seedJob('p1', 'j1');
+    // A park of a minute, as a 429 leaves it: the follow-up must not wait for its end.
+    await ns().redis.set(keysFor(ns().prefix).park('p1'), String(Date.now() + 60_000));
+    const startedAt = Date.now();
+    const parked = await service.producer.send({
+      projectId: 'p1',
+      jobId: 'j1',
+      prompt: 'parked',
+      ttl: '1s',
+    });
+    const [event] = await waitForEvents(ns().redis, ns().eventsStream, 1, 30_000);
+    expect(event).toMatchObject({ dispatchId: parked.dispatchId, type: 'followup.expired' });
+    expect(Date.now() - startedAt).toBeLessThan(30_000);
+    expect(posts()).toHaveLength(0);
+    expect(await budget()).toEqual([]);
+  });
+
   it('is sent as usual before its deadline, and its event and status carry the deadline', async () => {
     const service = start();
     simulator().seedJob('p1', 'j1');
@@ -124,6 +145,12 @@ describe('a follow-up with a deadline', () => {
     const last = await waitForEvents(ns().redis, ns().eventsStream, 3, 30_000);
     expect(byId(last, plain.dispatchId)?.event['expiresAt']).toBeNull();
     expect((await service.producer.status(plain.dispatchId))?.expiresAt).toBeNull();
+  });
+
+  it('is an event type every filter names (events --type, GET /v1/events, webhooks)', () => {
+    expect(Object.values(EVENT_TYPES)).toContain('followup.expired');
+    expect(eventTypeNamed('expired')).toBe('followup.expired');
+    expect(eventTypeNamed('followup.expired')).toBe('followup.expired');
   });
 
   it('refuses a bad deadline naming the field, and enqueues nothing', async () => {
