@@ -17,6 +17,7 @@ export type {
   PauseResult,
   ProjectView,
   RedriveResult,
+  UnparkResult,
 } from './producer/index.js';
 export type { FollowUpInput, FieldProblem } from './dispatch/followup.js';
 export type { DispatchStatus } from './dispatch/status.js';

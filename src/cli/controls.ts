@@ -44,12 +44,12 @@ export const cancelCommand: Command = {
 };
 
 const PROJECT_USAGE =
-  'project pause P | project resume P | project limit P N/DURATION [--force] | project limit P --clear | project show P';
+  'project pause P | project resume P | project limit P N/DURATION [--force] | project limit P --clear | project show P | project unpark P';
 
 /** `agent-dispatch project pause|resume|limit|show P`. */
 export const projectCommand: Command = {
   name: 'project',
-  summary: 'pauses, resumes, limits or shows one project, fleet-wide',
+  summary: 'pauses, resumes, limits, shows or unparks one project, fleet-wide',
   usage: PROJECT_USAGE,
   details: [
     'pause P      no worker sends to P from its next send on; nothing is spent (no attempt, no',
@@ -62,6 +62,8 @@ export const projectCommand: Command = {
     'limit P --clear  back to SEND_RATE_LIMIT',
     'show P       paused or not, its limit, sends in the current window, when its next slot',
     '             opens, its 429 park, and its queued / sending / tracked follow-ups',
+    "unpark P     clears P's 429 park: its follow-ups waiting it out are woken and send within",
+    '             its budget (another 429 parks it again)',
     'Each prints one JSON object. An unknown project is fine (a control may come first).',
     'They use the shard count the fleet recorded in Redis; a DISPATCH_SHARDS that differs from it',
     'is refused (exit 2), having changed nothing.',
@@ -94,6 +96,9 @@ export const projectCommand: Command = {
       case 'show':
         none(0);
         return withAdmin(this, ctx, (admin) => admin.showProject(projectId));
+      case 'unpark':
+        none(0);
+        return withAdmin(this, ctx, (admin) => admin.unparkProject(projectId));
       case 'limit': {
         const [limit] = rest;
         none(1);

@@ -16,10 +16,11 @@ export const enqueueCommand: Command = {
   name: 'enqueue',
   summary: 'puts follow-ups on the queue, from flags or an NDJSON file',
   usage:
-    'enqueue --project P --job J --prompt TEXT [--key K] [--meta JSON]\n       agent-dispatch enqueue --file F.ndjson',
+    'enqueue --project P --job J --prompt TEXT [--key K] [--meta JSON] [--ttl D | --expires-at T]\n       agent-dispatch enqueue --file F.ndjson',
   details: [
     'Prints one JSON line per follow-up: {"dispatchId": "...", "deduplicated": false} (with "line" for files).',
-    'A file has one JSON object per line (projectId, jobId, prompt, optional key, meta); "-" reads stdin.',
+    'A file has one JSON object per line (projectId, jobId, prompt, optional key, meta, ttl or',
+    'expiresAt); "-" reads stdin. Past its deadline, not sent yet, a follow-up ends followup.expired.',
     'Each bad line is reported on stderr with its number and reason; good lines are still enqueued,',
     'and the exit code is 1 if any line was bad.',
   ].join('\n'),
@@ -37,6 +38,16 @@ export const enqueueCommand: Command = {
       placeholder: 'JSON',
       description: 'small JSON object echoed in the completion event',
     },
+    ttl: {
+      type: 'string',
+      placeholder: 'D',
+      description: 'deadline from now (30m, 2h): not sent by then, it ends followup.expired',
+    },
+    'expires-at': {
+      type: 'string',
+      placeholder: 'T',
+      description: 'deadline as an ISO 8601 date-time (2026-12-01T09:00:00Z); not with --ttl',
+    },
     file: {
       type: 'string',
       placeholder: 'F.ndjson',
@@ -45,13 +56,15 @@ export const enqueueCommand: Command = {
   },
   requires: ['REDIS_URL'],
   async run(ctx) {
-    const { file, project, job, prompt, key, meta } = ctx.values as Record<
-      string,
-      string | undefined
-    >;
-    if (file !== undefined && (project ?? job ?? prompt ?? key ?? meta) !== undefined) {
+    const values = ctx.values as Record<string, string | undefined>;
+    const { file, project, job, prompt, key, meta, ttl } = values;
+    const expiresAt = values['expires-at'];
+    if (
+      file !== undefined &&
+      (project ?? job ?? prompt ?? key ?? meta ?? ttl ?? expiresAt) !== undefined
+    ) {
       throw new UsageError(
-        '--file cannot be combined with --project, --job, --prompt, --key or --meta',
+        '--file cannot be combined with --project, --job, --prompt, --key, --meta, --ttl or --expires-at',
       );
     }
     if (
@@ -72,6 +85,8 @@ export const enqueueCommand: Command = {
       };
       if (key !== undefined) input.key = key;
       if (meta !== undefined) input.meta = parseMeta(meta);
+      if (ttl !== undefined) input.ttl = ttl;
+      if (expiresAt !== undefined) input.expiresAt = expiresAt;
       const result = await producer.send(input);
       ctx.stdout.write(`${JSON.stringify(result)}\n`);
       return EXIT.ok;

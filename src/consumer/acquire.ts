@@ -8,7 +8,14 @@ import { earlierBy, jitteredUntil } from '../time/jitter.js';
 import { reportItemError, STORE_ITEM_RECHECK_MS } from '../runtime/store-item-error.js';
 import { type DispatchJobData, type DispatchJobRef } from '../store/jobs.js';
 import { LIFECYCLE } from '../telemetry/names.js';
-import { endUndeliverable, park, parkPaused, poison } from './endings.js';
+import {
+  endExpired,
+  endUndeliverable,
+  park,
+  parkPaused,
+  parkRateLimited,
+  poison,
+} from './endings.js';
 import { outcomeRetry, sendFollowUp, type SendContext } from './send.js';
 
 /**
@@ -139,15 +146,22 @@ export function createProcessor(ctx: SendContext) {
         }
         // Jittered so that a backlog parked together does not wake together: a project park
         // later (it is never cut short), a reserved slot earlier, never past the near wait.
-        const wakeAt =
-          verdict.kind === 'over'
-            ? earlierBy(verdict.untilMs - EARLY_WAKE_MS, NEAR_SLOT_MS - EARLY_WAKE_MS)
-            : jitteredUntil(verdict.untilMs);
-        return park(ctx, job, token, wakeAt);
+        if (verdict.kind === 'over')
+          return park(
+            ctx,
+            job,
+            token,
+            earlierBy(verdict.untilMs - EARLY_WAKE_MS, NEAR_SLOT_MS - EARLY_WAKE_MS),
+          );
+        // Noted, so that `project unpark` wakes it at once.
+        return parkRateLimited(ctx, job, token, jitteredUntil(verdict.untilMs), ref);
       }
       case 'invalid':
         // Its prompt cannot be sent (see acquire-n.lua): it ends unsent, no budget unit spent.
         return endUndeliverable(ctx, ref, 'invalid_payload', 'queued');
+      case 'expired':
+        // Its deadline passed before its turn: it ends unsent, and its lane goes on.
+        return endExpired(ctx, ref);
       case 'not_durable':
         // Nothing was sent: it is queued again, and tries again shortly, no attempt spent.
         ctx.metrics.sends.inc({ outcome: 'not_durable' });

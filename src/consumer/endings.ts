@@ -43,6 +43,24 @@ export async function parkPaused(
   });
 }
 
+/**
+ * Parks a job while its project's 429 park lasts, noted so that `project unpark` wakes it at once;
+ * `untilMs` is when it looks again by itself. An unpark between the note and the park took the
+ * set before the job was delayed, so the park is looked at once more after parking.
+ */
+export async function parkRateLimited(
+  ctx: RoleContext,
+  job: Job,
+  token: string | undefined,
+  untilMs: number,
+  ref: DispatchRef,
+): Promise<never> {
+  if (job.id) await ctx.store.projects.noteParkWaiter(ref.projectId, job.id, untilMs);
+  return parkUnless(ctx, job, token, untilMs, async () => {
+    return !(await ctx.store.projects.isParked(ref.projectId));
+  });
+}
+
 /** Parks a job until `untilMs`; wakes it at once when `freed` says its wait ended meanwhile. */
 async function parkUnless(
   ctx: RoleContext,
@@ -67,6 +85,14 @@ export async function endUndeliverable(
   if (!record) return 'gone';
   await endDispatch(ctx, record, { type: EVENT_TYPES.undeliverable, reason }, expected);
   return `undeliverable: ${reason}`;
+}
+
+/** Ends a queued dispatch whose deadline passed `followup.expired`, and wakes its lane's next one. */
+export async function endExpired(ctx: RoleContext, ref: DispatchRef): Promise<string> {
+  const record = await ctx.store.sends.get(ref.dispatchId);
+  if (!record) return 'gone';
+  await endDispatch(ctx, record, { type: EVENT_TYPES.expired }, 'queued');
+  return 'expired';
 }
 
 /**

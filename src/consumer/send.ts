@@ -1,4 +1,4 @@
-import { DelayedError, type Job } from 'bullmq';
+import type { Job } from 'bullmq';
 import { isAgentApiError, type AgentJob } from '../agent-api/index.js';
 import type { DispatchRef, MarkResult, WriteRetry } from '../store/store.js';
 import { pauseSends, resumeSends } from '../runtime/auth-pause.js';
@@ -9,7 +9,7 @@ import type { Logger } from '../telemetry/logger.js';
 import { errorCode } from '../telemetry/metrics.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import type { ConcurrencyController } from './concurrency.js';
-import { endUndeliverable, park } from './endings.js';
+import { endUndeliverable, park, parkRateLimited } from './endings.js';
 import { classifySendFailure } from './send-failure.js';
 
 /**
@@ -153,8 +153,7 @@ async function onFailure(
       ctx.metrics.parkProject(ref.projectId, until);
       ctx.metrics.budgetWait.observe(parkMs / 1000);
       // Jittered: the project's parked follow-ups do not all wake in the park's last instant.
-      await job.moveToDelayed(jitteredUntil(until), token);
-      throw new DelayedError();
+      return parkRateLimited(ctx, job, token, jitteredUntil(until), ref);
     }
     case 'transient':
       ctx.metrics.sends.inc({ outcome: 'transient' });

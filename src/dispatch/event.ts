@@ -15,6 +15,8 @@ export const EVENT_TYPES = {
   undeliverable: 'followup.undeliverable',
   /** An operator cancelled it before it was sent (`cancel`). */
   cancelled: 'followup.cancelled',
+  /** Its deadline (`ttl`, `expiresAt`) passed before its turn: not sent, no budget spent. */
+  expired: 'followup.expired',
 } as const;
 
 export type EventType = (typeof EVENT_TYPES)[keyof typeof EVENT_TYPES];
@@ -51,6 +53,8 @@ export interface EventRecord {
   readonly attempts: number;
   /** The W3C trace context the event carries, so its consumers can continue the trace. */
   readonly traceparent?: string | undefined;
+  /** Its deadline, when it has one. */
+  readonly expiresAt?: number | undefined;
 }
 
 /** Everything an event says. Times are epoch milliseconds. */
@@ -68,6 +72,7 @@ interface EventFacts {
   readonly sentAt: number | null;
   readonly finishedAt: number;
   readonly attempts: number;
+  readonly expiresAt: number | null;
   readonly traceparent?: string | undefined;
 }
 
@@ -85,6 +90,7 @@ function entryFields(facts: EventFacts): string[] {
     sentAt: iso(facts.sentAt),
     finishedAt: iso(facts.finishedAt),
     attempts: facts.attempts,
+    expiresAt: iso(facts.expiresAt),
   };
   return [
     'type',
@@ -125,6 +131,7 @@ export function eventFields(record: EventRecord, ending: Ending, finishedAt: num
     sentAt: record.sentAt ?? null,
     finishedAt,
     attempts: record.attempts,
+    expiresAt: record.expiresAt ?? null,
     traceparent: record.traceparent,
   });
 }
@@ -158,6 +165,7 @@ export function orphanEventFields(
     sentAt: null,
     finishedAt,
     attempts: 0,
+    expiresAt: null,
   });
 }
 

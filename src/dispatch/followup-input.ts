@@ -8,7 +8,7 @@ import type { z } from 'zod';
  */
 
 /** The optional fields, where `null` means absent (JSON clients send it for "no value"). */
-const OPTIONAL = ['key', 'meta'] as const;
+const OPTIONAL = ['key', 'meta', 'ttl', 'expiresAt'] as const;
 
 /** `input` without its `null` optional fields (a copy; the caller's object is left alone). */
 export function withoutNulls(input: unknown): unknown {
@@ -21,7 +21,7 @@ export function withoutNulls(input: unknown): unknown {
 }
 
 /** The fields of a follow-up, for the "did you mean" hint. */
-const KNOWN = ['projectId', 'jobId', 'prompt', 'key', 'meta'] as const;
+const KNOWN = ['projectId', 'jobId', 'prompt', 'key', 'meta', 'ttl', 'expiresAt'] as const;
 
 /** One problem, before the batch index is added. */
 export interface IssueProblem {

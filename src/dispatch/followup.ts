@@ -14,6 +14,7 @@
  */
 import { z } from 'zod';
 import { AgentDispatchError } from '../agent-dispatch-error.js';
+import { bothDeadlinesProblem, DEADLINE_FIELDS, deadlineOf, type Deadline } from './deadline.js';
 import { issueProblems, withoutNulls } from './followup-input.js';
 
 /** Largest `meta` accepted, as UTF-8 bytes of its JSON. It rides along in every event. */
@@ -35,10 +36,13 @@ export interface FollowUpInput {
   key?: string | null;
   /** Small JSON object echoed in the completion event. `null`: none. */
   meta?: Record<string, unknown> | null;
+  /** Its deadline, a duration (`30m`) or an ISO 8601 date-time, not both; see `deadline.ts`. */
+  ttl?: string | null;
+  expiresAt?: string | null;
 }
 
-/** A validated follow-up. */
-export interface FollowUp {
+/** A validated follow-up; its deadline fields only when given. */
+export interface FollowUp extends Deadline {
   readonly projectId: string;
   readonly jobId: string;
   readonly prompt: string;
@@ -93,6 +97,7 @@ function buildSchema(promptMaxBytes: number) {
       // null means absent (withoutNulls drops it first); the schema says so for the documentation.
       key: identifier.nullish().describe('idempotency key: the same key is accepted once'),
       meta: meta.nullish().describe('a small JSON object echoed in the event'),
+      ...DEADLINE_FIELDS,
     },
     { error: 'must be an object with projectId, jobId and prompt' },
   );
@@ -148,13 +153,16 @@ export function checkFollowUp(
     const problems = result.success
       ? []
       : issueProblems(result.error.issues, input).map((p) => problem(p.field, p.message));
+    const both = bothDeadlinesProblem(input);
+    if (both) problems.push(problem('expiresAt', both));
     if (shape) problems.push(problem('meta', shape));
     else if (!problems.some(isAboutMeta) && metaBytes(input) > META_MAX_BYTES)
       problems.push(problem('meta', `must be at most ${META_MAX_BYTES} bytes as JSON`));
     if (!result.success || problems.length > 0) return { ok: false, problems };
     const { projectId, jobId, prompt } = result.data;
     const key = result.data.key ?? undefined;
-    return { ok: true, value: { projectId, jobId, prompt, key, meta: copyOfMeta(input) } };
+    const value = { projectId, jobId, prompt, key, meta: copyOfMeta(input) };
+    return { ok: true, value: { ...value, ...deadlineOf(result.data) } };
   } catch {
     // Nothing else can be said about a value whose validation threw; the field is unknown.
     return { ok: false, problems: [problem(suspectField(input), 'could not be read as JSON')] };

@@ -59,6 +59,8 @@ export interface DispatchRecord {
   readonly reason: string | undefined;
   /** W3C trace context of the producer's `send dispatch`, when it was traced. */
   readonly traceparent?: string | undefined;
+  /** Its deadline (`ttl` or `expiresAt`, see `deadline.ts`): not sent after it. */
+  readonly expiresAt?: number | undefined;
 }
 
 /**
@@ -87,6 +89,7 @@ export const FIELDS_BUT_PROMPT = [
   'type',
   'reason',
   'traceparent',
+  'expiresAt',
 ] as const;
 
 /**
@@ -129,6 +132,7 @@ export function parseRecord(
     type: (hash['type'] || undefined) as EventType | undefined,
     reason: hash['reason'] || undefined,
     traceparent: hash['traceparent'] || undefined,
+    expiresAt: optionalNumber(hash['expiresAt']),
   };
 }
 

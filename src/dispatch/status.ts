@@ -20,6 +20,8 @@ export interface DispatchStatus {
   enqueuedAt: string;
   sentAt: string | null;
   finishedAt: string | null;
+  /** Its deadline (`ttl` or `expiresAt` when sent), or null: none. */
+  expiresAt: string | null;
   job: AgentJob | null;
 }
 
@@ -41,6 +43,7 @@ export function describeDispatch(record: DispatchRecord): DispatchStatus {
     enqueuedAt: new Date(record.enqueuedAt).toISOString(),
     sentAt: iso(record.sentAt),
     finishedAt: iso(record.finishedAt),
+    expiresAt: iso(record.expiresAt),
     job: record.job ?? null,
   };
 }

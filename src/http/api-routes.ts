@@ -29,6 +29,7 @@ const DispatchStatus = z.looseObject({
   enqueuedAt: z.string(),
   sentAt: z.string().nullable(),
   finishedAt: z.string().nullable(),
+  expiresAt: z.string().nullable().describe('its deadline (`ttl` or `expiresAt`), null: none'),
   job: z.looseObject({}).nullable(),
 });
 
@@ -143,6 +144,24 @@ function describeControls(): void {
       summary: `${action}s one project, fleet-wide`,
       responses: { 200: { description: 'done', schema: PauseResult }, 503: unavailable },
     });
+  describeRoute({
+    method: 'post',
+    path: '/v1/projects/:projectId/unpark',
+    scope: 'operator',
+    summary: "clears the project's 429 park and wakes the follow-ups waiting it out",
+    responses: {
+      200: {
+        description: 'the park it cleared (parkedUntil null: none was in force)',
+        schema: z.object({
+          projectId: z.string(),
+          parkedUntil: z.string().nullable(),
+          changed: z.boolean(),
+          woken: z.number(),
+        }),
+      },
+      503: unavailable,
+    },
+  });
   describeRoute({
     method: 'put',
     path: '/v1/projects/:projectId/limit',

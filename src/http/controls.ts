@@ -17,7 +17,7 @@ import { requireScope } from './scopes.js';
 
 /**
  * The operator controls over HTTP, behind `OPERATOR_TOKEN` (the `operator` scope): cancel or redrive
- * a follow-up, pause, resume, limit and show a project. Each route calls the same code as the library and the
+ * a follow-up, pause, resume, limit, show and unpark a project. Each route calls the same code as the library and the
  * CLI (`createAdmin`).
  */
 
@@ -28,7 +28,7 @@ export interface ControlsOptions {
 }
 
 /**
- * `DELETE /v1/followups/:dispatchId`, `POST /v1/followups/:dispatchId/redrive`, `POST /v1/projects/:projectId/pause` and `/resume`,
+ * `DELETE /v1/followups/:dispatchId`, `POST /v1/followups/:dispatchId/redrive`, `POST /v1/projects/:projectId/pause`, `/resume` and `/unpark`,
  * `PUT /v1/projects/:projectId/limit` (`{"limit": "50/1h"}`, with `"force": true` for one looser
  * than `SEND_RATE_LIMIT`, or `{"limit": null}`) and
  * `GET /v1/projects/:projectId`.
@@ -49,6 +49,9 @@ export function controlsRouter(options: ControlsOptions): Router {
   );
   router.post('/v1/projects/:projectId/resume', auth, (req, res) =>
     answer(res, logger, () => admin.resumeProject(param(req.params['projectId']))),
+  );
+  router.post('/v1/projects/:projectId/unpark', auth, (req, res) =>
+    answer(res, logger, () => admin.unparkProject(param(req.params['projectId']))),
   );
   router.put(
     '/v1/projects/:projectId/limit',

@@ -16,6 +16,8 @@ export const EVENT_TYPE_MEANINGS: Readonly<Record<EventType, string>> = {
   [EVENT_TYPES.timedOut]: 'the run was still going after `TRACK_TIMEOUT`; `reason` says why',
   [EVENT_TYPES.undeliverable]: 'it could not be sent, or its outcome not known; `reason` says why',
   [EVENT_TYPES.cancelled]: 'an operator cancelled it before it was sent (`cancel`)',
+  [EVENT_TYPES.expired]:
+    'its deadline (`ttl` or `expiresAt`) passed before its turn came; never sent',
 };
 
 /** The fields of a stream entry, all strings, in the order they are written. */
@@ -67,4 +69,9 @@ export const EventBodySchema = z.looseObject({
   sentAt: time('when its send was recorded').optional(),
   finishedAt: time('when it ended: the event was written').optional(),
   attempts: z.number().optional().describe('send attempts made'),
+  expiresAt: z
+    .string()
+    .nullable()
+    .optional()
+    .describe('its deadline (`ttl` or `expiresAt`), ISO 8601 (UTC); null when it has none'),
 });

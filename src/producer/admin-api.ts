@@ -63,6 +63,16 @@ export interface LimitResult {
   readonly previous: string | null;
 }
 
+/** The answer of an unpark: the 429 park it cleared (`null`: the project was not parked). */
+export interface UnparkResult {
+  readonly projectId: string;
+  /** When the park would have ended, ISO 8601; `null`: none was in force. */
+  readonly parkedUntil: string | null;
+  readonly changed: boolean;
+  /** Follow-ups waiting out the park that the unpark woke. */
+  readonly woken: number;
+}
+
 /** Options of {@link Admin.setProjectLimit}. */
 export interface LimitOptions {
   /** Sets a limit looser than `SEND_RATE_LIMIT` (the agent API's own) all the same. */
@@ -88,6 +98,11 @@ export interface Admin {
   setProjectLimit(projectId: string, limit: string, options?: LimitOptions): Promise<LimitResult>;
   /** Back to `SEND_RATE_LIMIT`. */
   clearProjectLimit(projectId: string): Promise<LimitResult>;
+  /**
+   * Clears the project's 429 park (the agent API's own window still applies: a 429 parks it
+   * again) and wakes the follow-ups waiting it out; they send within the project's budget.
+   */
+  unparkProject(projectId: string): Promise<UnparkResult>;
   /** Paused or not, its limit and budget use, its next slot, its 429 park, its counts. */
   showProject(projectId: string): Promise<ProjectView>;
   /** The contract's name of {@link Admin.showProject}. */

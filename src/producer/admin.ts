@@ -15,7 +15,14 @@ import { createProducer } from './producer.js';
 import { redriveMany, type NotRedrivableError, type RedriveResult } from './redrive.js';
 import type { Producer } from './api.js';
 
-export type { Admin, AdminOptions, LimitOptions, LimitResult, PauseResult } from './admin-api.js';
+export type {
+  Admin,
+  AdminOptions,
+  LimitOptions,
+  LimitResult,
+  PauseResult,
+  UnparkResult,
+} from './admin-api.js';
 
 /** One shard as the controls use it: its dispatch queue, its store on the admin's connection. */
 interface AdminShard {
@@ -116,6 +123,15 @@ export function createAdmin(options: AdminOptions): Admin {
     setProjectLimit: (projectId, limit, limitOptions) =>
       setLimit(projectId, limit ?? '', limitOptions?.force === true),
     clearProjectLimit: (projectId) => setLimit(projectId, undefined),
+    async unparkProject(projectIdInput) {
+      const projectId = checkId('projectId', projectIdInput);
+      return inShardOf(projectId, async ({ store, queue }) => {
+        const { parkedUntil, waiting } = await store.projects.unpark(projectId);
+        await wakeAll(queue, waiting);
+        const until = parkedUntil === undefined ? null : new Date(parkedUntil).toISOString();
+        return { projectId, parkedUntil: until, changed: until !== null, woken: waiting.length };
+      });
+    },
     showProject,
     project: showProject,
     controlledProjects: () =>

@@ -7,7 +7,14 @@ export {
 export type { Producer, ProducerOptions, SendResult } from './producer.js';
 export type { KeyConflict } from './errors.js';
 export { adminFor, createAdmin } from './admin.js';
-export type { Admin, AdminOptions, LimitOptions, LimitResult, PauseResult } from './admin.js';
+export type {
+  Admin,
+  AdminOptions,
+  LimitOptions,
+  LimitResult,
+  PauseResult,
+  UnparkResult,
+} from './admin.js';
 export {
   InvalidControlError,
   NotCancellableError,

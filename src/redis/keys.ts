@@ -66,6 +66,8 @@ export interface Keys {
   budget(projectId: string): string;
   /** String: epoch ms until which a project is parked after the API answered 429. */
   park(projectId: string): string;
+  /** Set: the BullMQ job ids waiting out a project's 429 park, woken by `project unpark`. */
+  parkWaiters(projectId: string): string;
   /** String: marks that the orphan event of one BullMQ job was published. */
   orphan(bullJobId: string): string;
   /**
@@ -144,6 +146,7 @@ export function keysFor(prefix: string): Keys {
       k('lane', `${projectId.length}.${projectId}`, jobId),
     budget: (projectId: string) => k('budget', projectId),
     park: (projectId: string) => k('park', projectId),
+    parkWaiters: (projectId: string) => k('parkwait', `${projectId.length}.${projectId}`),
     pollPark: (projectId: string) => k('pollpark', projectId),
     runs: (projectId: string) => k('runs', `${projectId.length}.${projectId}`),
     projectControls: (projectId: string) => k('project', `${projectId.length}.${projectId}`),

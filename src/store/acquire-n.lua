@@ -69,10 +69,12 @@
                 it could arrive outside the budget's margin, and the worker gives the grant back
     blocked     another dispatch heads the lane (heads with no record are dropped first)
     invalid     n = the prompt's size in bytes: empty, or over ARGV[3]; nothing is spent
+    expired     n = its deadline (the record's `expiresAt`), passed: it must not be sent; nothing
+                is spent (FINISH gives back a slot it reserved)
     auth_paused n = next probe time
     paused      the operator paused the project
-    parked      n = until
-    over        n = until (the reserved slot)
+    parked      n = until, or its deadline when that comes first (it then wakes to end expired)
+    over        n = until (the reserved slot), or its deadline when that comes first
     missing     no record
     sending     n = when that attempt started, text = its token
     <state>     the record's state when not queued
@@ -97,7 +99,7 @@ local function acquire(k, a)
 
   -- One read of the fields it decides on; the prompt once it is known to be queued or held.
   local stored = callOn('HMGET', recordKey, 'state', 'attemptToken', 'attempts', 'sendingAt',
-    'reserved', 'projectId')
+    'reserved', 'projectId', 'expiresAt')
   local state = stored[1]
   if not state then return {'missing', 0, ''} end
   if state == 'sending' then
@@ -130,6 +132,14 @@ local function acquire(k, a)
   local drops, head = laneWalk(recordPrefix, headsKey, laneKey, jobId, dispatchId)
   for _ = 1, drops do laneAdvance(headsKey, laneKey, jobId) end
   if head ~= dispatchId then return {'blocked', 0, ''} end
+  -- Its turn has come: past its deadline, it ends expired (the worker's FINISH), never sent.
+  local deadline = tonumber(stored[7] or '')
+  if deadline and deadline <= now then return {'expired', deadline, ''} end
+  -- A wait ends by the deadline at the latest, so that it ends expired on time.
+  local function by(untilMs)
+    if deadline and deadline < untilMs then return deadline end
+    return untilMs
+  end
   -- The worker checks the prompt it reads here before any budget unit is spent on it: one lost or
   -- empty, or over a PROMPT_MAX_BYTES lowered since, ends undeliverable unsent.
   if #text == 0 or (promptMaxBytes > 0 and #text > promptMaxBytes) then
@@ -147,7 +157,7 @@ local function acquire(k, a)
     max, window, tolerance = controls[2], controls[3], controls[4]
     if window > keepFor then keepFor = window end
   end
-  if parked > now then return {'parked', parked, ''} end
+  if parked > now then return {'parked', by(parked), ''} end
   redis.call('ZREMRANGEBYSCORE', budgetKey, '-inf', now - keepFor)
   local slot = now
   -- The log's latest entry, when known: it sets how long the log must live (keepUntil).
@@ -169,7 +179,7 @@ local function acquire(k, a)
   local reserved = hinted and redis.call('ZSCORE', budgetKey, reservation)
   if reserved then
     reserved = tonumber(reserved)
-    if reserved > now then return {'over', reserved, ''} end
+    if reserved > now then return {'over', by(reserved), ''} end
     redis.call('ZREM', budgetKey, reservation)
     n, top = nil, false -- the log lost an entry: looked at again if it is needed
     if now - reserved > tolerance then reserved = nil else slot = reserved end
@@ -192,6 +202,9 @@ local function acquire(k, a)
       if paced > slot then slot = paced end
     end
     if slot > now then
+      -- A slot after its deadline is not reserved (it would hold back the slots behind it): it
+      -- wakes at its deadline and ends expired, unless a slot freed meanwhile.
+      if deadline and deadline < slot then return {'over', deadline, ''} end
       redis.call('ZADD', budgetKey, slot, reservation)
       if not hinted then redis.call('HSET', recordKey, 'reserved', '1') end
       keepUntil(slot) -- slot is at least `last`: the new latest entry

@@ -37,6 +37,7 @@ const FILES = {
   projectPause: 'projectPause-3',
   projectLimit: 'projectLimit-3',
   projectShow: 'projectShow-5',
+  projectUnpark: 'projectUnpark-2',
   openLanes: 'openLanes-1',
   dropHead: 'dropHead-1',
   runHistory: 'runHistory-1',

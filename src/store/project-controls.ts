@@ -50,6 +50,43 @@ export class ProjectControls {
   }
 
   /**
+   * Notes a BullMQ job that waits out its project's 429 park until `untilMs`, so that an unpark
+   * wakes it at once. The set lives a minute past the latest park noted in it: a park that ends by
+   * itself wakes its jobs by their own delay.
+   */
+  async noteParkWaiter(projectId: string, bullJobId: string, untilMs: number): Promise<void> {
+    const key = this.#state.keys.parkWaiters(projectId);
+    const expireAt = Math.ceil(untilMs) + 60_000;
+    await this.#state.redis
+      .multi()
+      .sadd(key, bullJobId)
+      .pexpireat(key, expireAt, 'NX')
+      .pexpireat(key, expireAt, 'GT')
+      .exec();
+  }
+
+  /** Whether the project is parked after a 429 now (by this process's clock). */
+  async isParked(projectId: string): Promise<boolean> {
+    return (
+      Number((await this.#state.redis.get(this.#state.keys.park(projectId))) ?? 0) > Date.now()
+    );
+  }
+
+  /**
+   * Clears a project's 429 park (projectUnpark-2.lua), on disk before it answers, as the other
+   * controls. Resolves to the park's end it cleared (`undefined`: none) and the BullMQ jobs that
+   * waited it out, for the caller to wake.
+   */
+  async unpark(projectId: string): Promise<{ parkedUntil: number | undefined; waiting: string[] }> {
+    const { keys } = this.#state;
+    const park = keys.park(projectId);
+    const [untilMs, waiting] = (await this.#durably(park, () =>
+      this.#state.scripts.run('projectUnpark', [park, keys.parkWaiters(projectId)], []),
+    )) as [number, string[]];
+    return { parkedUntil: untilMs > 0 ? untilMs : undefined, waiting };
+  }
+
+  /**
    * Sets (`limit` as written, with its counted `rate`) or clears (`undefined`) a project's own
    * limit. Resolves to the previous one (`undefined`: none) and the dispatches whose slot,
    * reserved under the old limit, was dropped: the caller wakes them to reserve again.

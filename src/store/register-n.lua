@@ -32,14 +32,15 @@
     ARGV[2]      key prefix of lane heads: a project's name in KEYS[2] is its key without it
     ARGV[3]      n
     ARGV[4]      lifetime of an orphan marker in ms (the dispatch retention)
-    ARGV[8i - 3] projectId
-    ARGV[8i - 2] jobId
-    ARGV[8i - 1] prompt
-    ARGV[8i]     idempotency key ('' = none)
-    ARGV[8i + 1] meta as JSON ('' = none)
-    ARGV[8i + 2] digest of the content, computed by the producer ('' = none: no key)
-    ARGV[8i + 3] W3C traceparent of the producer's span ('' = not traced)
-    ARGV[8i + 4] token of the key's claim across shards ('' = none: one shard, or no key)
+    ARGV[9i - 4] projectId
+    ARGV[9i - 3] jobId
+    ARGV[9i - 2] prompt
+    ARGV[9i - 1] idempotency key ('' = none)
+    ARGV[9i]     meta as JSON ('' = none)
+    ARGV[9i + 1] digest of the content, computed by the producer ('' = none: no key)
+    ARGV[9i + 2] W3C traceparent of the producer's span ('' = not traced)
+    ARGV[9i + 3] token of the key's claim across shards ('' = none: one shard, or no key)
+    ARGV[9i + 4] deadline: epoch ms, `+<ms>` from now (a ttl), or '' (none); see dispatch/deadline.ts
 
   A follow-up whose claim was released (its producer stalled past the claim's repair, see
   store/claims.ts) is not registered, and its orphan marker is set: the BullMQ job that the
@@ -108,7 +109,7 @@ local answers, opened, prompts, projects = {}, {}, {}, {}
 for i = 1, n do
   local recordKey, headsKey, laneKey, promptKey =
     KEYS[4 * i - 1], KEYS[4 * i], KEYS[4 * i + 1], KEYS[4 * i + 2]
-  local a = 8 * (i - 1) + 3
+  local a = 9 * (i - 1) + 3
   local dispatchId = string.sub(recordKey, idsFrom)
   local digest, traceparent, token = ARGV[a + 7], ARGV[a + 8], ARGV[a + 9]
   local releasedKey, markerKey
@@ -131,6 +132,12 @@ for i = 1, n do
     addIfAny(fields, 'meta', ARGV[a + 6])
     addIfAny(fields, 'digest', digest)
     addIfAny(fields, 'traceparent', traceparent)
+    -- The deadline as epoch ms; a ttl counts from this script's time, the fleet's one clock.
+    local deadline = ARGV[a + 10]
+    if string.sub(deadline, 1, 1) == '+' then
+      deadline = string.format('%d', now + tonumber(string.sub(deadline, 2)))
+    end
+    addIfAny(fields, 'expiresAt', deadline)
     redis.call('HSET', recordKey, unpack(fields))
     prompts[#prompts + 1] = promptKey
     prompts[#prompts + 1] = ARGV[a + 4]

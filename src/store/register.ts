@@ -1,4 +1,5 @@
 import type { ChainableCommander } from 'ioredis';
+import { deadlineArgument } from '../dispatch/deadline.js';
 import { contentDigest } from '../dispatch/digest.js';
 import type { FollowUp } from '../dispatch/followup.js';
 import { LUA } from './lua.js';
@@ -16,7 +17,7 @@ export type Registration = FollowUp & {
 /**
  * Follow-ups per REGISTER call. A batch has no size limit of its own (`sendMany`): one call for
  * all of it would be one command as large as all its prompts (Redis holds a command whole in the
- * client's query buffer, at most 1 GB) with three keys and seven arguments per follow-up.
+ * client's query buffer, at most 1 GB) with four keys and nine arguments per follow-up.
  */
 export const REGISTER_CHUNK = 1_000;
 
@@ -86,6 +87,7 @@ function queueChunk(
       followUp.key === undefined ? '' : contentDigest(followUp),
       followUp.traceparent ?? '',
       followUp.claimToken ?? '',
+      deadlineArgument(followUp),
     );
   }
   state.scripts.queue(multi, 'register', [...keys, ...claimed], args);

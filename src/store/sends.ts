@@ -90,6 +90,8 @@ export class Sends {
         return { kind };
       case 'invalid':
         return { kind, promptBytes: n };
+      case 'expired':
+        return { kind, expiresAtMs: n };
       case 'auth_paused':
         return { kind, untilMs: n };
       case 'parked':

@@ -80,6 +80,8 @@ export type Verdict =
   | { kind: 'blocked' }
   /** Its prompt cannot be sent (empty, or over `promptMaxBytes`): nothing was spent. */
   | { kind: 'invalid'; promptBytes: number }
+  /** Its deadline (`expiresAtMs`) passed before its turn: it must end expired, unsent. */
+  | { kind: 'expired'; expiresAtMs: number }
   /** The key was rejected: every send waits; the next probe may go at `untilMs`. */
   | { kind: 'auth_paused'; untilMs: number }
   /** An operator paused the project: nothing was spent; it waits for the resume. */

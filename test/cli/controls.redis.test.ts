@@ -29,11 +29,11 @@ describe('the control commands', () => {
     expect(cancel.stdout).toMatch(/followup\.cancelled/);
     const project = await run('project', '--help');
     expect(project.code).toBe(0);
-    for (const text of ['project pause P', 'project limit P --clear', 'show P', 'Example:'])
-      expect(project.stdout).toContain(text);
+    const texts = ['project pause P', 'project limit P --clear', 'show P', 'unpark P', 'Example:'];
+    for (const text of texts) expect(project.stdout).toContain(text);
     const top = await run('--help');
     expect(top.stdout).toMatch(/cancel +cancels a follow-up/);
-    expect(top.stdout).toMatch(/project +pauses, resumes, limits or shows/);
+    expect(top.stdout).toMatch(/project +pauses, resumes, limits, shows or unparks/);
   });
 
   it('pause, limit, show, clear and resume a project, each printing one JSON object', async () => {

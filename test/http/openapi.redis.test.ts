@@ -45,6 +45,12 @@ describe('GET /openapi.json', () => {
       definition: structuredClone(document) as never,
       strict: true,
       quick: true,
+      // A follow-up's `expiresAt` is a `date-time`: checked, not ignored as an unknown format.
+      customizeAjv: (ajv) =>
+        ajv.addFormat('date-time', {
+          type: 'string',
+          validate: (s: string) => !Number.isNaN(Date.parse(s)),
+        }),
     });
     await api.init();
   });
@@ -116,6 +122,13 @@ describe('GET /openapi.json', () => {
     await check('POST', '/v1/followups', INTAKE, { followups: [{ ...one, key: 'k-1' }] });
     await check('POST', '/v1/followups', INTAKE, [{ ...one, key: 'k-2' }]);
     await check('POST', '/v1/followups', INTAKE, { projectid: 'P', jobId: 'j', prompt: 'x' });
+    const timed = (await check('POST', '/v1/followups', INTAKE, { ...one, ttl: '30m' })) as {
+      dispatchId: string;
+    };
+    const expiresAt = new Date(Date.now() + 60_000).toISOString();
+    await check('POST', '/v1/followups', INTAKE, [{ ...one, expiresAt }]);
+    await check('POST', '/v1/followups', INTAKE, { ...one, ttl: '0s' });
+    await check('GET', `/v1/followups/${timed.dispatchId}`, INTAKE);
     await check('POST', '/v1/followups', undefined, one);
     await check('POST', '/v1/followups', OPERATOR, one);
     await check('GET', `/v1/followups/${sent.dispatchId}`, INTAKE);
@@ -125,6 +138,8 @@ describe('GET /openapi.json', () => {
     await check('DELETE', `/v1/followups/${sent.dispatchId}`, INTAKE);
     await check('POST', '/v1/projects/P/pause', OPERATOR);
     await check('POST', '/v1/projects/P/resume', OPERATOR);
+    await check('POST', '/v1/projects/P/unpark', OPERATOR);
+    await check('POST', '/v1/projects/P/unpark', INTAKE);
     await check('PUT', '/v1/projects/P/limit', OPERATOR, { limit: '50/1h' });
     await check('PUT', '/v1/projects/P/limit', OPERATOR, { limit: 'lots' });
     await check('PUT', '/v1/projects/P/limit', OPERATOR, { limit: null });
