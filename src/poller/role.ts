@@ -127,9 +127,9 @@ export function startPoller(options: PollerOptions): Role {
       )
       .catch((err: unknown) => logger.error({ err }, LIFECYCLE.pollError));
   const scheduled = schedule();
-  // A tick Worker can wedge for good after a cluster master's restart (its blocking connection
-  // waits on a reconnect that never settles: see CHANGELOG, known issues), while ticks fall due
-  // and nobody takes them. Seen wedged, it is forced closed and made again.
+  // A tick Worker that wedges for good (its blocking connection's reset awaited an ioredis
+  // connect that never settled, until redis/connections.ts made it settle) leaves ticks falling
+  // due that nobody takes. Seen wedged, it is forced closed and made again, whatever wedged it.
   const { everyMs, afterMs } = options.watchdog ?? {
     everyMs: RESCHEDULE_MS,
     afterMs: Math.max(WEDGED_AFTER_TICKS * config.pollIntervalMs, WEDGED_AFTER_MS),

@@ -82,7 +82,59 @@ function followTopology(cluster: Cluster, seeds: readonly HostPort[]): Cluster {
   });
   const duplicate = cluster.duplicate.bind(cluster);
   cluster.duplicate = (nodes, options) => followTopology(duplicate(nodes, options), seeds);
+  settleConnect(cluster);
+  endAfterDisconnect(cluster);
   return cluster;
+}
+
+/** What {@link endAfterDisconnect} reads of a Cluster besides its types. */
+type Closing = { manuallyClosing: boolean; setStatus(status: string): void };
+
+/**
+ * Keeps a disconnected Cluster ended. After `disconnect()` ioredis's pool reports a drain for each
+ * node whose socket ends, and each drain sets the status to `close`: one that comes after the
+ * Cluster's `end` leaves it `close` for good, with nothing to end or reconnect it, and BullMQ,
+ * which then waits for `ready` or `end` to reconnect a Worker's blocking connection, waits for
+ * ever. Such a status is set back to `end`.
+ */
+function endAfterDisconnect(cluster: Cluster): void {
+  cluster.on('close', () => {
+    setImmediate(() => {
+      const closing = cluster as unknown as Closing;
+      if (cluster.status === 'close' && closing.manuallyClosing) closing.setStatus('end');
+    });
+  });
+}
+
+/**
+ * Makes `cluster.connect()` settle when the cluster is ready (or has ended). ioredis's own promise
+ * never settles when its ready check fails: a node answers `cluster_state:fail`, as every node
+ * does between a master's death and its replica's promotion, and the Cluster disconnects and
+ * reconnects by itself, leaving that first promise pending for good. BullMQ awaits it when it
+ * resets a Worker's blocking connection, and that Worker never fetched a job again.
+ */
+function settleConnect(cluster: Cluster): void {
+  const connect = cluster.connect.bind(cluster);
+  // Every connect not settled yet: ioredis's own reconnects call it too, so there can be many.
+  const waiting = new Set<{ resolve(): void; reject(err: unknown): void }>();
+  cluster.on('ready', () => {
+    for (const waiter of waiting) waiter.resolve();
+    waiting.clear();
+  });
+  cluster.on('end', () => {
+    // An `end` of the connection before this one (its event comes a tick later) is not ours.
+    if (cluster.status !== 'end') return;
+    for (const waiter of waiting) waiter.reject(new Error('Connection is closed.'));
+    waiting.clear();
+  });
+  cluster.connect = () =>
+    new Promise<void>((resolve, reject) => {
+      const waiter = { resolve, reject };
+      waiting.add(waiter);
+      connect()
+        .then(resolve, reject)
+        .finally(() => waiting.delete(waiter));
+    });
 }
 
 /**

@@ -78,7 +78,7 @@ describe('a Valkey cluster of 3 masters and 3 replicas, REDIS_DURABILITY=replica
         await queue.close();
         console.log(`${prompt} (shard ${shard.index}): ${where}`);
       }
-      expect(result.refused).toEqual([]);
+      expect(result.refused, result.refusedBecause.join('; ')).toEqual([]);
       expect(result.lost).toEqual([]);
       expect(result.duplicateSends).toEqual([]);
       expect(result.duplicateEvents).toEqual([]);

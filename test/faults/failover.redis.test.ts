@@ -39,12 +39,12 @@ function judge(
     duplicated: r.duplicateSends.length + r.duplicateEvents.length,
     leaked: 0,
     notes: [
-      `refused by the producer after 30 s of retries ${r.refused.length}; accepted without an event ${r.lost.length} (${r.lostAfterSend.length} of them sent)`,
+      `refused by the producer after 30 s of retries ${r.refused.length}${r.refusedBecause.length > 0 ? ` (${r.refusedBecause.join('; ')})` : ''}; accepted without an event ${r.lost.length} (${r.lostAfterSend.length} of them sent)`,
       `prompts sent twice ${r.duplicateSends.length}; follow-ups with two events ${r.duplicateEvents.length}; no role restarted`,
     ],
     durationMs: ms,
   });
-  expect(r.refused).toEqual([]);
+  expect(r.refused, r.refusedBecause.join('; ')).toEqual([]);
   expect(r.lost).toEqual([]);
   expect(r.duplicateSends).toEqual([]);
   expect(r.duplicateEvents).toEqual([]);

@@ -51,7 +51,7 @@ describe('Redis Sentinel: a Valkey primary, a replica, 3 sentinels; REDIS_DURABI
             `(${result.lostAfterSend.length} of them sent), ${result.duplicateSends.length} sent twice, ` +
             `${result.duplicateEvents.length} with two events; replica promoted in ${result.failoverMs.join(', ')} ms`,
         );
-        expect(result.refused).toEqual([]);
+        expect(result.refused, result.refusedBecause.join('; ')).toEqual([]);
         expect(result.lost).toEqual([]);
         expect(result.duplicateSends).toEqual([]);
         expect(result.duplicateEvents).toEqual([]);

@@ -34,7 +34,8 @@ export function drillSettings(simulatorUrl: string, eventsStream: string): Recor
     STALLED_TIMEOUT: '3s',
     SEND_TIMEOUT: '10s',
     SEND_RATE_LIMIT: '20/2s',
-    LOG_LEVEL: 'warn',
+    // DRILL_LOG_LEVEL=info puts every follow-up's steps in the role logs (see DRILL_LOG_DIR).
+    LOG_LEVEL: process.env['DRILL_LOG_LEVEL'] ?? 'warn',
   };
 }
 

@@ -1,3 +1,5 @@
+import { appendFileSync, mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import type { FollowUpInput } from '../../src/dispatch/followup.js';
 import type { Producer } from '../../src/producer/index.js';
 import type { Simulator } from '../../src/simulator/index.js';
@@ -40,6 +42,8 @@ export interface FailoverResult {
   readonly enqueued: number;
   /** Prompts the producer still refused after a minute of retries (never accepted). */
   readonly refused: string[];
+  /** Why each refused wave was refused: `wave N: <the producer's last error>`. */
+  readonly refusedBecause: string[];
   /** Accepted prompts with no event by the deadline. */
   readonly lost: string[];
   /** Prompts with more than one event. */
@@ -66,17 +70,35 @@ export async function failoverDrill(o: FailoverDrillOptions): Promise<FailoverRe
     ...startRoles('poller', o.pollers, o.env),
   ];
   o.processes.push(...roles);
+  const logs = drillLogs(roles);
+  try {
+    return await drill(o, roles, logs.note);
+  } finally {
+    logs.write();
+  }
+}
+
+/** The drill itself, once its roles are started; `note` records a step in the drill's log. */
+async function drill(
+  o: FailoverDrillOptions,
+  roles: readonly CliProcess[],
+  note: (line: string) => void,
+): Promise<FailoverResult> {
   await o.waitForRoles();
   const waves = o.kills + 1;
   const size = Math.ceil(o.inputs.length / waves);
   const failoverMs: number[] = [];
   const refused: string[] = [];
+  const refusedBecause: string[] = [];
   const dispatchIds = new Map<string, string>();
   for (let w = 0; w < waves; w++) {
     const wave = o.inputs.slice(w * size, (w + 1) * size);
     const results = wave.length > 0 ? await sendWithRetry(o.producer, wave) : [];
-    if (results === undefined) refused.push(...wave.map((i) => i.prompt));
-    else wave.forEach((i, k) => dispatchIds.set(i.prompt, results[k]?.dispatchId ?? ''));
+    if (results instanceof Error) {
+      refused.push(...wave.map((i) => i.prompt));
+      refusedBecause.push(`wave ${w + 1}: ${results.message}`);
+      note(`wave ${w + 1} refused: ${results.message}`);
+    } else wave.forEach((i, k) => dispatchIds.set(i.prompt, results[k]?.dispatchId ?? ''));
     if (w === waves - 1) break;
     const target = (await o.promptEvents()).length + Math.ceil(wave.length / 4);
     await eventually(async () => ((await o.promptEvents()).length >= target ? true : undefined), {
@@ -84,7 +106,9 @@ export async function failoverDrill(o: FailoverDrillOptions): Promise<FailoverRe
       intervalMs: 100,
       what: `a quarter of wave ${w + 1} ended before kill ${w + 1}`,
     });
+    note(`kill ${w + 1}`);
     failoverMs.push(await o.kill(w));
+    note(`kill ${w + 1}: replica serving after ${failoverMs.at(-1)} ms`);
   }
   const prompts = o.inputs.map((i) => i.prompt).filter((p) => !refused.includes(p));
   const events = await eventually(
@@ -101,6 +125,7 @@ export async function failoverDrill(o: FailoverDrillOptions): Promise<FailoverRe
   return {
     enqueued: prompts.length,
     refused,
+    refusedBecause,
     dispatchIds,
     lost,
     duplicateEvents: duplicates(events.map((e) => e.prompt)),
@@ -113,18 +138,45 @@ export async function failoverDrill(o: FailoverDrillOptions): Promise<FailoverRe
 
 /**
  * Sends a wave; a batch refused while a primary is away (the producer fails fast) is sent again
- * with the same keys, so what was stored is not stored twice. Undefined when never accepted.
+ * with the same keys, so what was stored is not stored twice. When it is never accepted, the
+ * producer's last error.
  */
 async function sendWithRetry(
   producer: Producer,
   wave: readonly FollowUpInput[],
-): Promise<{ dispatchId: string }[] | undefined> {
+): Promise<{ dispatchId: string }[] | Error> {
   const keyed = wave.map((i) => ({ ...i, key: i.key ?? i.prompt }));
   return eventually(() => producer.sendMany(keyed), {
     timeoutMs: 30_000,
     intervalMs: 250,
     what: 'the wave accepted',
-  }).catch(() => undefined);
+  }).catch((err: unknown) => {
+    const last = err instanceof Error && err.cause instanceof Error ? err.cause : err;
+    return last instanceof Error ? last : new Error(String(last));
+  });
+}
+
+/**
+ * With `DRILL_LOG_DIR` set, the drill's own log (`drill.log`: each kill, each refused wave, with
+ * the time) and each role's output (`worker-0.log`, ...) go to that folder when the drill ends,
+ * however it ends: what to read when a drill stalls (raise `LOG_LEVEL` with `DRILL_LOG_LEVEL`).
+ */
+function drillLogs(roles: readonly CliProcess[]): { note(line: string): void; write(): void } {
+  const dir = process.env['DRILL_LOG_DIR'];
+  if (!dir) return { note: () => {}, write: () => {} };
+  mkdirSync(dir, { recursive: true });
+  return {
+    note: (line) => appendFileSync(join(dir, 'drill.log'), `${new Date().toISOString()} ${line}\n`),
+    write() {
+      const seen = new Map<string, number>();
+      for (const role of roles) {
+        const command = role.child.spawnargs.at(-1) ?? 'role';
+        const n = seen.get(command) ?? 0;
+        seen.set(command, n + 1);
+        writeFileSync(join(dir, `${command}-${n}.log`), role.output.stdout + role.output.stderr);
+      }
+    },
+  };
 }
 
 /**

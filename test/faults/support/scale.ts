@@ -42,7 +42,7 @@ const CI: Scale = {
   crash: { followUps: 300, projects: 20, jobsPerProject: 3, kills: 6 },
   redis: { restarts: 4, sendIntervalMs: 25 },
   durability: { fsyncCrashes: 20, noneCrashes: 3, batch: 4 },
-  failover: { followUps: 200, kills: 4 },
+  failover: { followUps: 200, kills: 20 },
   api: { followUps: 200, projects: 20, rounds: 2 },
   fuzz: { sends: 4_000, batches: 250, cliFiles: 2, cliLinesPerFile: 1_000, intakeRequests: 250 },
   secrets: { followUps: 60 },
@@ -64,7 +64,7 @@ const BASE: Scale = process.env['FAULTS_SCALE'] === 'full' ? FULL : CI;
 /** `DURABILITY_CRASHES` overrides the crash count of the fsync drill, to dig into it quicker. */
 const crashes = Number(process.env['DURABILITY_CRASHES'] ?? NaN);
 
-/** `FAILOVER_KILLS` overrides the kills of the failover drills (20 at the full scale). */
+/** `FAILOVER_KILLS` overrides the kills of the failover drills (20 at either scale, as issue 33 asks). */
 const failoverKills = Number(process.env['FAILOVER_KILLS'] ?? NaN);
 
 const WITH_CRASHES: Scale =
