@@ -87,10 +87,15 @@ export async function endUndeliverable(
   return `undeliverable: ${reason}`;
 }
 
-/** Ends a queued dispatch whose deadline passed `followup.expired`, and wakes its lane's next one. */
+/**
+ * Ends a queued dispatch whose deadline passed `followup.expired`, and wakes its lane's next one.
+ * One queued again for an approved resend may have reached the API already: "expired" would say
+ * it was never sent, so it ends as it would have without the resend, undeliverable (`ambiguous`).
+ */
 export async function endExpired(ctx: RoleContext, ref: DispatchRef): Promise<string> {
   const record = await ctx.store.sends.get(ref.dispatchId);
   if (!record) return 'gone';
+  if (record.resendPending) return endUndeliverable(ctx, ref, 'ambiguous', 'queued');
   await endDispatch(ctx, record, { type: EVENT_TYPES.expired }, 'queued');
   return 'expired';
 }

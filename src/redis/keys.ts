@@ -110,9 +110,9 @@ export interface Keys {
   readonly repairCursor: string;
   /** String: the lock that keeps poll ticks from overlapping across poller processes. */
   readonly pollLock: string;
-  /** Hash: each project's open follow-ups by state (see `lua/includes/open-counts.lua`). */
+  /** Hash: each project's open follow-ups by state (see `store/includes/open-counts.lua`). */
   readonly openCounts: string;
-  /** Sorted set: the dead letters kept for a redrive, by end time (see `lua/finish-n.lua`). */
+  /** Sorted set: the dead letters kept for a redrive, by end time (see `store/finish-n.lua`). */
   readonly deadLetters: string;
   /** Hash: counters of what the fleet did (sends by outcome, events by type...). */
   readonly counters: string;

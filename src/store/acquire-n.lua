@@ -88,6 +88,7 @@ local n, recordPrefix, promptMaxBytes = tonumber(ARGV[1]), ARGV[2], tonumber(ARG
 --- @include "includes/per-call"
 --- @include "includes/acquire-reads"
 --- @include "includes/open-counts"
+local countsKey = shardKeyOf(trackedKey, 'tracked', 'counts:open')
 
 local function acquire(k, a)
   local recordKey, headsKey, laneKey, budgetKey, parkKey, controlsKey, promptKey =
@@ -222,7 +223,7 @@ local function acquire(k, a)
   redis.call('HSET', recordKey, 'state', 'sending', 'sendingAt', now, 'seenActive', '0',
     'resend', '0', 'attemptToken', token, 'attempts', attempt)
   if hinted then redis.call('HDEL', recordKey, 'reserved') end
-  countMove(shardKeyOf(trackedKey, 'tracked', 'counts:open'), stored[6], 'queued', 'sending')
+  countMove(countsKey, stored[6], 'queued', 'sending')
   later('ZADD', trackedKey, now + firstPollMs, dispatchId)
   local probe = 0
   if pause[1] > 0 then
@@ -239,4 +240,4 @@ end
 
 return eachItem(n, function(i)
   return acquire(3 + 7 * (i - 1), 4 + 7 * (i - 1))
-end, {{trackedKey, 'zset'}})
+end, {{trackedKey, 'zset'}, {countsKey, 'hash'}})

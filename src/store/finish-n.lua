@@ -47,7 +47,7 @@
 ]]
 local trackedKey, streamKey, openKey = KEYS[1], KEYS[2], KEYS[3]
 local n, retentionMs, maxLen = tonumber(ARGV[1]), ARGV[2], ARGV[3]
--- How long a dead letter keeps its prompt for a redrive (see dispatch/dead-letters.ts); 0: not.
+-- How long a dead letter keeps its prompt for a redrive (see store/followup-views.ts); 0: not.
 local deadLetterMs = tonumber(ARGV[4]) or 0
 
 --- @include "includes/lane"
@@ -117,4 +117,5 @@ for i = 1, n do
 end
 return eachItem(n, function(i)
   return finish(4 + 5 * (i - 1), starts[i])
-end, {{trackedKey, 'zset'}, {streamKey, 'stream'}, {openKey, 'zset'}})
+end, {{trackedKey, 'zset'}, {streamKey, 'stream'}, {openKey, 'zset'}, {countsKey, 'hash'},
+  {deadLettersKey, 'zset'}})

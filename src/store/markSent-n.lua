@@ -70,4 +70,4 @@ end
 
 return eachItem(n, function(i)
   return mark(KEYS[i + 1], 2 + 8 * (i - 1))
-end, {{trackedKey, 'zset'}})
+end, {{trackedKey, 'zset'}, {countsKey, 'hash'}})

@@ -1,7 +1,7 @@
 --[[
   Clears one project's 429 park (`project unpark`): from the next ACQUIRE on, its follow-ups may
   go again, within its budget. The BullMQ jobs that wait out the park noted themselves in KEYS[2]
-  (see dispatch/park-waiters.ts); this takes that set, for the caller to wake them at once.
+  (see store/project-controls.ts); this takes that set, for the caller to wake them at once.
 
   Input:
     KEYS[1] the project's park (epoch ms)

@@ -62,6 +62,12 @@ local claimKeysAt = 4 * n + 3
 -- The shard's counts of open follow-ups (see includes/open-counts.lua, left out: this script's
 -- source goes with every producer MULTI), from the open index's key `<prefix>:open`.
 local countsKey, queuedBy = string.sub(openKey, 1, -5) .. 'counts:open', {}
+-- A counts key of another type (a hand edit) fails the call before its first write.
+local countsType = redis.call('TYPE', countsKey)['ok']
+if countsType ~= 'none' and countsType ~= 'hash' then
+  return redis.error_reply('WRONGTYPE ' .. countsKey .. ' holds a ' .. countsType ..
+    ' where a hash belongs')
+end
 -- Written as text once: Redis formats a Lua number with printf each time it is passed.
 local nowText = tostring(now)
 

@@ -31,9 +31,16 @@ local parkMs = tonumber(ARGV[4])
 local state = redis.call('HGET', recordKey, 'state')
 if state ~= 'sending' and state ~= 'unsettled' then return -1 end
 if (redis.call('HGET', recordKey, 'attemptToken') or '') ~= token then return -2 end
-redis.call('HSET', recordKey, 'state', 'queued')
 --- @include "includes/open-counts"
-countMove(shardKeyOf(trackedKey, 'tracked', 'counts:open'),
+local countsKey = shardKeyOf(trackedKey, 'tracked', 'counts:open')
+-- A counts key of another type (a hand edit) fails the call before its first write.
+local countsType = redis.call('TYPE', countsKey)['ok']
+if countsType ~= 'none' and countsType ~= 'hash' then
+  return redis.error_reply('WRONGTYPE ' .. countsKey .. ' holds a ' .. countsType ..
+    ' where a hash belongs')
+end
+redis.call('HSET', recordKey, 'state', 'queued')
+countMove(countsKey,
   redis.call('HGET', recordKey, 'projectId'), state, 'queued')
 if state == 'sending' then
   redis.call('ZREM', trackedKey, dispatchId)

@@ -105,6 +105,35 @@ describe('a follow-up with a deadline', () => {
     }
   });
 
+  it('past its deadline, one the API may have received already ends undeliverable (ambiguous), not expired', async () => {
+    const service = start();
+    simulator().seedJob('p1', 'j1');
+    const admin = adminOf(ns());
+    try {
+      await admin.pauseProject('p1');
+      const sent = await service.producer.send({
+        projectId: 'p1',
+        jobId: 'j1',
+        prompt: 'maybe there',
+        ttl: '1s',
+      });
+      // What an approved resend (AMBIGUOUS_RESEND) of an unsettled send leaves: queued again, its
+      // first request possibly received.
+      await ns().redis.hset(keysFor(ns().prefix).dispatch(sent.dispatchId), {
+        resend: '1',
+        attempts: '1',
+      });
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      await admin.resumeProject('p1');
+      const [event] = await waitForEvents(ns().redis, ns().eventsStream, 1, 30_000);
+      expect(event).toMatchObject({ dispatchId: sent.dispatchId, type: 'followup.undeliverable' });
+      expect(event?.event).toMatchObject({ reason: 'ambiguous', attempts: 1 });
+      expect(posts()).toHaveLength(0);
+    } finally {
+      await admin.close();
+    }
+  });
+
   it('finding its project parked after a 429, it wakes at its deadline and ends expired', async () => {
     const service = start();
     simulator().seedJob('p1', 'j1');

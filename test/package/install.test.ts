@@ -89,11 +89,14 @@ describe('the packed package, installed into an empty project', () => {
   });
 
   it('ships the Lua scripts the store loads at start', () => {
+    // Every script and include of src/store, where the store's loader looks for them, and no other.
+    const lua = (root: string) =>
+      readdirSync(root, { recursive: true, encoding: 'utf8' })
+        .filter((f) => f.endsWith('.lua'))
+        .sort();
     const installed = join(project, 'node_modules', 'agent-dispatch', 'dist');
-    const scripts = readdirSync(installed, { recursive: true, encoding: 'utf8' }).filter((f) =>
-      f.endsWith('.lua'),
-    );
-    expect(scripts.length).toBeGreaterThan(5);
+    expect(lua(join(installed, 'store'))).toEqual(lua('src/store'));
+    expect(lua(installed)).toEqual(lua('src/store').map((f) => join('store', f)));
   });
 
   it('runs npx agent-dispatch --help', async () => {

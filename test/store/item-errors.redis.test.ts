@@ -174,6 +174,34 @@ describe('a broken item of a batched call', () => {
     ]);
   });
 
+  it("the shard's open counts or dead letters of the wrong type fail a call before its first write", async () => {
+    const { ns, store } = fixture();
+    const at = keysFor(ns.prefix);
+    const [a] = await sent('a');
+    await store.sends.acquire(a!, rate, 50, 60_000, 'A');
+    await ns.redis.set(at.openCounts, 'not a hash');
+    let untouched = await snapshot();
+    const [marked] = await Promise.allSettled([
+      store.tracking.markSent(a!, 'sent', undefined, 60_000, 'A'),
+    ]);
+    expect((marked as PromiseRejectedResult).reason).toMatchObject({ key: at.openCounts });
+    expect(await snapshot()).toEqual(untouched);
+    await expect(sent('b')).rejects.toThrow(/WRONGTYPE/);
+    expect(await ns.redis.keys(at.dispatch('*'))).toEqual([at.dispatch(a!.dispatchId)]);
+
+    await ns.redis.del(at.openCounts);
+    await store.tracking.markSent(a!, 'sent', undefined, 60_000, 'A');
+    await ns.redis.set(at.deadLetters, 'not a sorted set');
+    untouched = await snapshot();
+    const record = await store.sends.get(a!.dispatchId);
+    const [ended] = await Promise.allSettled([
+      store.tracking.finish(record!, { type: 'followup.undeliverable', reason: 'bad_request' }),
+    ]);
+    expect((ended as PromiseRejectedResult).reason).toMatchObject({ key: at.deadLetters });
+    expect(await snapshot()).toEqual(untouched);
+    expect(await ns.redis.xlen(ns.eventsStream)).toBe(0);
+  });
+
   it('MARK_SENT, RESCHEDULE and FINISH: a record of the wrong type fails its own item only', async () => {
     const { ns, store } = fixture();
     const at = keysFor(ns.prefix);

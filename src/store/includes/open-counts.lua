@@ -1,4 +1,4 @@
--- Per-project counts of the open follow-ups by state (see dispatch/open-counts.ts), in one hash
+-- Per-project counts of the open follow-ups by state (the follow-ups page reads them), in one hash
 -- per shard: field `q:<project>` queued, `s:<project>` sending, `t:<project>` sent or unsettled.
 -- Every script that moves a record between those states calls countMove in the same step, so the
 -- page reads the counts instead of walking the open follow-ups. The hash's key is the shard's
