@@ -3,10 +3,8 @@
   its budget in the window in force (as ACQUIRE counts it), when its next send slot opens, its 429
   park, and how many of its follow-ups are queued, being sent, and tracked. Changes nothing.
 
-  The counts walk the open index (the follow-ups not finished in a lane of two or more, of every
-  project), oldest first, then the project's lanes of one, at most ARGV[5] entries in all:
-  `scanned` says how many were read, `open` how many there are; a count is exact when they are
-  equal.
+  The counts are the ones the scripts keep per project (includes/open-counts.lua): exact, read at
+  once; `scanned` and `open` are both their sum.
 
   Whatever the keys hold is read without failing: a key of the wrong type reads as empty, a limit
   whose max or window is not a positive number is counted with the default, and a score or park
@@ -18,23 +16,22 @@
     KEYS[2] the project's budget log
     KEYS[3] the project's park (429)
     KEYS[4] open index
-    KEYS[5] the project's lane heads (its lanes of one)
+    KEYS[5] the project's lane heads (its lanes of one; not read: the counts replace a walk)
 
     ARGV[1] default max (SEND_RATE_LIMIT)
     ARGV[2] default windowMs, margin included
     ARGV[3] the prefix of every record key
     ARGV[4] projectId
-    ARGV[5] most open entries to read (0: none, no counts)
+    ARGV[5] 0: no counts; else the counts are read
 
   Output: {now, then the stored controls as strings ('' = absent): paused, pausedAt, limit, max,
     windowMs; then max and windowMs counted with, sends in the window, reserved slots, next slot
     (a string: it may be past any integer), parked until (a string, '' = not parked), queued,
     sending, tracked, scanned, open, {findings}, then the stored toleranceMs}
 ]]
-local controlsKey, budgetKey, parkKey, openKey, headsKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4],
-  KEYS[5]
+local controlsKey, budgetKey, parkKey, openKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local max, window = tonumber(ARGV[1]), tonumber(ARGV[2])
-local recordPrefix, projectId, cap = ARGV[3], ARGV[4], tonumber(ARGV[5])
+local projectId, cap = ARGV[4], tonumber(ARGV[5])
 
 --- @include "includes/now"
 local findings = {}
@@ -85,32 +82,19 @@ if holds(parkKey, 'string', 'park') then
   if parkedUntil and parkedUntil <= now then parked = '' end
 end
 
-local queued, sending, tracked, scanned = 0, 0, 0, 0
-local function count(id)
-  scanned = scanned + 1
-  -- A record of another type is not this project's.
-  local record = redis.pcall('HMGET', recordPrefix .. id, 'projectId', 'state')
-  if record['err'] == nil and record[1] == projectId then
-    local state = record[2]
-    if state == 'queued' then queued = queued + 1
-    elseif state == 'sending' then sending = sending + 1
-    elseif state == 'sent' or state == 'unsettled' then tracked = tracked + 1 end
-  end
+-- The counts the scripts keep per project (includes/open-counts.lua), in the shard's hash beside
+-- the open index (`<prefix>:open` → `<prefix>:counts:open`): exact, one read.
+local queued, sending, tracked = 0, 0, 0
+local countsKey = string.sub(openKey, 1, -5) .. 'counts:open'
+if cap > 0 and holds(countsKey, 'hash', 'open counts') then
+  local counts = redis.call('HMGET', countsKey, 'q:' .. projectId, 's:' .. projectId,
+    't:' .. projectId)
+  queued, sending, tracked = tonumber(counts[1]) or 0, tonumber(counts[2]) or 0,
+    tonumber(counts[3]) or 0
 end
-local open, lanes = 0, 0
-if holds(openKey, 'zset', 'open index') then
-  open = redis.call('ZCARD', openKey)
-  if cap > 0 then
-    for _, id in ipairs(redis.call('ZRANGE', openKey, 0, cap - 1)) do count(id) end
-  end
-end
-if holds(headsKey, 'hash', 'lane heads') then
-  lanes = redis.call('HLEN', headsKey)
-  if cap - scanned >= lanes then
-    for _, id in ipairs(redis.call('HVALS', headsKey)) do count(id) end
-  end
-end
+local open = queued + sending + tracked
+local scanned = open
 local function text(value) return value or '' end
 return {now, text(controls[1]), text(controls[2]), text(controls[3]), text(controls[4]),
   text(controls[5]), tostring(max), tostring(window), sends, reserved, tostring(slot), parked,
-  queued, sending, tracked, scanned, open + lanes, findings, text(controls[6])}
+  queued, sending, tracked, scanned, open, findings, text(controls[6])}
