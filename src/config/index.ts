@@ -5,6 +5,7 @@ import { keyOf } from './key-file.js';
 import { SETTINGS, type LOG_FORMATS, type SettingName } from './settings.js';
 import { nonEmpty } from './values.js';
 import { webhookPairProblems } from './webhook-settings.js';
+import { orgRateProblems } from './budget-settings.js';
 import { bodyLimitProblems, type HttpConfig } from './http-settings.js';
 import { redisTargetOf } from './redis.js';
 import type { Rate } from './units.js';
@@ -14,6 +15,7 @@ export { LIBRARY_DEFAULTS, settingDefault, type DefaultedSetting } from './defau
 export { ConfigError, type SettingProblem } from './errors.js';
 export { SCOPES, type HttpConfig, type Scope, type ScopeTokens } from './http-settings.js';
 export { formatDuration, parseDurationMs, parseRate, type Rate } from './units.js';
+export { orgShare } from './budget-settings.js';
 export { clearTextApiHost } from './api-url.js';
 export {
   KeyFileError,
@@ -52,6 +54,11 @@ export interface Config extends HttpConfig {
   readonly agentApiKeyFile: string | undefined;
   readonly prefix: string;
   readonly sendRateLimit: Rate;
+  /**
+   * `ORG_RATE_LIMIT`; unset: none. The whole fleet's in the deployment's config, the shard's share
+   * in a shard's (`shardConfig`).
+   */
+  readonly orgRateLimit: Rate | undefined;
   readonly workerConcurrency: number;
   readonly pollIntervalMs: number;
   readonly eventsStream: string;
@@ -154,6 +161,7 @@ export function loadConfig(
   if (problems.length === 0)
     problems.push(
       ...webhookPairProblems(p.WEBHOOK_URL, p.WEBHOOK_SECRET),
+      ...orgRateProblems(p.ORG_RATE_LIMIT, p.DISPATCH_SHARDS),
       ...bodyLimitProblems(p.HTTP_BODY_MAX, p.HTTP_BODY_INFLIGHT_MAX),
     );
   if (problems.length > 0) throw new ConfigError(problems);
@@ -169,6 +177,7 @@ export function loadConfig(
     agentApiKeyFile: p.AGENT_API_KEY_FILE,
     prefix: p.DISPATCH_PREFIX,
     sendRateLimit: Object.freeze(p.SEND_RATE_LIMIT),
+    orgRateLimit: p.ORG_RATE_LIMIT && Object.freeze(p.ORG_RATE_LIMIT),
     workerConcurrency: p.WORKER_CONCURRENCY,
     pollIntervalMs: p.POLL_INTERVAL,
     eventsStream: p.EVENTS_STREAM,

@@ -11,6 +11,7 @@ import { LIFECYCLE } from '../telemetry/names.js';
 import { within } from '../time/deadline.js';
 import { BEATING_ROLES, startHeartbeat } from '../telemetry/heartbeat.js';
 import type { RoleContext, RoleOptions } from './role.js';
+import { budgetRate } from '../dispatch/budget.js';
 
 /**
  * How long the store waits for WAITAOF before it gives up (the send is queued again, nothing
@@ -49,6 +50,7 @@ export function openRoleResources(name: string, options: RoleOptions): RoleResou
     retentionMs: config.dispatchRetentionMs,
     deadLetterRetentionMs: config.deadLetterRetentionMs,
     promptMaxBytes: config.promptMaxBytes,
+    orgRate: config.orgRateLimit && budgetRate(config.orgRateLimit),
     durability: {
       assessment: assessor(config.redisUrl, config.durability, redis),
       timeoutMs: DURABILITY_TIMEOUT_MS,

@@ -1,4 +1,4 @@
-import type { Config } from '../config/index.js';
+import { orgShare, type Config } from '../config/index.js';
 import { shardLayout, type Shard } from '../redis/keys.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Role } from './role.js';
@@ -17,7 +17,14 @@ export function shardsOf(config: Config): Shard[] {
 
 /** The config of one shard: the deployment's, with the shard's prefix and events stream. */
 export function shardConfig(config: Config, shard: Shard): Config {
-  return Object.freeze({ ...config, prefix: shard.prefix, eventsStream: shard.eventsStream });
+  // Each shard enforces its share of the org limit in its own log (a script reaches one slot).
+  const orgRateLimit = orgShare(config.orgRateLimit, shard.index, config.shardCount);
+  return Object.freeze({
+    ...config,
+    prefix: shard.prefix,
+    eventsStream: shard.eventsStream,
+    orgRateLimit,
+  });
 }
 
 /** The shards this process serves (`SHARDS`, every one by default). */

@@ -39,10 +39,15 @@
   `reserved`, written with the reservation and dropped when it is spent): most ACQUIREs never
   reserved, and skip the ZSCORE.
 
+  With ORG_RATE_LIMIT, a send granted by its project's budget also needs a slot of the
+  organization's (this shard's share of it): see includes/org.lua. Waiting for one, it answers
+  `over` and spends nothing of its project's budget.
+
   Input:
     KEYS[1] tracked set
     KEYS[2] send pause
-    then seven keys per dispatch, the i-th's from KEYS[3 + 7 (i - 1)]:
+    KEYS[3] the org budget log (this shard's), KEYS[4] its holders (a project's one reservation)
+    then seven keys per dispatch, the i-th's from KEYS[5 + 7 (i - 1)]:
       record
       its project's lane heads (a lane of one; see includes/lane.lua)
       its lane (a lane of two or more)
@@ -54,7 +59,8 @@
     ARGV[1] how many dispatches (n)
     ARGV[2] the prefix of every record key (a lane head's record is that prefix and its id)
     ARGV[3] largest prompt that may be sent, in bytes (PROMPT_MAX_BYTES; 0 = no limit)
-    then seven arguments per dispatch, the i-th's from ARGV[4 + 7 (i - 1)]:
+    ARGV[4..6] the org budget's max (0: no org limit), windowMs and toleranceMs
+    then seven arguments per dispatch, the i-th's from ARGV[7 + 7 (i - 1)]:
       dispatchId
       max sends per window (the default: SEND_RATE_LIMIT)
       windowMs (the default's, margin included)
@@ -78,7 +84,8 @@
     missing     no record
     sending     n = when that attempt started, text = its token
     <state>     the record's state when not queued
-    or an error reply `ITEM <key> <why>`: this dispatch wrote nothing (includes/per-call.lua)
+    or an error reply `ITEM <key> <why>`: this dispatch wrote nothing (includes/per-call.lua); the
+    org's keys broken, every dispatch of the call answers it
 ]]
 local trackedKey, pauseKey = KEYS[1], KEYS[2]
 local n, recordPrefix, promptMaxBytes = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
@@ -89,6 +96,7 @@ local n, recordPrefix, promptMaxBytes = tonumber(ARGV[1]), ARGV[2], tonumber(ARG
 --- @include "includes/acquire-reads"
 --- @include "includes/open-counts"
 local countsKey = shardKeyOf(trackedKey, 'tracked', 'counts:open')
+--- @include "includes/org"
 
 local function acquire(k, a)
   local recordKey, headsKey, laneKey, budgetKey, parkKey, controlsKey, promptKey =
@@ -114,7 +122,8 @@ local function acquire(k, a)
       local controls = readControls(controlsKey)
       local since = tonumber(stored[4]) or now
       if not (since <= now) then since = now end
-      local writeBy = since + (controls[2] and controls[4] or tolerance)
+      local writeBy = since + math.min(controls[2] and controls[4] or tolerance,
+        orgMax > 0 and orgTolerance or math.huge)
       return {'go', attempt, redis.call('GET', promptKey) or '', 0, now, writeBy}
     end
     return {state, tonumber(stored[4] or '0'), holder}
@@ -126,6 +135,7 @@ local function acquire(k, a)
   local text = callOn('GET', promptKey) or ''
   -- The log's latest entry, as read before any write of the log (false once it is written).
   local top = checkBudget(budgetKey)
+  orgCheck()
   local controls, parked, pause = readControls(controlsKey), readPark(parkKey), readPause(pauseKey)
   -- A lane head whose record is gone (deleted by hand, or lost with a Redis crash) would block its
   -- agent job for ever: it is dropped, and the next head takes its turn. Records share the lane's
@@ -212,6 +222,13 @@ local function acquire(k, a)
       return {'over', slot, ''}
     end
   end
+  -- Granted by its project: it also needs the org's slot, or waits for it (nothing spent).
+  local orgSlot = nil
+  if orgMax > 0 then
+    local untilMs
+    orgSlot, untilMs = orgTake(dispatchId, stored[6] or '', deadline)
+    if not orgSlot then return {'over', by(untilMs), ''} end
+  end
   -- A woken reservation did not look at the log: later reservations may be in it.
   if not latest then
     latest = tonumber(redis.call('ZRANGE', budgetKey, -1, -1, 'WITHSCORES')[2] or '0')
@@ -220,6 +237,11 @@ local function acquire(k, a)
   local attempt = attempts + 1
   redis.call('ZADD', budgetKey, slot, dispatchId .. ':' .. attempt)
   keepUntil(math.max(latest, slot))
+  local writeBy = slot + 2 * tolerance
+  if orgSlot then
+    orgSpend(dispatchId .. ':' .. attempt, orgSlot)
+    writeBy = math.min(writeBy, orgSlot + 2 * orgTolerance)
+  end
   redis.call('HSET', recordKey, 'state', 'sending', 'sendingAt', now, 'seenActive', '0',
     'resend', '0', 'attemptToken', token, 'attempts', attempt)
   if hinted then redis.call('HDEL', recordKey, 'reserved') end
@@ -235,9 +257,14 @@ local function acquire(k, a)
   -- `now` too: the worker schedules the first status read by this clock (MARK_SENT). The budget
   -- counts this send at `slot`, the API at its arrival: the window's margin (twice the tolerance,
   -- see dispatch/budget.ts) covers the time between, so the request must be written by then.
-  return {'go', attempt, text, probe, now, slot + 2 * tolerance}
+  return {'go', attempt, text, probe, now, writeBy}
 end
 
+-- The org's keys are shared by every item: one of the wrong type fails them all, naming it.
+local shared = {{trackedKey, 'zset'}, {countsKey, 'hash'}}
+if orgMax > 0 then
+  shared[3], shared[4] = {orgKey, 'zset'}, {orgHoldersKey, 'hash'}
+end
 return eachItem(n, function(i)
-  return acquire(3 + 7 * (i - 1), 4 + 7 * (i - 1))
-end, {{trackedKey, 'zset'}, {countsKey, 'hash'}})
+  return acquire(5 + 7 * (i - 1), 7 + 7 * (i - 1))
+end, shared)

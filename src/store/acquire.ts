@@ -1,5 +1,6 @@
 import type { Rate } from '../config/index.js';
 import { beforeWrite, notOnDisk } from '../redis/disk-wait.js';
+import { orgKeys } from '../redis/org-keys.js';
 import { failureOf, itemAnswer, ItemFailure } from './call-batch.js';
 import { laneOf, type DispatchRef, type StoreState } from './store-state.js';
 
@@ -41,8 +42,17 @@ export async function acquireMany(
   items: readonly Acquire[],
 ): Promise<(Acquired | ItemFailure)[]> {
   const { keys, options } = state;
-  const keyList = [keys.tracked, keys.authPause];
-  const args: (string | number)[] = [items.length, keys.dispatch(''), options.promptMaxBytes ?? 0];
+  const org = orgKeys(keys.prefix);
+  const keyList = [keys.tracked, keys.authPause, org.budget, org.holders];
+  const orgRate = options.orgRate;
+  const args: (string | number)[] = [
+    items.length,
+    keys.dispatch(''),
+    options.promptMaxBytes ?? 0,
+    orgRate?.max ?? 0,
+    orgRate?.windowMs ?? 0,
+    orgRate?.toleranceMs ?? 0,
+  ];
   for (const { ref, rate, toleranceMs, firstPollMs, attemptToken } of items) {
     keyList.push(
       keys.dispatch(ref.dispatchId),

@@ -23,7 +23,7 @@ const FILES = {
   claimFence: 'claimFence-n',
   acquire: 'acquire-n',
   markSent: 'markSent-n',
-  requeue: 'requeue-4',
+  requeue: 'requeue-5',
   finish: 'finish-n',
   reschedule: 'reschedule-n',
   due: 'due-1',

@@ -2,6 +2,7 @@ import type { Redis } from 'ioredis';
 import { sleep } from '../time/deadline.js';
 import type { DiskWait } from '../redis/disk-wait.js';
 import type { Keys } from '../redis/keys.js';
+import type { BudgetRate } from '../dispatch/budget.js';
 import type { Scripts } from './lua.js';
 import {
   FIELDS_BUT_PROMPT,
@@ -23,6 +24,11 @@ export interface StoreOptions {
   readonly deadLetterRetentionMs?: number;
   /** Largest prompt ACQUIRE lets go, in UTF-8 bytes (`PROMPT_MAX_BYTES`); unset: any but empty. */
   readonly promptMaxBytes?: number;
+  /**
+   * This shard's share of `ORG_RATE_LIMIT`, as the budget counts it (margin and tolerance, see
+   * `budgetRate`), checked by ACQUIRE after the project's budget; unset: no org limit.
+   */
+  readonly orgRate?: BudgetRate | undefined;
   /**
    * Where a crash must not undo a write (the intent to send, a lane's release), the store waits
    * for the disk as this assessment says (WAITAOF on its connection), at most `timeoutMs`.

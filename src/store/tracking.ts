@@ -1,5 +1,6 @@
 import type { AgentJob } from '../agent-api/index.js';
 import { afterWrite, beforeWrite } from '../redis/disk-wait.js';
+import { orgKeys } from '../redis/org-keys.js';
 import type { DispatchState, DispatchRecord } from '../dispatch/record.js';
 import { orphanEventFields, type Ending } from '../dispatch/event.js';
 import { CallBatch } from './call-batch.js';
@@ -17,7 +18,7 @@ import {
 /**
  * The store's tracked set (sent dispatches whose agent job the poller reads): a send's answer
  * starts its tracking (`markSent`, see markSent-n.lua), a refused send goes back to the queue
- * (`requeue`, see requeue-4.lua), and the end of a dispatch publishes its one event (`finish`).
+ * (`requeue`, see requeue-5.lua), and the end of a dispatch publishes its one event (`finish`).
  * `markSent` and `requeue` act for one attempt only (its token), so running one twice finds its
  * own state. Reached as `DispatchStore.tracking`.
  */
@@ -84,7 +85,13 @@ export class Tracking {
       const connection = await beforeWrite(state.options.durability, state.redis, tracked);
       const reply = (await state.scripts.run(
         'requeue',
-        [dispatch(ref.dispatchId), budget(ref.projectId), park(ref.projectId), tracked],
+        [
+          dispatch(ref.dispatchId),
+          budget(ref.projectId),
+          park(ref.projectId),
+          tracked,
+          orgKeys(state.keys.prefix).budget,
+        ],
         [
           ref.dispatchId,
           attempt,

@@ -77,3 +77,17 @@ describe('the shard layout', () => {
     for (const c of counts) expect(Math.abs(c / 1000 - 1)).toBeLessThan(0.1);
   });
 });
+
+describe('ORG_RATE_LIMIT over shards', () => {
+  it('is off by default, split evenly over the shards (the remainder to the first), at least one each', async () => {
+    const { orgShare } = await import('../../src/config/index.js');
+    expect(loadConfig(base).orgRateLimit).toBeUndefined();
+    const org = loadConfig({ ...base, DISPATCH_SHARDS: '3', ORG_RATE_LIMIT: '10/1m' }).orgRateLimit;
+    const shares = [0, 1, 2].map((i) => orgShare(org, i, 3));
+    expect(shares.map((s) => s?.max)).toEqual([4, 3, 3]);
+    expect(shares.every((s) => s?.windowMs === 60_000)).toBe(true);
+    expect(problemsOf({ DISPATCH_SHARDS: '4', ORG_RATE_LIMIT: '3/1s' })).toEqual([
+      'ORG_RATE_LIMIT: 3 per window cannot be split over DISPATCH_SHARDS=4 shards: it must be at least 4',
+    ]);
+  });
+});

@@ -76,7 +76,7 @@ describe('operator controls in the store (cancel, pause, limit, show)', () => {
 
   it('refuses to cancel a follow-up queued again to resend an unsettled send: it may be with the agent', async () => {
     const [ref] = (await enqueue(1, 'r')) as [DispatchRef];
-    // What requeue-4.lua leaves after an approved resend of an unsettled send.
+    // What requeue-5.lua leaves after an approved resend of an unsettled send.
     await fixture().ns.redis.hset(
       keysFor(fixture().ns.prefix).dispatch(ref.dispatchId),
       'resend',

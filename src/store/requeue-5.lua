@@ -11,6 +11,7 @@
     KEYS[2] budget
     KEYS[3] park
     KEYS[4] tracked set
+    KEYS[5] the org budget log (ORG_RATE_LIMIT): a refund gives its entry back too
 
     ARGV[1] dispatchId
     ARGV[2] attempt
@@ -24,7 +25,7 @@
     -1 the record was in another state
     -2 another attempt holds it
 ]]
-local recordKey, budgetKey, parkKey, trackedKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local recordKey, budgetKey, parkKey, trackedKey, orgKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local dispatchId, attempt, refund, token = ARGV[1], ARGV[2], ARGV[3], ARGV[5]
 local parkMs = tonumber(ARGV[4])
 
@@ -47,7 +48,10 @@ if state == 'sending' then
 else
   redis.call('HSET', recordKey, 'resend', '1')
 end
-if refund ~= '0' then redis.call('ZREM', budgetKey, dispatchId .. ':' .. attempt) end
+if refund ~= '0' then
+  redis.call('ZREM', budgetKey, dispatchId .. ':' .. attempt)
+  redis.call('ZREM', orgKey, dispatchId .. ':' .. attempt)
+end
 if refund == '2' and redis.call('HGET', recordKey, 'attempts') == attempt then
   redis.call('HSET', recordKey, 'attempts', tonumber(attempt) - 1)
 end
