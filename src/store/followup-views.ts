@@ -91,7 +91,7 @@ export class FollowupViews {
    * Up to `count` dead letters that ended at or after `fromMs`, oldest first, from after `after`
    * (the `next` of the page before), read by end time so that the ones a redrive takes out of the
    * index meanwhile move nothing (ends of one millisecond in the index's order, by id); `next`
-   * undefined: the index has no more.
+   * undefined: the index has no more. Each one's `finishedAt` is its index entry's, the order read.
    */
   async deadLettersFrom(fromMs: number, after: DeadLetterCursor | undefined, count: number) {
     const { redis, keys } = this.#state;
@@ -116,7 +116,11 @@ export class FollowupViews {
       const full = flat.length === 2 * count;
       // A page of ends all in the millisecond already passed: the next page of it.
       if (page.length === 0 && full) continue;
-      const items = await this.#deadLettersOf(page.map((c) => c.dispatchId));
+      const ends = new Map(page.map((c) => [c.dispatchId, c.finishedAt]));
+      const items = (await this.#deadLettersOf([...ends.keys()])).map((d) => ({
+        ...d,
+        finishedAt: ends.get(d.dispatchId) ?? d.finishedAt,
+      }));
       return { items, next: full ? page.at(-1) : undefined };
     }
   }
