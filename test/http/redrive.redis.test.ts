@@ -123,6 +123,13 @@ describe('POST /v1/redrive', () => {
       jobId: 'q',
       prompt: 'q',
     });
+    const before = await queuedJobs();
+    const dry = await call('POST', '/v1/redrive', { dispatchIds: [dead, queued], dryRun: true });
+    expect(await results(dry)).toMatchObject([
+      { dispatchId: dead, dryRun: true },
+      { dispatchId: queued, why: 'not_ended' },
+    ]);
+    expect(await queuedJobs()).toBe(before);
     const res = await call('POST', '/v1/redrive', { dispatchIds: [queued, dead, 'nope'] });
     expect(res.status).toBe(200);
     expect(await results(res)).toMatchObject([
