@@ -15,7 +15,10 @@ export type {
   LimitOptions,
   LimitResult,
   PauseResult,
+  PlannedRedrive,
   ProjectView,
+  RedriveFilter,
+  RedriveOutcome,
   RedriveResult,
   UnparkResult,
 } from './producer/index.js';

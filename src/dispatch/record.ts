@@ -61,6 +61,10 @@ export interface DispatchRecord {
   readonly traceparent?: string | undefined;
   /** Its deadline (`ttl` or `expiresAt`, see `deadline.ts`): not sent after it. */
   readonly expiresAt?: number | undefined;
+  /** The dead letter this follow-up redrives (written by the redrive, see producer/redrive.ts). */
+  readonly redriveOf?: string | undefined;
+  /** The follow-up that redrives this dead letter. */
+  readonly redrivenTo?: string | undefined;
 }
 
 /**
@@ -133,6 +137,8 @@ export function parseRecord(
     reason: hash['reason'] || undefined,
     traceparent: hash['traceparent'] || undefined,
     expiresAt: optionalNumber(hash['expiresAt']),
+    redriveOf: hash['redriveOf'] || undefined,
+    redrivenTo: hash['redrivenTo'] || undefined,
   };
 }
 

@@ -23,6 +23,10 @@ export interface DispatchStatus {
   /** Its deadline (`ttl` or `expiresAt` when sent), or null: none. */
   expiresAt: string | null;
   job: AgentJob | null;
+  /** The dead letter it redrives (a redrive made it), or null. */
+  redriveOf: string | null;
+  /** The follow-up that redrives it (it was a dead letter), or null. */
+  redrivenTo: string | null;
 }
 
 /** The public view of a record: everything but the prompt. */
@@ -45,5 +49,7 @@ export function describeDispatch(record: DispatchRecord): DispatchStatus {
     finishedAt: iso(record.finishedAt),
     expiresAt: iso(record.expiresAt),
     job: record.job ?? null,
+    redriveOf: record.redriveOf ?? null,
+    redrivenTo: record.redrivenTo ?? null,
   };
 }

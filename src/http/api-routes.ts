@@ -3,6 +3,7 @@ import { followUpSchema } from '../dispatch/followup.js';
 import { MAX_BATCH } from './intake.js';
 import { describeEventRoutes } from './events-routes.js';
 import { describeRoute } from './openapi.js';
+import { describeRedriveRoutes } from './redrive-routes.js';
 import { describeWebhookRoutes } from './webhook-routes.js';
 
 /**
@@ -31,6 +32,8 @@ const DispatchStatus = z.looseObject({
   finishedAt: z.string().nullable(),
   expiresAt: z.string().nullable().describe('its deadline (`ttl` or `expiresAt`), null: none'),
   job: z.looseObject({}).nullable(),
+  redriveOf: z.string().nullable().describe('the dead letter it redrives (a redrive made it)'),
+  redrivenTo: z.string().nullable().describe('the follow-up that redrives it'),
 });
 
 const PauseResult = z.object({
@@ -112,30 +115,7 @@ function describeControls(): void {
       503: unavailable,
     },
   });
-  describeRoute({
-    method: 'post',
-    path: '/v1/followups/:dispatchId/redrive',
-    scope: 'operator',
-    summary:
-      'sends a follow-up that ended undeliverable or timed out again, as a new follow-up (idempotent)',
-    responses: {
-      200: {
-        description:
-          'the new follow-up (`created` false: an earlier redrive made it, nothing was sent now)',
-        schema: z.object({
-          dispatchId: z.string(),
-          redrivenTo: z.string(),
-          created: z.boolean(),
-        }),
-      },
-      404: { description: 'no such follow-up (or expired)' },
-      409: {
-        description:
-          'not redrivable (`why`: not_ended, not_dead_letter, prompt_gone); nothing changed',
-      },
-      503: unavailable,
-    },
-  });
+  describeRedriveRoutes();
   for (const action of ['pause', 'resume'] as const)
     describeRoute({
       method: 'post',

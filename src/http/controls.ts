@@ -6,6 +6,8 @@ import {
   RedisUnavailableError,
   UnknownDispatchError,
   type Admin,
+  type RedriveFilter,
+  type RedriveOutcome,
 } from '../producer/index.js';
 import { NotDurableError } from '../redis/disk-wait.js';
 import { LayoutError } from '../redis/layout.js';
@@ -28,7 +30,8 @@ export interface ControlsOptions {
 }
 
 /**
- * `DELETE /v1/followups/:dispatchId`, `POST /v1/followups/:dispatchId/redrive`, `POST /v1/projects/:projectId/pause`, `/resume` and `/unpark`,
+ * `DELETE /v1/followups/:dispatchId`, `POST /v1/followups/:dispatchId/redrive`, `POST /v1/redrive`
+ * (a body of `RedriveFilter`, answered `{"results": [...]}`), `POST /v1/projects/:projectId/pause`, `/resume` and `/unpark`,
  * `PUT /v1/projects/:projectId/limit` (`{"limit": "50/1h"}`, with `"force": true` for one looser
  * than `SEND_RATE_LIMIT`, or `{"limit": null}`) and
  * `GET /v1/projects/:projectId`.
@@ -43,6 +46,16 @@ export function controlsRouter(options: ControlsOptions): Router {
   );
   router.post('/v1/followups/:dispatchId/redrive', auth, (req, res) =>
     answer(res, logger, () => admin.redrive(param(req.params['dispatchId']))),
+  );
+  router.post(
+    '/v1/redrive',
+    auth,
+    requireJson,
+    express.json({ limit: REDRIVE_BODY_MAX, strict: false }),
+    (req, res) =>
+      answer(res, logger, async () => ({
+        results: (await admin.redriveDeadLetters(req.body as RedriveFilter)).map(redriveJson),
+      })),
   );
   router.post('/v1/projects/:projectId/pause', auth, (req, res) =>
     answer(res, logger, () => admin.pauseProject(param(req.params['projectId']))),
@@ -80,6 +93,15 @@ export function controlsRouter(options: ControlsOptions): Router {
     answer(res, logger, () => admin.showProject(param(req.params['projectId']))),
   );
   return router;
+}
+
+/** The largest body of `POST /v1/redrive`: a thousand dispatch ids of the longest. */
+const REDRIVE_BODY_MAX = 256 * 1024;
+
+/** One answer of a redrive as JSON: a refusal as `{dispatchId, error, why}`, as the CLI prints it. */
+function redriveJson(answer: RedriveOutcome): object {
+  if (!(answer instanceof NotRedrivableError)) return answer;
+  return { dispatchId: answer.dispatchId, error: answer.message, why: answer.why };
 }
 
 /** Runs a control: 200 with its answer, or its failure mapped to a status. */

@@ -4,7 +4,9 @@ import type { DurabilitySetting } from '../config/durability.js';
 import type { CancelResult, ProjectView } from './controls.js';
 import type { DeadLetter, FollowupDetail } from '../store/store.js';
 import type { Overview, OverviewOptions } from './overview.js';
-import type { DeadLetterFilter, NotRedrivableError, RedriveResult } from './redrive.js';
+import type { DeadLetterFilter } from './followup-lookup.js';
+import type { NotRedrivableError, RedriveOutcome, RedriveResult } from './redrive.js';
+import type { RedriveFilter } from './redrive-filter.js';
 
 /* The operator controls' public shape (contract, section 4: `createAdmin`); `admin.ts` builds it. */
 
@@ -125,6 +127,19 @@ export interface Admin {
    * its result or its `NotRedrivableError`, in the order given.
    */
   redriveMany(dispatchIds: readonly string[]): Promise<(RedriveResult | NotRedrivableError)[]>;
+  /**
+   * Redrives the dead letters `filter` chooses (`POST /v1/redrive`, `agent-dispatch redrive`):
+   * its `dispatchIds`, or those that match `project`, `reason` and `since` (ended at or after it),
+   * oldest end first, at most `limit` (100; at most 10,000: `redriveEach` has no bound), each page
+   * of 500 in one batch. With `dryRun`, answers what would be redriven and sends nothing.
+   * Throws `InvalidControlError` naming a bad field (an unknown one too).
+   */
+  redriveDeadLetters(filter?: RedriveFilter): Promise<RedriveOutcome[]>;
+  /**
+   * {@link Admin.redriveDeadLetters} a page at a time, each redriven before the next is read: for
+   * long runs, holding one page whatever the number redriven; `limit` has no upper bound.
+   */
+  redriveEach(filter?: RedriveFilter): AsyncIterable<RedriveOutcome[]>;
   /** The dead letters kept for a redrive that match `filter`, newest first. */
   deadLetters(filter?: DeadLetterFilter): Promise<DeadLetter[]>;
   /** One follow-up (its record without the prompt, its event, its redrive links), or null. */

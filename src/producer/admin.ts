@@ -13,6 +13,8 @@ import { deadLettersOf, followUpOf, searchFollowUps } from './followup-lookup.js
 import { mergeOverviews, PROJECTS_PER_PAGE, projectNames, readOverview } from './overview.js';
 import { createProducer } from './producer.js';
 import { redriveMany, type NotRedrivableError, type RedriveResult } from './redrive.js';
+import { checkRedriveFilter, REDRIVE_LIMIT_MAX, type RedriveFilter } from './redrive-filter.js';
+import { redrivePages } from './redrive-pages.js';
 import type { Producer } from './api.js';
 
 export type {
@@ -96,12 +98,29 @@ export function createAdmin(options: AdminOptions): Admin {
     return projectView(state, defaultRate);
   }
 
+  const redriveKept = 'the redrive may or may not be kept: redrive again (it is idempotent)';
+
   async function redriveIds(dispatchIds: readonly string[]) {
     const ids = [...dispatchIds].map((id) => checkId('dispatchId', id));
-    return run(
-      (all) => redriveMany(all, redriver(), ids),
-      'the redrive may or may not be kept: redrive again (it is idempotent)',
+    const answers = await run((all) => redriveMany(all, redriver(), ids), redriveKept);
+    return answers as (RedriveResult | NotRedrivableError)[];
+  }
+
+  /** The pages of a redrive of `filter`, on the shards it can match (a project's one). */
+  async function* redriveEach(filter: RedriveFilter, limitMax = Number.MAX_SAFE_INTEGER) {
+    const checked = checkRedriveFilter(filter, limitMax);
+    const { projectId } = checked;
+    const all = await shards();
+    const pages = redrivePages(
+      projectId === undefined ? all : [shardOfProject(all, projectId)],
+      redriver(),
+      checked,
     );
+    for (;;) {
+      const page = await run(() => pages.next(), checked.dryRun ? undefined : redriveKept);
+      if (page.done) return;
+      yield page.value;
+    }
   }
 
   return {
@@ -170,6 +189,12 @@ export function createAdmin(options: AdminOptions): Admin {
       }, 'the cancel may or may not be kept: see status');
     },
     redriveMany: redriveIds,
+    redriveEach: (filter = {}) => redriveEach(filter),
+    async redriveDeadLetters(filter = {}) {
+      const answers = [];
+      for await (const page of redriveEach(filter, REDRIVE_LIMIT_MAX)) answers.push(...page);
+      return answers;
+    },
     async redrive(dispatchId) {
       const [answer] = await redriveIds([dispatchId]);
       if (!answer || answer instanceof Error) throw answer as NotRedrivableError;

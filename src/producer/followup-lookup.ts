@@ -1,6 +1,6 @@
 import type { DeadLetter, DispatchStore, FollowupDetail } from '../store/store.js';
 import { newDispatchId } from '../store/jobs.js';
-import { matchingDeadLetters, type DeadLetterFilter } from './redrive.js';
+import { EVENT_TYPES } from '../dispatch/event.js';
 
 /**
  * The admin's look-ups of single follow-ups across shards (a dispatch id does not name its shard):
@@ -63,4 +63,36 @@ export async function searchFollowUps(
     }),
   );
   return [...new Set(each.flat())];
+}
+
+/** What to redrive when no ids are given: the dead letters that match, newest first. */
+export interface DeadLetterFilter {
+  readonly projectId?: string | undefined;
+  /** The event's `reason` (`not_found`, `http_400`...), or `timed_out` for the timed-out ones. */
+  readonly reason?: string | undefined;
+  /** @defaultValue 100 */
+  readonly limit?: number | undefined;
+  /** Include the ones already redriven. @defaultValue false */
+  readonly redriven?: boolean | undefined;
+}
+
+/** The dead letters of `store` that match `filter`, newest first, reading the index 500 at a time. */
+export async function matchingDeadLetters(
+  store: DispatchStore,
+  filter: DeadLetterFilter,
+): Promise<DeadLetter[]> {
+  const limit = filter.limit ?? 100;
+  const out: DeadLetter[] = [];
+  for (let offset = 0; out.length < limit; offset += 500) {
+    const { items, total } = await store.followups.deadLetters(500, offset);
+    for (const d of items) {
+      const reason = d.type === EVENT_TYPES.timedOut ? 'timed_out' : d.reason;
+      if (filter.projectId !== undefined && d.projectId !== filter.projectId) continue;
+      if (filter.reason !== undefined && reason !== filter.reason) continue;
+      if (!filter.redriven && d.redrivenTo) continue;
+      if (out.length < limit) out.push(d);
+    }
+    if (offset + 500 >= total) break;
+  }
+  return out;
 }

@@ -26,8 +26,16 @@ export type { Overview, OverviewOptions, QueuedView } from './overview.js';
 export {
   NotRedrivableError,
   redriveKey,
-  type DeadLetterFilter,
   type NotRedrivableWhy,
+  type PlannedRedrive,
+  type RedriveOutcome,
   type RedriveResult,
 } from './redrive.js';
+export type { DeadLetterFilter } from './followup-lookup.js';
+export {
+  REDRIVE_DEFAULT_LIMIT,
+  REDRIVE_LIMIT_MAX,
+  redriveFilterSchema,
+  type RedriveFilter,
+} from './redrive-filter.js';
 export type { DeadLetter, FollowupDetail } from '../store/store.js';

@@ -58,21 +58,59 @@ export function redriveKey(dispatchId: string): string {
 }
 
 /** A shard's store as the redrive uses it. */
-interface RedriveShard {
+export interface RedriveShard {
   readonly store: DispatchStore;
 }
+
+/** What a dry run answers for a dead letter a redrive would send again. */
+export type PlannedRedrive = DeadLetter & { readonly dryRun: true };
+
+/** What a redrive answers for one follow-up. */
+export type RedriveOutcome = RedriveResult | NotRedrivableError | PlannedRedrive;
 
 /**
  * Redrives `ids` (each a dead letter of one of `shards`) with `producer`: in one batch, in the
  * order they were first enqueued, so each agent job gets them in its original order. Answers in
- * the order of `ids`: a result, or the {@link NotRedrivableError} of that one.
+ * the order of `ids`: a result, or the {@link NotRedrivableError} of that one; with `dryRun`, what
+ * would be sent instead of a new result.
  */
 export async function redriveMany(
   shards: readonly RedriveShard[],
   producer: Pick<Producer, 'sendMany'>,
   ids: readonly string[],
-): Promise<(RedriveResult | NotRedrivableError)[]> {
+  dryRun = false,
+): Promise<RedriveOutcome[]> {
   const found = await Promise.all(ids.map((id) => findDeadLetter(shards, id)));
+  return dryRun ? found.map(planned) : redriveFound(producer, found);
+}
+
+/** What a dry run answers for `f`: what a redrive would answer, or the dead letter it would send. */
+export function planned(f: Candidate | NotRedrivableError): RedriveOutcome {
+  if (f instanceof NotRedrivableError || f.redrivenTo !== undefined) return answerOf(f);
+  const { dispatchId, projectId, jobId, type, reason, finishedAt } = f;
+  return {
+    dispatchId,
+    projectId,
+    jobId,
+    type,
+    reason,
+    finishedAt,
+    redrivenTo: undefined,
+    dryRun: true,
+  };
+}
+
+function answerOf(f: Candidate | NotRedrivableError): RedriveResult | NotRedrivableError {
+  return f instanceof NotRedrivableError
+    ? f
+    : { dispatchId: f.dispatchId, redrivenTo: f.redrivenTo ?? '', created: false };
+}
+
+/** Redrives the dead letters `found` (in one batch, in enqueue order); answers in their order. */
+export async function redriveFound(
+  producer: Pick<Producer, 'sendMany'>,
+  found: readonly (Candidate | NotRedrivableError)[],
+): Promise<RedriveOutcome[]> {
   const todo = found
     .map((f, index) => ({ f, index }))
     .filter(
@@ -80,11 +118,7 @@ export async function redriveMany(
         !(x.f instanceof NotRedrivableError) && x.f.redrivenTo === undefined,
     )
     .sort((a, b) => a.f.enqueuedAt - b.f.enqueuedAt);
-  const answers: (RedriveResult | NotRedrivableError)[] = found.map((f) =>
-    f instanceof NotRedrivableError
-      ? f
-      : { dispatchId: f.dispatchId, redrivenTo: f.redrivenTo ?? '', created: false },
-  );
+  const answers: RedriveOutcome[] = found.map(answerOf);
   if (todo.length === 0) return answers;
   const sent = await producer
     .sendMany(
@@ -124,11 +158,14 @@ export async function redriveMany(
 }
 
 /** A dead letter found, with what its redrive sends. */
-interface Candidate {
+export interface Candidate {
   readonly store: DispatchStore;
   readonly dispatchId: string;
   readonly projectId: string;
   readonly jobId: string;
+  readonly type: string;
+  readonly reason: string;
+  readonly finishedAt: number;
   readonly prompt: string;
   readonly meta: Record<string, unknown> | undefined;
   readonly enqueuedAt: number;
@@ -136,7 +173,7 @@ interface Candidate {
 }
 
 /** The dead letter `dispatchId` in whichever shard holds it, or why it cannot be redriven. */
-async function findDeadLetter(
+export async function findDeadLetter(
   shards: readonly RedriveShard[],
   dispatchId: string,
 ): Promise<Candidate | NotRedrivableError> {
@@ -158,8 +195,7 @@ async function findDeadLetter(
       'not_dead_letter',
       `it ended ${record.type ?? 'without a type'}; only one that ended undeliverable or timed out can be`,
     );
-  const detail = await store.followups.detail(dispatchId);
-  const redrivenTo = detail?.redrivenTo;
+  const { redrivenTo } = record;
   if (redrivenTo === undefined && record.prompt === undefined)
     return new NotRedrivableError(
       dispatchId,
@@ -171,41 +207,12 @@ async function findDeadLetter(
     dispatchId,
     projectId: record.projectId,
     jobId: record.jobId,
+    type: record.type,
+    reason: record.reason ?? '',
+    finishedAt: record.finishedAt ?? 0,
     prompt: record.prompt ?? '',
     meta: record.meta,
     enqueuedAt: record.enqueuedAt,
     redrivenTo,
   };
-}
-
-/** What to redrive when no ids are given: the dead letters that match, newest first. */
-export interface DeadLetterFilter {
-  readonly projectId?: string | undefined;
-  /** The event's `reason` (`not_found`, `http_400`...), or `timed_out` for the timed-out ones. */
-  readonly reason?: string | undefined;
-  /** @defaultValue 100 */
-  readonly limit?: number | undefined;
-  /** Include the ones already redriven. @defaultValue false */
-  readonly redriven?: boolean | undefined;
-}
-
-/** The dead letters of `store` that match `filter`, newest first, reading the index 500 at a time. */
-export async function matchingDeadLetters(
-  store: DispatchStore,
-  filter: DeadLetterFilter,
-): Promise<DeadLetter[]> {
-  const limit = filter.limit ?? 100;
-  const out: DeadLetter[] = [];
-  for (let offset = 0; out.length < limit; offset += 500) {
-    const { items, total } = await store.followups.deadLetters(500, offset);
-    for (const d of items) {
-      const reason = d.type === EVENT_TYPES.timedOut ? 'timed_out' : d.reason;
-      if (filter.projectId !== undefined && d.projectId !== filter.projectId) continue;
-      if (filter.reason !== undefined && reason !== filter.reason) continue;
-      if (!filter.redriven && d.redrivenTo) continue;
-      if (out.length < limit) out.push(d);
-    }
-    if (offset + 500 >= total) break;
-  }
-  return out;
 }

@@ -1,6 +1,21 @@
 import { readEventEntry } from '../dispatch/event.js';
-import { parseRecord, type DispatchRecord } from '../dispatch/record.js';
+import { parseRecord } from '../dispatch/record.js';
 import type { StoreState } from './store-state.js';
+import type {
+  DeadLetter,
+  DeadLetterCursor,
+  FollowupDetail,
+  OpenCounts,
+  QueuedItem,
+} from './followup-types.js';
+
+export type {
+  DeadLetter,
+  DeadLetterCursor,
+  FollowupDetail,
+  OpenCounts,
+  QueuedItem,
+} from './followup-types.js';
 
 /**
  * What the follow-ups pages read beside `OperatorViews`, each at a cost that does not grow with
@@ -9,46 +24,6 @@ import type { StoreState } from './store-state.js';
  * the follow-ups of one agent job; and the link a redrive writes between a dead letter and the
  * follow-up that redrives it. Reached through `DispatchStore.followups`.
  */
-
-/** The open follow-ups of one project, by state. */
-export interface OpenCounts {
-  queued: number;
-  sending: number;
-  /** Sent or unsettled: tracked until their agent job ends. */
-  tracked: number;
-}
-
-/** One queued follow-up, as the page lists it. */
-export interface QueuedItem {
-  readonly dispatchId: string;
-  readonly projectId: string;
-  readonly jobId: string;
-  readonly enqueuedAt: number;
-}
-
-/** One follow-up that ended undeliverable or timed out and keeps its prompt for a redrive. */
-export interface DeadLetter {
-  readonly dispatchId: string;
-  readonly projectId: string;
-  readonly jobId: string;
-  readonly type: string;
-  readonly reason: string;
-  readonly finishedAt: number;
-  /** The follow-up that redrove it, once redriven. */
-  readonly redrivenTo: string | undefined;
-}
-
-/** One follow-up as its page shows it: its record without the prompt, its event, its links. */
-export interface FollowupDetail {
-  readonly record: DispatchRecord;
-  /** Whether its prompt is still stored (open, or a dead letter within its retention). */
-  readonly promptKept: boolean;
-  readonly redriveOf: string | undefined;
-  readonly redrivenTo: string | undefined;
-  /** Its completion event's stream fields, once it ended (and while the stream keeps it). */
-  readonly event: Readonly<Record<string, string>> | undefined;
-  readonly eventId: string | undefined;
-}
 
 const CLASS = { q: 'queued', s: 'sending', t: 'tracked' } as const;
 
@@ -109,9 +84,52 @@ export class FollowupViews {
       redis.zrevrange(keys.deadLetters, offset, offset + count - 1),
       redis.zcard(keys.deadLetters),
     ]);
+    return { items: await this.#deadLettersOf(ids), total };
+  }
+
+  /**
+   * Up to `count` dead letters that ended at or after `fromMs`, oldest first, from after `after`
+   * (the `next` of the page before), read by end time so that the ones a redrive takes out of the
+   * index meanwhile move nothing (ends of one millisecond in the index's order, by id); `next`
+   * undefined: the index has no more. Each one's `finishedAt` is its index entry's, the order read.
+   */
+  async deadLettersFrom(fromMs: number, after: DeadLetterCursor | undefined, count: number) {
+    const { redis, keys } = this.#state;
+    const from = after?.finishedAt ?? fromMs;
+    for (let offset = 0; ; offset += count) {
+      const flat = await redis.zrange(
+        keys.deadLetters,
+        from,
+        '+inf',
+        'BYSCORE',
+        'LIMIT',
+        offset,
+        count,
+        'WITHSCORES',
+      );
+      const page: DeadLetterCursor[] = [];
+      for (let i = 0; i < flat.length; i += 2) {
+        const at = { dispatchId: flat[i] as string, finishedAt: Number(flat[i + 1]) };
+        if (!after || at.finishedAt > after.finishedAt || at.dispatchId > after.dispatchId)
+          page.push(at);
+      }
+      const full = flat.length === 2 * count;
+      // A page of ends all in the millisecond already passed: the next page of it.
+      if (page.length === 0 && full) continue;
+      const ends = new Map(page.map((c) => [c.dispatchId, c.finishedAt]));
+      const items = (await this.#deadLettersOf([...ends.keys()])).map((d) => ({
+        ...d,
+        finishedAt: ends.get(d.dispatchId) ?? d.finishedAt,
+      }));
+      return { items, next: full ? page.at(-1) : undefined };
+    }
+  }
+
+  /** The dead letters `ids` with a record and a prompt still kept (or redriven), in that order. */
+  async #deadLettersOf(ids: readonly string[]): Promise<DeadLetter[]> {
     const fields = ['projectId', 'jobId', 'type', 'reason', 'finishedAt', 'redrivenTo'];
     const [rows, kept] = await Promise.all([this.#fields(ids, fields), this.#promptsKept(ids)]);
-    const items = rows
+    return rows
       .filter(([, v], i) => v[0] && v[1] && (kept[i] || v[5]))
       .map(([dispatchId, v]) => ({
         dispatchId,
@@ -122,7 +140,6 @@ export class FollowupViews {
         finishedAt: Number(v[4]),
         redrivenTo: v[5] || undefined,
       }));
-    return { items, total };
   }
 
   /** One follow-up, without its prompt; `undefined` when unknown or expired. */

@@ -26,6 +26,7 @@ export type { ProjectState } from './project-controls.js';
 export type { EventView, OperatorViews, TrackedView } from './operator-views.js';
 export type {
   DeadLetter,
+  DeadLetterCursor,
   FollowupDetail,
   FollowupViews,
   OpenCounts,

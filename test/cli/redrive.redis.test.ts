@@ -67,6 +67,83 @@ describe('agent-dispatch redrive', () => {
       { dispatchId: other, created: true },
       { dispatchId: queued, why: 'not_ended' },
     ]);
-    expect((await run('redrive')).code).toBe(2);
+    expect((await run('redrive', a, '--project', 'docs')).code).toBe(2);
+    expect((await run('redrive', '--since', 'yesterday')).stderr).toMatch(/--since: must be/);
   }, 60_000);
+
+  it('--since selects by end time (a duration back or an ISO time); --dry-run sends nothing', async () => {
+    const keys = keysFor(ns().prefix);
+    const old = await deadLetter('since', 'old', 'not_found');
+    const recent = await deadLetter('since', 'new', 'not_found');
+    await ns().redis.zadd(keys.deadLetters, Date.now() - 3 * 3_600_000, old);
+    const waiting = () => ns().redis.llen(keys.dispatchQueue('wait'));
+    const before = await waiting();
+
+    const dry = await run('redrive', '--project', 'since', '--since', '2h', '--dry-run');
+    expect(dry.code).toBe(0);
+    expect(lines(dry.stdout)).toMatchObject([{ dispatchId: recent, dryRun: true }]);
+    expect(dry.stderr).toMatch(/1 would be redriven \(dry run\)/);
+    expect(await waiting()).toBe(before);
+    expect(await ns().redis.hget(keys.dispatch(recent), 'redrivenTo')).toBeNull();
+
+    const since = await run('redrive', '--project', 'since', '--since', '2h');
+    expect(lines(since.stdout)).toMatchObject([{ dispatchId: recent, created: true }]);
+    const iso = new Date(Date.now() - 4 * 3_600_000).toISOString();
+    const all = await run('redrive', '--project', 'since', '--since', iso);
+    expect(lines(all.stdout)).toMatchObject([{ dispatchId: old, created: true }]);
+    expect(await waiting()).toBe(before + 2);
+  }, 60_000);
+
+  it('redrives a few thousand dead letters 500 at a time, oldest end first, stopping at --limit', async () => {
+    const keys = keysFor(ns().prefix);
+    const store = new DispatchStore(ns().redis, keys, {
+      eventsStream: ns().eventsStream,
+      eventsMaxLen: 10_000,
+      retentionMs: 600_000,
+    });
+    const total = 3_000;
+    const sent = await producer().sendMany(
+      Array.from({ length: total }, (_, i) => ({
+        projectId: 'bulk',
+        jobId: `j${i}`,
+        prompt: `p${i}`,
+      })),
+    );
+    const ids = sent.map((r) => r.dispatchId);
+    for (let i = 0; i < total; i += 500) {
+      const records = await Promise.all(ids.slice(i, i + 500).map((id) => store.sends.get(id)));
+      await Promise.all(
+        records.map((r) => store.tracking.finish(r!, { type: EVENT_TYPES.timedOut })),
+      );
+    }
+    // Each its own end time, in the order sent: the index orders them as they ended.
+    const base = Date.now() - 60_000;
+    await ns().redis.zadd(keys.deadLetters, ...ids.flatMap((id, i) => [base + i, id]));
+    const dead = () => ns().redis.zcard(keys.deadLetters);
+    expect(await dead()).toBe(total);
+
+    const first = await run(
+      'redrive',
+      '--project',
+      'bulk',
+      '--reason',
+      'timed_out',
+      '--limit',
+      '1200',
+    );
+    expect(first.code).toBe(0);
+    const answers = lines(first.stdout);
+    expect(answers.map((a) => a['dispatchId'])).toEqual(ids.slice(0, 1200));
+    expect(answers.every((a) => a['created'] === true)).toBe(true);
+    expect(first.stderr).toMatch(
+      /1200 redriven, 0 already redriven, 0 refused; stopped at --limit 1200/,
+    );
+    expect(await dead()).toBe(total - 1200);
+
+    const rest = await run('redrive', '--project', 'bulk', '--limit', '5000');
+    expect(lines(rest.stdout).map((a) => a['dispatchId'])).toEqual(ids.slice(1200));
+    expect(rest.stderr).toMatch(/1800 redriven/);
+    expect(await dead()).toBe(0);
+    expect((await run('redrive', '--project', 'bulk')).stdout).toBe('');
+  }, 120_000);
 });

@@ -1,7 +1,9 @@
 import type { Express } from 'express';
 import { OpenAPIBackend } from 'openapi-backend';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { EVENT_TYPES } from '../../src/dispatch/event.js';
 import { keysFor } from '../../src/redis/keys.js';
+import { DispatchStore } from '../../src/store/store.js';
 import { expectNoLeakedHandles, useTestServer } from './fixture.js';
 
 const INTAKE = 'openapi-intake-token-1';
@@ -136,6 +138,28 @@ describe('GET /openapi.json', () => {
     await check('DELETE', `/v1/followups/${sent.dispatchId}`, OPERATOR);
     await check('DELETE', `/v1/followups/${sent.dispatchId}`, OPERATOR);
     await check('DELETE', `/v1/followups/${sent.dispatchId}`, INTAKE);
+    // A dead letter: planned, redriven, refused (the cancelled one), and a bad body.
+    const store = new DispatchStore(served.ns.redis, keysFor(served.ns.prefix), {
+      eventsStream: served.ns.eventsStream,
+      eventsMaxLen: 1000,
+      retentionMs: 60_000,
+    });
+    const dead = (await check('POST', '/v1/followups', INTAKE, { ...one, jobId: 'dead' })) as {
+      dispatchId: string;
+    };
+    await store.tracking.finish((await store.sends.get(dead.dispatchId))!, {
+      type: EVENT_TYPES.undeliverable,
+      reason: 'not_found',
+    });
+    const redrive = { project: 'P', reason: 'not_found' };
+    const planned = await check('POST', '/v1/redrive', OPERATOR, { ...redrive, dryRun: true });
+    expect(planned).toMatchObject({ results: [{ dispatchId: dead.dispatchId, dryRun: true }] });
+    await check('POST', '/v1/redrive', OPERATOR, redrive);
+    const ids = { dispatchIds: [dead.dispatchId, sent.dispatchId] };
+    const answered = await check('POST', '/v1/redrive', OPERATOR, ids);
+    expect(answered).toMatchObject({ results: [{ created: false }, { why: 'not_dead_letter' }] });
+    await check('POST', '/v1/redrive', OPERATOR, { projectId: 'P' });
+    await check('POST', '/v1/redrive', INTAKE, {});
     await check('POST', '/v1/projects/P/pause', OPERATOR);
     await check('POST', '/v1/projects/P/resume', OPERATOR);
     await check('POST', '/v1/projects/P/unpark', OPERATOR);

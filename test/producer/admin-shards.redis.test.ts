@@ -106,4 +106,35 @@ describe('the operator controls with DISPATCH_SHARDS=4', () => {
     expect((await admin().followUp(dispatchId))?.redrivenTo).toBe(redrivenTo);
     expect(await admin().search(`redrive:${dispatchId}`)).toEqual([redrivenTo]);
   });
+
+  it('redrives by a filter across shards, the oldest end first whatever its shard', async () => {
+    const ended: { id: string; at: number; shard: number }[] = [];
+    for (const [n, [shard, projectId]] of projects().entries()) {
+      const at = layout()[shard] as { prefix: string; eventsStream: string };
+      const keys = keysFor(at.prefix);
+      const store = new DispatchStore(ns().redis, keys, {
+        eventsStream: at.eventsStream,
+        eventsMaxLen: 1000,
+        retentionMs: 600_000,
+      });
+      for (const i of [0, 1, 2]) {
+        const { dispatchId } = await producer().send({ projectId, jobId: `m${i}`, prompt: 'x' });
+        await store.tracking.finish((await store.sends.get(dispatchId))!, {
+          type: EVENT_TYPES.timedOut,
+        });
+        // Interleaved end times: shard of project 0 at 0, 2, 4 s ago... of project 1 at 1, 3, 5.
+        const endedAt = Date.now() - 60_000 + (2 * i + n) * 1_000;
+        await ns().redis.zadd(keys.deadLetters, endedAt, dispatchId);
+        ended.push({ id: dispatchId, at: endedAt, shard });
+      }
+    }
+    const oldest = ended.sort((a, b) => a.at - b.at).map((e) => e.id);
+    const dry = await admin().redriveDeadLetters({ reason: 'timed_out', limit: 4, dryRun: true });
+    expect(dry.map((r) => r.dispatchId)).toEqual(oldest.slice(0, 4));
+    const done = await admin().redriveDeadLetters({ reason: 'timed_out', limit: 4 });
+    expect(done.map((r) => r.dispatchId)).toEqual(oldest.slice(0, 4));
+    expect(done.every((r) => 'created' in r && r.created)).toBe(true);
+    const rest = await admin().redriveDeadLetters({ reason: 'timed_out' });
+    expect(rest.map((r) => r.dispatchId)).toEqual(oldest.slice(4));
+  });
 });

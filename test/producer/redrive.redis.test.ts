@@ -144,6 +144,52 @@ describe('redrive', () => {
     expect(many.every((a) => a instanceof NotRedrivableError)).toBe(true);
   });
 
+  it('redrives by a filter a page of 500 at a time; a dry run plans the same and sends nothing', async () => {
+    const { ns, producer, store } = fixture();
+    const keys = keysFor(ns.prefix);
+    const total = 1_100;
+    const sent = await producer.sendMany(
+      Array.from({ length: total }, (_, i) => ({ projectId: 'p', jobId: `j${i}`, prompt: `${i}` })),
+    );
+    const records = await Promise.all(sent.map((r) => store.sends.get(r.dispatchId)));
+    await Promise.all(
+      records.map((r) =>
+        store.tracking.finish(r!, { type: EVENT_TYPES.undeliverable, reason: 'x' }),
+      ),
+    );
+    // All in one millisecond: the pages tell them apart by id, as the index orders them.
+    await ns.redis.zadd(keys.deadLetters, ...sent.flatMap((r) => [1_000, r.dispatchId]));
+    const admin = adminOf();
+    const pages = async (filter: Parameters<Admin['redriveEach']>[0]) => {
+      const sizes: number[] = [];
+      const seen: string[] = [];
+      for await (const page of admin.redriveEach(filter)) {
+        sizes.push(page.length);
+        seen.push(...page.map((a) => a.dispatchId));
+      }
+      return { sizes, seen };
+    };
+    const sorted = sent.map((r) => r.dispatchId).sort();
+    const dry = await pages({ limit: total, dryRun: true });
+    expect(dry.sizes).toEqual([500, 500, 100]);
+    expect(dry.seen).toEqual(sorted);
+    expect(await ns.redis.llen(keys.dispatchQueue('wait'))).toBe(total);
+
+    const run = await pages({ limit: 5_000 });
+    expect(run.sizes).toEqual([500, 500, 100]);
+    expect(new Set(run.seen)).toEqual(new Set(sorted));
+    expect(await ns.redis.llen(keys.dispatchQueue('wait'))).toBe(2 * total);
+    expect(await ns.redis.zcard(keys.deadLetters)).toBe(0);
+    // The answer of the collecting call is bounded: a limit above it is refused, naming it.
+    await expect(admin.redriveDeadLetters({ limit: 10_001 })).rejects.toMatchObject({
+      code: 'invalid_control',
+      field: 'limit',
+    });
+    expect(await admin.redriveDeadLetters({ dispatchIds: sorted.slice(0, 3) })).toMatchObject(
+      sorted.slice(0, 3).map((dispatchId) => ({ dispatchId, created: false })),
+    );
+  });
+
   it('keeps per-project counts of the open follow-ups through register, acquire, mark sent and finish', async () => {
     const { producer, store } = fixture();
     await producer.sendMany(
