@@ -52,6 +52,8 @@ export interface Config extends HttpConfig {
   readonly agentApiKeyFile: string | undefined;
   readonly prefix: string;
   readonly sendRateLimit: Rate;
+  /** `PROJECT_BACKLOG_MAX`: the queued follow-ups a project may have; unset: no limit. */
+  readonly projectBacklogMax: number | undefined;
   readonly workerConcurrency: number;
   readonly pollIntervalMs: number;
   readonly eventsStream: string;
@@ -169,6 +171,7 @@ export function loadConfig(
     agentApiKeyFile: p.AGENT_API_KEY_FILE,
     prefix: p.DISPATCH_PREFIX,
     sendRateLimit: Object.freeze(p.SEND_RATE_LIMIT),
+    projectBacklogMax: p.PROJECT_BACKLOG_MAX,
     workerConcurrency: p.WORKER_CONCURRENCY,
     pollIntervalMs: p.POLL_INTERVAL,
     eventsStream: p.EVENTS_STREAM,

@@ -1,7 +1,6 @@
 import { z } from 'zod';
 import {
   duration,
-  rate,
   integer,
   flag,
   httpUrl,
@@ -16,6 +15,7 @@ import {
 } from './values.js';
 import { HTTP_SERVER_SETTINGS, HTTP_TOKEN_SETTINGS } from './http-settings.js';
 import { WEBHOOK_SETTINGS } from './webhook-settings.js';
+import { BUDGET_SETTINGS } from './budget-settings.js';
 import { redisUrl, sentinelName, sentinels } from './redis.js';
 
 export { LOG_FORMATS, MIN_TOKEN_LENGTH } from './values.js';
@@ -94,11 +94,7 @@ export const SETTINGS = {
     default: 'agent-dispatch',
     description: 'prefix of every Redis key the service writes; `{name}` form for Redis Cluster',
   },
-  SEND_RATE_LIMIT: {
-    schema: rate,
-    default: '100/1h',
-    description: 'sends per project in any window of that length, fleet-wide',
-  },
+  ...BUDGET_SETTINGS,
   WORKER_CONCURRENCY: {
     schema: integer(1, 1000),
     default: '16',

@@ -11,6 +11,7 @@ import { afterWrite, beforeWrite, type DiskWait } from '../redis/disk-wait.js';
 import type { DurabilityAssessment } from '../redis/durability.js';
 import { controlFailure, type DiskGuard } from './disk.js';
 import { ClaimReleasedError, type ReleasedClaim } from './claims.js';
+import { backlogRefusal } from './backlog.js';
 import {
   asRedisFailure,
   IdempotencyConflictError,
@@ -216,6 +217,8 @@ function resultsOf(
   const { ids, loads, registers } = transaction;
   const conflicts: KeyConflict[] = [];
   const registered = replies.slice(loads, loads + registers);
+  const full = backlogRefusal(registered);
+  if (full) throw full;
   const answers = registered.flatMap(([, answer]) => (Array.isArray(answer) ? answer : []));
   const registerErr =
     registered.find(([err]) => err)?.[0] ??

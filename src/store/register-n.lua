@@ -32,19 +32,35 @@
     ARGV[2]      key prefix of lane heads: a project's name in KEYS[2] is its key without it
     ARGV[3]      n
     ARGV[4]      lifetime of an orphan marker in ms (the dispatch retention)
-    ARGV[9i - 4] projectId
-    ARGV[9i - 3] jobId
-    ARGV[9i - 2] prompt
-    ARGV[9i - 1] idempotency key ('' = none)
-    ARGV[9i]     meta as JSON ('' = none)
-    ARGV[9i + 1] digest of the content, computed by the producer ('' = none: no key)
-    ARGV[9i + 2] W3C traceparent of the producer's span ('' = not traced)
-    ARGV[9i + 3] token of the key's claim across shards ('' = none: one shard, or no key)
-    ARGV[9i + 4] deadline: epoch ms, `+<ms>` from now (a ttl), or '' (none); see dispatch/deadline.ts
+    ARGV[5]      PROJECT_BACKLOG_MAX: queued follow-ups a project may have (0 = no limit)
+    ARGV[6]      SEND_RATE_LIMIT's max and ARGV[7] its window in ms, for the retry estimate of a
+    ARGV[7]      project without a limit of its own
+    ARGV[8]      JSON {projectId: follow-ups of the batch in later REGISTER calls} ('' = none)
+    ARGV[9]      name of the batch's refusal marker ('' = the batch is one call)
+    ARGV[9i + 1] projectId
+    ARGV[9i + 2] jobId
+    ARGV[9i + 3] prompt
+    ARGV[9i + 4] idempotency key ('' = none)
+    ARGV[9i + 5] meta as JSON ('' = none)
+    ARGV[9i + 6] digest of the content, computed by the producer ('' = none: no key)
+    ARGV[9i + 7] W3C traceparent of the producer's span ('' = not traced)
+    ARGV[9i + 8] token of the key's claim across shards ('' = none: one shard, or no key)
+    ARGV[9i + 9] deadline: epoch ms, `+<ms>` from now (a ttl), or '' (none); see dispatch/deadline.ts
 
   A follow-up whose claim was released (its producer stalled past the claim's repair, see
   store/claims.ts) is not registered, and its orphan marker is set: the BullMQ job that the
   same MULTI adds finds no record and ends without an event (it was never accepted).
+
+  Backpressure (ARGV[5] > 0): a project's queued follow-ups (the open counts, see
+  includes/open-counts.lua) plus the new ones of the whole batch must stay within the max, or
+  nothing of the call is registered. A project's follow-ups all live in one shard, so the shard's
+  count is the project's. The follow-ups of later calls of the same MULTI (a batch of more than
+  `REGISTER_CHUNK`) are counted from ARGV[8]: when the first call passes, so do the others; when
+  it refuses, it sets the refusal marker (one minute) and every later call refuses too. Each new
+  follow-up of a refused call gets its orphan marker: the BullMQ job the MULTI adds for it ends
+  without an event. Output then: {'backlog_full', projectId, queued, new, retry ms} (the first
+  project over; retry: the sends its rate lets through in that time drain the excess, at least
+  1 s), or {'backlog_full'} from a later call.
 
   Output: one answer per follow-up, in order:
     1  registered
@@ -105,11 +121,16 @@ local function addIfAny(fields, name, value)
   end
 end
 
+--- @include "includes/backlog"
+local refusal = backlogRefusal()
+if refusal then return refusal end
+
 local answers, opened, prompts, projects = {}, {}, {}, {}
 for i = 1, n do
   local recordKey, headsKey, laneKey, promptKey =
     KEYS[4 * i - 1], KEYS[4 * i], KEYS[4 * i + 1], KEYS[4 * i + 2]
-  local a = 9 * (i - 1) + 3
+  -- Follow-up i's arguments are ARGV[a + 2] to ARGV[a + 10].
+  local a = 9 * i - 1
   local dispatchId = string.sub(recordKey, idsFrom)
   local digest, traceparent, token = ARGV[a + 7], ARGV[a + 8], ARGV[a + 9]
   local releasedKey, markerKey

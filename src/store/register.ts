@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { ChainableCommander } from 'ioredis';
 import { deadlineArgument } from '../dispatch/deadline.js';
 import { contentDigest } from '../dispatch/digest.js';
@@ -48,9 +49,18 @@ export class Register {
   ): { loads: number; registers: number } {
     multi.script('LOAD', LUA.register.source);
     let registers = 0;
+    // Only a batch of several calls needs the marker by which a refusal reaches the later calls.
+    const marker = followUps.length > REGISTER_CHUNK ? `backlog:${randomUUID()}` : '';
     for (let first = 0; first < followUps.length; first += REGISTER_CHUNK, registers++) {
       const last = Math.min(first + REGISTER_CHUNK, followUps.length);
-      queueChunk(this.#state, multi, dispatchIds.slice(first, last), followUps.slice(first, last));
+      const batch = { marker, later: followUps.slice(last) };
+      queueChunk(
+        this.#state,
+        multi,
+        dispatchIds.slice(first, last),
+        followUps.slice(first, last),
+        batch,
+      );
     }
     return { loads: 1, registers };
   }
@@ -62,8 +72,10 @@ function queueChunk(
   multi: ChainableCommander,
   dispatchIds: readonly string[],
   followUps: readonly Registration[],
+  batch: { readonly marker: string; readonly later: readonly Registration[] },
 ): void {
   const { keys: at } = state;
+  const backlog = state.options.backlog;
   const keys: string[] = [at.open, at.laneProjects];
   // A record's key holds its dispatch id, so the id is not sent again.
   const args: string[] = [
@@ -71,6 +83,11 @@ function queueChunk(
     at.laneHeadsPrefix,
     String(followUps.length),
     String(state.options.retentionMs),
+    String(backlog?.max ?? 0),
+    String(backlog?.rate.max ?? 1),
+    String(backlog?.rate.windowMs ?? 1),
+    backlog && batch.later.length > 0 ? JSON.stringify(countByProject(batch.later)) : '',
+    batch.marker,
   ];
   // Only a follow-up with a claim token has these two keys, after all the others.
   const claimed: string[] = [];
@@ -91,4 +108,11 @@ function queueChunk(
     );
   }
   state.scripts.queue(multi, 'register', [...keys, ...claimed], args);
+}
+
+/** How many of `followUps` each project has. */
+function countByProject(followUps: readonly Registration[]): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const { projectId } of followUps) counts[projectId] = (counts[projectId] ?? 0) + 1;
+  return counts;
 }
