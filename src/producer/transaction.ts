@@ -11,7 +11,7 @@ import { afterWrite, beforeWrite, type DiskWait } from '../redis/disk-wait.js';
 import type { DurabilityAssessment } from '../redis/durability.js';
 import { controlFailure, type DiskGuard } from './disk.js';
 import { ClaimReleasedError, type ReleasedClaim } from './claims.js';
-import { backlogRefusal } from './backlog.js';
+import { backlogRefusal, refuseEarly } from './backlog.js';
 import {
   asRedisFailure,
   IdempotencyConflictError,
@@ -87,6 +87,9 @@ export async function enqueueIn(
   followUps: readonly Registration[],
 ): Promise<SendResult[]> {
   const wait: DiskWait = { timeoutMs: disk.timeoutMs, assessment: async () => assessed };
+  await refuseEarly(store, followUps).catch((err: unknown) => {
+    throw asRedisFailure(err, redis);
+  });
   const transaction = await buildTransaction(queue, client, store, followUps, attempts);
   const mark = await beforeWrite(wait, client, nodeKey);
   const first = await execute(transaction, redis);

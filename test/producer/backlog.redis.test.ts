@@ -27,11 +27,13 @@ describe('a project backlog limit', () => {
     producers.push(made);
     return made;
   };
-  const items = (projectId: string, count: number, from = 0) =>
+  /** Keyed ones skip the producer's early read: REGISTER's own check decides. */
+  const items = (projectId: string, count: number, from = 0, keyed = false) =>
     Array.from({ length: count }, (_, i) => ({
       projectId,
       jobId: `j${from + i}`,
       prompt: `prompt ${from + i}`,
+      ...(keyed ? { key: `${projectId}-${from + i}` } : {}),
     }));
   /** The dispatch records of the namespace: what was registered. */
   const records = async () => (await ns().redis.keys(keysFor(ns().prefix).dispatch('*'))).length;
@@ -88,13 +90,44 @@ describe('a project backlog limit', () => {
     expect(own.retryAfterMs).toBeLessThan(33_000);
   });
 
+  it('refuses in REGISTER too: keyed, whole, its BullMQ jobs marked to end silently', async () => {
+    const sender = producer(3);
+    await sender.sendMany(items('p1', 2, 0, true));
+    const err = await refusal(
+      sender.sendMany([...items('p2', 1, 0, true), ...items('p1', 2, 2, true)]),
+    );
+    expect(err).toMatchObject({ projectId: 'p1', queued: 2, adding: 2, retryAfterMs: 36_000 });
+    expect(await records()).toBe(2);
+    // Each of the three has its job in the queue and its orphan marker: a worker ends it unseen.
+    const at = keysFor(ns().prefix);
+    const markers = await ns().redis.keys(at.orphan('*'));
+    expect(markers).toHaveLength(3);
+    // The two queued again (deduplicated) and one new fit.
+    const again = await sender.sendMany([...items('p1', 2, 0, true), ...items('p1', 1, 5, true)]);
+    expect(again.map((r) => r.deduplicated)).toEqual([true, true, false]);
+  });
+
+  it('lets concurrent producers through up to the limit, no more', async () => {
+    const senders = [producer(3), producer(3), producer(3)];
+    const sends = Array.from({ length: 12 }, (_, i) =>
+      (senders[i % 3] as Producer).send(items('p1', 1, i, i % 2 === 0)[0] as never),
+    );
+    const outcomes = await Promise.allSettled(sends);
+    const refused = outcomes.filter(
+      (o) => o.status === 'rejected' && o.reason instanceof BacklogFullError,
+    );
+    expect(outcomes.filter((o) => o.status === 'fulfilled')).toHaveLength(3);
+    expect(refused).toHaveLength(9);
+    expect(await queued('p1')).toBe(3);
+  });
+
   it('refuses a batch of several REGISTER calls whole, and takes one that fits', async () => {
     const sender = producer(1_500);
-    await refusal(sender.sendMany(items('p1', 1_600)));
+    await refusal(sender.sendMany(items('p1', 1_600, 0, true)));
     expect(await records()).toBe(0);
-    expect(await sender.sendMany(items('p1', 1_200))).toHaveLength(1_200);
+    expect(await sender.sendMany(items('p1', 1_200, 0, true))).toHaveLength(1_200);
     expect(await queued('p1')).toBe(1_200);
-    await refusal(sender.sendMany(items('p1', 1_100, 2_000)));
+    await refusal(sender.sendMany(items('p1', 1_100, 2_000, true)));
     expect(await records()).toBe(1_200);
   });
 
@@ -119,10 +152,11 @@ describe('a full backlog once sends drained it', () => {
         { projectId: 'p1', jobId: 'j0', prompt: 'a' },
         { projectId: 'p1', jobId: 'j1', prompt: 'b' },
       ]);
-      // No worker yet: the two are queued, and a third is refused.
-      await expect(sender.send({ projectId: 'p1', jobId: 'j2', prompt: 'c' })).rejects.toThrow(
-        BacklogFullError,
-      );
+      // No worker yet: the two are queued, and a third is refused (keyed: by REGISTER, its
+      // BullMQ job added and marked).
+      await expect(
+        sender.send({ projectId: 'p1', jobId: 'j2', prompt: 'c', key: 'c' }),
+      ).rejects.toThrow(BacklogFullError);
       start();
       const accepted = await eventually(
         () => sender.send({ projectId: 'p1', jobId: 'j3', prompt: 'd' }).catch(() => undefined),

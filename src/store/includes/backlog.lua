@@ -1,7 +1,8 @@
 -- The backpressure check of REGISTER (see register-n.lua): nil when the call may register, else
--- its refusal, once every new follow-up of the call has its orphan marker. Uses REGISTER's
--- KEYS, ARGV, countsKey, records and anyExisted.
-local function backlogRefusal()
+-- its refusal, once every new follow-up of the call has its orphan marker. Takes REGISTER's
+-- counts key, record keys, whether any existed, where ids start in them and the markers' life.
+local function backlogRefusal(countsKey, records, anyExisted, idsFrom, markerMs)
+  local n = #records
   local max = tonumber(ARGV[5])
   if max <= 0 then return nil end
   local markerName, prefix = ARGV[9], string.sub(KEYS[1], 1, -5)
