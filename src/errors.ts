@@ -16,6 +16,7 @@ export { CursorError } from './store/event-pages.js';
 export { CursorGapError } from './store/event-gaps.js';
 export { IdempotencyConflictError, RedisUnavailableError } from './producer/errors.js';
 export { ClaimReleasedError } from './producer/claims.js';
+export { BacklogFullError } from './producer/backlog.js';
 export {
   InvalidControlError,
   NotCancellableError,

@@ -29,6 +29,7 @@ const SAMPLES: Record<string, () => Error[]> = {
   IdempotencyConflictError: () => [new errors.IdempotencyConflictError([], [])],
   RedisUnavailableError: () => [new errors.RedisUnavailableError(5_000)],
   ClaimReleasedError: () => [new errors.ClaimReleasedError([])],
+  BacklogFullError: () => [new errors.BacklogFullError('p1', 100, 1, 36_000)],
   InvalidControlError: () => [new errors.InvalidControlError('limit', 'malformed')],
   UnknownDispatchError: () => [new errors.UnknownDispatchError('d1')],
   NotCancellableError: () => [new errors.NotCancellableError('d1', 'sent')],

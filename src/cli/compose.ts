@@ -68,6 +68,8 @@ export function producerFor(config: Config): Producer {
     eventsStream: config.eventsStream,
     eventsMaxLen: config.eventsMaxLen,
     dispatchRetentionMs: config.dispatchRetentionMs,
+    projectBacklogMax: config.projectBacklogMax,
+    sendRateLimit: config.sendRateLimit,
   });
 }
 

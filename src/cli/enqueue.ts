@@ -2,7 +2,12 @@ import { createReadStream } from 'node:fs';
 import { createInterface } from 'node:readline';
 import type { Writable } from 'node:stream';
 import { checkFollowUp, type FollowUp, type FollowUpInput } from '../dispatch/followup.js';
-import { IdempotencyConflictError, type Producer, type SendResult } from '../producer/index.js';
+import {
+  BacklogFullError,
+  IdempotencyConflictError,
+  type Producer,
+  type SendResult,
+} from '../producer/index.js';
 import { EXIT, UsageError, type Command } from './command.js';
 import { configOf, producerFor } from './compose.js';
 
@@ -167,14 +172,23 @@ async function enqueueFile(
   return counts.bad > 0 ? EXIT.failed : EXIT.ok;
 }
 
+type LineAnswer = SendResult | { problem: string };
+
 /**
  * Sends one batch; a line whose key conflicts gets its problem instead of a result. The rest of
- * the batch was enqueued in the same transaction, so its results are reported as usual.
+ * the batch was enqueued in the same transaction, so its results are reported as usual. A batch
+ * refused for a full backlog (`PROJECT_BACKLOG_MAX`, nothing of it enqueued) is sent again line by
+ * line ({@link sendEach}), so only the lines past the limit are refused.
  */
-async function sendBatch(
-  producer: Producer,
-  followUps: FollowUpInput[],
-): Promise<(SendResult | { problem: string })[]> {
+async function sendBatch(producer: Producer, followUps: FollowUpInput[]): Promise<LineAnswer[]> {
+  return sendLines(producer, followUps).catch((err: unknown) => {
+    if (err instanceof BacklogFullError) return sendEach(producer, followUps);
+    throw err;
+  });
+}
+
+/** Sends lines in one batch; a line whose key conflicts gets its problem instead of a result. */
+async function sendLines(producer: Producer, followUps: FollowUpInput[]): Promise<LineAnswer[]> {
   try {
     return await producer.sendMany(followUps);
   } catch (err) {
@@ -188,6 +202,32 @@ async function sendBatch(
         },
     );
   }
+}
+
+/**
+ * Sends each line alone, in order; a line refused for a full backlog gets that problem, and so
+ * does every later line of its project in the batch, without a send (each refused send leaves a
+ * BullMQ job behind that a worker ends).
+ */
+async function sendEach(producer: Producer, followUps: FollowUpInput[]): Promise<LineAnswer[]> {
+  const full = new Map<string, BacklogFullError>();
+  const answers: LineAnswer[] = [];
+  for (const followUp of followUps) {
+    let refused = full.get(followUp.projectId);
+    if (!refused) {
+      try {
+        answers.push(...(await sendLines(producer, [followUp])));
+        continue;
+      } catch (err) {
+        if (!(err instanceof BacklogFullError)) throw err;
+        full.set(followUp.projectId, (refused = err));
+      }
+    }
+    const { queued, retryAfterMs } = refused;
+    const retry = `retry in ${Math.ceil(retryAfterMs / 1000)} s`;
+    answers.push({ problem: `projectId: backlog full (${queued} not yet sent); ${retry}` });
+  }
+  return answers;
 }
 
 /** One line to a follow-up, or the reason it is bad (naming the field). */

@@ -1,10 +1,10 @@
 import type { SettingProblem } from './errors.js';
 import type { Rate } from './units.js';
-import { rate } from './values.js';
+import { integer, rate } from './values.js';
 
 /**
  * The budget settings, spread into the settings table: the per-project send limit and the
- * organization's limit over the whole fleet.
+ * organization's limit over the whole fleet, and how many of a project's follow-ups may wait.
  */
 export const BUDGET_SETTINGS = {
   SEND_RATE_LIMIT: {
@@ -16,6 +16,11 @@ export const BUDGET_SETTINGS = {
     schema: rate,
     description:
       'sends of the whole fleet (every project) in any window of that length, checked after the project limit, projects served in turn; split evenly over the DISPATCH_SHARDS shards (each shard enforces its share, so the total is never exceeded but a quiet shard leaves its share unused); at least one per shard',
+  },
+  PROJECT_BACKLOG_MAX: {
+    schema: integer(1, 1_000_000_000),
+    description:
+      "a project's follow-ups not yet sent (queued); a send that would go past it is refused whole (`BacklogFullError`, HTTP 429 with Retry-After); unset: no limit",
   },
 } as const;
 

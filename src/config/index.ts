@@ -59,6 +59,8 @@ export interface Config extends HttpConfig {
    * in a shard's (`shardConfig`).
    */
   readonly orgRateLimit: Rate | undefined;
+  /** `PROJECT_BACKLOG_MAX`: the queued follow-ups a project may have; unset: no limit. */
+  readonly projectBacklogMax: number | undefined;
   readonly workerConcurrency: number;
   readonly pollIntervalMs: number;
   readonly eventsStream: string;
@@ -178,6 +180,7 @@ export function loadConfig(
     prefix: p.DISPATCH_PREFIX,
     sendRateLimit: Object.freeze(p.SEND_RATE_LIMIT),
     orgRateLimit: p.ORG_RATE_LIMIT && Object.freeze(p.ORG_RATE_LIMIT),
+    projectBacklogMax: p.PROJECT_BACKLOG_MAX,
     workerConcurrency: p.WORKER_CONCURRENCY,
     pollIntervalMs: p.POLL_INTERVAL,
     eventsStream: p.EVENTS_STREAM,

@@ -81,6 +81,10 @@ export function describeCoreRoutes(promptMaxBytes: number): void {
       409: { description: 'the idempotency key was used for another follow-up' },
       413: { description: 'body over HTTP_BODY_MAX' },
       415: { description: 'not JSON, or not UTF-8' },
+      429: {
+        description:
+          "a project's backlog is full (PROJECT_BACKLOG_MAX): nothing enqueued; retry after Retry-After",
+      },
       503: { description: 'Redis unavailable, or too many bodies in flight (Retry-After)' },
     },
   });

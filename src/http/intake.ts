@@ -1,6 +1,7 @@
 import { Router, type Request, type RequestHandler, type Response } from 'express';
 import { ID_MAX_CHARS, META_MAX_BYTES, type FollowUpInput } from '../dispatch/followup.js';
 import {
+  BacklogFullError,
   IdempotencyConflictError,
   InvalidFollowUpError,
   RedisUnavailableError,
@@ -114,8 +115,9 @@ async function answer(
 }
 
 /**
- * Maps a failure by its class: invalid input 400, a key conflict 409, Redis unreachable 503 (the
- * only retryable answer), anything else a logged 500. A default of 503 would make clients retry
+ * Maps a failure by its class: invalid input 400, a key conflict 409, a project's backlog full
+ * 429 (nothing enqueued; retry after Retry-After), Redis unreachable 503, anything else a logged
+ * 500. A default of 503 would make clients retry
  * forever an input that can never succeed.
  */
 function answerFailure(res: Response, logger: Logger, err: unknown): void {
@@ -134,6 +136,14 @@ function answerFailure(res: Response, logger: Logger, err: unknown): void {
       code: err.code,
       problems,
       ...(batch ? { results: err.results } : {}),
+    });
+  }
+  if (err instanceof BacklogFullError) {
+    res.set('retry-after', String(Math.ceil(err.retryAfterMs / 1000)));
+    return sendError(res, 429, err.message, {
+      code: err.code,
+      projectId: err.projectId,
+      retryAfterMs: err.retryAfterMs,
     });
   }
   if (err instanceof RedisUnavailableError) {

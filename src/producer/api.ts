@@ -2,6 +2,7 @@ import type { Redis } from 'ioredis';
 import type { FollowUpInput } from '../dispatch/followup.js';
 import type { DispatchStatus } from '../dispatch/status.js';
 import type { DurabilitySetting } from '../config/durability.js';
+import type { Rate } from '../config/units.js';
 import type { CancelResult } from './controls.js';
 import type { SendResult } from './errors.js';
 
@@ -17,6 +18,16 @@ export interface ProducerOptions {
   prefix?: string;
   /** `PROMPT_MAX_BYTES`. @defaultValue its default */
   promptMaxBytes?: number;
+  /**
+   * `PROJECT_BACKLOG_MAX`: a send that would take a project's follow-ups not yet sent past it
+   * rejects with `BacklogFullError`, nothing of it enqueued. @defaultValue no limit
+   */
+  projectBacklogMax?: number;
+  /**
+   * `SEND_RATE_LIMIT`, as `N/DURATION` or parsed: the rate `BacklogFullError.retryAfterMs`
+   * assumes for a project without a limit of its own. @defaultValue its default
+   */
+  sendRateLimit?: string | Rate;
   /** `SEND_ATTEMPTS`: for transient failures, stored on each job. @defaultValue its default */
   sendAttempts?: number;
   /** An existing connection to use instead of `redisUrl` (not closed by `close`). */

@@ -6,6 +6,7 @@ export {
 } from './producer.js';
 export type { Producer, ProducerOptions, SendResult } from './producer.js';
 export type { KeyConflict } from './errors.js';
+export { BacklogFullError } from './backlog.js';
 export { adminFor, createAdmin } from './admin.js';
 export type {
   Admin,

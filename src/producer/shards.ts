@@ -2,7 +2,7 @@ import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { FollowUp } from '../dispatch/followup.js';
 import type { DiskWait } from '../redis/disk-wait.js';
-import { DispatchStore } from '../store/store.js';
+import { DispatchStore, type StoreOptions } from '../store/store.js';
 import { keysFor, QUEUE_NAMES, queueOptions, shardOf, type Shard } from '../redis/keys.js';
 import type { DispatchJobData } from '../store/jobs.js';
 import { IdempotencyConflictError } from './errors.js';
@@ -30,6 +30,8 @@ export interface EndingOptions {
   readonly retentionMs: number;
   /** The wait for the disk before a cancel or a control answers (`REDIS_DURABILITY`). */
   readonly durability?: DiskWait;
+  /** `PROJECT_BACKLOG_MAX` and the rate of its retry estimate (see `StoreOptions.backlog`). */
+  readonly backlog?: StoreOptions['backlog'];
 }
 
 /** Opens the queue of every shard on `redis`; `onError` listens to each queue's errors. */

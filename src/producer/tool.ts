@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import { LIBRARY_DEFAULTS } from '../config/index.js';
+import { parseRate, type Rate } from '../config/units.js';
 import { connect } from '../redis/connections.js';
 import type { ProducerOptions } from './api.js';
 import { diskGuard, type DiskGuard } from './disk.js';
@@ -24,6 +25,8 @@ export type ToolOptions = Pick<
   | 'cluster'
   | 'durability'
   | 'durabilityTimeoutMs'
+  | 'projectBacklogMax'
+  | 'sendRateLimit'
 >;
 
 /** A tool's connection (`options.connection` when given), its disk guard and its shards. */
@@ -53,8 +56,27 @@ export function openTool(options: ToolOptions, name: string): ToolParts {
       retentionMs: options.dispatchRetentionMs ?? LIBRARY_DEFAULTS.dispatchRetentionMs,
       // A cancel or a control waits for the disk before it answers, as an enqueue does.
       durability: disk.wait,
+      ...backlogOf(options),
     },
     readyTimeoutMs: options.readyTimeoutMs ?? 5_000,
   });
   return { redis, disk, fleet };
+}
+
+/** The store's `backlog` option of `PROJECT_BACKLOG_MAX`; none when unset (or 0). */
+function backlogOf({ projectBacklogMax: max, sendRateLimit }: ToolOptions): {
+  backlog?: { max: number; rate: Rate };
+} {
+  if (!max) return {};
+  if (!Number.isSafeInteger(max) || max < 1)
+    throw new RangeError(`projectBacklogMax: expected a whole number of 1 or more, got ${max}`);
+  const rate =
+    typeof sendRateLimit === 'string'
+      ? parseRate(sendRateLimit)
+      : (sendRateLimit ?? LIBRARY_DEFAULTS.sendRateLimit);
+  if (!rate)
+    throw new RangeError(
+      `sendRateLimit: expected N/DURATION such as 100/1h, got "${sendRateLimit}"`,
+    );
+  return { backlog: { max, rate } };
 }

@@ -11,6 +11,7 @@ import { afterWrite, beforeWrite, type DiskWait } from '../redis/disk-wait.js';
 import type { DurabilityAssessment } from '../redis/durability.js';
 import { controlFailure, type DiskGuard } from './disk.js';
 import { ClaimReleasedError, type ReleasedClaim } from './claims.js';
+import { backlogRefusal, refuseEarly } from './backlog.js';
 import {
   asRedisFailure,
   IdempotencyConflictError,
@@ -86,6 +87,9 @@ export async function enqueueIn(
   followUps: readonly Registration[],
 ): Promise<SendResult[]> {
   const wait: DiskWait = { timeoutMs: disk.timeoutMs, assessment: async () => assessed };
+  await refuseEarly(store, followUps).catch((err: unknown) => {
+    throw asRedisFailure(err, redis);
+  });
   const transaction = await buildTransaction(queue, client, store, followUps, attempts);
   const mark = await beforeWrite(wait, client, nodeKey);
   const first = await execute(transaction, redis);
@@ -216,6 +220,8 @@ function resultsOf(
   const { ids, loads, registers } = transaction;
   const conflicts: KeyConflict[] = [];
   const registered = replies.slice(loads, loads + registers);
+  const full = backlogRefusal(registered);
+  if (full) throw full;
   const answers = registered.flatMap(([, answer]) => (Array.isArray(answer) ? answer : []));
   const registerErr =
     registered.find(([err]) => err)?.[0] ??

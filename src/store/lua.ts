@@ -19,6 +19,7 @@ import type { ChainableCommander, Redis } from 'ioredis';
 /** Each script's file beside this one, without `.lua`. */
 const FILES = {
   register: 'register-n',
+  registerBacklog: 'registerBacklog-n',
   claim: 'claim-n',
   claimFence: 'claimFence-n',
   acquire: 'acquire-n',
@@ -71,7 +72,7 @@ function keyCount(suffix: string): number | undefined {
  * comments (the header block, and lines that are only a comment) and indentation are left out of
  * their source, blank lines in place of comments keeping line numbers.
  */
-const LOADED_EACH_TIME: ReadonlySet<ScriptName> = new Set(['register']);
+const LOADED_EACH_TIME: ReadonlySet<ScriptName> = new Set(['register', 'registerBacklog']);
 const HEADER = /^--\[\[[\s\S]*?\]\]\n/;
 
 function compact(source: string): string {

@@ -3,6 +3,7 @@ import { sleep } from '../time/deadline.js';
 import type { DiskWait } from '../redis/disk-wait.js';
 import type { Keys } from '../redis/keys.js';
 import type { BudgetRate } from '../dispatch/budget.js';
+import type { Rate } from '../config/units.js';
 import type { Scripts } from './lua.js';
 import {
   FIELDS_BUT_PROMPT,
@@ -35,6 +36,12 @@ export interface StoreOptions {
    * Without it, nothing is waited for.
    */
   readonly durability?: DiskWait;
+  /**
+   * `PROJECT_BACKLOG_MAX` (REGISTER refuses a batch that would take a project's queued follow-ups
+   * past `max`) and the rate its retry estimate assumes for a project without a limit of its own
+   * (`SEND_RATE_LIMIT`). Unset: no limit.
+   */
+  readonly backlog?: { readonly max: number; readonly rate: Rate };
 }
 
 /** What the store's modules share: its connection, keys, settings and scripts. Never exported. */

@@ -1,0 +1,63 @@
+import { AgentDispatchError } from '../agent-dispatch-error.js';
+import type { DispatchStore, Registration } from '../store/store.js';
+
+/**
+ * A send that would take a project's follow-ups not yet sent past `PROJECT_BACKLOG_MAX`: nothing
+ * of its transaction was enqueued (the whole batch on one shard; see docs/operations.md for a
+ * batch across shards). Code `backlog_full`. `retryAfterMs` estimates when the project's rate
+ * limit will have drained enough of its backlog for the batch's part of it (at least 1 s).
+ */
+export class BacklogFullError extends AgentDispatchError {
+  readonly code = 'backlog_full';
+  constructor(
+    readonly projectId: string,
+    /** The project's queued follow-ups when the batch was refused. */
+    readonly queued: number,
+    /** The new follow-ups the batch had for that project. */
+    readonly adding: number,
+    readonly retryAfterMs: number,
+  ) {
+    super(
+      `project ${projectId} has ${queued} follow-ups not yet sent; ${adding} more would go past ` +
+        `PROJECT_BACKLOG_MAX: nothing was enqueued, retry in ${Math.ceil(retryAfterMs / 1000)} s`,
+    );
+    this.name = 'BacklogFullError';
+  }
+}
+
+/**
+ * The {@link BacklogFullError} of REGISTER's replies (see register-n.lua) when it refused the
+ * batch; `undefined` when it did not. A later call of the batch refuses without details: the
+ * first call's are taken.
+ */
+export function backlogRefusal(
+  replies: readonly (readonly [Error | null, unknown])[],
+): BacklogFullError | undefined {
+  let refused = false;
+  for (const [, reply] of replies) {
+    if (!Array.isArray(reply) || reply[0] !== 'backlog_full') continue;
+    refused = true;
+    if (reply.length < 5) continue;
+    const [, projectId, queued, adding, retryMs] = reply as [
+      string,
+      string,
+      number,
+      number,
+      number,
+    ];
+    return new BacklogFullError(projectId, Number(queued), Number(adding), Number(retryMs));
+  }
+  return refused ? new BacklogFullError('', 0, 0, 1_000) : undefined;
+}
+
+/**
+ * Throws the {@link BacklogFullError} of a batch for one shard that its store already sees past
+ * `PROJECT_BACKLOG_MAX` (`Register.backlogOver`), before its transaction adds anything.
+ */
+export async function refuseEarly(
+  store: DispatchStore,
+  followUps: readonly Registration[],
+): Promise<void> {
+  const over = await store.register.backlogOver(followUps);
+  if (over) throw new BacklogFullError(over.projectId, over.queued, over.adding, over.retryMs);
+}

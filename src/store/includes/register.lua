@@ -1,0 +1,131 @@
+-- The body of REGISTER and of REGISTER with the backlog check: see register-n.lua.
+local openKey, projectsKey, recordPrefix = KEYS[1], KEYS[2], ARGV[1]
+local idsFrom, namesFrom = #recordPrefix + 1, #ARGV[2] + 1
+local n, markerMs = tonumber(ARGV[3]), ARGV[4]
+-- The next of the keys that follow-ups with a claim token have (two each, in order).
+local claimKeysAt = 4 * n + 3
+--- @include "includes/now"
+--- @include "includes/lane-join"
+-- The shard's counts of open follow-ups (see includes/open-counts.lua, left out: this script's
+-- source goes with every producer MULTI), from the open index's key `<prefix>:open`.
+local countsKey, queuedBy = string.sub(openKey, 1, -5) .. 'counts:open', {}
+-- A counts key of another type (a hand edit) fails the call before its first write.
+local countsType = redis.call('TYPE', countsKey)['ok']
+if countsType ~= 'none' and countsType ~= 'hash' then
+  return redis.error_reply('WRONGTYPE ' .. countsKey .. ' holds a ' .. countsType ..
+    ' where a hash belongs')
+end
+-- Written as text once: Redis formats a Lua number with printf each time it is passed.
+local nowText = tostring(now)
+
+-- Commands that take many keys or members take them a thousand at a time (Lua's unpack has a
+-- limit, and a batch has none); their integer replies are summed.
+local CHUNK = 1000
+local function inChunks(command, key, items, width)
+  local total = 0
+  for first = 1, #items, CHUNK * width do
+    local last = math.min(first + CHUNK * width - 1, #items)
+    local reply
+    if key then
+      reply = redis.call(command, key, unpack(items, first, last))
+    else
+      reply = redis.call(command, unpack(items, first, last))
+    end
+    if type(reply) == 'number' then total = total + reply end
+  end
+  return total
+end
+
+-- One EXISTS for the whole batch: when none of its records exists (the usual case), no record
+-- needs a look of its own. Records registered earlier in this batch are known by their digests.
+local records = {}
+for i = 1, n do records[i] = KEYS[4 * i - 1] end
+local anyExisted = inChunks('EXISTS', nil, records, 1) > 0
+local registered = {}
+
+-- The answer for a record that exists: 0 the same content, -1 another.
+local function existing(recordKey, digest)
+  local stored = registered[recordKey]
+  if stored == nil then stored = redis.call('HGET', recordKey, 'digest') end
+  if stored and stored ~= '' and stored ~= digest then return -1 end
+  return 0
+end
+
+local function addIfAny(fields, name, value)
+  if value ~= '' then
+    fields[#fields + 1] = name
+    fields[#fields + 1] = value
+  end
+end
+
+local refusal = backlogRefusal(countsKey, records, anyExisted, idsFrom, markerMs)
+if refusal then return refusal end
+
+local answers, opened, prompts, projects = {}, {}, {}, {}
+for i = 1, n do
+  local recordKey, headsKey, laneKey, promptKey =
+    KEYS[4 * i - 1], KEYS[4 * i], KEYS[4 * i + 1], KEYS[4 * i + 2]
+  -- Follow-up i's arguments are ARGV[a + 2] to ARGV[a + 10].
+  local a = 9 * i - 1
+  local dispatchId = string.sub(recordKey, idsFrom)
+  local digest, traceparent, token = ARGV[a + 7], ARGV[a + 8], ARGV[a + 9]
+  local releasedKey, markerKey
+  if token ~= '' then
+    releasedKey, markerKey = KEYS[claimKeysAt], KEYS[claimKeysAt + 1]
+    claimKeysAt = claimKeysAt + 2
+  end
+  if registered[recordKey] ~= nil or
+      (anyExisted and redis.call('EXISTS', recordKey) == 1) then
+    answers[i] = existing(recordKey, digest)
+  elseif releasedKey and redis.call('SISMEMBER', releasedKey, token) == 1 then
+    redis.call('SET', markerKey, '1', 'NX', 'PX', markerMs)
+    answers[i] = -2
+  else
+    local fields = {'projectId', ARGV[a + 2], 'jobId', ARGV[a + 3], 'state', 'queued',
+      'enqueuedAt', nowText}
+    -- Only the fields that hold something, in the same HSET: every reader takes a missing key,
+    -- meta, digest or traceparent for none, and a missing count (attempts, polls) for 0.
+    addIfAny(fields, 'key', ARGV[a + 5])
+    addIfAny(fields, 'meta', ARGV[a + 6])
+    addIfAny(fields, 'digest', digest)
+    addIfAny(fields, 'traceparent', traceparent)
+    -- The deadline as epoch ms; a ttl counts from this script's time, the fleet's one clock.
+    local deadline = ARGV[a + 10]
+    if string.sub(deadline, 1, 1) == '+' then
+      deadline = string.format('%d', now + tonumber(string.sub(deadline, 2)))
+    end
+    addIfAny(fields, 'expiresAt', deadline)
+    redis.call('HSET', recordKey, unpack(fields))
+    prompts[#prompts + 1] = promptKey
+    prompts[#prompts + 1] = ARGV[a + 4]
+    local alone, moved = laneJoin(headsKey, laneKey, ARGV[a + 3], dispatchId)
+    if alone then
+      projects[headsKey] = true
+    else
+      opened[#opened + 1] = nowText
+      opened[#opened + 1] = dispatchId
+      if moved then
+        local since = redis.call('HGET', recordPrefix .. moved, 'enqueuedAt') or nowText
+        redis.call('ZADD', openKey, since, moved)
+      end
+    end
+    registered[recordKey] = digest
+    queuedBy[ARGV[a + 2]] = (queuedBy[ARGV[a + 2]] or 0) + 1
+    answers[i] = 1
+  end
+end
+-- One MSET of the new records' prompts, and one ZADD of those in a lane of two or more: they are
+-- open from the same time.
+inChunks('MSET', nil, prompts, 2)
+inChunks('ZADD', openKey, opened, 2)
+-- And one ZADD of the projects that have a new lane of one.
+local named = {}
+for headsKey in pairs(projects) do
+  named[#named + 1] = 0
+  named[#named + 1] = string.sub(headsKey, namesFrom)
+end
+inChunks('ZADD', projectsKey, named, 2)
+for projectId, count in pairs(queuedBy) do
+  redis.call('HINCRBY', countsKey, 'q:' .. projectId, count)
+end
+return answers
