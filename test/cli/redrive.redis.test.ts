@@ -31,7 +31,7 @@ describe('agent-dispatch redrive', () => {
     });
     const { dispatchId } = await producer().send({ projectId, jobId, prompt: `p ${jobId}` });
     const record = await store.sends.get(dispatchId);
-    await store.tracking.finish(record!, { type: EVENT_TYPES.undeliverable, reason });
+    await store.finish(record!, { type: EVENT_TYPES.undeliverable, reason });
     return dispatchId;
   }
 

@@ -95,7 +95,7 @@ describe('the operator controls with DISPATCH_SHARDS=4', () => {
       retentionMs: 600_000,
     });
     const { dispatchId } = await producer().send({ projectId, jobId: 'dead', prompt: 'again' });
-    await store.tracking.finish((await store.sends.get(dispatchId))!, {
+    await store.finish((await store.sends.get(dispatchId))!, {
       type: EVENT_TYPES.undeliverable,
       reason: 'not_found',
     });
