@@ -4,7 +4,7 @@ import type { FollowUp } from '../dispatch/followup.js';
 import type { DiskWait } from '../redis/disk-wait.js';
 import { DispatchStore } from '../store/store.js';
 import { keysFor, QUEUE_NAMES, queueOptions, shardOf, type Shard } from '../redis/keys.js';
-import type { DispatchJobData } from '../store/jobs.js';
+import type { DispatchJobData } from '../store/register.js';
 import { IdempotencyConflictError } from './errors.js';
 import type { KeyConflict, SendResult } from './errors.js';
 
