@@ -1,5 +1,6 @@
 import { parseRecord, type DispatchRecord } from '../dispatch/record.js';
-import { laneOf, readRecords, type DispatchRef, type StoreState } from './store-state.js';
+import { readRecords } from './poll-state.js';
+import { laneOf, type DispatchRef, type StoreState } from './store-state.js';
 
 /**
  * The store's reads of records and lanes: a record with its prompt, several without, whether a

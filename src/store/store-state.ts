@@ -2,12 +2,7 @@ import type { Redis } from 'ioredis';
 import type { DiskWait } from '../redis/disk-wait.js';
 import type { Keys } from '../redis/keys.js';
 import type { Scripts } from './lua.js';
-import {
-  FIELDS_BUT_PROMPT,
-  parseRecord,
-  type DispatchRecord,
-  type DispatchState,
-} from '../dispatch/record.js';
+import type { DispatchState } from '../dispatch/record.js';
 
 /** Settings the store needs. */
 export interface StoreOptions {
@@ -114,25 +109,4 @@ export function laneOf(
 export async function redisNow(state: StoreState): Promise<number> {
   const [seconds, micros] = await state.redis.time();
   return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
-}
-
-/** Reads several records in one round trip, all but their prompts; missing: `undefined`. */
-export async function readRecords(
-  state: StoreState,
-  ids: readonly string[],
-): Promise<(DispatchRecord | undefined)[]> {
-  if (ids.length === 0) return [];
-  const pipeline = state.redis.pipeline();
-  for (const id of ids) pipeline.hmget(state.keys.dispatch(id), ...FIELDS_BUT_PROMPT);
-  const replies = (await pipeline.exec()) ?? [];
-  return ids.map((id, i) => {
-    const [err, values] = replies[i] ?? [null, []];
-    if (err) throw err;
-    const hash: Record<string, string> = {};
-    for (const [f, field] of FIELDS_BUT_PROMPT.entries()) {
-      const value = (values as (string | null)[])[f];
-      if (value !== null && value !== undefined) hash[field] = value;
-    }
-    return parseRecord(id, hash, false);
-  });
 }
