@@ -91,13 +91,7 @@ export function createProcessor(ctx: SendContext) {
     let askedAt = 0;
     const verdict = await retryOnConnectionError(() => {
       askedAt = performance.now();
-      return ctx.store.sends.acquire(
-        ref,
-        rate,
-        toleranceMs,
-        ctx.config.pollMinIntervalMs,
-        attemptToken,
-      );
+      return ctx.store.acquire(ref, rate, toleranceMs, ctx.config.pollMinIntervalMs, attemptToken);
     }).catch((err: unknown) => {
       // Its keys or stored values are broken (a limit out of range, a key of the wrong type): its
       // ACQUIRE wrote nothing, and it waits, unsent and not ended, until an operator repairs them.
@@ -182,7 +176,7 @@ export function createProcessor(ctx: SendContext) {
         // counts, and nothing changes if that attempt recorded its outcome meanwhile.
         // Retried like a send's own answer: once this job completes, nothing else marks it.
         ctx.logger.warn({ ...ref }, LIFECYCLE.followupAmbiguous);
-        await ctx.store.tracking.markSent(
+        await ctx.store.markSent(
           ref,
           'unsettled',
           undefined,

@@ -91,7 +91,7 @@ export async function recordOutcome(
 ): Promise<void> {
   let result: MarkResult;
   try {
-    result = await ctx.store.tracking.markSent(
+    result = await ctx.store.markSent(
       ref,
       state,
       agentJob,

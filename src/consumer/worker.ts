@@ -103,13 +103,7 @@ async function onFailed(ctx: RoleContext, job: Job<DispatchJobData>, err: Error)
         { dispatchId: record.dispatchId, projectId: record.projectId, jobId: record.jobId },
         LIFECYCLE.followupAmbiguous,
       );
-      await store.tracking.markSent(
-        record,
-        'unsettled',
-        undefined,
-        1_000,
-        record.attemptToken ?? '',
-      );
+      await store.markSent(record, 'unsettled', undefined, 1_000, record.attemptToken ?? '');
       return;
     }
     if (record.state !== 'queued') return;

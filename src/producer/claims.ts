@@ -4,7 +4,7 @@ import type { FollowUp } from '../dispatch/followup.js';
 import type { ClaimAnswer, ClaimRequest, DispatchStore } from '../store/store.js';
 import { afterWrite, beforeWrite, type DiskWait } from '../redis/disk-wait.js';
 import { claimShardOf, keysFor, shardOf } from '../redis/keys.js';
-import { newDispatchId } from '../store/jobs.js';
+import { newDispatchId } from '../store/register.js';
 import { RedisUnavailableError, type KeyConflict, type SendResult } from './errors.js';
 
 /**

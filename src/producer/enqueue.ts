@@ -3,11 +3,11 @@ import type { FollowUp } from '../dispatch/followup.js';
 import type { Registration } from '../store/store.js';
 import type { DiskWait } from '../redis/disk-wait.js';
 import type { DurabilityAssessment } from '../redis/durability.js';
-import { keysFor } from '../redis/keys.js';
+import { keysFor, shardOf } from '../redis/keys.js';
 import { ClaimReleasedError, claimKeys, replaceReleased } from './claims.js';
 import { controlFailure } from './disk.js';
 import { IdempotencyConflictError, type KeyConflict, type SendResult } from './errors.js';
-import { mergeShardResults, splitByShard, type ProducerShard, type ShardBatch } from './shards.js';
+import type { ProducerShard } from './shards.js';
 import { enqueueIn, type EnqueueContext } from './transaction.js';
 
 /**
@@ -139,4 +139,64 @@ function claimWait(
   assessed: DurabilityAssessment,
 ): DiskWait | undefined {
   return client.isCluster ? { timeoutMs, assessment: async () => assessed } : undefined;
+}
+
+/** The follow-ups of a batch that go to one shard, with their positions in the batch. */
+export interface ShardBatch {
+  readonly shard: number;
+  readonly indexes: number[];
+  readonly followUps: FollowUp[];
+}
+
+/**
+ * Splits a batch by the shard of each follow-up's project, keeping input order within each, and
+ * leaving out the positions in `refused`.
+ */
+export function splitByShard(
+  followUps: readonly FollowUp[],
+  count: number,
+  refused: ReadonlySet<number> = new Set(),
+): ShardBatch[] {
+  const batches = new Map<number, ShardBatch>();
+  for (const [index, followUp] of followUps.entries()) {
+    if (refused.has(index)) continue;
+    const shard = shardOf(followUp.projectId, count);
+    let batch = batches.get(shard);
+    if (!batch) batches.set(shard, (batch = { shard, indexes: [], followUps: [] }));
+    batch.indexes.push(index);
+    batch.followUps.push(followUp);
+  }
+  return [...batches.values()];
+}
+
+/**
+ * Puts the answers of each shard's transaction back in input order. A key conflict in any shard,
+ * or one `refused` before the transactions (a key claimed for another shard, `claims.ts`),
+ * becomes one {@link IdempotencyConflictError} for the batch, with batch indexes, after every shard
+ * committed; any other failure is rethrown (the first one).
+ */
+export function mergeShardResults(
+  total: number,
+  batches: readonly ShardBatch[],
+  settled: readonly PromiseSettledResult<SendResult[]>[],
+  refused: readonly KeyConflict[] = [],
+): SendResult[] {
+  const results: (SendResult | null)[] = new Array<SendResult | null>(total).fill(null);
+  const conflicts: KeyConflict[] = [...refused];
+  for (const [i, outcome] of settled.entries()) {
+    const batch = batches[i];
+    if (!batch) continue;
+    if (outcome.status === 'rejected') {
+      if (!(outcome.reason instanceof IdempotencyConflictError)) throw outcome.reason;
+      const err = outcome.reason;
+      err.results.forEach((r, j) => (results[batch.indexes[j] ?? 0] = r));
+      for (const c of err.conflicts)
+        conflicts.push({ ...c, index: batch.indexes[c.index ?? 0] ?? 0 });
+    } else {
+      outcome.value.forEach((r, j) => (results[batch.indexes[j] ?? 0] = r));
+    }
+  }
+  conflicts.sort((a, b) => (a.index ?? 0) - (b.index ?? 0));
+  if (conflicts.length > 0) throw new IdempotencyConflictError(conflicts, results);
+  return results as SendResult[];
 }

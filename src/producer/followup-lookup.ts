@@ -1,5 +1,5 @@
 import type { DeadLetter, DispatchStore, FollowupDetail } from '../store/store.js';
-import { newDispatchId } from '../store/jobs.js';
+import { newDispatchId } from '../store/register.js';
 import { EVENT_TYPES } from '../dispatch/event.js';
 
 /**

@@ -5,7 +5,7 @@ import {
   dispatchJobOptions,
   newDispatchId,
   type DispatchJobData,
-} from '../store/jobs.js';
+} from '../store/register.js';
 import type { DispatchStore, Registration } from '../store/store.js';
 import { afterWrite, beforeWrite, type DiskWait } from '../redis/disk-wait.js';
 import type { DurabilityAssessment } from '../redis/durability.js';

@@ -1,8 +1,10 @@
 import type { Rate } from '../config/index.js';
-import { beforeWrite, notOnDisk } from '../redis/disk-wait.js';
+import type { DispatchState } from '../dispatch/record.js';
+import { beforeWrite, NotDurableError, notOnDisk } from '../redis/disk-wait.js';
 import { orgKeys } from '../redis/org-keys.js';
 import { failureOf, itemAnswer, ItemFailure } from './call-batch.js';
-import { laneOf, type DispatchRef, type StoreState } from './store-state.js';
+import { laneOf, type DispatchRef, type StoreState, type Verdict } from './store-state.js';
+import { requeueOnce } from './tracking.js';
 
 /**
  * Most ACQUIREs in one call of acquire-n.lua: its arguments stay a few thousand, and its one ZADD
@@ -10,37 +12,34 @@ import { laneOf, type DispatchRef, type StoreState } from './store-state.js';
  */
 export const MAX_ACQUIRES = 100;
 
-/** One ACQUIRE: see `Sends.acquire`. */
-export interface Acquire {
-  readonly ref: DispatchRef;
-  readonly rate: Rate;
-  readonly toleranceMs: number;
-  readonly firstPollMs: number;
-  readonly attemptToken: string;
-}
+/**
+ * One ACQUIRE, as `DispatchStore.acquire` is called: checks lane, pauses, park and budget (the
+ * project's own limit replaces `rate`); when all allow it, records the intent to send and tracks
+ * the dispatch (first read in `firstPollMs`). See acquire-n.lua for `toleranceMs`, and why a retry
+ * with the same `attemptToken` spends nothing.
+ */
+export type Acquire = [
+  ref: DispatchRef,
+  rate: Rate,
+  toleranceMs: number,
+  firstPollMs: number,
+  attemptToken: string,
+];
 
 /** What acquire-n.lua answered for one dispatch: {verdict, n, text, probe, now, writeBy}. */
 export type AcquireReply = [string, number, string, number?, number?, number?];
 
 /**
- * One ACQUIRE's answer, and for a `go`, why its intent is not confirmed on disk
- * (`REDIS_DURABILITY`): it must not be sent then. `undefined`: it is, or nothing is asked.
- */
-export interface Acquired {
-  readonly reply: AcquireReply;
-  readonly notDurable?: string | undefined;
-}
-
-/**
- * Runs `items` in one call of acquire-n.lua (see `Sends.acquire`, which batches them), each
- * answered as if it ran alone (one whose keys or stored values are broken fails alone, writing
- * nothing: a `StoreItemError`); then, when any may go, one wait for the disk covers every intent
- * of the call. A wait that fails otherwise (a connection lost meanwhile) fails the `go`s only.
+ * Runs `items` (ACQUIREs asked for in the same turn of the event loop, see `batched`) in one call
+ * of acquire-n.lua, each answered as if it ran alone (one whose keys or stored values are broken
+ * fails alone, writing nothing: a `StoreItemError`); then, when any may go, one wait for the disk
+ * covers every intent of the call. A wait that fails otherwise (a connection lost meanwhile) fails
+ * the `go`s only.
  */
 export async function acquireMany(
   state: StoreState,
   items: readonly Acquire[],
-): Promise<(Acquired | ItemFailure)[]> {
+): Promise<(Verdict | ItemFailure)[]> {
   const { keys, options } = state;
   const org = orgKeys(keys.prefix);
   const keyList = [keys.tracked, keys.authPause, org.budget, org.holders];
@@ -53,7 +52,7 @@ export async function acquireMany(
     orgRate?.windowMs ?? 0,
     orgRate?.toleranceMs ?? 0,
   ];
-  for (const { ref, rate, toleranceMs, firstPollMs, attemptToken } of items) {
+  for (const [ref, rate, toleranceMs, firstPollMs, attemptToken] of items) {
     keyList.push(
       keys.dispatch(ref.dispatchId),
       ...laneOf(state, ref),
@@ -82,12 +81,60 @@ export async function acquireMany(
   // make its follow-up `queued` again, and it would be sent twice.
   const isGo = (reply: AcquireReply | ItemFailure): reply is AcquireReply =>
     !(reply instanceof ItemFailure) && reply[0] === 'go';
-  const answer = (reply: AcquireReply | ItemFailure) =>
-    reply instanceof ItemFailure ? reply : { reply };
-  if (!replies.some(isGo)) return replies.map(answer);
-  const notDurable = await failureOf(notOnDisk(options.durability, connection));
-  return replies.map((reply) => {
-    if (!isGo(reply)) return answer(reply);
-    return notDurable instanceof ItemFailure ? notDurable : { reply, notDurable };
+  const notDurable = replies.some(isGo)
+    ? await failureOf(notOnDisk(options.durability, connection))
+    : undefined;
+  return Promise.all(
+    replies.map((reply, i) => {
+      if (reply instanceof ItemFailure) return reply;
+      if (!isGo(reply)) return verdictOf(reply);
+      if (notDurable instanceof ItemFailure) return notDurable;
+      return notDurable === undefined
+        ? verdictOf(reply)
+        : failureOf(requeueUnsent(state, items[i] as Acquire, reply[1], notDurable));
+    }),
+  );
+}
+
+/**
+ * A `go` whose intent is not on disk must not be sent now: it is queued again, its budget unit
+ * back. Its own wait may fail too: the next run of the job then finds the intent in doubt.
+ */
+async function requeueUnsent(
+  state: StoreState,
+  [ref, , , , attemptToken]: Acquire,
+  attempt: number,
+  reason: string,
+): Promise<Verdict> {
+  await requeueOnce(state, ref, attempt, attemptToken, true, 0).catch((err: unknown) => {
+    if (!(err instanceof NotDurableError)) throw err;
   });
+  return { kind: 'not_durable', reason };
+}
+
+/** The verdict of one reply of acquire-n.lua. */
+function verdictOf([kind, n, text, probe, now, writeBy]: AcquireReply): Verdict {
+  switch (kind) {
+    case 'go': {
+      const writeWithinMs = now !== undefined && writeBy !== undefined ? writeBy - now : undefined;
+      return { kind, attempt: n, prompt: text, probe: probe === 1, writeWithinMs };
+    }
+    case 'blocked':
+    case 'missing':
+    case 'paused':
+      return { kind };
+    case 'invalid':
+      return { kind, promptBytes: n };
+    case 'expired':
+      return { kind, expiresAtMs: n };
+    case 'auth_paused':
+      return { kind, untilMs: n };
+    case 'parked':
+    case 'over':
+      return { kind, untilMs: n };
+    case 'sending':
+      return { kind, sendingAt: n, attemptToken: text };
+    default:
+      return { kind: 'not-queued', state: kind as DispatchState };
+  }
 }

@@ -1,4 +1,5 @@
 import { AgentDispatchError } from '../agent-dispatch-error.js';
+import { sleep } from '../time/deadline.js';
 
 /**
  * Calls asked for in one turn of the event loop, made as one: each `add` waits until the end of
@@ -81,6 +82,60 @@ export class CallBatch<Item, Result> {
         for (const w of batch) w.reject(err);
       },
     );
+  }
+}
+
+/**
+ * A store operation as its callers call it, with its own arguments, batched per turn: the
+ * returned function adds its arguments to a {@link CallBatch} whose `run` is `run(state, ...)`,
+ * the one function of the operation's file (`acquireMany`, `markMany`, `finishMany`). With
+ * `retryArg`, the argument at that index is a {@link WriteRetry} for the item (see `retryWrite`).
+ */
+export function batched<State, Args extends unknown[], Result>(
+  state: State,
+  run: (state: State, items: readonly Args[]) => Promise<readonly Answer<Result>[]>,
+  maxBatch: number,
+  retryArg?: number,
+): (...args: Args) => Promise<Result> {
+  const batch = new CallBatch<Args, Result>((items) => run(state, items), maxBatch);
+  return (...args) =>
+    retryWrite(
+      retryArg === undefined ? undefined : (args[retryArg] as WriteRetry | undefined),
+      () => batch.add(args),
+    );
+}
+
+/**
+ * How long a write that records what became of a send (MARK_SENT, REQUEUE) is tried again while
+ * Redis fails it, and who hears of each failure. Both are safe to run twice: with the attempt's
+ * token, a second run finds its own state.
+ */
+export interface WriteRetry {
+  readonly budgetMs: number;
+  readonly onError: (err: unknown, retryInMs: number) => void;
+}
+
+/** The longest wait between two tries of a write. */
+const MAX_BACKOFF_MS = 2_000;
+
+/**
+ * Runs `write` until it succeeds or `retry`'s budget has passed, after any error, backing off from
+ * 100 ms to 2 s; rejects with the last error. Without `retry`, runs it once.
+ */
+export async function retryWrite<T>(
+  retry: WriteRetry | undefined,
+  write: () => Promise<T>,
+): Promise<T> {
+  if (!retry) return write();
+  const deadline = Date.now() + retry.budgetMs;
+  for (let waitMs = 100; ; waitMs = Math.min(2 * waitMs, MAX_BACKOFF_MS)) {
+    try {
+      return await write();
+    } catch (err) {
+      if (Date.now() + waitMs > deadline) throw err;
+      retry.onError(err, waitMs);
+      await sleep(waitMs);
+    }
   }
 }
 

@@ -39,7 +39,7 @@ export async function finishAndHandOn(
 ): Promise<Finished> {
   // The event carries the trace context of this settle span (or the stored one, untraced here).
   const result = await inSettleSpan(record, ending.type, (traceparent) =>
-    ctx.store.tracking.finish({ ...record, traceparent }, ending, expected),
+    ctx.store.finish({ ...record, traceparent }, ending, expected),
   );
   if (result.finished) ctx.metrics?.eventsPublished.inc({ type: ending.type });
   if (result.nextDispatchId) await wakeDispatch(ctx.queue, result.nextDispatchId);

@@ -13,14 +13,11 @@ export const MAX_FINISHES = 100;
 /** `DEAD_LETTER_RETENTION`'s default: a week. */
 export const DEAD_LETTER_RETENTION_MS = 7 * 86_400_000;
 
-/** One end: `record` ends with `ending`, if it is in `expected` state (omitted: any but `done`). */
-export interface Finish {
-  readonly record: DispatchRecord;
-  readonly ending: Ending;
-  readonly expected?: DispatchState | undefined;
-  /** When it ended, by this process's clock. */
-  readonly finishedAt: number;
-}
+/**
+ * One end, as `DispatchStore.finish` is called: `record` ends with its one event for `ending`, if
+ * it is in `expected` state (omitted: any but `done`).
+ */
+export type Finish = [record: DispatchRecord, ending: Ending, expected?: DispatchState];
 
 /**
  * What FINISH did: whether this call ended the dispatch, the lane's next dispatch, and when it did
@@ -33,8 +30,9 @@ export interface Finished {
 }
 
 /**
- * Runs `items` in one call of finish-n.lua (see `Tracking.finish`, which batches them), each
- * answered as if it ran alone (a broken key fails its item alone, writing nothing). The lanes' releases must be on disk before their next follow-ups
+ * Runs `items` (ends asked for in the same turn of the event loop, see `batched`) in one call of
+ * finish-n.lua, each answered as if it ran alone (a broken key fails its item alone, writing
+ * nothing); they end now, by this process's clock. The lanes' releases must be on disk before their next follow-ups
  * are woken: when the wait for the disk (`REDIS_DURABILITY`) fails, no next follow-up is
  * answered; each looks at its lane by itself later, and its own ACQUIRE's wait covers these ends
  * too (the AOF is one file, fsynced in order).
@@ -51,7 +49,8 @@ export async function finishMany(
     options.eventsMaxLen,
     options.deadLetterRetentionMs ?? DEAD_LETTER_RETENTION_MS,
   ];
-  for (const { record, ending, expected, finishedAt } of items) {
+  const finishedAt = Date.now();
+  for (const [record, ending, expected] of items) {
     const job = ending.job ?? record.job;
     keyList.push(
       keys.dispatch(record.dispatchId),

@@ -1,6 +1,6 @@
 import type { AgentJob } from '../agent-api/index.js';
 import { afterWrite, beforeWrite } from '../redis/disk-wait.js';
-import { failureOf, itemAnswer, ItemFailure } from './call-batch.js';
+import { failureOf, itemAnswer, ItemFailure, type WriteRetry } from './call-batch.js';
 import type { DispatchRef, MarkResult, StoreState } from './store-state.js';
 
 /**
@@ -9,18 +9,27 @@ import type { DispatchRef, MarkResult, StoreState } from './store-state.js';
  */
 export const MAX_MARKS = 100;
 
-/** One send's answer to record: see `Tracking.markSent`. */
-export interface Mark {
-  readonly ref: DispatchRef;
-  readonly newState: 'sent' | 'unsettled';
-  readonly job: AgentJob | undefined;
-  readonly firstDelayMs: number;
-  readonly attemptToken: string;
-}
+/**
+ * One send's answer to record, as `DispatchStore.markSent` is called: attempt `attemptToken`'s
+ * send as `sent`/`unsettled`, tracked (first read in `firstDelayMs`), on disk. Idempotent, so
+ * retried by `retry` when given.
+ */
+export type Mark = [
+  ref: DispatchRef,
+  newState: 'sent' | 'unsettled',
+  job: AgentJob | undefined,
+  firstDelayMs: number,
+  attemptToken: string,
+  retry?: WriteRetry,
+];
+
+/** Where `retry` is in a {@link Mark}. */
+export const MARK_RETRY_ARG = 5;
 
 /**
- * Runs `items` in one call of markSent-n.lua (see `Tracking.markSent`, which batches them), each
- * answered as if it ran alone (a broken record fails alone, writing nothing); then, when any was recorded, one wait for the disk covers them all.
+ * Runs `items` (answers recorded in the same turn of the event loop, see `batched`) in one call of
+ * markSent-n.lua, each answered as if it ran alone (a broken record fails alone, writing nothing);
+ * then, when any was recorded, one wait for the disk covers them all.
  * The answers must be on disk before their BullMQ jobs complete: a crash that took one back while
  * the job's completion (resent by ioredis after the reconnect) survived would leave the dispatch
  * `sending` with no job left to settle it. When the wait fails, each recorded answer fails with
@@ -32,7 +41,7 @@ export async function markMany(
 ): Promise<(MarkResult | ItemFailure)[]> {
   const { keys, options, clock } = state;
   const args: (string | number)[] = [items.length];
-  for (const { ref, newState, job, firstDelayMs, attemptToken } of items) {
+  for (const [ref, newState, job, firstDelayMs, attemptToken] of items) {
     args.push(
       ref.dispatchId,
       newState,
@@ -44,7 +53,7 @@ export async function markMany(
       clock.inMs(firstDelayMs) ?? 0,
     );
   }
-  const recordKeys = items.map((item) => keys.dispatch(item.ref.dispatchId));
+  const recordKeys = items.map(([ref]) => keys.dispatch(ref.dispatchId));
   const connection = await beforeWrite(options.durability, state.redis, keys.tracked);
   const replies = (await state.scripts.run('markSent', [keys.tracked, ...recordKeys], args)) as (
     number | Error

@@ -1,7 +1,7 @@
 import { OPEN_WALK_START } from './open-index.js';
-import type { DispatchRecord } from '../dispatch/record.js';
 import { parseRunStats, recordRun, type ObservedRun, type RunStats } from './run-history.js';
-import { readRecords, redisNow, type StoreState } from './store-state.js';
+import { FIELDS_BUT_PROMPT, parseRecord, type DispatchRecord } from '../dispatch/record.js';
+import { redisNow, type StoreState } from './store-state.js';
 
 /**
  * The poller's own state in the store: the lock that keeps poll ticks from overlapping across
@@ -178,4 +178,28 @@ export class PollState {
     const state = this.#state;
     await state.redis.set(state.keys.pollPark(projectId), Date.now() + delayMs, 'PX', delayMs);
   }
+}
+
+/**
+ * Reads several records in one round trip, all but their prompts; missing: `undefined`. The tick's
+ * claim reads what fell due so; `DispatchStore.sends.getMany` too.
+ */
+export async function readRecords(
+  state: StoreState,
+  ids: readonly string[],
+): Promise<(DispatchRecord | undefined)[]> {
+  if (ids.length === 0) return [];
+  const pipeline = state.redis.pipeline();
+  for (const id of ids) pipeline.hmget(state.keys.dispatch(id), ...FIELDS_BUT_PROMPT);
+  const replies = (await pipeline.exec()) ?? [];
+  return ids.map((id, i) => {
+    const [err, values] = replies[i] ?? [null, []];
+    if (err) throw err;
+    const hash: Record<string, string> = {};
+    for (const [f, field] of FIELDS_BUT_PROMPT.entries()) {
+      const value = (values as (string | null)[])[f];
+      if (value !== null && value !== undefined) hash[field] = value;
+    }
+    return parseRecord(id, hash, false);
+  });
 }

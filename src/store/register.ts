@@ -1,10 +1,11 @@
-import { randomUUID } from 'node:crypto';
+import { hash, randomInt, randomUUID } from 'node:crypto';
+import type { JobJson, JobsOptions } from 'bullmq';
 import type { ChainableCommander } from 'ioredis';
 import { deadlineArgument } from '../dispatch/deadline.js';
-import { contentDigest } from '../dispatch/digest.js';
 import type { FollowUp } from '../dispatch/followup.js';
+import { backlogOver, type BacklogOver } from './backlog.js';
 import { LUA } from './lua.js';
-import { laneOf, type StoreState } from './store-state.js';
+import { laneOf, type DispatchRef, type StoreState } from './store-state.js';
 
 /**
  * A follow-up to register, with the trace context of the producer's span when traced, and the
@@ -71,46 +72,6 @@ export class Register {
   }
 }
 
-/** A project a batch would take past `PROJECT_BACKLOG_MAX`, as REGISTER refuses it. */
-export interface BacklogOver {
-  readonly projectId: string;
-  readonly queued: number;
-  readonly adding: number;
-  readonly retryMs: number;
-}
-
-/**
- * REGISTER's backlog check (see includes/backlog.lua) read before the transaction, so that the
- * usual refusal adds no BullMQ job for a worker to end. It counts only the follow-ups without an
- * idempotency key, surely new (a keyed one may be a resend of one queued, which adds nothing):
- * it never refuses what REGISTER would take, and REGISTER's check is the one that holds.
- */
-export async function backlogOver(
-  state: StoreState,
-  followUps: readonly Registration[],
-): Promise<BacklogOver | undefined> {
-  const backlog = state.options.backlog;
-  if (!backlog) return undefined;
-  const adding = new Map<string, number>();
-  for (const { projectId, key } of followUps)
-    if (key === undefined) adding.set(projectId, (adding.get(projectId) ?? 0) + 1);
-  if (adding.size === 0) return undefined;
-  const projects = [...adding.keys()];
-  const { keys } = state;
-  const counts = await state.redis.hmget(keys.openCounts, ...projects.map((p) => `q:${p}`));
-  for (const [i, projectId] of projects.entries()) {
-    const queued = Number(counts[i] ?? 0);
-    const over = queued + (adding.get(projectId) ?? 0) - backlog.max;
-    if (over <= 0) continue;
-    const own = await state.redis.hmget(keys.projectControls(projectId), 'max', 'windowMs');
-    const max = Number(own[0] ?? backlog.rate.max);
-    const windowMs = Number(own[1] ?? backlog.rate.windowMs);
-    const retryMs = Math.max(1_000, Math.ceil((over * windowMs) / max));
-    return { projectId, queued, adding: adding.get(projectId) ?? 0, retryMs };
-  }
-  return undefined;
-}
-
 /** REGISTER, with its backlog check when `PROJECT_BACKLOG_MAX` is set. */
 function scriptOf(state: StoreState): 'register' | 'registerBacklog' {
   return state.options.backlog ? 'registerBacklog' : 'register';
@@ -165,4 +126,124 @@ function countByProject(followUps: readonly Registration[]): Record<string, numb
   const counts: Record<string, number> = {};
   for (const { projectId } of followUps) counts[projectId] = (counts[projectId] ?? 0) + 1;
   return counts;
+}
+
+/**
+ * The digest of a follow-up's content (project, job, prompt, meta), stored on its record: a second
+ * send with the same idempotency key and another digest is a conflict, not a duplicate. Meta keys
+ * are sorted, so the same object built in another order is the same follow-up.
+ */
+export function contentDigest(followUp: FollowUp): string {
+  const content = [
+    JSON.stringify(followUp.projectId),
+    JSON.stringify(followUp.jobId),
+    JSON.stringify(followUp.prompt),
+    followUp.meta === undefined ? 'null' : canonicalJson(followUp.meta),
+  ].join(',');
+  return hash('sha256', content);
+}
+
+/** JSON with object keys sorted. Recursive: only for validated meta, at most 32 levels deep. */
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (typeof value !== 'object' || value === null) return JSON.stringify(value);
+  const entries = Object.entries(value).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
+}
+
+/** What a dispatch's BullMQ job holds as its `data` (read back by `readDispatchJob`, jobs.ts). */
+export interface DispatchJobData {
+  p: string;
+  j: string;
+  d?: string | undefined;
+  t?: string | undefined;
+}
+
+/** What a worker reads from a dispatch's BullMQ job: which dispatch, and its trace context. */
+export interface DispatchJobRef extends DispatchRef {
+  readonly traceparent?: string | undefined;
+}
+
+/** The payload of the BullMQ job `bullJobId` that carries dispatch `ref`. */
+export function dispatchJobPayload(ref: DispatchJobRef, bullJobId: string): DispatchJobData {
+  const data: DispatchJobData = { p: ref.projectId, j: ref.jobId };
+  if (bullJobId !== ref.dispatchId) data.d = ref.dispatchId;
+  if (ref.traceparent) data.t = ref.traceparent;
+  return data;
+}
+
+/** BullMQ job name of a dispatch (shown on the dashboard). */
+export const DISPATCH_JOB_NAME = 'followup';
+
+/**
+ * Retries of transient failures (5xx, not connected) wait `base × 2^(n-1)` ms; 429s and budget
+ * waits park the job without spending an attempt. `base` is drawn per job from 500 to 1,000 ms:
+ * a fleet's retries after an outage spread over the same range as with BullMQ's `jitter: 0.5`,
+ * and the options stay within 64 bytes (see the payload above), which `jitter` would not.
+ */
+function backoffBaseMs(): number {
+  return 500 + Math.floor(Math.random() * 501);
+}
+
+/**
+ * The job options of one dispatch. Its id, the dispatch id (so adding it twice is a no-op), is
+ * not among them: the producer hands it to BullMQ beside them, so that it is not stored again in
+ * every job's options; `queue.add` takes it among them (`addDispatchJob`).
+ */
+export function dispatchJobOptions(attempts: number, baseMs = backoffBaseMs()): JobsOptions {
+  return { attempts, backoff: { type: 'exponential', delay: baseMs } };
+}
+
+/**
+ * The BullMQ job of a dispatch as BullMQ's `addJobToTransaction` takes it: what `asJSON()` of a
+ * new `Job` with these options answers (test/producer/job-json.redis.test.ts compares them),
+ * built directly: a `Job` instance per follow-up would cost the producer more than the add.
+ */
+export function dispatchJobJson(
+  ref: DispatchJobRef,
+  opts: JobsOptions,
+  timestamp = Date.now(),
+): JobJson {
+  return {
+    id: ref.dispatchId,
+    name: DISPATCH_JOB_NAME,
+    data: JSON.stringify(dispatchJobPayload(ref, ref.dispatchId)),
+    opts,
+    progress: 0,
+    attemptsMade: 0,
+    attemptsStarted: 0,
+    stalledCounter: 0,
+    timestamp,
+    stacktrace: 'null',
+    returnvalue: 'null',
+    // `failedReason` too is left out, as `asJSON()` leaves it out of a job that never failed.
+  } as JobJson;
+}
+
+/**
+ * A new dispatch id. With an idempotency key it is derived from the key, so every producer that
+ * sends the same key lands on the same record and the same BullMQ job id, even across a retry
+ * after an error whose outcome the producer never saw. Without one it is random (see
+ * {@link randomDispatchId}).
+ */
+export function newDispatchId(key: string | undefined): string {
+  if (key === undefined) return randomDispatchId();
+  return `k-${hash('sha256', key).slice(0, 40)}`;
+}
+
+const ID_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
+const ID_LETTERS = 52;
+const RANDOM_ID_CHARS = 22;
+
+/**
+ * A random dispatch id: 22 letters and digits, the first a letter (about 130 random bits, a
+ * UUID has 122), so that it is never read as a number (BullMQ refuses a job id that is one) nor
+ * as an option on a command line. Shorter than a UUID's 36 characters, since the id is in the
+ * keys of its record, prompt and BullMQ job, in the wait list and in its lane.
+ */
+export function randomDispatchId(): string {
+  // randomInt draws without bias, from a pool of random bytes Node keeps.
+  let id = ID_ALPHABET[randomInt(ID_LETTERS)] as string;
+  while (id.length < RANDOM_ID_CHARS) id += ID_ALPHABET[randomInt(ID_ALPHABET.length)] as string;
+  return id;
 }

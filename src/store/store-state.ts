@@ -1,16 +1,10 @@
 import type { Redis } from 'ioredis';
-import { sleep } from '../time/deadline.js';
 import type { DiskWait } from '../redis/disk-wait.js';
 import type { Keys } from '../redis/keys.js';
 import type { BudgetRate } from '../dispatch/budget.js';
 import type { Rate } from '../config/units.js';
 import type { Scripts } from './lua.js';
-import {
-  FIELDS_BUT_PROMPT,
-  parseRecord,
-  type DispatchRecord,
-  type DispatchState,
-} from '../dispatch/record.js';
+import type { DispatchState } from '../dispatch/record.js';
 
 /** Settings the store needs. */
 export interface StoreOptions {
@@ -82,7 +76,7 @@ export interface DispatchRef {
   readonly jobId: string;
 }
 
-/** The answer of `Sends.acquire`. */
+/** The answer of `DispatchStore.acquire`. */
 export type Verdict =
   /**
    * Send now. `probe`: sends are paused and this one tries whether the key works again.
@@ -128,59 +122,4 @@ export function laneOf(
 export async function redisNow(state: StoreState): Promise<number> {
   const [seconds, micros] = await state.redis.time();
   return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
-}
-
-/**
- * How long a write that records what became of a send (MARK_SENT, REQUEUE) is tried again while
- * Redis fails it, and who hears of each failure. Both are safe to run twice: with the attempt's
- * token, a second run finds its own state.
- */
-export interface WriteRetry {
-  readonly budgetMs: number;
-  readonly onError: (err: unknown, retryInMs: number) => void;
-}
-
-/** The longest wait between two tries of a write. */
-const MAX_BACKOFF_MS = 2_000;
-
-/**
- * Runs `write` until it succeeds or `retry`'s budget has passed, after any error, backing off from
- * 100 ms to 2 s; rejects with the last error. Without `retry`, runs it once.
- */
-export async function retryWrite<T>(
-  retry: WriteRetry | undefined,
-  write: () => Promise<T>,
-): Promise<T> {
-  if (!retry) return write();
-  const deadline = Date.now() + retry.budgetMs;
-  for (let waitMs = 100; ; waitMs = Math.min(2 * waitMs, MAX_BACKOFF_MS)) {
-    try {
-      return await write();
-    } catch (err) {
-      if (Date.now() + waitMs > deadline) throw err;
-      retry.onError(err, waitMs);
-      await sleep(waitMs);
-    }
-  }
-}
-
-/** Reads several records in one round trip, all but their prompts; missing: `undefined`. */
-export async function readRecords(
-  state: StoreState,
-  ids: readonly string[],
-): Promise<(DispatchRecord | undefined)[]> {
-  if (ids.length === 0) return [];
-  const pipeline = state.redis.pipeline();
-  for (const id of ids) pipeline.hmget(state.keys.dispatch(id), ...FIELDS_BUT_PROMPT);
-  const replies = (await pipeline.exec()) ?? [];
-  return ids.map((id, i) => {
-    const [err, values] = replies[i] ?? [null, []];
-    if (err) throw err;
-    const hash: Record<string, string> = {};
-    for (const [f, field] of FIELDS_BUT_PROMPT.entries()) {
-      const value = (values as (string | null)[])[f];
-      if (value !== null && value !== undefined) hash[field] = value;
-    }
-    return parseRecord(id, hash, false);
-  });
 }

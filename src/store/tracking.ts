@@ -1,26 +1,15 @@
-import type { AgentJob } from '../agent-api/index.js';
 import { afterWrite, beforeWrite } from '../redis/disk-wait.js';
 import { orgKeys } from '../redis/org-keys.js';
-import type { DispatchState, DispatchRecord } from '../dispatch/record.js';
-import { orphanEventFields, type Ending } from '../dispatch/event.js';
-import { CallBatch } from './call-batch.js';
-import { finishMany, MAX_FINISHES, type Finish, type Finished } from './finish.js';
-import { markMany, MAX_MARKS, type Mark } from './mark-sent.js';
+import { orphanEventFields } from '../dispatch/event.js';
+import { CallBatch, retryWrite, type WriteRetry } from './call-batch.js';
 import { MAX_RESCHEDULES, rescheduleMany, type Reschedule } from './reschedule.js';
-import {
-  retryWrite,
-  type DispatchRef,
-  type MarkResult,
-  type StoreState,
-  type WriteRetry,
-} from './store-state.js';
+import type { DispatchRef, MarkResult, StoreState } from './store-state.js';
 
 /**
- * The store's tracked set (sent dispatches whose agent job the poller reads): a send's answer
- * starts its tracking (`markSent`, see markSent-n.lua), a refused send goes back to the queue
- * (`requeue`, see requeue-5.lua), and the end of a dispatch publishes its one event (`finish`).
- * `markSent` and `requeue` act for one attempt only (its token), so running one twice finds its
- * own state. Reached as `DispatchStore.tracking`.
+ * The store's tracked set (sent dispatches whose agent job the poller reads) besides a send's
+ * answer (`mark-sent.ts`) and the end (`finish.ts`): a refused send goes back to the queue
+ * (`requeue`, see requeue-5.lua; for one attempt only, its token, so running it twice finds its
+ * own state), reschedules, untrack, carry, orphan events. Reached as `DispatchStore.tracking`.
  */
 
 /** The job an orphan event is for; with `jobKey`, only while that BullMQ job hash exists. */
@@ -37,32 +26,9 @@ export type OrphanResult = 'published' | 'published-before' | 'record-exists' | 
 export class Tracking {
   readonly #state: StoreState;
   readonly #reschedules: CallBatch<Reschedule, boolean>;
-  readonly #finishes: CallBatch<Finish, Finished>;
-  readonly #marks: CallBatch<Mark, MarkResult>;
-
   constructor(state: StoreState) {
     this.#state = state;
     this.#reschedules = new CallBatch((items) => rescheduleMany(state, items), MAX_RESCHEDULES);
-    this.#finishes = new CallBatch((items) => finishMany(state, items), MAX_FINISHES);
-    this.#marks = new CallBatch((items) => markMany(state, items), MAX_MARKS);
-  }
-
-  /**
-   * Records attempt `attemptToken`'s send as `sent`/`unsettled`, tracked, on disk. Idempotent, so
-   * retried by `retry` when given. Answers recorded in the same turn of the event loop share one
-   * script call and one wait for the disk (`mark-sent.ts`).
-   */
-  async markSent(
-    ref: DispatchRef,
-    newState: 'sent' | 'unsettled',
-    job: AgentJob | undefined,
-    firstDelayMs: number,
-    attemptToken: string,
-    retry?: WriteRetry,
-  ): Promise<MarkResult> {
-    return retryWrite(retry, () =>
-      this.#marks.add({ ref, newState, job, firstDelayMs, attemptToken }),
-    );
   }
 
   /**
@@ -79,46 +45,9 @@ export class Tracking {
     parkMs = 0,
     retry?: WriteRetry,
   ): Promise<number | Exclude<MarkResult, 'marked'>> {
-    return retryWrite(retry, async () => {
-      const state = this.#state;
-      const { dispatch, budget, park, tracked } = state.keys;
-      const connection = await beforeWrite(state.options.durability, state.redis, tracked);
-      const reply = (await state.scripts.run(
-        'requeue',
-        [
-          dispatch(ref.dispatchId),
-          budget(ref.projectId),
-          park(ref.projectId),
-          tracked,
-          orgKeys(state.keys.prefix).budget,
-        ],
-        [
-          ref.dispatchId,
-          attempt,
-          refund === 'unwritten' ? '2' : refund ? '1' : '0',
-          Math.max(0, Math.round(parkMs)),
-          attemptToken,
-        ],
-      )) as number;
-      if (reply === -1) return 'moved-on';
-      if (reply === -2) return 'stale';
-      // On disk before the job moves on: a crash that took it back would leave the dispatch
-      // `sending` under this token, and the job's next run would end it `ambiguous`, unsent.
-      await afterWrite(state.options.durability, connection);
-      return reply;
-    });
-  }
-
-  /**
-   * Ends a dispatch with its one event, if it is in `expected` state (omitted: any but `done`).
-   * Ends asked for in the same turn of the event loop share one script call (`finish.ts`).
-   */
-  async finish(
-    record: DispatchRecord,
-    ending: Ending,
-    expected?: DispatchState,
-  ): Promise<Finished> {
-    return this.#finishes.add({ record, ending, expected, finishedAt: Date.now() });
+    return retryWrite(retry, () =>
+      requeueOnce(this.#state, ref, attempt, attemptToken, refund, parkMs),
+    );
   }
 
   /**
@@ -181,4 +110,40 @@ export class Tracking {
     );
     return reply === 1;
   }
+}
+
+/** One try of {@link Tracking.requeue}; also ACQUIRE's own for a `go` not confirmed on disk. */
+export async function requeueOnce(
+  state: StoreState,
+  ref: DispatchRef,
+  attempt: number,
+  attemptToken: string,
+  refund: boolean | 'unwritten',
+  parkMs: number,
+): Promise<number | Exclude<MarkResult, 'marked'>> {
+  const { dispatch, budget, park, tracked } = state.keys;
+  const connection = await beforeWrite(state.options.durability, state.redis, tracked);
+  const reply = (await state.scripts.run(
+    'requeue',
+    [
+      dispatch(ref.dispatchId),
+      budget(ref.projectId),
+      park(ref.projectId),
+      tracked,
+      orgKeys(state.keys.prefix).budget,
+    ],
+    [
+      ref.dispatchId,
+      attempt,
+      refund === 'unwritten' ? '2' : refund ? '1' : '0',
+      Math.max(0, Math.round(parkMs)),
+      attemptToken,
+    ],
+  )) as number;
+  if (reply === -1) return 'moved-on';
+  if (reply === -2) return 'stale';
+  // On disk before the job moves on: a crash that took it back would leave the dispatch
+  // `sending` under this token, and the job's next run would end it `ambiguous`, unsent.
+  await afterWrite(state.options.durability, connection);
+  return reply;
 }

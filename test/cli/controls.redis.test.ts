@@ -134,9 +134,9 @@ describe('the control commands', () => {
     });
     const rate = budgetRate({ max: 100, windowMs: 3_600_000 });
     const ref = { dispatchId: sending?.dispatchId ?? '', projectId: 'c', jobId: 'b' };
-    expect(
-      (await store.sends.acquire(ref, rate, rate.toleranceMs, 60_000, randomUUID())).kind,
-    ).toBe('go');
+    expect((await store.acquire(ref, rate, rate.toleranceMs, 60_000, randomUUID())).kind).toBe(
+      'go',
+    );
 
     const ok = await run('cancel', queued?.dispatchId ?? '');
     expect(ok.code).toBe(0);

@@ -31,7 +31,7 @@ describe('agent-dispatch redrive', () => {
     });
     const { dispatchId } = await producer().send({ projectId, jobId, prompt: `p ${jobId}` });
     const record = await store.sends.get(dispatchId);
-    await store.tracking.finish(record!, { type: EVENT_TYPES.undeliverable, reason });
+    await store.finish(record!, { type: EVENT_TYPES.undeliverable, reason });
     return dispatchId;
   }
 
@@ -112,9 +112,7 @@ describe('agent-dispatch redrive', () => {
     const ids = sent.map((r) => r.dispatchId);
     for (let i = 0; i < total; i += 500) {
       const records = await Promise.all(ids.slice(i, i + 500).map((id) => store.sends.get(id)));
-      await Promise.all(
-        records.map((r) => store.tracking.finish(r!, { type: EVENT_TYPES.timedOut })),
-      );
+      await Promise.all(records.map((r) => store.finish(r!, { type: EVENT_TYPES.timedOut })));
     }
     // Each its own end time, in the order sent: the index orders them as they ended.
     const base = Date.now() - 60_000;

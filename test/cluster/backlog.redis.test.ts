@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { BacklogFullError, createProducer } from '../../src/producer/index.js';
 import { keysFor, shardOf } from '../../src/redis/keys.js';
-import { newDispatchId } from '../../src/store/jobs.js';
+import { newDispatchId } from '../../src/store/register.js';
 import { useClusterFleet } from '../support/cluster-fleet.js';
 import { useSimulator } from '../support/simulator.js';
 

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { createProducer, IdempotencyConflictError } from '../../src/producer/index.js';
 import { claimShardOf, keysFor, shardOf } from '../../src/redis/keys.js';
 import { keySlot } from '../../src/redis/slot.js';
-import { newDispatchId } from '../../src/store/jobs.js';
+import { newDispatchId } from '../../src/store/register.js';
 import { useClusterFleet } from '../support/cluster-fleet.js';
 import { callsPerNode, nodeOfSlot, resetCommandStats } from '../support/redis-cluster.js';
 import { useSimulator } from '../support/simulator.js';

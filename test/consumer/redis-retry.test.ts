@@ -3,7 +3,7 @@ import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { retryOnConnectionError } from '../../src/consumer/acquire.js';
 import { isConnectionError } from '../../src/redis/connections.js';
-import { retryWrite } from '../../src/store/store-state.js';
+import { retryWrite } from '../../src/store/call-batch.js';
 
 /** A real ioredis error from a connection that cannot be made (a port nobody listens on). */
 async function connectionFailure(): Promise<unknown> {

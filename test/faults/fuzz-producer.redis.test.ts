@@ -73,7 +73,7 @@ describe('5. bad input: the producer library', () => {
     });
     const record = await store.sends.get(dispatchId);
     if (!record) throw new Error('the record is missing');
-    await store.tracking.finish(record, { type: EVENT_TYPES.undeliverable, reason: 'bad_request' });
+    await store.finish(record, { type: EVENT_TYPES.undeliverable, reason: 'bad_request' });
     const [event] = await readEvents(ns().redis, stream);
     expect(JSON.stringify(event?.event['meta'])).toBe(JSON.stringify(meta));
   });

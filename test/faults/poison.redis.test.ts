@@ -1,7 +1,7 @@
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { DISPATCH_JOB_NAME } from '../../src/store/jobs.js';
+import { DISPATCH_JOB_NAME } from '../../src/store/register.js';
 import { QUEUE_NAMES } from '../../src/redis/keys.js';
 import { logLines, runCli, type CliProcess } from '../support/cli.js';
 import { fleetEnv } from '../support/fleet.js';

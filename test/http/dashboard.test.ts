@@ -3,7 +3,7 @@ import { request as httpRequest } from 'node:http';
 import { Worker, type Queue } from 'bullmq';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DISPATCH_JOB_NAME } from '../../src/store/jobs.js';
+import { DISPATCH_JOB_NAME } from '../../src/store/register.js';
 import { launchBrowser } from '../support/browser.js';
 import { eventually, withNamespace } from '../support/namespace.js';
 import { expectNoLeakedHandles, startTestServer, useTestServer } from './fixture.js';

@@ -56,7 +56,7 @@ describe('the page of one follow-up, its search and its redrive', () => {
       key: 'ticket-7',
     });
     const deadRecord = await store.sends.get(dead);
-    await store.tracking.finish(deadRecord!, {
+    await store.finish(deadRecord!, {
       type: EVENT_TYPES.undeliverable,
       reason: 'not_found',
     });
@@ -66,7 +66,7 @@ describe('the page of one follow-up, its search and its redrive', () => {
       prompt: 'Fix the typo.',
     });
     const doneRecord = await store.sends.get(done);
-    await store.tracking.finish(doneRecord!, {
+    await store.finish(doneRecord!, {
       type: EVENT_TYPES.completed,
       job: { id: 'job-ok', status: 'completed', prLink: PR },
     });
@@ -153,7 +153,7 @@ describe('the page of one follow-up, its search and its redrive', () => {
     expect((await call('POST', `/v1/followups/${dispatchId}/redrive`)).status).toBe(409);
     const queued = await call('POST', `/v1/followups/${dispatchId}/redrive`);
     expect(await queued.json()).toMatchObject({ code: 'not_redrivable', why: 'not_ended' });
-    await store.tracking.finish((await store.sends.get(dispatchId))!, {
+    await store.finish((await store.sends.get(dispatchId))!, {
       type: EVENT_TYPES.timedOut,
     });
     const intake = await call(

@@ -147,7 +147,7 @@ describe('GET /openapi.json', () => {
     const dead = (await check('POST', '/v1/followups', INTAKE, { ...one, jobId: 'dead' })) as {
       dispatchId: string;
     };
-    await store.tracking.finish((await store.sends.get(dead.dispatchId))!, {
+    await store.finish((await store.sends.get(dead.dispatchId))!, {
       type: EVENT_TYPES.undeliverable,
       reason: 'not_found',
     });

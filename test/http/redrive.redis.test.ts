@@ -37,7 +37,7 @@ describe('POST /v1/redrive', () => {
       retentionMs: 600_000,
     });
     const { dispatchId } = await app.producer!.send({ projectId, jobId, prompt: `p ${jobId}` });
-    await store.tracking.finish((await store.sends.get(dispatchId))!, {
+    await store.finish((await store.sends.get(dispatchId))!, {
       type: EVENT_TYPES.undeliverable,
       reason,
     });

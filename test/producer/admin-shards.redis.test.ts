@@ -95,7 +95,7 @@ describe('the operator controls with DISPATCH_SHARDS=4', () => {
       retentionMs: 600_000,
     });
     const { dispatchId } = await producer().send({ projectId, jobId: 'dead', prompt: 'again' });
-    await store.tracking.finish((await store.sends.get(dispatchId))!, {
+    await store.finish((await store.sends.get(dispatchId))!, {
       type: EVENT_TYPES.undeliverable,
       reason: 'not_found',
     });
@@ -119,7 +119,7 @@ describe('the operator controls with DISPATCH_SHARDS=4', () => {
       });
       for (const i of [0, 1, 2]) {
         const { dispatchId } = await producer().send({ projectId, jobId: `m${i}`, prompt: 'x' });
-        await store.tracking.finish((await store.sends.get(dispatchId))!, {
+        await store.finish((await store.sends.get(dispatchId))!, {
           type: EVENT_TYPES.timedOut,
         });
         // Interleaved end times: shard of project 0 at 0, 2, 4 s ago... of project 1 at 1, 3, 5.

@@ -5,7 +5,7 @@ import { createProducer, IdempotencyConflictError } from '../../src/producer/ind
 import type { Producer } from '../../src/producer/index.js';
 import { CLAIM_REPAIR_AGE_MS } from '../../src/producer/claims.js';
 import { claimShardOf, keysFor, shardLayout, shardOf } from '../../src/redis/keys.js';
-import { newDispatchId } from '../../src/store/jobs.js';
+import { newDispatchId } from '../../src/store/register.js';
 import { duplicates, readEvents } from '../support/events.js';
 import { useOpened } from '../support/hooks.js';
 import { eventually, useNamespace } from '../support/namespace.js';

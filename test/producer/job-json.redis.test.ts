@@ -1,13 +1,13 @@
 import { Job, Queue } from 'bullmq';
 import { describe, expect, it } from 'vitest';
 import { QUEUE_NAMES } from '../../src/redis/keys.js';
+import { readDispatchJob } from '../../src/store/jobs.js';
 import {
   DISPATCH_JOB_NAME,
   dispatchJobJson,
   dispatchJobOptions,
-  readDispatchJob,
   type DispatchJobRef,
-} from '../../src/store/jobs.js';
+} from '../../src/store/register.js';
 import { useOpened } from '../support/hooks.js';
 import { useNamespace } from '../support/namespace.js';
 import { useStore } from '../support/store.js';

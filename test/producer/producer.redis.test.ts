@@ -148,7 +148,7 @@ describe('createProducer', () => {
     });
     const record = await store.sends.get(dispatchId);
     if (!record) throw new Error('no record');
-    const { finished } = await store.tracking.finish(record, {
+    const { finished } = await store.finish(record, {
       type: EVENT_TYPES.undeliverable,
       reason: 'bad_request',
     });

@@ -39,7 +39,7 @@ describe('redrive', () => {
     });
     const record = await store.sends.get(dispatchId);
     if (!record) throw new Error('no record');
-    expect((await store.tracking.finish(record, { type, reason })).finished).toBe(true);
+    expect((await store.finish(record, { type, reason })).finished).toBe(true);
     return dispatchId;
   }
 
@@ -153,9 +153,7 @@ describe('redrive', () => {
     );
     const records = await Promise.all(sent.map((r) => store.sends.get(r.dispatchId)));
     await Promise.all(
-      records.map((r) =>
-        store.tracking.finish(r!, { type: EVENT_TYPES.undeliverable, reason: 'x' }),
-      ),
+      records.map((r) => store.finish(r!, { type: EVENT_TYPES.undeliverable, reason: 'x' })),
     );
     // All in one millisecond: the pages tell them apart by id, as the index orders them.
     await ns.redis.zadd(keys.deadLetters, ...sent.flatMap((r) => [1_000, r.dispatchId]));
@@ -200,19 +198,13 @@ describe('redrive', () => {
     const record = (await store.followups.oldestQueued(5))[0];
     if (!record) throw new Error('nothing queued');
     const ref = { dispatchId: record.dispatchId, projectId: 'p', jobId: record.jobId };
-    const verdict = await store.sends.acquire(
-      ref,
-      { max: 100, windowMs: 3_600_000 },
-      50,
-      60_000,
-      'T',
-    );
+    const verdict = await store.acquire(ref, { max: 100, windowMs: 3_600_000 }, 50, 60_000, 'T');
     expect(verdict.kind).toBe('go');
     expect(await counts()).toEqual({ queued: 2, sending: 1, tracked: 0 });
-    await store.tracking.markSent(ref, 'sent', { id: ref.jobId, status: 'active' }, 1000, 'T');
+    await store.markSent(ref, 'sent', { id: ref.jobId, status: 'active' }, 1000, 'T');
     expect(await counts()).toEqual({ queued: 2, sending: 0, tracked: 1 });
     const sent = await store.sends.get(ref.dispatchId);
-    await store.tracking.finish(sent!, { type: EVENT_TYPES.completed });
+    await store.finish(sent!, { type: EVENT_TYPES.completed });
     expect(await counts()).toEqual({ queued: 2, sending: 0, tracked: 0 });
   });
 });

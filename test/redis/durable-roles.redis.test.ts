@@ -58,10 +58,10 @@ describe('the store waits for the disk where a crash must not undo a write (Valk
     const store = storeWith('ok', WAIT_LOCAL);
     const [first, second] = await twoInOneLane('ok');
     const before = await waitaofCalls(served().redis);
-    expect(await store.sends.acquire(first, RATE, 20, 60_000, 'A')).toMatchObject({ kind: 'go' });
+    expect(await store.acquire(first, RATE, 20, 60_000, 'A')).toMatchObject({ kind: 'go' });
     expect((await waitaofCalls(served().redis)) - before).toBe(1);
     const record = await store.sends.get(first.dispatchId);
-    const ended = await store.tracking.finish(record!, { type: 'followup.completed' });
+    const ended = await store.finish(record!, { type: 'followup.completed' });
     expect(ended).toEqual({ finished: true, nextDispatchId: second.dispatchId });
     expect((await waitaofCalls(served().redis)) - before).toBe(2);
   });
@@ -69,23 +69,23 @@ describe('the store waits for the disk where a crash must not undo a write (Valk
   it("a send's answer is on disk before MARK_SENT resolves; short of it, it throws and a rerun finds it marked", async () => {
     const store = storeWith('marked', WAIT_LOCAL);
     const [first] = await twoInOneLane('marked');
-    expect(await store.sends.acquire(first, RATE, 20, 60_000, 'A')).toMatchObject({ kind: 'go' });
+    expect(await store.acquire(first, RATE, 20, 60_000, 'A')).toMatchObject({ kind: 'go' });
     const before = await waitaofCalls(served().redis);
-    expect(await store.tracking.markSent(first, 'sent', undefined, 1_000, 'A')).toBe('marked');
+    expect(await store.markSent(first, 'sent', undefined, 1_000, 'A')).toBe('marked');
     expect((await waitaofCalls(served().redis)) - before).toBe(1);
 
     const short = storeWith('marked-short', WAIT_LOCAL);
     const [other] = await twoInOneLane('marked-short');
-    expect(await short.sends.acquire(other, RATE, 20, 60_000, 'B')).toMatchObject({ kind: 'go' });
+    expect(await short.acquire(other, RATE, 20, 60_000, 'B')).toMatchObject({ kind: 'go' });
     const shortOfReplicas = storeWith('marked-short', WAIT_REPLICA);
-    await expect(
-      shortOfReplicas.tracking.markSent(other, 'sent', undefined, 1_000, 'B'),
-    ).rejects.toThrow(NotDurableError);
+    await expect(shortOfReplicas.markSent(other, 'sent', undefined, 1_000, 'B')).rejects.toThrow(
+      NotDurableError,
+    );
     // The answer is written; retried (as the worker does), MARK_SENT finds its own state.
     expect(
       await served().redis.hget(keysFor('marked-short').dispatch(other.dispatchId), 'state'),
     ).toBe('sent');
-    expect(await short.tracking.markSent(other, 'sent', undefined, 1_000, 'B')).toBe('marked');
+    expect(await short.markSent(other, 'sent', undefined, 1_000, 'B')).toBe('marked');
   });
 
   it('writes asked for together wait for the disk once; short of it, every go is requeued', async () => {
@@ -104,13 +104,13 @@ describe('the store waits for the disk where a crash must not undo a write (Valk
     const refs = await inLanes('together');
     let before = await waitaofCalls(served().redis);
     const verdicts = await Promise.all(
-      refs.map((ref, i) => store.sends.acquire(ref, RATE, 20, 60_000, `T${i}`)),
+      refs.map((ref, i) => store.acquire(ref, RATE, 20, 60_000, `T${i}`)),
     );
     expect(verdicts.map((v) => v.kind)).toEqual(['go', 'go', 'go']);
     expect((await waitaofCalls(served().redis)) - before).toBe(1);
     before = await waitaofCalls(served().redis);
     const marks = await Promise.all(
-      refs.map((ref, i) => store.tracking.markSent(ref, 'sent', undefined, 1_000, `T${i}`)),
+      refs.map((ref, i) => store.markSent(ref, 'sent', undefined, 1_000, `T${i}`)),
     );
     expect(marks).toEqual(['marked', 'marked', 'marked']);
     expect((await waitaofCalls(served().redis)) - before).toBe(1);
@@ -118,7 +118,7 @@ describe('the store waits for the disk where a crash must not undo a write (Valk
     const short = storeWith('together-short', WAIT_REPLICA);
     const others = await inLanes('together-short');
     const refused = await Promise.all(
-      others.map((ref, i) => short.sends.acquire(ref, RATE, 20, 60_000, `S${i}`)),
+      others.map((ref, i) => short.acquire(ref, RATE, 20, 60_000, `S${i}`)),
     );
     expect(refused.map((v) => v.kind)).toEqual(['not_durable', 'not_durable', 'not_durable']);
     const keys = keysFor('together-short');
@@ -173,7 +173,7 @@ describe('the store waits for the disk where a crash must not undo a write (Valk
   it('without the copies asked for: requeues with the budget unit back, and wakes nobody', async () => {
     const store = storeWith('short', WAIT_REPLICA);
     const [first, second] = await twoInOneLane('short');
-    const verdict = await store.sends.acquire(first, RATE, 20, 60_000, 'A');
+    const verdict = await store.acquire(first, RATE, 20, 60_000, 'A');
     expect(verdict).toMatchObject({ kind: 'not_durable' });
     expect(verdict.kind === 'not_durable' && verdict.reason).toMatch(/WAITAOF answered 1 local/);
     const keys = keysFor('short');
@@ -182,7 +182,7 @@ describe('the store waits for the disk where a crash must not undo a write (Valk
     expect(await served().redis.zscore(keys.tracked, first.dispatchId)).toBeNull();
     // The lane's release is written, but its next one is not woken before it is on disk.
     const record = await store.sends.get(first.dispatchId);
-    expect(await store.tracking.finish(record!, { type: 'followup.completed' })).toEqual({
+    expect(await store.finish(record!, { type: 'followup.completed' })).toEqual({
       finished: true,
       nextDispatchId: undefined,
     });

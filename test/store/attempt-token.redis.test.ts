@@ -22,7 +22,7 @@ describe('attempt tokens (ACQUIRE, MARK_SENT, REQUEUE)', () => {
     ref = { dispatchId, projectId: 'p', jobId: 'j' };
   });
 
-  const acquire = (token: string) => fixture().store.sends.acquire(ref, RATE, 20, 60_000, token);
+  const acquire = (token: string) => fixture().store.acquire(ref, RATE, 20, 60_000, token);
 
   it('answers go again to the same token, spending no budget and no attempt', async () => {
     // Written within the margin (twice the tolerance) of its grant, or given back.
@@ -53,16 +53,16 @@ describe('attempt tokens (ACQUIRE, MARK_SENT, REQUEUE)', () => {
 
   it('records an outcome only for the current token', async () => {
     await acquire('A');
-    expect(await fixture().store.tracking.markSent(ref, 'sent', JOB, 1_000, 'B')).toBe('stale');
+    expect(await fixture().store.markSent(ref, 'sent', JOB, 1_000, 'B')).toBe('stale');
     expect(await field('state')).toBe('sending');
     expect(await fixture().store.tracking.requeue(ref, 1, 'B', true)).toBe('stale');
     expect(await field('state')).toBe('sending');
     expect(await budgetEntries()).toBe(1);
 
-    expect(await fixture().store.tracking.markSent(ref, 'sent', JOB, 1_000, 'A')).toBe('marked');
+    expect(await fixture().store.markSent(ref, 'sent', JOB, 1_000, 'A')).toBe('marked');
     expect(await field('state')).toBe('sent');
     // A MARK_SENT run twice (its reply lost, resent) is answered as done, and changes nothing.
-    expect(await fixture().store.tracking.markSent(ref, 'sent', JOB, 1_000, 'A')).toBe('marked');
+    expect(await fixture().store.markSent(ref, 'sent', JOB, 1_000, 'A')).toBe('marked');
     expect(await fixture().store.tracking.requeue(ref, 1, 'A', true)).toBe('moved-on');
     expect(await field('state')).toBe('sent');
   });
@@ -70,12 +70,10 @@ describe('attempt tokens (ACQUIRE, MARK_SENT, REQUEUE)', () => {
   it('turns unsettled into sent when the current attempt brings a definite 200', async () => {
     await acquire('A');
     // A rerun (token B) found A's send in doubt and marked it unsettled on A's behalf.
-    expect(await fixture().store.tracking.markSent(ref, 'unsettled', undefined, 1_000, 'A')).toBe(
-      'marked',
-    );
-    expect(await fixture().store.tracking.markSent(ref, 'sent', JOB, 1_000, 'B')).toBe('stale');
+    expect(await fixture().store.markSent(ref, 'unsettled', undefined, 1_000, 'A')).toBe('marked');
+    expect(await fixture().store.markSent(ref, 'sent', JOB, 1_000, 'B')).toBe('stale');
     expect(await field('state')).toBe('unsettled');
-    expect(await fixture().store.tracking.markSent(ref, 'sent', JOB, 1_000, 'A')).toBe('marked');
+    expect(await fixture().store.markSent(ref, 'sent', JOB, 1_000, 'A')).toBe('marked');
     expect(await field('state')).toBe('sent');
     expect(await field('lastStatus')).toBe('active');
     expect(await field('seenActive')).toBe('1');
@@ -87,7 +85,7 @@ describe('attempt tokens (ACQUIRE, MARK_SENT, REQUEUE)', () => {
     expect(await field('state')).toBe('queued');
     expect(await budgetEntries()).toBe(0);
     // A's late answer finds its attempt over.
-    expect(await fixture().store.tracking.markSent(ref, 'sent', JOB, 1_000, 'A')).toBe('moved-on');
+    expect(await fixture().store.markSent(ref, 'sent', JOB, 1_000, 'A')).toBe('moved-on');
     expect(await acquire('C')).toEqual({
       kind: 'go',
       attempt: 2,
@@ -95,7 +93,7 @@ describe('attempt tokens (ACQUIRE, MARK_SENT, REQUEUE)', () => {
       probe: false,
       writeWithinMs: 40,
     });
-    expect(await fixture().store.tracking.markSent(ref, 'sent', JOB, 1_000, 'A')).toBe('stale');
+    expect(await fixture().store.markSent(ref, 'sent', JOB, 1_000, 'A')).toBe('stale');
     expect(await field('state')).toBe('sending');
   });
 });

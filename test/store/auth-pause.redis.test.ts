@@ -19,8 +19,7 @@ describe('the fleet-wide pause after a rejected key (ACQUIRE, REQUEUE, AUTH_PAUS
   }
   // One attempt token per dispatch: each ACQUIRE here stands for one worker's run.
   const tokenOf = (ref: DispatchRef) => `token-${ref.dispatchId}`;
-  const acquire = (ref: DispatchRef) =>
-    fixture().store.sends.acquire(ref, RATE, 50, 1_000, tokenOf(ref));
+  const acquire = (ref: DispatchRef) => fixture().store.acquire(ref, RATE, 50, 1_000, tokenOf(ref));
   const acquireAll = (refs: readonly DispatchRef[]) => Promise.all(refs.map(acquire));
   const untilOf = (v: Verdict) => (v.kind === 'auth_paused' ? v.untilMs : undefined);
   const sleepUntil = (ms: number) =>

@@ -67,7 +67,7 @@ describe('writes of the store asked for together', () => {
     const [a, b, c, behind] = await sent('a', 'b', 'c', 'a');
     const rate = { max: 2, windowMs: 60_000 };
     const acquire = (ref: DispatchRef, token: string) =>
-      store.sends.acquire(ref, rate, 50, 60_000, token);
+      store.acquire(ref, rate, 50, 60_000, token);
     const scriptCalls = countScriptCalls();
 
     const verdicts = await Promise.all([
@@ -96,7 +96,7 @@ describe('writes of the store asked for together', () => {
     const watch = await watchScriptCommands();
 
     const verdicts = await Promise.all(
-      refs.map((ref, i) => store.sends.acquire(ref, rate, 50, 60_000, `T${i}`)),
+      refs.map((ref, i) => store.acquire(ref, rate, 50, 60_000, `T${i}`)),
     );
 
     const commands = await watch.stop();
@@ -120,20 +120,20 @@ describe('writes of the store asked for together', () => {
     const [a, b] = await sent('a', 'b');
     const rate = { max: 1, windowMs: 300 };
     const reservedOn = (ref: DispatchRef) => ns.redis.hget(at.dispatch(ref.dispatchId), 'reserved');
-    expect((await store.sends.acquire(a!, rate, 250, 60_000, 'A')).kind).toBe('go');
+    expect((await store.acquire(a!, rate, 250, 60_000, 'A')).kind).toBe('go');
     expect(await reservedOn(a!)).toBeNull();
 
-    const waiting = await store.sends.acquire(b!, rate, 250, 60_000, 'B');
+    const waiting = await store.acquire(b!, rate, 250, 60_000, 'B');
     expect(waiting.kind).toBe('over');
     expect(await reservedOn(b!)).toBe('1');
     expect(await ns.redis.zscore(at.budget('p'), `r:${b!.dispatchId}`)).not.toBeNull();
     // Woken before its slot: still over, still marked.
-    expect((await store.sends.acquire(b!, rate, 250, 60_000, 'B')).kind).toBe('over');
+    expect((await store.acquire(b!, rate, 250, 60_000, 'B')).kind).toBe('over');
     expect(await reservedOn(b!)).toBe('1');
 
     const slot = Number(await ns.redis.zscore(at.budget('p'), `r:${b!.dispatchId}`));
     await new Promise((resolve) => setTimeout(resolve, Math.max(0, slot - Date.now()) + 20));
-    expect((await store.sends.acquire(b!, rate, 250, 60_000, 'B')).kind).toBe('go');
+    expect((await store.acquire(b!, rate, 250, 60_000, 'B')).kind).toBe('go');
     expect(await reservedOn(b!)).toBeNull();
     // The slot spent; A's entry, a window old, is trimmed from the log.
     expect(await ns.redis.zrange(at.budget('p'), 0, -1)).toEqual([`${b!.dispatchId}:1`]);
@@ -148,9 +148,9 @@ describe('writes of the store asked for together', () => {
     await ns.redis.set(at.dispatch(broken!.dispatchId), 'not a hash');
 
     const acquired = await Promise.allSettled([
-      store.sends.acquire(a!, rate, 50, 60_000, 'A'),
-      store.sends.acquire(broken!, rate, 50, 60_000, 'B'),
-      store.sends.acquire(c!, rate, 50, 60_000, 'C'),
+      store.acquire(a!, rate, 50, 60_000, 'A'),
+      store.acquire(broken!, rate, 50, 60_000, 'B'),
+      store.acquire(c!, rate, 50, 60_000, 'C'),
     ]);
     expect(acquired.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
     expect(String((acquired[1] as PromiseRejectedResult).reason)).toMatch(/WRONGTYPE/);
@@ -163,8 +163,8 @@ describe('writes of the store asked for together', () => {
 
     await ns.redis.zrem(at.tracked, a!.dispatchId);
     const marked = await Promise.allSettled([
-      store.tracking.markSent(a!, 'sent', undefined, 60_000, 'A'),
-      store.tracking.markSent(broken!, 'sent', undefined, 60_000, 'B'),
+      store.markSent(a!, 'sent', undefined, 60_000, 'A'),
+      store.markSent(broken!, 'sent', undefined, 60_000, 'B'),
     ]);
     expect(marked.map((r) => r.status)).toEqual(['fulfilled', 'rejected']);
     expect((await store.sends.get(a!.dispatchId))?.state).toBe('sent');
@@ -172,8 +172,8 @@ describe('writes of the store asked for together', () => {
 
     const record = await store.sends.get(a!.dispatchId);
     const ended = await Promise.allSettled([
-      store.tracking.finish(record!, { type: 'followup.completed' }),
-      store.tracking.finish(
+      store.finish(record!, { type: 'followup.completed' }),
+      store.finish(
         { ...record!, dispatchId: broken!.dispatchId, jobId: 'b' },
         { type: 'followup.completed' },
       ),
@@ -187,16 +187,16 @@ describe('writes of the store asked for together', () => {
     const { store } = fixture();
     const [a, b] = await sent('a', 'b');
     const rate = { max: 10, windowMs: 60_000 };
-    await store.sends.acquire(a!, rate, 50, 60_000, 'A');
-    await store.sends.acquire(b!, rate, 50, 60_000, 'B');
+    await store.acquire(a!, rate, 50, 60_000, 'A');
+    await store.acquire(b!, rate, 50, 60_000, 'B');
     const job = { id: 'a', status: 'active' as const };
     const scriptCalls = countScriptCalls();
     const watch = await watchScriptCommands();
 
     const results = await Promise.all([
-      store.tracking.markSent(a!, 'sent', job, 1_000, 'A'),
-      store.tracking.markSent(b!, 'sent', undefined, 1_000, 'not B'),
-      store.tracking.markSent(b!, 'unsettled', undefined, 1_000, 'B'),
+      store.markSent(a!, 'sent', job, 1_000, 'A'),
+      store.markSent(b!, 'sent', undefined, 1_000, 'not B'),
+      store.markSent(b!, 'unsettled', undefined, 1_000, 'B'),
     ]);
 
     expect(scriptCalls()).toBe(1);
@@ -301,10 +301,10 @@ describe('writes of the store asked for together', () => {
     const watch = await watchScriptCommands();
 
     const answers = await Promise.all([
-      store.tracking.finish(a, { type: 'followup.cancelled' }),
-      store.tracking.finish(c, { type: 'followup.cancelled' }, 'sent'),
-      store.tracking.finish(d, { type: 'followup.cancelled' }),
-      store.tracking.finish(d, { type: 'followup.cancelled' }),
+      store.finish(a, { type: 'followup.cancelled' }),
+      store.finish(c, { type: 'followup.cancelled' }, 'sent'),
+      store.finish(d, { type: 'followup.cancelled' }),
+      store.finish(d, { type: 'followup.cancelled' }),
     ]);
 
     expect(scriptCalls()).toBe(1);

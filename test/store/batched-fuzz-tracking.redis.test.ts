@@ -38,13 +38,12 @@ describe.each(['mark_sent', 'reschedule', 'finish'] as const)(
       const { store } = fixture();
       return Promise.allSettled(
         refs.map(async (ref): Promise<unknown> => {
-          if (op === 'mark_sent')
-            return store.tracking.markSent(ref, 'sent', undefined, 60_000, 'T');
+          if (op === 'mark_sent') return store.markSent(ref, 'sent', undefined, 60_000, 'T');
           if (op === 'reschedule')
             return store.tracking.reschedule(ref.dispatchId, 5_000, { pollDelayMs: 5_000 });
           const record = records.get(ref.dispatchId);
           if (!record) throw new Error('no record read');
-          const { nextDispatchId, ...rest } = await store.tracking.finish(record, {
+          const { nextDispatchId, ...rest } = await store.finish(record, {
             type: 'followup.completed',
           });
           return { ...rest, hasNext: nextDispatchId !== undefined };
@@ -78,7 +77,7 @@ describe.each(['mark_sent', 'reschedule', 'finish'] as const)(
           const half = refs.length / 2;
           const [sideA, sideB] = [refs.slice(0, half), refs.slice(half)];
           // Lane heads go (token T); the others stay queued behind them.
-          for (const ref of refs) await store.sends.acquire(ref, rate, 50, 60_000, 'T');
+          for (const ref of refs) await store.acquire(ref, rate, 50, 60_000, 'T');
           const records = new Map<string, DispatchRecord>();
           for (const ref of refs) {
             const record = await store.sends.get(ref.dispatchId);

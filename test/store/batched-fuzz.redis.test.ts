@@ -97,7 +97,7 @@ describe('a batched ACQUIRE with one poisoned item (differential fuzz)', () => {
         const tokenOf = (ref: DispatchRef) => `T${refs.indexOf(ref) % half}`;
         const answers = await Promise.allSettled(
           [...callA, ...sideB.slice(0, items.length)].map((ref) =>
-            store.sends.acquire(ref, rate, 50, 60_000, tokenOf(ref)),
+            store.acquire(ref, rate, 50, 60_000, tokenOf(ref)),
           ),
         );
         const [withPoison, without] = [answers.slice(0, callA.length), answers.slice(callA.length)];

@@ -32,7 +32,7 @@ describe('the per-project budget (ACQUIRE)', () => {
       while (Date.now() < endAt && next < refs.length) {
         const ref = refs[next++] as DispatchRef;
         for (;;) {
-          const verdict = await fixture().store.sends.acquire(
+          const verdict = await fixture().store.acquire(
             ref,
             RATE,
             TOLERANCE_MS,
@@ -78,17 +78,17 @@ describe('the per-project budget (ACQUIRE)', () => {
   it('keeps a project parked after a 429 and lets other projects through', async () => {
     const [hot] = await heads(1, 'hot');
     const [cool] = await heads(1, 'cool');
-    const go = await fixture().store.sends.acquire(hot as DispatchRef, RATE, 20, 60_000, 'A');
+    const go = await fixture().store.acquire(hot as DispatchRef, RATE, 20, 60_000, 'A');
     expect(go.kind).toBe('go');
     const until = await fixture().store.tracking.requeue(hot as DispatchRef, 1, 'A', false, 5_000);
     expect(until).toBeGreaterThan(Date.now() + 4_000);
-    expect(await fixture().store.sends.acquire(hot as DispatchRef, RATE, 20, 60_000, 'B')).toEqual({
+    expect(await fixture().store.acquire(hot as DispatchRef, RATE, 20, 60_000, 'B')).toEqual({
       kind: 'parked',
       untilMs: until,
     });
-    expect(
-      (await fixture().store.sends.acquire(cool as DispatchRef, RATE, 20, 60_000, 'C')).kind,
-    ).toBe('go');
+    expect((await fixture().store.acquire(cool as DispatchRef, RATE, 20, 60_000, 'C')).kind).toBe(
+      'go',
+    );
   });
 
   it('sends only the head of a lane', async () => {
@@ -98,16 +98,15 @@ describe('the per-project budget (ACQUIRE)', () => {
     ]);
     const ref = (id: string) => ({ dispatchId: id, projectId: 'p', jobId: 'same' });
     expect(
-      await fixture().store.sends.acquire(ref(second?.dispatchId as string), RATE, 20, 60_000, 'A'),
+      await fixture().store.acquire(ref(second?.dispatchId as string), RATE, 20, 60_000, 'A'),
     ).toEqual({
       kind: 'blocked',
     });
     expect(
-      (await fixture().store.sends.acquire(ref(first?.dispatchId as string), RATE, 20, 60_000, 'B'))
-        .kind,
+      (await fixture().store.acquire(ref(first?.dispatchId as string), RATE, 20, 60_000, 'B')).kind,
     ).toBe('go');
     expect(
-      await fixture().store.sends.acquire(ref(first?.dispatchId as string), RATE, 20, 60_000, 'C'),
+      await fixture().store.acquire(ref(first?.dispatchId as string), RATE, 20, 60_000, 'C'),
     ).toEqual({
       kind: 'sending',
       sendingAt: expect.any(Number) as number,
@@ -134,15 +133,15 @@ describe('the per-project budget (ACQUIRE)', () => {
       projectId: 'p',
       jobId,
     });
-    expect(await store.sends.acquire(ref(big?.dispatchId, 'big'), RATE, 20, 60_000, 'A')).toEqual({
+    expect(await store.acquire(ref(big?.dispatchId, 'big'), RATE, 20, 60_000, 'A')).toEqual({
       kind: 'invalid',
       promptBytes: 12,
     });
     expect(await ns.redis.zcard(keys.budget('p'))).toBe(0);
     expect(await ns.redis.hget(keys.dispatch(big?.dispatchId as string), 'state')).toBe('queued');
-    expect(
-      (await store.sends.acquire(ref(fine?.dispatchId, 'fine'), RATE, 20, 60_000, 'B')).kind,
-    ).toBe('go');
+    expect((await store.acquire(ref(fine?.dispatchId, 'fine'), RATE, 20, 60_000, 'B')).kind).toBe(
+      'go',
+    );
     expect(await ns.redis.zcard(keys.budget('p'))).toBe(1);
   });
 
@@ -152,7 +151,7 @@ describe('the per-project budget (ACQUIRE)', () => {
     const rate = { max: 1, windowMs: 2_000 };
     const [first, second, third] = await heads(3);
     const acquire = (ref: DispatchRef | undefined) =>
-      store.sends.acquire(ref as DispatchRef, rate, 1_000, 60_000, randomUUID());
+      store.acquire(ref as DispatchRef, rate, 1_000, 60_000, randomUUID());
 
     expect(await acquire(first)).toMatchObject({ kind: 'go', attempt: 1 });
     expect(await ns.redis.hget(keysFor(ns.prefix).dispatch(first!.dispatchId), 'attempts')).toBe(

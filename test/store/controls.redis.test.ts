@@ -35,7 +35,7 @@ describe('operator controls in the store (cancel, pause, limit, show)', () => {
   }
 
   const acquire = (ref: DispatchRef, token = randomUUID()) =>
-    fixture().store.sends.acquire(ref, DEFAULT, DEFAULT.toleranceMs, 60_000, token);
+    fixture().store.acquire(ref, DEFAULT, DEFAULT.toleranceMs, 60_000, token);
 
   it('cancels a queued follow-up with one followup.cancelled event and hands its lane on', async () => {
     const [first, second] = (await enqueue(2)) as [DispatchRef, DispatchRef];
@@ -95,11 +95,11 @@ describe('operator controls in the store (cancel, pause, limit, show)', () => {
     const lanes = await Promise.all(
       ['a', 'b'].map(async (jobId) => (await enqueue(1, 'p', jobId))[0] as DispatchRef),
     );
-    expect(
-      (await fixture().store.sends.acquire(refs[0] as DispatchRef, one, 50, 60_000, 't')).kind,
-    ).toBe('go');
+    expect((await fixture().store.acquire(refs[0] as DispatchRef, one, 50, 60_000, 't')).kind).toBe(
+      'go',
+    );
     const waiting = lanes[0] as DispatchRef;
-    expect((await fixture().store.sends.acquire(waiting, one, 50, 60_000, 't2')).kind).toBe('over');
+    expect((await fixture().store.acquire(waiting, one, 50, 60_000, 't2')).kind).toBe('over');
     expect(await fixture().ns.redis.zscore(budget, `r:${waiting.dispatchId}`)).not.toBeNull();
     await withAdmin((admin) => admin.cancel(waiting.dispatchId));
     expect(await fixture().ns.redis.zscore(budget, `r:${waiting.dispatchId}`)).toBeNull();

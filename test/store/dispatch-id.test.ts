@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { newDispatchId, randomDispatchId } from '../../src/store/jobs.js';
+import { newDispatchId, randomDispatchId } from '../../src/store/register.js';
 
 describe('dispatch ids', () => {
   it('draws 22 letters and digits, a letter first, none twice in 200,000', () => {

@@ -49,7 +49,7 @@ describe('a broken item of a batched call', () => {
 
     const acquired = await Promise.allSettled(
       [healthy1, evil, healthy2, wrong].map((ref, i) =>
-        store.sends.acquire(ref!, rate, 50, 60_000, `T${i}`),
+        store.acquire(ref!, rate, 50, 60_000, `T${i}`),
       ),
     );
     expect(acquired.map((r) => r.status)).toEqual([
@@ -78,7 +78,7 @@ describe('a broken item of a batched call', () => {
     // Repaired, it goes by itself.
     await ns.redis.del(at.projectControls('evil'), at.budget('wrong'));
     const again = await Promise.all(
-      [evil, wrong].map((ref, i) => store.sends.acquire(ref!, rate, 50, 60_000, `R${i}`)),
+      [evil, wrong].map((ref, i) => store.acquire(ref!, rate, 50, 60_000, `R${i}`)),
     );
     expect(again.map((v) => v.kind)).toEqual(['go', 'go']);
   });
@@ -94,9 +94,7 @@ describe('a broken item of a batched call', () => {
     const untouched = await snapshot();
     const tries = () =>
       Promise.allSettled(
-        [bad, healthy, second].map((ref, i) =>
-          store.sends.acquire(ref!, rate, 50, 60_000, `T${i}`),
-        ),
+        [bad, healthy, second].map((ref, i) => store.acquire(ref!, rate, 50, 60_000, `T${i}`)),
       );
     // A broken send pause stops every send, each answer naming it (or a broken key of its own).
     const paused = await tries();
@@ -125,9 +123,9 @@ describe('a broken item of a batched call', () => {
     const { ns, store } = fixture();
     const at = keysFor(ns.prefix);
     const [ref] = await sent('p');
-    expect(await store.sends.acquire(ref!, rate, 50, 60_000, 'A')).toMatchObject({ kind: 'go' });
+    expect(await store.acquire(ref!, rate, 50, 60_000, 'A')).toMatchObject({ kind: 'go' });
     await ns.redis.hset(at.dispatch(ref!.dispatchId), 'attempts', 'many');
-    await expect(store.sends.acquire(ref!, rate, 50, 60_000, 'A')).rejects.toMatchObject({
+    await expect(store.acquire(ref!, rate, 50, 60_000, 'A')).rejects.toMatchObject({
       op: 'acquire',
       key: at.dispatch(ref!.dispatchId),
       why: expect.stringMatching(/attempts/),
@@ -141,7 +139,7 @@ describe('a broken item of a batched call', () => {
     await ns.redis.sadd(at.projectControls('c'), 'not a hash');
     await ns.redis.sadd(at.park('k'), 'not a time');
     const acquired = await Promise.allSettled(
-      [controlled, parked].map((ref, i) => store.sends.acquire(ref!, rate, 50, 60_000, `T${i}`)),
+      [controlled, parked].map((ref, i) => store.acquire(ref!, rate, 50, 60_000, `T${i}`)),
     );
     expect(
       acquired.map((r) => ((r as PromiseRejectedResult).reason as StoreItemError).key),
@@ -158,7 +156,7 @@ describe('a broken item of a batched call', () => {
     await ns.redis.set(at.park('inf'), 'inf');
     const acquire = () =>
       Promise.allSettled(
-        [huge, infinite].map((ref, i) => store.sends.acquire(ref!, rate, 50, 60_000, `T${i}`)),
+        [huge, infinite].map((ref, i) => store.acquire(ref!, rate, 50, 60_000, `T${i}`)),
       );
     const parked = await acquire();
     expect(parked.map((r) => ((r as PromiseRejectedResult).reason as StoreItemError).key)).toEqual([
@@ -178,24 +176,22 @@ describe('a broken item of a batched call', () => {
     const { ns, store } = fixture();
     const at = keysFor(ns.prefix);
     const [a] = await sent('a');
-    await store.sends.acquire(a!, rate, 50, 60_000, 'A');
+    await store.acquire(a!, rate, 50, 60_000, 'A');
     await ns.redis.set(at.openCounts, 'not a hash');
     let untouched = await snapshot();
-    const [marked] = await Promise.allSettled([
-      store.tracking.markSent(a!, 'sent', undefined, 60_000, 'A'),
-    ]);
+    const [marked] = await Promise.allSettled([store.markSent(a!, 'sent', undefined, 60_000, 'A')]);
     expect((marked as PromiseRejectedResult).reason).toMatchObject({ key: at.openCounts });
     expect(await snapshot()).toEqual(untouched);
     await expect(sent('b')).rejects.toThrow(/WRONGTYPE/);
     expect(await ns.redis.keys(at.dispatch('*'))).toEqual([at.dispatch(a!.dispatchId)]);
 
     await ns.redis.del(at.openCounts);
-    await store.tracking.markSent(a!, 'sent', undefined, 60_000, 'A');
+    await store.markSent(a!, 'sent', undefined, 60_000, 'A');
     await ns.redis.set(at.deadLetters, 'not a sorted set');
     untouched = await snapshot();
     const record = await store.sends.get(a!.dispatchId);
     const [ended] = await Promise.allSettled([
-      store.tracking.finish(record!, { type: 'followup.undeliverable', reason: 'bad_request' }),
+      store.finish(record!, { type: 'followup.undeliverable', reason: 'bad_request' }),
     ]);
     expect((ended as PromiseRejectedResult).reason).toMatchObject({ key: at.deadLetters });
     expect(await snapshot()).toEqual(untouched);
@@ -206,16 +202,16 @@ describe('a broken item of a batched call', () => {
     const { ns, store } = fixture();
     const at = keysFor(ns.prefix);
     const [a, broken] = await sent('a', 'b');
-    await store.sends.acquire(a!, rate, 50, 60_000, 'A');
-    await store.sends.acquire(broken!, rate, 50, 60_000, 'B');
+    await store.acquire(a!, rate, 50, 60_000, 'A');
+    await store.acquire(broken!, rate, 50, 60_000, 'B');
     await ns.redis.zrem(at.tracked, a!.dispatchId);
     await ns.redis.del(at.dispatch(broken!.dispatchId));
     await ns.redis.sadd(at.dispatch(broken!.dispatchId), 'not a hash');
     const untouched = await snapshot();
 
     const marked = await Promise.allSettled([
-      store.tracking.markSent(broken!, 'sent', undefined, 60_000, 'B'),
-      store.tracking.markSent(a!, 'sent', undefined, 60_000, 'A'),
+      store.markSent(broken!, 'sent', undefined, 60_000, 'B'),
+      store.markSent(a!, 'sent', undefined, 60_000, 'A'),
     ]);
     expect(marked.map((r) => r.status)).toEqual(['rejected', 'fulfilled']);
     expect((marked[0] as PromiseRejectedResult).reason).toMatchObject({
@@ -235,11 +231,11 @@ describe('a broken item of a batched call', () => {
 
     const record = await store.sends.get(a!.dispatchId);
     const ended = await Promise.allSettled([
-      store.tracking.finish(
+      store.finish(
         { ...record!, dispatchId: broken!.dispatchId, projectId: 'b' },
         { type: 'followup.completed' },
       ),
-      store.tracking.finish(record!, { type: 'followup.completed' }),
+      store.finish(record!, { type: 'followup.completed' }),
     ]);
     expect(ended.map((r) => r.status)).toEqual(['rejected', 'fulfilled']);
     expect((await store.sends.get(a!.dispatchId))?.state).toBe('done');
@@ -251,14 +247,15 @@ describe('a broken item of a batched call', () => {
   it('FINISH: a stream that takes no more entries is named, and the follow-up is not ended without its event', async () => {
     const { ns, store } = fixture();
     const [ref] = await sent('s');
-    await store.sends.acquire(ref!, rate, 50, 60_000, 'A');
+    await store.acquire(ref!, rate, 50, 60_000, 'A');
     // The last ID a stream can hold: XADD * fails with every later entry.
     await ns.redis.xadd(ns.eventsStream, '18446744073709551615-18446744073709551615', 'f', 'v');
     const untouched = await snapshot();
     const record = await store.sends.get(ref!.dispatchId);
-    await expect(
-      store.tracking.finish(record!, { type: 'followup.completed' }),
-    ).rejects.toMatchObject({ op: 'finish', key: ns.eventsStream });
+    await expect(store.finish(record!, { type: 'followup.completed' })).rejects.toMatchObject({
+      op: 'finish',
+      key: ns.eventsStream,
+    });
     expect(await snapshot()).toEqual(untouched);
   });
 });

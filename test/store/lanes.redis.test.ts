@@ -16,7 +16,7 @@ describe('a lane (ACQUIRE)', () => {
     return results.map(({ dispatchId }) => ({ dispatchId, projectId: 'p', jobId: 'j' }));
   }
   const acquire = (ref: DispatchRef) =>
-    fixture().store.sends.acquire(ref, RATE, 50, 60_000, `token-${ref.dispatchId}`);
+    fixture().store.acquire(ref, RATE, 50, 60_000, `token-${ref.dispatchId}`);
 
   it('lets only its head go; the next waits', async () => {
     const [first, second] = await lane(['one', 'two']);
@@ -42,7 +42,7 @@ describe('a lane (ACQUIRE)', () => {
   const finish = async (ref: DispatchRef) => {
     const record = await fixture().store.sends.get(ref.dispatchId);
     if (!record) throw new Error(`no record of ${ref.dispatchId}`);
-    return fixture().store.tracking.finish(record, { type: 'followup.cancelled' });
+    return fixture().store.finish(record, { type: 'followup.cancelled' });
   };
 
   it('drops a head that has ended: an id registered again after its record was lost stands in its lane twice', async () => {
@@ -57,7 +57,7 @@ describe('a lane (ACQUIRE)', () => {
     expect((await acquire(ref)).kind).toBe('go');
     const record = await fixture().store.sends.get(dispatchId);
     if (!record) throw new Error(`no record of ${dispatchId}`);
-    await fixture().store.tracking.finish(record, { type: 'followup.cancelled' });
+    await fixture().store.finish(record, { type: 'followup.cancelled' });
     // Its FINISH handed on one of the two; the next follow-up of the job does not wait for the
     // ended record to expire.
     const [next] = (await lane(['next'])) as DispatchRef[];

@@ -34,8 +34,7 @@ describe('the org budget in ACQUIRE', () => {
       jobId: `j${i}`,
     }));
   }
-  const acquire = (ref: DispatchRef, token: string) =>
-    store.sends.acquire(ref, rate, 500, 60_000, token);
+  const acquire = (ref: DispatchRef, token: string) => store.acquire(ref, rate, 500, 60_000, token);
   const orgLog = () => ns().redis.zrange(orgKeys(ns().prefix).budget, 0, -1);
 
   it('reserves one org slot per project at a time, in time order, and spends none of the project budget meanwhile', async () => {

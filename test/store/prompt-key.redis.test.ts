@@ -38,11 +38,11 @@ describe('the prompt under its own key', () => {
   it('sends the prompt of its key, and FINISH deletes the key with the record kept (a dead letter: kept for a redrive)', async () => {
     const { ns, store, ref, recordKey, promptKey } = await registered();
 
-    const verdict = await store.sends.acquire(ref, RATE, 1_000, 1_000, 'attempt-1');
+    const verdict = await store.acquire(ref, RATE, 1_000, 1_000, 'attempt-1');
     expect(verdict).toMatchObject({ kind: 'go', prompt: PROMPT });
     const record = (await store.sends.get(ref.dispatchId)) as DispatchRecord;
     const ending = { type: EVENT_TYPES.completed };
-    expect((await store.tracking.finish(record, ending)).finished).toBe(true);
+    expect((await store.finish(record, ending)).finished).toBe(true);
 
     expect(await ns.redis.exists(promptKey)).toBe(0);
     expect(await ns.redis.hget(recordKey, 'state')).toBe('done');
@@ -51,7 +51,7 @@ describe('the prompt under its own key', () => {
     const other = await registered();
     const dead = (await store.sends.get(other.ref.dispatchId)) as DispatchRecord;
     const undeliverable = { type: EVENT_TYPES.undeliverable, reason: 'test' };
-    expect((await store.tracking.finish(dead, undeliverable)).finished).toBe(true);
+    expect((await store.finish(dead, undeliverable)).finished).toBe(true);
     expect(await ns.redis.get(other.promptKey)).toBe(PROMPT);
     const ttl = await ns.redis.pttl(other.promptKey);
     expect(ttl).toBeGreaterThan(0);

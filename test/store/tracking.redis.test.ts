@@ -92,10 +92,10 @@ describe('the tracked set: claims of due reads (DUE) and their reschedules', () 
       const realNow = Date.now.bind(Date);
       vi.spyOn(Date, 'now').mockImplementation(() => realNow() + 3_600_000);
 
-      expect(
-        (await store.sends.acquire(ref, { max: 5, windowMs: 1_000 }, 20, 60_000, 'A')).kind,
-      ).toBe('go');
-      expect(await store.tracking.markSent(ref, 'sent', undefined, 30_000, 'A')).toBe('marked');
+      expect((await store.acquire(ref, { max: 5, windowMs: 1_000 }, 20, 60_000, 'A')).kind).toBe(
+        'go',
+      );
+      expect(await store.markSent(ref, 'sent', undefined, 30_000, 'A')).toBe('marked');
       let expected = (await redisMs()) + 30_000;
       expect(Math.abs(Number(await ns.redis.zscore(tracked, dispatchId)) - expected)).toBeLessThan(
         500,
@@ -115,7 +115,7 @@ describe('the tracked set: claims of due reads (DUE) and their reschedules', () 
       const tracked = keys.tracked;
       const { dispatchId } = await producer.send({ projectId: 'p', jobId: 'j', prompt: 'hi' });
       const ref = { dispatchId, projectId: 'p', jobId: 'j' };
-      await store.sends.acquire(ref, { max: 5, windowMs: 1_000 }, 20, 60_000, 'A');
+      await store.acquire(ref, { max: 5, windowMs: 1_000 }, 20, 60_000, 'A');
       // Another process (a rerun after a crash) marks it: its store never ran ACQUIRE or DUE.
       const other = new DispatchStore(ns.redis, keys, {
         eventsStream: ns.eventsStream,
@@ -123,9 +123,7 @@ describe('the tracked set: claims of due reads (DUE) and their reschedules', () 
         retentionMs: 60_000,
       });
       vi.spyOn(Date, 'now').mockImplementation(() => 0);
-      expect(await other.tracking.markSent(ref, 'unsettled', undefined, 30_000, 'A')).toBe(
-        'marked',
-      );
+      expect(await other.markSent(ref, 'unsettled', undefined, 30_000, 'A')).toBe('marked');
       const expected = (await redisMs()) + 30_000;
       expect(Math.abs(Number(await ns.redis.zscore(tracked, dispatchId)) - expected)).toBeLessThan(
         500,
