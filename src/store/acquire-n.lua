@@ -227,7 +227,19 @@ local function acquire(k, a)
   if orgMax > 0 then
     local untilMs
     orgSlot, untilMs = orgTake(dispatchId, stored[6] or '', deadline)
-    if not orgSlot then return {'over', by(untilMs), ''} end
+    if not orgSlot then
+      -- Its project's turn stays held for it until then, so that its project and org slots come
+      -- due together: a sibling taking the project's turn meanwhile would push this one to a
+      -- later project slot, its org slot would pass unused, and so on for ever.
+      if not (deadline and deadline < untilMs) then
+        local held = math.max(untilMs, slot)
+        redis.call('ZADD', budgetKey, held, reservation)
+        if not hinted then redis.call('HSET', recordKey, 'reserved', '1') end
+        local newest = tonumber(redis.call('ZRANGE', budgetKey, -1, -1, 'WITHSCORES')[2])
+        keepUntil(math.max(newest or held, held))
+      end
+      return {'over', by(untilMs), ''}
+    end
   end
   -- A woken reservation did not look at the log: later reservations may be in it.
   if not latest then

@@ -34,11 +34,13 @@ if state ~= 'sending' and state ~= 'unsettled' then return -1 end
 if (redis.call('HGET', recordKey, 'attemptToken') or '') ~= token then return -2 end
 --- @include "includes/open-counts"
 local countsKey = shardKeyOf(trackedKey, 'tracked', 'counts:open')
--- A counts key of another type (a hand edit) fails the call before its first write.
-local countsType = redis.call('TYPE', countsKey)['ok']
-if countsType ~= 'none' and countsType ~= 'hash' then
-  return redis.error_reply('WRONGTYPE ' .. countsKey .. ' holds a ' .. countsType ..
-    ' where a hash belongs')
+-- A key of another type (a hand edit) fails the call before its first write, naming the key.
+for _, expected in ipairs({{countsKey, 'hash'}, {budgetKey, 'zset'}, {orgKey, 'zset'}}) do
+  local found = redis.call('TYPE', expected[1])['ok']
+  if found ~= 'none' and found ~= expected[2] then
+    return redis.error_reply('WRONGTYPE ' .. expected[1] .. ' holds a ' .. found ..
+      ' where a ' .. expected[2] .. ' belongs')
+  end
 end
 redis.call('HSET', recordKey, 'state', 'queued')
 countMove(countsKey,

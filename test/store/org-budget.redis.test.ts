@@ -48,13 +48,20 @@ describe('the org budget in ACQUIRE', () => {
       `r:${a2!.dispatchId}`,
       `r:${b1!.dispatchId}`,
     ]);
-    const [, a3wait, b1wait] = waits as { kind: 'over'; untilMs: number }[];
-    expect(a3wait!.untilMs).toBeGreaterThanOrEqual(b1wait!.untilMs);
-    // Nothing of project a's or b's own budget went to the waiting ones.
-    const budgets = await Promise.all(
-      ['a', 'b'].map((p) => ns().redis.zrange(keysFor(ns().prefix).budget(p), 0, -1)),
+    // a2 keeps project a's turn until its org slot; a3 waits for project a's next turn, after it.
+    const a2slot = Number(
+      await ns().redis.zscore(orgKeys(ns().prefix).budget, `r:${a2!.dispatchId}`),
     );
-    expect(budgets).toEqual([[`${a1!.dispatchId}:1`], []]);
+    const budgetOf = (p: string) =>
+      ns().redis.zrange(keysFor(ns().prefix).budget(p), 0, -1, 'WITHSCORES');
+    const a = await budgetOf('a');
+    expect(Number(a[a.indexOf(`r:${a2!.dispatchId}`) + 1])).toBe(a2slot);
+    const [, a3wait] = waits as { kind: 'over'; untilMs: number }[];
+    expect(a3wait!.untilMs).toBeGreaterThanOrEqual(a2slot);
+    // Nothing of project a's or b's own budget was spent on the waiting ones: reservations only.
+    const spent = (entries: string[]) =>
+      entries.filter((e, i) => i % 2 === 0 && !e.startsWith('r:'));
+    expect([spent(a), spent(await budgetOf('b'))]).toEqual([[`${a1!.dispatchId}:1`], []]);
   });
 
   it('gives the org entry back with the grant of a send never written', async () => {
@@ -78,5 +85,37 @@ describe('the org budget in ACQUIRE', () => {
     }
     expect((await store.sends.get(a1!.dispatchId))?.state).toBe('queued');
     expect(await ns().redis.exists(keysFor(ns().prefix).budget('a'))).toBe(0);
+  });
+
+  it("keeps a project's turn for the follow-up waiting for its org slot: a backlog paced by the org still flows", async () => {
+    // The org's pace (1 per 1.5 s) is slower than the project's (1/s): each follow-up the project
+    // lets through waits for the org, and must not lose its project turn to a sibling meanwhile.
+    const paced = new DispatchStore(ns().redis, keysFor(ns().prefix), {
+      eventsStream: ns().eventsStream,
+      eventsMaxLen: 1000,
+      retentionMs: 60_000,
+      orgRate: budgetRate({ max: 1, windowMs: 1_500 }),
+    });
+    const project = budgetRate({ max: 1, windowMs: 1_000 });
+    const refs = await sent('a', 'a', 'a', 'a', 'a');
+    const started = Date.now();
+    const wentAt: number[] = [];
+    await Promise.all(
+      refs.map(async (ref, i) => {
+        // As a worker does: ACQUIRE again when the answer says, until it goes.
+        while (Date.now() - started < 20_000) {
+          const verdict = await paced.acquire(ref, project, project.toleranceMs, 60_000, `t${i}`);
+          if (verdict.kind === 'go') return void wentAt.push(Date.now() - started);
+          if (verdict.kind !== 'over') throw new Error(`unexpected ${verdict.kind}`);
+          await new Promise((r) => setTimeout(r, Math.max(0, verdict.untilMs - Date.now())));
+        }
+      }),
+    );
+    expect(wentAt).toHaveLength(5);
+    wentAt.sort((x, y) => x - y);
+    // At the org's pace: about 1.5 s apart (less a tolerance), all within 5 × 1.5 s and a margin.
+    for (let i = 1; i < wentAt.length; i++)
+      expect(wentAt[i]! - wentAt[i - 1]!).toBeGreaterThan(1_000);
+    expect(wentAt[4]!).toBeLessThan(12_000);
   });
 });
