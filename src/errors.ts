@@ -14,7 +14,11 @@ export { InvalidFollowUpError } from './dispatch/followup.js';
 export { StoreItemError } from './store/call-batch.js';
 export { CursorError } from './store/event-pages.js';
 export { CursorGapError } from './store/event-gaps.js';
-export { IdempotencyConflictError, RedisUnavailableError } from './producer/errors.js';
+export {
+  IdempotencyConflictError,
+  RedisCommandError,
+  RedisUnavailableError,
+} from './producer/errors.js';
 export { ClaimReleasedError } from './producer/claims.js';
 export {
   InvalidControlError,
