@@ -1,6 +1,12 @@
 import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { LIBRARY_DEFAULTS, parseRate, type Config, type Rate } from '../config/index.js';
+import {
+  keepResolved,
+  LIBRARY_DEFAULTS,
+  parseRate,
+  type Config,
+  type Rate,
+} from '../config/index.js';
 import { budgetRate } from '../dispatch/budget.js';
 import type { DispatchStore } from '../store/store.js';
 import { shardOf } from '../redis/keys.js';
@@ -41,7 +47,7 @@ interface AdminShard {
 /** Creates the operator controls. Its connection fails fast, like the producer's. */
 export function createAdmin(options: AdminOptions): Admin {
   const defaultRate = rateOf(options.sendRateLimit);
-  const { redis, disk, fleet } = openTool(options, 'admin');
+  const { redis, disk, fleet, resolved } = openTool(options, 'admin');
   let closing: Promise<void> | undefined;
   // The producer a redrive sends with, on the admin's connection; made on first use.
   let producer: Producer | undefined;
@@ -112,7 +118,7 @@ export function createAdmin(options: AdminOptions): Admin {
     );
   }
 
-  return guardCalls(
+  const admin = guardCalls<Admin>(
     {
       async pauseProject(projectIdInput) {
         const projectId = checkId('projectId', projectIdInput);
@@ -201,6 +207,7 @@ export function createAdmin(options: AdminOptions): Admin {
     },
     redis,
   );
+  return keepResolved(admin, { ...resolved, sendRateLimit: defaultRate });
 }
 
 /** The controls of a process, from its config (`connection`: one of its own, left open). */

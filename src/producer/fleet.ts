@@ -1,5 +1,4 @@
 import type { Redis } from 'ioredis';
-import { LIBRARY_DEFAULTS } from '../config/index.js';
 import { layoutKey, shardLayout } from '../redis/keys.js';
 import { fleetShardCount, LayoutError } from '../redis/layout.js';
 import { asRedisFailure, untilReady } from '../redis/failure.js';
@@ -18,6 +17,8 @@ export interface FleetOptions {
   readonly cluster: boolean;
   /** `DISPATCH_SHARDS` as the caller set it; `undefined`: the count the fleet recorded. */
   readonly shards: number | undefined;
+  /** The count when neither `shards` nor the fleet's record gives one. */
+  readonly unsetShards: number;
   readonly ending: EndingOptions;
   /** How long a call waits for Redis to be reachable before it fails. */
   readonly readyTimeoutMs: number;
@@ -52,7 +53,7 @@ export function fleetOf(redis: Redis, options: FleetOptions): Fleet {
         cluster,
         prefix,
         configured: options.shards,
-        unset: LIBRARY_DEFAULTS.shards,
+        unset: options.unsetShards,
       });
       unrecorded = !recorded;
       const layout = shardLayout(prefix, eventsStream, count, cluster);

@@ -6,7 +6,7 @@ import {
   type FollowUp,
 } from '../dispatch/followup.js';
 import { describeDispatch } from '../dispatch/status.js';
-import { LIBRARY_DEFAULTS } from '../config/index.js';
+import { keepResolved, LIBRARY_DEFAULTS } from '../config/index.js';
 import {
   asRedisFailure,
   guardCalls,
@@ -34,7 +34,7 @@ export { IdempotencyConflictError, InvalidFollowUpError, RedisUnavailableError, 
 export function createProducer(options: ProducerOptions): Producer {
   const promptMaxBytes = options.promptMaxBytes ?? LIBRARY_DEFAULTS.promptMaxBytes;
   const attempts = options.sendAttempts ?? LIBRARY_DEFAULTS.sendAttempts;
-  const { redis, disk, fleet } = openTool(options, 'producer');
+  const { redis, disk, fleet, resolved } = openTool(options, 'producer');
   let closing: Promise<void> | undefined;
 
   /**
@@ -86,7 +86,7 @@ export function createProducer(options: ProducerOptions): Producer {
     }
   }
 
-  return guardCalls(
+  const producer = guardCalls<Producer>(
     {
       async send(followUp) {
         const [result] = await this.sendMany([followUp]).catch((err: unknown) => {
@@ -145,6 +145,7 @@ export function createProducer(options: ProducerOptions): Producer {
     },
     redis,
   );
+  return keepResolved(producer, { ...resolved, promptMaxBytes, sendAttempts: attempts });
 }
 
 function withoutIndex({ field, message }: FieldProblem): FieldProblem {

@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { LIBRARY_DEFAULTS } from '../config/index.js';
+import { keepResolved, LIBRARY_DEFAULTS } from '../config/index.js';
 import { connect } from '../redis/connections.js';
 import { shardLayout } from '../redis/keys.js';
 import { fleetShardCount } from '../redis/layout.js';
@@ -41,16 +41,16 @@ export interface EventReaderOptions {
   group: string;
   /** This consumer's name within the group. */
   consumer: string;
-  /** `DISPATCH_PREFIX`. @defaultValue its default */
+  /** `DISPATCH_PREFIX`. @defaultValue `LIBRARY_DEFAULTS.prefix` */
   prefix?: string;
-  /** `EVENTS_STREAM`. @defaultValue its default */
+  /** `EVENTS_STREAM`. @defaultValue `LIBRARY_DEFAULTS.eventsStream` */
   eventsStream?: string;
   /**
    * `DISPATCH_SHARDS`: refused (`LayoutError`) when it differs from the count the fleet recorded.
    * @defaultValue the fleet's recorded count, else `LIBRARY_DEFAULTS.shards`
    */
   shards?: number;
-  /** `REDIS_CLUSTER`. @defaultValue its default */
+  /** `REDIS_CLUSTER`. @defaultValue `LIBRARY_DEFAULTS.cluster` */
   cluster?: boolean;
   /** Where a new group starts: `0` (every kept event) or `$` (only new ones). @defaultValue `0` */
   startAt?: '0' | '$';
@@ -80,9 +80,15 @@ type StreamReply = [stream: string, entries: [id: string, fields: string[]][]][]
 
 /** Creates a reader. The shard count is read and its groups are created on the first `read`. */
 export function createEventReader(options: EventReaderOptions): EventReader {
-  const cluster = options.cluster ?? LIBRARY_DEFAULTS.cluster;
-  const prefix = options.prefix ?? LIBRARY_DEFAULTS.prefix;
-  const readyTimeoutMs = options.readyTimeoutMs ?? 5_000;
+  const resolved = {
+    prefix: options.prefix ?? LIBRARY_DEFAULTS.prefix,
+    eventsStream: options.eventsStream ?? LIBRARY_DEFAULTS.eventsStream,
+    cluster: options.cluster ?? LIBRARY_DEFAULTS.cluster,
+    // The count when neither the option nor the fleet's record gives one.
+    shards: options.shards ?? LIBRARY_DEFAULTS.shards,
+    readyTimeoutMs: options.readyTimeoutMs ?? 5_000,
+  };
+  const { cluster, prefix, readyTimeoutMs } = resolved;
   const redis: Redis = connect(
     { redisUrl: options.redisUrl, redisCluster: cluster },
     'producer',
@@ -101,14 +107,11 @@ export function createEventReader(options: EventReaderOptions): EventReader {
       cluster,
       prefix,
       configured: options.shards,
-      unset: LIBRARY_DEFAULTS.shards,
+      unset: resolved.shards,
     });
-    const all = shardLayout(
-      prefix,
-      options.eventsStream ?? LIBRARY_DEFAULTS.eventsStream,
-      count,
-      cluster,
-    ).map((s) => s.eventsStream);
+    const all = shardLayout(prefix, resolved.eventsStream, count, cluster).map(
+      (s) => s.eventsStream,
+    );
     if (recorded || options.shards !== undefined) known = all;
     await Promise.all(
       all
@@ -160,29 +163,32 @@ export function createEventReader(options: EventReaderOptions): EventReader {
       .sort((a, b) => compareIds(a.id, b.id));
   }
 
-  return {
-    read: ({ count = 100, blockMs = 0 } = {}) =>
-      guarded(async () => {
-        const all = await streams();
-        const deadline = Date.now() + blockMs;
-        for (;;) {
-          const events = await readOnce(all, count);
-          if (events.length > 0 || Date.now() >= deadline) return events;
-          await new Promise((r) => setTimeout(r, Math.min(POLL_MS, deadline - Date.now())));
-        }
-      }),
-    ack: (events) =>
-      guarded(async () => {
-        const byStream = new Map<string, string[]>();
-        for (const e of events) byStream.set(e.stream, [...(byStream.get(e.stream) ?? []), e.id]);
-        await Promise.all(
-          [...byStream].map(([stream, ids]) => redis.xack(stream, options.group, ...ids)),
-        );
-      }),
-    async close() {
-      redis.disconnect();
+  return keepResolved<EventReader>(
+    {
+      read: ({ count = 100, blockMs = 0 } = {}) =>
+        guarded(async () => {
+          const all = await streams();
+          const deadline = Date.now() + blockMs;
+          for (;;) {
+            const events = await readOnce(all, count);
+            if (events.length > 0 || Date.now() >= deadline) return events;
+            await new Promise((r) => setTimeout(r, Math.min(POLL_MS, deadline - Date.now())));
+          }
+        }),
+      ack: (events) =>
+        guarded(async () => {
+          const byStream = new Map<string, string[]>();
+          for (const e of events) byStream.set(e.stream, [...(byStream.get(e.stream) ?? []), e.id]);
+          await Promise.all(
+            [...byStream].map(([stream, ids]) => redis.xack(stream, options.group, ...ids)),
+          );
+        }),
+      async close() {
+        redis.disconnect();
+      },
     },
-  };
+    resolved,
+  );
 }
 
 /** Orders stream ids (`ms-seq`) as numbers. */
