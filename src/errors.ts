@@ -7,14 +7,18 @@ export { AgentDispatchError } from './agent-dispatch-error.js';
 export { ConfigError } from './config/errors.js';
 export { KeyFileError } from './config/key-file.js';
 export { RedisAddressError } from './config/redis-address.js';
-export { RedisServerMissingError } from './cli/server-binary.js';
+export { RedisServerMissingError } from './cli/errors.js';
 export { LayoutError } from './redis/layout.js';
 export { NotDurableError } from './redis/disk-wait.js';
 export { InvalidFollowUpError } from './dispatch/followup.js';
 export { StoreItemError } from './store/call-batch.js';
 export { CursorError } from './store/event-pages.js';
 export { CursorGapError } from './store/event-gaps.js';
-export { IdempotencyConflictError, RedisUnavailableError } from './producer/errors.js';
+export {
+  IdempotencyConflictError,
+  RedisCommandError,
+  RedisUnavailableError,
+} from './producer/errors.js';
 export { ClaimReleasedError } from './producer/claims.js';
 export { BacklogFullError } from './producer/backlog.js';
 export {
@@ -25,6 +29,6 @@ export {
 export { NotRedrivableError } from './producer/redrive.js';
 export { AgentApiError, type AgentErrorCode } from './agent-api/errors.js';
 export { ResponseTooLargeError, WriteDeadlineError } from './agent-api/exchange.js';
-export { InvalidWebhookError } from './webhooks/admin.js';
-export { WebhookAttemptError } from './webhooks/attempt.js';
-export { UsageError } from './cli/command.js';
+export { InvalidWebhookError } from './webhooks/errors.js';
+export { WebhookAttemptError } from './webhooks/errors.js';
+export { UsageError } from './cli/errors.js';

@@ -27,6 +27,8 @@ export type { DispatchStatus } from './dispatch/status.js';
 export type { DispatchState } from './dispatch/record.js';
 export { EVENT_TYPES, type EventType } from './dispatch/event.js';
 export type { DurabilitySetting } from './config/durability.js';
+/** The frozen defaults of the options left out, each its setting's default (docs/library.md). */
+export { LIBRARY_DEFAULTS } from './config/defaults.js';
 export {
   createEventReader,
   type CompletionEvent,

@@ -28,6 +28,7 @@ const SAMPLES: Record<string, () => Error[]> = {
   ],
   IdempotencyConflictError: () => [new errors.IdempotencyConflictError([], [])],
   RedisUnavailableError: () => [new errors.RedisUnavailableError(5_000)],
+  RedisCommandError: () => [new errors.RedisCommandError('WRONGTYPE', new Error('WRONGTYPE'))],
   ClaimReleasedError: () => [new errors.ClaimReleasedError([])],
   BacklogFullError: () => [new errors.BacklogFullError('p1', 100, 1, 36_000)],
   InvalidControlError: () => [new errors.InvalidControlError('limit', 'malformed')],

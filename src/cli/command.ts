@@ -1,6 +1,7 @@
 import type { Writable } from 'node:stream';
 import type { SettingName } from '../config/index.js';
-import { AgentDispatchError } from '../agent-dispatch-error.js';
+import { UsageError } from './errors.js';
+export { UsageError } from './errors.js';
 
 /** One command-line option of a command. `setting` makes the flag override that setting. */
 export interface OptionSpec {
@@ -39,15 +40,6 @@ export interface Command {
 
 /** Exit codes: 0 ok, 1 the work failed, 2 bad usage or a bad setting (contract, section 2). */
 export const EXIT = { ok: 0, failed: 1, usage: 2 } as const;
-
-/** Thrown by a command for bad usage; the CLI prints the message and exits 2. */
-export class UsageError extends AgentDispatchError {
-  readonly code = 'usage';
-  constructor(message: string) {
-    super(message);
-    this.name = 'UsageError';
-  }
-}
 
 /** The one DISPATCH_ID of `command`'s positionals; anything else is a {@link UsageError}. */
 export function oneDispatchId(command: string, ctx: CommandContext): string {

@@ -1,23 +1,7 @@
 import { spawnSync } from 'node:child_process';
-import { AgentDispatchError } from '../agent-dispatch-error.js';
+export { RedisServerMissingError } from './errors.js';
 
 /** Which server binary the private Redis of `start` runs, and the error when there is none. */
-
-/** Thrown when no `redis-server` binary can be started. Code `redis_server_missing`. */
-export class RedisServerMissingError extends AgentDispatchError {
-  readonly code = 'redis_server_missing';
-  constructor(binary: string) {
-    super(
-      `${binary} was not found. \`agent-dispatch start\` without REDIS_URL runs a private Redis: ` +
-        'install one (`apt-get install valkey-server` or `apt-get install redis-server`, or ' +
-        '`brew install valkey`), or run ' +
-        '`docker compose up redis` and set REDIS_URL=redis://127.0.0.1:6379.',
-    );
-    this.name = 'RedisServerMissingError';
-    // An operator's mistake, not a bug: the message is the whole story.
-    this.stack = `${this.name}: ${this.message}`;
-  }
-}
 
 /** The server binaries `start` may run, in order of preference (Valkey has WAITAOF). */
 const BINARIES = ['valkey-server', 'redis-server'] as const;

@@ -45,3 +45,21 @@ export const LIBRARY_DEFAULTS = Object.freeze({
   /** `SEND_RATE_LIMIT` */
   sendRateLimit: Object.freeze(settingDefault('SEND_RATE_LIMIT')),
 });
+
+/**
+ * Where a library object (a producer, an admin, an event reader) keeps the options it resolved:
+ * a non-enumerable property under a symbol no caller knows, for the test that checks each option
+ * left out is `LIBRARY_DEFAULTS`' value. Not part of the public API.
+ */
+const RESOLVED = Symbol('agent-dispatch resolved options');
+
+/** `target` with `resolved` kept under {@link RESOLVED}; returns `target`. */
+export function keepResolved<T extends object>(target: T, resolved: object): T {
+  Object.defineProperty(target, RESOLVED, { value: Object.freeze({ ...resolved }) });
+  return target;
+}
+
+/** The options `target` resolved (see {@link keepResolved}), or `undefined`. */
+export function resolvedOf(target: object): Readonly<Record<string, unknown>> | undefined {
+  return (target as { [RESOLVED]?: Readonly<Record<string, unknown>> })[RESOLVED];
+}

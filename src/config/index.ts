@@ -11,7 +11,13 @@ import { redisTargetOf } from './redis.js';
 import type { Rate } from './units.js';
 
 export { SETTINGS, type SettingName } from './settings.js';
-export { LIBRARY_DEFAULTS, settingDefault, type DefaultedSetting } from './defaults.js';
+export {
+  keepResolved,
+  LIBRARY_DEFAULTS,
+  resolvedOf,
+  settingDefault,
+  type DefaultedSetting,
+} from './defaults.js';
 export { ConfigError, type SettingProblem } from './errors.js';
 export { SCOPES, type HttpConfig, type Scope, type ScopeTokens } from './http-settings.js';
 export { formatDuration, parseDurationMs, parseRate, type Rate } from './units.js';

@@ -3,6 +3,7 @@ import {
   InvalidControlError,
   NotCancellableError,
   NotRedrivableError,
+  RedisCommandError,
   RedisUnavailableError,
   UnknownDispatchError,
   type Admin,
@@ -153,6 +154,13 @@ function answerFailure(res: Response, logger: Logger, err: unknown): void {
     logger.warn({ err, method: res.req.method, path: res.req.path }, LIFECYCLE.intakeUnavailable);
     res.set('retry-after', '5');
     return sendError(res, 503, 'Redis is unavailable; nothing changed, retry later', {
+      code: err.code,
+    });
+  }
+  if (err instanceof RedisCommandError) {
+    // Redis's configuration or state (a memory limit, a failed save), not this request.
+    logger.error({ err, method: res.req.method, path: res.req.path }, LIFECYCLE.intakeError);
+    return sendError(res, 503, 'Redis refused the call; see the server log, then retry', {
       code: err.code,
     });
   }

@@ -24,10 +24,21 @@ export const REDIS_TIMEOUT_MS = 5_000;
 /** How long a stream whose read failed waits before it reads again; what a client waits on 503. */
 export const RETRY_MS = 1_000;
 
-/** A request's cursor and filter, or the message of a 400 naming the parameter. */
+/** A 400: its message names the parameter; a bad cursor has the code of `CursorError`. */
+export interface BadQuery {
+  readonly bad: string;
+  readonly code?: 'invalid_cursor';
+}
+
+/** A request's cursor and filter, or why it is a 400. */
 export type Query =
   | { cursor: Cursor; filter: EventFilter; limit: number; from: From[0]; fromStart: boolean }
-  | string;
+  | BadQuery;
+
+/** Answers a {@link BadQuery}: 400, with its code when it has one. */
+export function badQuery(res: Response, { bad, code }: BadQuery): void {
+  sendError(res, 400, bad, code ? { code } : {});
+}
 
 /** Where a request's cursor comes from (named in its 400), and its text. */
 export type From = readonly [name: 'after' | 'Last-Event-ID', text: unknown];
@@ -40,16 +51,16 @@ export function parseQuery(req: Request, shards: number, [from, after]: From): Q
   try {
     if (after !== undefined && after !== '') cursor = parseCursor(String(after), shards);
   } catch (err) {
-    if (err instanceof CursorError) return `${from}: ${err.message}`;
+    if (err instanceof CursorError) return { bad: `${from}: ${err.message}`, code: err.code };
     throw err;
   }
   const limitText = req.query['limit'];
   const limit = limitText === undefined ? LIMIT_DEFAULT : Number(limitText);
   if (!Number.isInteger(limit) || limit < 1 || limit > LIMIT_MAX)
-    return `limit: expected a whole number from 1 to ${LIMIT_MAX}`;
+    return { bad: `limit: expected a whole number from 1 to ${LIMIT_MAX}` };
   const types = list(req.query['type']).map((t) => [t, eventTypeNamed(t)] as const);
   const unknown = types.find(([, type]) => type === undefined);
-  if (unknown) return `type: unknown event type "${unknown[0].slice(0, 80)}"`;
+  if (unknown) return { bad: `type: unknown event type "${unknown[0].slice(0, 80)}"` };
   const filter = {
     types: new Set(types.map(([, type]) => type ?? '')),
     projects: new Set(list(req.query['project'])),
@@ -61,7 +72,11 @@ export function parseQuery(req: Request, shards: number, [from, after]: From): Q
  * 400 for a cursor ahead of its stream (not read from these events), 410 for one the stream was
  * trimmed past, with the `next` that goes on from the oldest kept: the loss is said, not skipped.
  */
-export function gapAnswer(res: Response, query: Exclude<Query, string>, err: CursorGapError): void {
+export function gapAnswer(
+  res: Response,
+  query: Exclude<Query, BadQuery>,
+  err: CursorGapError,
+): void {
   if (err.kind === 'ahead')
     return sendError(res, 400, `${query.from}: ${err.message}`, { code: err.code });
   const next = formatCursor(err.resume(query.cursor));
@@ -71,8 +86,10 @@ export function gapAnswer(res: Response, query: Exclude<Query, string>, err: Cur
   });
 }
 
-/** 503 with `Retry-After`: Redis did not answer in time, or failed. */
+/** 503 with `Retry-After` and `RedisUnavailableError`'s code: Redis did not answer in time, or failed. */
 export function unavailable(res: Response): void {
   res.set('retry-after', String(RETRY_MS / 1000));
-  sendError(res, 503, `Redis did not answer within ${REDIS_TIMEOUT_MS} ms; retry later`);
+  sendError(res, 503, `Redis did not answer within ${REDIS_TIMEOUT_MS} ms; retry later`, {
+    code: 'redis_unavailable',
+  });
 }

@@ -12,10 +12,12 @@ import { sendError } from './errors.js';
 import type { EventFeed } from './event-feed.js';
 import {
   gapAnswer,
+  badQuery,
   parseQuery,
   REDIS_TIMEOUT_MS,
   RETRY_MS,
   unavailable,
+  type BadQuery,
   type From,
   type Query,
 } from './event-query.js';
@@ -55,7 +57,7 @@ export function eventsRouter({ feed, logger }: EventsRouterOptions): Router {
 function pageHandler(feed: EventFeed, logger: Logger): RequestHandler {
   return async (req, res) => {
     const query = parseQuery(req, feed.streams.length, ['after', req.query['after']]);
-    if (typeof query === 'string') return sendError(res, 400, query);
+    if ('bad' in query) return badQuery(res, query);
     try {
       const page = await within(
         readEventPage(feed.redis, feed.streams, query.cursor, query),
@@ -81,7 +83,7 @@ function streamHandler(feed: EventFeed, logger: Logger): RequestHandler {
     const lastId = req.get('last-event-id');
     const after: From = lastId ? ['Last-Event-ID', lastId] : ['after', req.query['after']];
     const query = parseQuery(req, feed.streams.length, after);
-    if (typeof query === 'string') return sendError(res, 400, query);
+    if ('bad' in query) return badQuery(res, query);
     // Checked before the 200, so that an EventSource told 400 or 410 stops reconnecting.
     const gap = query.fromStart ? undefined : await gapAt(feed, query.cursor, logger);
     if (gap === 'unavailable') return unavailable(res);
@@ -125,7 +127,7 @@ function streamHandler(feed: EventFeed, logger: Logger): RequestHandler {
 async function sendEvents(
   feed: EventFeed,
   res: Response,
-  query: Exclude<Query, string>,
+  query: Exclude<Query, BadQuery>,
   signal: AbortSignal,
   logger: Logger,
 ): Promise<void> {

@@ -4,6 +4,7 @@ import {
   BacklogFullError,
   IdempotencyConflictError,
   InvalidFollowUpError,
+  RedisCommandError,
   RedisUnavailableError,
   type Producer,
 } from '../producer/index.js';
@@ -154,6 +155,16 @@ function answerFailure(res: Response, logger: Logger, err: unknown): void {
       res,
       503,
       'Redis is unavailable; retry later, with the same key to avoid a duplicate',
+      { code: err.code },
+    );
+  }
+  if (err instanceof RedisCommandError) {
+    // Redis's configuration or state (a memory limit, a failed save), not this request.
+    logger.error({ err, method: res.req.method, path: res.req.path }, LIFECYCLE.intakeError);
+    return sendError(
+      res,
+      503,
+      'Redis refused the call; retry with the same key once its cause (see the server log) is fixed',
       { code: err.code },
     );
   }

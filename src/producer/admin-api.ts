@@ -12,19 +12,22 @@ import type { RedriveFilter } from './redrive-filter.js';
 
 /**
  * Options of {@link createAdmin}. An option named after a setting defaults to that setting's default
- * (docs/reference/settings.md; `LIBRARY_DEFAULTS` in src/config/defaults.ts).
+ * (docs/reference/settings.md), as `LIBRARY_DEFAULTS`, exported by the package, holds it.
  */
 export interface AdminOptions {
   redisUrl: string;
-  /** `DISPATCH_PREFIX`. @defaultValue its default */
+  /** `DISPATCH_PREFIX`. @defaultValue `LIBRARY_DEFAULTS.prefix` */
   prefix?: string;
-  /** `EVENTS_STREAM`, where a cancel's event goes. @defaultValue its default */
+  /** `EVENTS_STREAM`, where a cancel's event goes. @defaultValue `LIBRARY_DEFAULTS.eventsStream` */
   eventsStream?: string;
-  /** `EVENTS_MAXLEN`. @defaultValue its default */
+  /** `EVENTS_MAXLEN`. @defaultValue `LIBRARY_DEFAULTS.eventsMaxLen` */
   eventsMaxLen?: number;
-  /** `DISPATCH_RETENTION` of a cancelled follow-up's record, in ms. @defaultValue its default */
+  /** `DISPATCH_RETENTION` of a cancelled follow-up's record, in ms. @defaultValue `LIBRARY_DEFAULTS.dispatchRetentionMs` */
   dispatchRetentionMs?: number;
-  /** `SEND_RATE_LIMIT`, which `showProject` reports for a project without a limit of its own. */
+  /**
+   * `SEND_RATE_LIMIT`, which `showProject` reports for a project without a limit of its own.
+   * @defaultValue `LIBRARY_DEFAULTS.sendRateLimit`
+   */
   sendRateLimit?: string | Rate;
   /** An existing connection to use instead of `redisUrl` (not closed by `close`). */
   connection?: Redis;
@@ -34,15 +37,17 @@ export interface AdminOptions {
    * `DISPATCH_SHARDS`: a project's controls live in its shard. Unset: the count the fleet
    * recorded in Redis (1 when none did); set: a count that differs from the record rejects every
    * call with `LayoutError` (code `layout_mismatch`), having changed nothing.
+   * @defaultValue the fleet's recorded count, else `LIBRARY_DEFAULTS.shards`
    */
   shards?: number;
-  /** `REDIS_CLUSTER`: `redisUrl` is the seed node of a Redis Cluster. @defaultValue its default */
+  /** `REDIS_CLUSTER`: `redisUrl` is the seed node of a Redis Cluster. @defaultValue `LIBRARY_DEFAULTS.cluster` */
   cluster?: boolean;
   /**
    * `REDIS_DURABILITY`: with `fsync` (the default) on a server that has WAITAOF, a cancel, pause,
    * resume or limit answers only once fsynced to the AOF, as `send` does, so a Redis crash cannot
    * undo a change the caller was told about. `strict` refuses every change, before any write,
    * with `NotDurableError` where the server cannot keep that promise.
+   * @defaultValue `LIBRARY_DEFAULTS.durability`
    */
   durability?: DurabilitySetting;
   /** How long a change waits for the disk (WAITAOF) before it fails, retryable. @defaultValue 5000 */

@@ -1,16 +1,17 @@
 import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { LIBRARY_DEFAULTS, parseRate, type Config, type Rate } from '../config/index.js';
+import { keepResolved, type Config } from '../config/index.js';
 import { budgetRate } from '../dispatch/budget.js';
 import type { DispatchStore } from '../store/store.js';
 import { shardOf } from '../redis/keys.js';
-import { wakeDispatch } from '../store/jobs.js';
 import type { Admin, AdminOptions } from './admin-api.js';
 import { cancelFollowUp, checkId, checkLimit, projectView, type ProjectView } from './controls.js';
 import { controlFailure } from './disk.js';
+import { guardCalls } from './errors.js';
 import { openTool } from './tool.js';
 import { deadLettersOf, followUpOf, searchFollowUps } from './followup-lookup.js';
-import { mergeOverviews, PROJECTS_PER_PAGE, projectNames, readOverview } from './overview.js';
+import { overviewOfShards } from './overview.js';
+import { rateOf, wakeAll } from './admin-parts.js';
 import { createProducer } from './producer.js';
 import { redriveMany, type NotRedrivableError, type RedriveResult } from './redrive.js';
 import { checkRedriveFilter, REDRIVE_LIMIT_MAX, type RedriveFilter } from './redrive-filter.js';
@@ -35,7 +36,7 @@ interface AdminShard {
 /** Creates the operator controls. Its connection fails fast, like the producer's. */
 export function createAdmin(options: AdminOptions): Admin {
   const defaultRate = rateOf(options.sendRateLimit);
-  const { redis, disk, fleet } = openTool(options, 'admin');
+  const { redis, disk, fleet, resolved } = openTool(options, 'admin');
   let closing: Promise<void> | undefined;
   // The producer a redrive sends with, on the admin's connection; made on first use.
   let producer: Producer | undefined;
@@ -123,98 +124,89 @@ export function createAdmin(options: AdminOptions): Admin {
     }
   }
 
-  return {
-    async pauseProject(projectIdInput) {
-      const projectId = checkId('projectId', projectIdInput);
-      const { changed } = await inShardOf(projectId, ({ store }) =>
-        store.projects.pause(projectId),
-      );
-      return { projectId, paused: true, changed, woken: 0 };
-    },
-    async resumeProject(projectIdInput) {
-      const projectId = checkId('projectId', projectIdInput);
-      return inShardOf(projectId, async ({ store, queue }) => {
-        const { changed, parked } = await store.projects.resume(projectId);
-        await wakeAll(queue, parked);
-        return { projectId, paused: false, changed, woken: parked.length };
-      });
-    },
-    setProjectLimit: (projectId, limit, limitOptions) =>
-      setLimit(projectId, limit ?? '', limitOptions?.force === true),
-    clearProjectLimit: (projectId) => setLimit(projectId, undefined),
-    async unparkProject(projectIdInput) {
-      const projectId = checkId('projectId', projectIdInput);
-      return inShardOf(projectId, async ({ store, queue }) => {
-        const { parkedUntil, waiting } = await store.projects.unpark(projectId);
-        await wakeAll(queue, waiting);
-        const until = parkedUntil === undefined ? null : new Date(parkedUntil).toISOString();
-        return { projectId, parkedUntil: until, changed: until !== null, woken: waiting.length };
-      });
-    },
-    showProject,
-    project: showProject,
-    controlledProjects: () =>
-      run(async (all) => {
-        const each = await Promise.all(all.map((s) => s.store.projects.controlled()));
-        return each.flat().sort();
-      }),
-    overview: (overviewOptions = {}) =>
-      run(async (all) => {
-        const [one] = all;
-        if (all.length === 1 && one) return readOverview(one.store, defaultRate, overviewOptions);
-        // A page of the projects of every shard, in one order; each shard shows its own of them.
-        const names = [
-          ...new Set((await Promise.all(all.map((s) => projectNames(s.store)))).flat()),
-        ];
-        const from = (overviewOptions.projectsPage ?? 0) * PROJECTS_PER_PAGE;
-        const page = names.slice(from, from + PROJECTS_PER_PAGE);
-        const only = new Set(page);
-        const parts = await Promise.all(
-          all.map((s) => readOverview(s.store, defaultRate, overviewOptions, only)),
+  const admin = guardCalls<Admin>(
+    {
+      async pauseProject(projectIdInput) {
+        const projectId = checkId('projectId', projectIdInput);
+        const { changed } = await inShardOf(projectId, ({ store }) =>
+          store.projects.pause(projectId),
         );
-        const merged = mergeOverviews(parts, overviewOptions);
-        const rank = new Map(page.map((name, i) => [name, i]));
-        const projects = merged.projects.toSorted(
-          (a, b) => (rank.get(a.projectId) ?? 0) - (rank.get(b.projectId) ?? 0),
-        );
-        return { ...merged, projects, projectsTotal: names.length };
-      }),
-    cancel: (dispatchIdInput) => {
-      const dispatchId = checkId('dispatchId', dispatchIdInput);
-      return run(async (all) => {
-        // The id does not name its shard: the one that holds the record ends it.
-        const found = await Promise.all(all.map((s) => s.store.sends.get(dispatchId)));
-        const at = found.findIndex((r) => r !== undefined);
-        return cancelFollowUp(all[Math.max(0, at)] ?? (all[0] as AdminShard), dispatchId);
-      }, 'the cancel may or may not be kept: see status');
+        return { projectId, paused: true, changed, woken: 0 };
+      },
+      async resumeProject(projectIdInput) {
+        const projectId = checkId('projectId', projectIdInput);
+        return inShardOf(projectId, async ({ store, queue }) => {
+          const { changed, parked } = await store.projects.resume(projectId);
+          await wakeAll(queue, parked);
+          return { projectId, paused: false, changed, woken: parked.length };
+        });
+      },
+      setProjectLimit: (projectId, limit, limitOptions) =>
+        setLimit(projectId, limit ?? '', limitOptions?.force === true),
+      clearProjectLimit: (projectId) => setLimit(projectId, undefined),
+      async unparkProject(projectIdInput) {
+        const projectId = checkId('projectId', projectIdInput);
+        return inShardOf(projectId, async ({ store, queue }) => {
+          const { parkedUntil, waiting } = await store.projects.unpark(projectId);
+          await wakeAll(queue, waiting);
+          const until = parkedUntil === undefined ? null : new Date(parkedUntil).toISOString();
+          return { projectId, parkedUntil: until, changed: until !== null, woken: waiting.length };
+        });
+      },
+      showProject,
+      project: showProject,
+      controlledProjects: () =>
+        run(async (all) => {
+          const each = await Promise.all(all.map((s) => s.store.projects.controlled()));
+          return each.flat().sort();
+        }),
+      overview: (overviewOptions = {}) =>
+        run((all) =>
+          overviewOfShards(
+            all.map((s) => s.store),
+            defaultRate,
+            overviewOptions,
+          ),
+        ),
+      cancel: (dispatchIdInput) => {
+        const dispatchId = checkId('dispatchId', dispatchIdInput);
+        return run(async (all) => {
+          // The id does not name its shard: the one that holds the record ends it.
+          const found = await Promise.all(all.map((s) => s.store.sends.get(dispatchId)));
+          const at = found.findIndex((r) => r !== undefined);
+          return cancelFollowUp(all[Math.max(0, at)] ?? (all[0] as AdminShard), dispatchId);
+        }, 'the cancel may or may not be kept: see status');
+      },
+      redriveMany: redriveIds,
+      redriveEach: (filter = {}) => redriveEach(filter),
+      async redriveDeadLetters(filter = {}) {
+        const answers = [];
+        for await (const page of redriveEach(filter, REDRIVE_LIMIT_MAX)) answers.push(...page);
+        return answers;
+      },
+      async redrive(dispatchId) {
+        const [answer] = await redriveIds([dispatchId]);
+        if (!answer || answer instanceof Error) throw answer as NotRedrivableError;
+        return answer satisfies RedriveResult;
+      },
+      deadLetters: (filter = {}) => run((all) => deadLettersOf(all, filter)),
+      followUp: (dispatchIdInput) => {
+        const dispatchId = checkId('dispatchId', dispatchIdInput);
+        return run((all) => followUpOf(all, dispatchId));
+      },
+      search: (text) => run((all) => searchFollowUps(all, String(text))),
+      close() {
+        closing ??= (async () => {
+          await producer?.close();
+          await fleet.close();
+          if (!options.connection) redis.disconnect();
+        })();
+        return closing;
+      },
     },
-    redriveMany: redriveIds,
-    redriveEach: (filter = {}) => redriveEach(filter),
-    async redriveDeadLetters(filter = {}) {
-      const answers = [];
-      for await (const page of redriveEach(filter, REDRIVE_LIMIT_MAX)) answers.push(...page);
-      return answers;
-    },
-    async redrive(dispatchId) {
-      const [answer] = await redriveIds([dispatchId]);
-      if (!answer || answer instanceof Error) throw answer as NotRedrivableError;
-      return answer satisfies RedriveResult;
-    },
-    deadLetters: (filter = {}) => run((all) => deadLettersOf(all, filter)),
-    followUp: (dispatchIdInput) => {
-      const dispatchId = checkId('dispatchId', dispatchIdInput);
-      return run((all) => followUpOf(all, dispatchId));
-    },
-    search: (text) => run((all) => searchFollowUps(all, String(text))),
-    close() {
-      closing ??= (async () => {
-        await producer?.close();
-        await fleet.close();
-        if (!options.connection) redis.disconnect();
-      })();
-      return closing;
-    },
-  };
+    redis,
+  );
+  return keepResolved(admin, { ...resolved, sendRateLimit: defaultRate });
 }
 
 /** The controls of a process, from its config (`connection`: one of its own, left open). */
@@ -231,19 +223,4 @@ export function adminFor(config: Config, connection?: Redis): Admin {
     sendRateLimit: config.sendRateLimit,
     durability: config.durability,
   });
-}
-
-/** Wakes parked BullMQ jobs, 50 at a time. */
-async function wakeAll(queue: Queue, bullJobIds: readonly string[]): Promise<void> {
-  for (let i = 0; i < bullJobIds.length; i += 50)
-    await Promise.all(bullJobIds.slice(i, i + 50).map((id) => wakeDispatch(queue, id)));
-}
-
-function rateOf(value: string | Rate | undefined): Rate {
-  if (value === undefined) return LIBRARY_DEFAULTS.sendRateLimit;
-  if (typeof value !== 'string') return value;
-  const rate = parseRate(value);
-  if (!rate)
-    throw new RangeError(`sendRateLimit: expected N/DURATION such as 100/1h, got "${value}"`);
-  return rate;
 }

@@ -10,13 +10,13 @@ import type { SendResult } from './errors.js';
 
 /**
  * Options of {@link createProducer}. An option named after a setting defaults to that setting's default
- * (docs/reference/settings.md; `LIBRARY_DEFAULTS` in src/config/defaults.ts).
+ * (docs/reference/settings.md), as `LIBRARY_DEFAULTS`, exported by the package, holds it.
  */
 export interface ProducerOptions {
   redisUrl: string;
-  /** `DISPATCH_PREFIX`. @defaultValue its default */
+  /** `DISPATCH_PREFIX`. @defaultValue `LIBRARY_DEFAULTS.prefix` */
   prefix?: string;
-  /** `PROMPT_MAX_BYTES`. @defaultValue its default */
+  /** `PROMPT_MAX_BYTES`. @defaultValue `LIBRARY_DEFAULTS.promptMaxBytes` */
   promptMaxBytes?: number;
   /**
    * `PROJECT_BACKLOG_MAX`: a send that would take a project's follow-ups not yet sent past it
@@ -25,10 +25,10 @@ export interface ProducerOptions {
   projectBacklogMax?: number;
   /**
    * `SEND_RATE_LIMIT`, as `N/DURATION` or parsed: the rate `BacklogFullError.retryAfterMs`
-   * assumes for a project without a limit of its own. @defaultValue its default
+   * assumes for a project without a limit of its own. @defaultValue `LIBRARY_DEFAULTS.sendRateLimit`
    */
   sendRateLimit?: string | Rate;
-  /** `SEND_ATTEMPTS`: for transient failures, stored on each job. @defaultValue its default */
+  /** `SEND_ATTEMPTS`: for transient failures, stored on each job. @defaultValue `LIBRARY_DEFAULTS.sendAttempts` */
   sendAttempts?: number;
   /** An existing connection to use instead of `redisUrl` (not closed by `close`). */
   connection?: Redis;
@@ -39,26 +39,28 @@ export interface ProducerOptions {
    * only once the follow-up is fsynced to the AOF (and to `replicas`), so a Redis crash cannot take
    * back an accepted follow-up. `strict` makes every call reject with {@link NotDurableError}
    * where the server cannot keep that promise.
+   * @defaultValue `LIBRARY_DEFAULTS.durability`
    */
   durability?: DurabilitySetting;
   /**
    * `DISPATCH_SHARDS`. Unset: the count the fleet recorded in Redis when its roles started (1
    * when none did); set: checked against that record on the first call, which rejects with
    * `LayoutError` (code `layout_mismatch`, `setting` `DISPATCH_SHARDS`) when they differ.
+   * @defaultValue the fleet's recorded count, else `LIBRARY_DEFAULTS.shards`
    */
   shards?: number;
-  /** `REDIS_CLUSTER`: `redisUrl` is the seed node of a Redis Cluster. @defaultValue its default */
+  /** `REDIS_CLUSTER`: `redisUrl` is the seed node of a Redis Cluster. @defaultValue `LIBRARY_DEFAULTS.cluster` */
   cluster?: boolean;
   /** How long `send` waits for the disk (WAITAOF) before it fails, retryable. @defaultValue 5000 */
   durabilityTimeoutMs?: number;
-  /** `EVENTS_STREAM`, where `cancel`'s event goes. @defaultValue its default */
+  /** `EVENTS_STREAM`, where `cancel`'s event goes. @defaultValue `LIBRARY_DEFAULTS.eventsStream` */
   eventsStream?: string;
-  /** `EVENTS_MAXLEN`. @defaultValue its default */
+  /** `EVENTS_MAXLEN`. @defaultValue `LIBRARY_DEFAULTS.eventsMaxLen` */
   eventsMaxLen?: number;
   /**
    * `DISPATCH_RETENTION`, in ms: of a cancelled follow-up's record, and, with several shards, of
    * a key's claim (twice it), which must outlive the record: give the fleet's value.
-   * @defaultValue its default
+   * @defaultValue `LIBRARY_DEFAULTS.dispatchRetentionMs`
    */
   dispatchRetentionMs?: number;
 }

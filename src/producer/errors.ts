@@ -1,5 +1,8 @@
 import type { Redis } from 'ioredis';
 import { AgentDispatchError } from '../agent-dispatch-error.js';
+import { asRedisFailure } from '../redis/failure.js';
+
+export { asRedisFailure, RedisCommandError, RedisUnavailableError } from '../redis/failure.js';
 
 /**
  * The producer's errors besides {@link InvalidFollowUpError}: each has a stable `code`, and callers
@@ -10,24 +13,6 @@ import { AgentDispatchError } from '../agent-dispatch-error.js';
 export interface SendResult {
   dispatchId: string;
   deduplicated: boolean;
-}
-
-/**
- * Redis could not be reached, or failed mid-call. Code `redis_unavailable`. Before the call left
- * (`timeoutMs` given) nothing was enqueued; after, the write may have landed: retry with the same
- * key.
- */
-export class RedisUnavailableError extends AgentDispatchError {
-  readonly code: 'redis_unavailable' | 'claim_released' = 'redis_unavailable';
-  constructor(timeoutMsOrMessage: number | string, cause?: unknown) {
-    super(
-      typeof timeoutMsOrMessage === 'number'
-        ? `Redis was not reachable within ${timeoutMsOrMessage} ms; nothing was read or written`
-        : timeoutMsOrMessage,
-      { cause },
-    );
-    this.name = 'RedisUnavailableError';
-  }
 }
 
 /** One follow-up whose idempotency key is already taken by a different follow-up. */
@@ -67,52 +52,40 @@ export class IdempotencyConflictError extends AgentDispatchError {
   }
 }
 
-/** Error codes of the socket layer that mean the server is not reachable. */
-const CONNECTION_CODES = new Set([
-  'ECONNREFUSED',
-  'ECONNRESET',
-  'ECONNABORTED',
-  'EPIPE',
-  'ETIMEDOUT',
-  'ENOTFOUND',
-  'EAI_AGAIN',
-  'EHOSTUNREACH',
-  'ENETUNREACH',
-]);
-/** Redis error replies (their first word) that mean "not now" rather than "wrong command". */
-const UNAVAILABLE_REPLIES = new Set([
-  'LOADING',
-  'BUSY',
-  'MASTERDOWN',
-  'READONLY',
-  'TRYAGAIN',
-  'CLUSTERDOWN',
-  'NOREPLICAS',
-]);
-
 /**
- * `err` as a {@link RedisUnavailableError} when it means Redis is unreachable or not serving:
- * the connection is not ready (ioredis rejects those commands with plain errors, so its state is
- * what tells), a socket error code, ioredis giving up on retries, or a "not now" reply. Any other
- * error is returned as it is: it is not a reason to retry later.
+ * `api` with every method's failure mapped by {@link asRedisFailure}: the library's boundary, so
+ * a failure no inner call mapped still reaches the caller as an `AgentDispatchError`.
  */
-export function asRedisFailure(err: unknown, redis: Redis): unknown {
-  if (err instanceof RedisUnavailableError) return err;
-  const { code, name, message } = (err ?? {}) as {
-    code?: unknown;
-    name?: unknown;
-    message?: unknown;
-  };
-  const reply = typeof message === 'string' ? message.split(' ', 1)[0] : undefined;
-  const unavailable =
-    redis.status !== 'ready' ||
-    (typeof code === 'string' && CONNECTION_CODES.has(code)) ||
-    name === 'MaxRetriesPerRequestError' ||
-    (name === 'ReplyError' && reply !== undefined && UNAVAILABLE_REPLIES.has(reply));
-  return unavailable
-    ? new RedisUnavailableError(
-        'Redis failed during the call; the follow-ups may or may not be stored: retry with the same key',
-        err,
-      )
-    : err;
+export function guardCalls<T extends object>(api: T, redis: Redis): T {
+  const guarded: Record<string, unknown> = {};
+  for (const [name, value] of Object.entries(api)) {
+    if (typeof value !== 'function') {
+      guarded[name] = value;
+      continue;
+    }
+    guarded[name] = (...args: unknown[]) => {
+      let result: unknown;
+      try {
+        result = (value as (...a: unknown[]) => unknown).apply(api, args);
+      } catch (err) {
+        return Promise.reject(asRedisFailure(err, redis));
+      }
+      // A method that yields pages (an async iterator) is guarded page by page.
+      if (result && typeof result === 'object' && Symbol.asyncIterator in result)
+        return guardPages(result as AsyncIterable<unknown>, redis);
+      return Promise.resolve(result).catch((err: unknown) => {
+        throw asRedisFailure(err, redis);
+      });
+    };
+  }
+  return guarded as T;
+}
+
+/** `pages`, each failure mapped as {@link guardCalls} maps a call's. */
+async function* guardPages<P>(pages: AsyncIterable<P>, redis: Redis): AsyncGenerator<P> {
+  try {
+    yield* pages;
+  } catch (err) {
+    throw asRedisFailure(err, redis);
+  }
 }

@@ -1,8 +1,7 @@
 import type { Redis } from 'ioredis';
-import { LIBRARY_DEFAULTS } from '../config/index.js';
 import { layoutKey, shardLayout } from '../redis/keys.js';
 import { fleetShardCount, LayoutError } from '../redis/layout.js';
-import { asRedisFailure, RedisUnavailableError } from './errors.js';
+import { asRedisFailure, untilReady } from '../redis/failure.js';
 import { openShards, type EndingOptions, type ProducerShard } from './shards.js';
 
 /**
@@ -18,6 +17,8 @@ export interface FleetOptions {
   readonly cluster: boolean;
   /** `DISPATCH_SHARDS` as the caller set it; `undefined`: the count the fleet recorded. */
   readonly shards: number | undefined;
+  /** The count when neither `shards` nor the fleet's record gives one. */
+  readonly unsetShards: number;
   readonly ending: EndingOptions;
   /** How long a call waits for Redis to be reachable before it fails. */
   readonly readyTimeoutMs: number;
@@ -52,7 +53,7 @@ export function fleetOf(redis: Redis, options: FleetOptions): Fleet {
         cluster,
         prefix,
         configured: options.shards,
-        unset: LIBRARY_DEFAULTS.shards,
+        unset: options.unsetShards,
       });
       unrecorded = !recorded;
       const layout = shardLayout(prefix, eventsStream, count, cluster);
@@ -95,26 +96,4 @@ export function fleetOf(redis: Redis, options: FleetOptions): Fleet {
       await Promise.all(all.map((s) => s.queue.close().catch(() => {})));
     },
   };
-}
-
-/**
- * Resolves once `redis` is ready, rejects with `RedisUnavailableError` after `timeoutMs`: with no
- * offline queue a command before it is up would fail, and a connection error is no reason to give
- * up early (ioredis reconnects). A cluster client counts from `connect` on, as BullMQ counts it.
- */
-function untilReady(redis: Redis, timeoutMs: number): Promise<void> {
-  if (redis.status === 'ready' || (redis.isCluster && redis.status === 'connect'))
-    return Promise.resolve();
-  if (redis.status === 'wait') redis.connect().catch(() => {});
-  return new Promise((resolve, reject) => {
-    const onReady = () => {
-      clearTimeout(timer);
-      resolve();
-    };
-    const timer = setTimeout(() => {
-      redis.off('ready', onReady);
-      reject(new RedisUnavailableError(timeoutMs));
-    }, timeoutMs);
-    redis.once('ready', onReady);
-  });
 }

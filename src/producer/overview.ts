@@ -187,3 +187,27 @@ export function mergeOverviews(
       .slice(0, options.events ?? 20),
   };
 }
+
+/**
+ * The overview of every shard's `stores`: one page (`projectsPage`) of the projects of every
+ * shard in one order, each shard showing its own of them.
+ */
+export async function overviewOfShards(
+  stores: readonly DispatchStore[],
+  defaultRate: Parameters<typeof readOverview>[1],
+  options: OverviewOptions,
+): Promise<Overview> {
+  const [one] = stores;
+  if (stores.length === 1 && one) return readOverview(one, defaultRate, options);
+  const names = [...new Set((await Promise.all(stores.map((s) => projectNames(s)))).flat())];
+  const from = (options.projectsPage ?? 0) * PROJECTS_PER_PAGE;
+  const page = names.slice(from, from + PROJECTS_PER_PAGE);
+  const only = new Set(page);
+  const parts = await Promise.all(stores.map((s) => readOverview(s, defaultRate, options, only)));
+  const merged = mergeOverviews(parts, options);
+  const rank = new Map(page.map((name, i) => [name, i]));
+  const projects = merged.projects.toSorted(
+    (a, b) => (rank.get(a.projectId) ?? 0) - (rank.get(b.projectId) ?? 0),
+  );
+  return { ...merged, projects, projectsTotal: names.length };
+}

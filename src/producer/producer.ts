@@ -6,9 +6,10 @@ import {
   type FollowUp,
 } from '../dispatch/followup.js';
 import { describeDispatch } from '../dispatch/status.js';
-import { LIBRARY_DEFAULTS } from '../config/index.js';
+import { keepResolved, LIBRARY_DEFAULTS } from '../config/index.js';
 import {
   asRedisFailure,
+  guardCalls,
   IdempotencyConflictError,
   RedisUnavailableError,
   type SendResult,
@@ -33,7 +34,7 @@ export { IdempotencyConflictError, InvalidFollowUpError, RedisUnavailableError, 
 export function createProducer(options: ProducerOptions): Producer {
   const promptMaxBytes = options.promptMaxBytes ?? LIBRARY_DEFAULTS.promptMaxBytes;
   const attempts = options.sendAttempts ?? LIBRARY_DEFAULTS.sendAttempts;
-  const { redis, disk, fleet } = openTool(options, 'producer');
+  const { redis, disk, fleet, resolved } = openTool(options, 'producer');
   let closing: Promise<void> | undefined;
 
   /**
@@ -85,62 +86,66 @@ export function createProducer(options: ProducerOptions): Producer {
     }
   }
 
-  return {
-    async send(followUp) {
-      const [result] = await this.sendMany([followUp]).catch((err: unknown) => {
-        if (err instanceof InvalidFollowUpError)
-          throw new InvalidFollowUpError(err.problems.map(withoutIndex));
-        if (err instanceof IdempotencyConflictError)
-          throw new IdempotencyConflictError(
-            err.conflicts.map(({ key, dispatchId }) => ({ key, dispatchId })),
-            err.results,
-          );
-        throw err;
-      });
-      return result as SendResult;
+  const producer = guardCalls<Producer>(
+    {
+      async send(followUp) {
+        const [result] = await this.sendMany([followUp]).catch((err: unknown) => {
+          if (err instanceof InvalidFollowUpError)
+            throw new InvalidFollowUpError(err.problems.map(withoutIndex));
+          if (err instanceof IdempotencyConflictError)
+            throw new IdempotencyConflictError(
+              err.conflicts.map(({ key, dispatchId }) => ({ key, dispatchId })),
+              err.results,
+            );
+          throw err;
+        });
+        return result as SendResult;
+      },
+      async sendMany(followUps) {
+        if (!Array.isArray(followUps)) {
+          throw new InvalidFollowUpError([{ field: '(batch)', message: 'must be an array' }]);
+        }
+        const valid: FollowUp[] = [];
+        const problems: FieldProblem[] = [];
+        for (const [index, input] of followUps.entries()) {
+          const checked = checkFollowUp(input, promptMaxBytes, index);
+          if (checked.ok) valid.push(checked.value);
+          else problems.push(...checked.problems);
+        }
+        if (problems.length > 0) throw new InvalidFollowUpError(problems);
+        return valid.length === 0 ? [] : enqueue(valid);
+      },
+      async status(dispatchId) {
+        if (typeof dispatchId !== 'string' || dispatchId.length === 0 || dispatchId.length > 200) {
+          throw new InvalidFollowUpError([
+            { field: 'dispatchId', message: 'must be a non-empty string' },
+          ]);
+        }
+        const { record } = await recordOf(dispatchId);
+        return record ? describeDispatch(record) : null;
+      },
+      async cancel(dispatchIdInput) {
+        const dispatchId = checkId('dispatchId', dispatchIdInput);
+        const { client, shard } = await recordOf(dispatchId);
+        // A strict REDIS_DURABILITY the server cannot keep refuses before anything is written.
+        await disk.assess(client);
+        return cancelFollowUp({ store: shard.store(client), queue: shard.queue }, dispatchId).catch(
+          (err: unknown) => {
+            throw controlFailure(err, redis, 'the cancel may or may not be kept: see status');
+          },
+        );
+      },
+      close() {
+        closing ??= (async () => {
+          await fleet.close();
+          if (!options.connection) redis.disconnect();
+        })();
+        return closing;
+      },
     },
-    async sendMany(followUps) {
-      if (!Array.isArray(followUps)) {
-        throw new InvalidFollowUpError([{ field: '(batch)', message: 'must be an array' }]);
-      }
-      const valid: FollowUp[] = [];
-      const problems: FieldProblem[] = [];
-      for (const [index, input] of followUps.entries()) {
-        const checked = checkFollowUp(input, promptMaxBytes, index);
-        if (checked.ok) valid.push(checked.value);
-        else problems.push(...checked.problems);
-      }
-      if (problems.length > 0) throw new InvalidFollowUpError(problems);
-      return valid.length === 0 ? [] : enqueue(valid);
-    },
-    async status(dispatchId) {
-      if (typeof dispatchId !== 'string' || dispatchId.length === 0 || dispatchId.length > 200) {
-        throw new InvalidFollowUpError([
-          { field: 'dispatchId', message: 'must be a non-empty string' },
-        ]);
-      }
-      const { record } = await recordOf(dispatchId);
-      return record ? describeDispatch(record) : null;
-    },
-    async cancel(dispatchIdInput) {
-      const dispatchId = checkId('dispatchId', dispatchIdInput);
-      const { client, shard } = await recordOf(dispatchId);
-      // A strict REDIS_DURABILITY the server cannot keep refuses before anything is written.
-      await disk.assess(client);
-      return cancelFollowUp({ store: shard.store(client), queue: shard.queue }, dispatchId).catch(
-        (err: unknown) => {
-          throw controlFailure(err, redis, 'the cancel may or may not be kept: see status');
-        },
-      );
-    },
-    close() {
-      closing ??= (async () => {
-        await fleet.close();
-        if (!options.connection) redis.disconnect();
-      })();
-      return closing;
-    },
-  };
+    redis,
+  );
+  return keepResolved(producer, { ...resolved, promptMaxBytes, sendAttempts: attempts });
 }
 
 function withoutIndex({ field, message }: FieldProblem): FieldProblem {

@@ -34,33 +34,48 @@ export interface ToolParts {
   readonly redis: Redis;
   readonly disk: DiskGuard;
   readonly fleet: Fleet;
+  /** The options as used: each one left out is `LIBRARY_DEFAULTS`' value (or the timeouts'). */
+  readonly resolved: Readonly<Record<string, unknown>>;
 }
 
 /** Opens the parts of the tool named `name` (the connection's name) for `options`. */
 export function openTool(options: ToolOptions, name: string): ToolParts {
-  const cluster = options.cluster ?? LIBRARY_DEFAULTS.cluster;
+  const resolved = {
+    prefix: options.prefix ?? LIBRARY_DEFAULTS.prefix,
+    eventsStream: options.eventsStream ?? LIBRARY_DEFAULTS.eventsStream,
+    eventsMaxLen: options.eventsMaxLen ?? LIBRARY_DEFAULTS.eventsMaxLen,
+    dispatchRetentionMs: options.dispatchRetentionMs ?? LIBRARY_DEFAULTS.dispatchRetentionMs,
+    cluster: options.cluster ?? LIBRARY_DEFAULTS.cluster,
+    durability: options.durability ?? LIBRARY_DEFAULTS.durability,
+    // The count when neither the option nor the fleet's record gives one.
+    shards: options.shards ?? LIBRARY_DEFAULTS.shards,
+    durabilityTimeoutMs: options.durabilityTimeoutMs ?? 5_000,
+    readyTimeoutMs: options.readyTimeoutMs ?? 5_000,
+  };
+  const { cluster } = resolved;
   const redis =
     options.connection ??
     connect({ redisUrl: options.redisUrl, redisCluster: cluster }, 'producer', name);
   redis.on('error', () => {
     // Failures reach the caller as rejected calls; the fail-fast connection never queues them.
   });
-  const disk = diskGuard(options.durability, options.durabilityTimeoutMs ?? 5_000, redis);
+  const disk = diskGuard(resolved.durability, resolved.durabilityTimeoutMs, redis);
   const fleet = fleetOf(redis, {
-    prefix: options.prefix ?? LIBRARY_DEFAULTS.prefix,
-    eventsStream: options.eventsStream ?? LIBRARY_DEFAULTS.eventsStream,
+    prefix: resolved.prefix,
+    eventsStream: resolved.eventsStream,
     cluster,
     shards: options.shards,
+    unsetShards: resolved.shards,
     ending: {
-      eventsMaxLen: options.eventsMaxLen ?? LIBRARY_DEFAULTS.eventsMaxLen,
-      retentionMs: options.dispatchRetentionMs ?? LIBRARY_DEFAULTS.dispatchRetentionMs,
+      eventsMaxLen: resolved.eventsMaxLen,
+      retentionMs: resolved.dispatchRetentionMs,
       // A cancel or a control waits for the disk before it answers, as an enqueue does.
       durability: disk.wait,
       ...backlogOf(options),
     },
-    readyTimeoutMs: options.readyTimeoutMs ?? 5_000,
+    readyTimeoutMs: resolved.readyTimeoutMs,
   });
-  return { redis, disk, fleet };
+  return { redis, disk, fleet, resolved };
 }
 
 /** The store's `backlog` option of `PROJECT_BACKLOG_MAX`; none when unset (or 0). */

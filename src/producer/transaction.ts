@@ -180,7 +180,7 @@ async function addMissingJobs(
     ),
   );
   const again = await multi.exec();
-  if (!again) throw new Error('Redis discarded the transaction that adds the missing jobs');
+  if (!again) throw discarded();
   const merged = [...replies];
   for (const [n, i] of missing.entries()) {
     merged[addReply(transaction, i)] = again[reloads + n] ?? [new Error('no reply'), null];
@@ -193,8 +193,13 @@ async function execute({ multi }: Transaction, redis: Redis): Promise<[Error | n
   const replies = await multi.exec().catch((err: unknown) => {
     throw asRedisFailure(err, redis);
   });
-  if (!replies) throw new RedisUnavailableError('Redis discarded the transaction; retry it');
+  if (!replies) throw discarded();
   return replies;
+}
+
+/** A MULTI whose EXEC answered null (a WATCH broke it, or Redis discarded it): retryable. */
+function discarded(): RedisUnavailableError {
+  return new RedisUnavailableError('Redis discarded the transaction; retry it with the same key');
 }
 
 /** The sources of {@link BULLMQ_SCRIPTS} as BullMQ defined them on `client` (`name:version`). */

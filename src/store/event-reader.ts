@@ -1,7 +1,9 @@
 import type { Redis } from 'ioredis';
-import { LIBRARY_DEFAULTS } from '../config/index.js';
+import { keepResolved, LIBRARY_DEFAULTS } from '../config/index.js';
 import { connect } from '../redis/connections.js';
 import { shardLayout } from '../redis/keys.js';
+import { fleetShardCount } from '../redis/layout.js';
+import { asRedisFailure, untilReady } from '../redis/failure.js';
 import { readEventEntry, type EventType } from '../dispatch/event.js';
 
 /**
@@ -9,6 +11,9 @@ import { readEventEntry, type EventType } from '../dispatch/event.js';
  * shard's stream, read as one. A script can only write its own slot, so each shard publishes to
  * its own stream; the reader reads each (one command per stream, never a multi-key XREADGROUP,
  * which a cluster refuses across slots) and acknowledges each event on the stream it came from.
+ * Without `shards` it reads the count the fleet recorded in Redis, as the producer does. Its
+ * connection fails fast: every failure is an `AgentDispatchError` (`RedisUnavailableError` when
+ * Redis does not answer within `readyTimeoutMs`), never a call that does not settle.
  */
 
 /** One completion event as read: the contract's fields, `event` parsed, and where it came from. */
@@ -36,16 +41,21 @@ export interface EventReaderOptions {
   group: string;
   /** This consumer's name within the group. */
   consumer: string;
-  /** `DISPATCH_PREFIX`. @defaultValue its default */
+  /** `DISPATCH_PREFIX`. @defaultValue `LIBRARY_DEFAULTS.prefix` */
   prefix?: string;
-  /** `EVENTS_STREAM`. @defaultValue its default */
+  /** `EVENTS_STREAM`. @defaultValue `LIBRARY_DEFAULTS.eventsStream` */
   eventsStream?: string;
-  /** `DISPATCH_SHARDS`. @defaultValue its default */
+  /**
+   * `DISPATCH_SHARDS`: refused (`LayoutError`) when it differs from the count the fleet recorded.
+   * @defaultValue the fleet's recorded count, else `LIBRARY_DEFAULTS.shards`
+   */
   shards?: number;
-  /** `REDIS_CLUSTER`. @defaultValue its default */
+  /** `REDIS_CLUSTER`. @defaultValue `LIBRARY_DEFAULTS.cluster` */
   cluster?: boolean;
   /** Where a new group starts: `0` (every kept event) or `$` (only new ones). @defaultValue `0` */
   startAt?: '0' | '$';
+  /** How long a call waits for Redis to be reachable before it fails. @defaultValue 5000 */
+  readyTimeoutMs?: number;
 }
 
 /** Reads completion events of every shard with one consumer group. */
@@ -56,7 +66,9 @@ export interface EventReader {
    * blockMs 0
    */
   read(options?: { count?: number; blockMs?: number }): Promise<CompletionEvent[]>;
-  /** Acknowledges events (XACK), on the stream of each one's shard. */
+  /**
+   * Acknowledges events (XACK), on the stream of each one's shard. Rejects as `read` does.
+   */
   ack(events: readonly Pick<CompletionEvent, 'id' | 'stream'>[]): Promise<void>;
   close(): Promise<void>;
 }
@@ -66,44 +78,69 @@ const POLL_MS = 100;
 
 type StreamReply = [stream: string, entries: [id: string, fields: string[]][]][] | null;
 
-/** Creates a reader. Its groups are created on the first `read`. */
+/** Creates a reader. The shard count is read and its groups are created on the first `read`. */
 export function createEventReader(options: EventReaderOptions): EventReader {
-  const cluster = options.cluster ?? LIBRARY_DEFAULTS.cluster;
-  const streams = shardLayout(
-    options.prefix ?? LIBRARY_DEFAULTS.prefix,
-    options.eventsStream ?? LIBRARY_DEFAULTS.eventsStream,
-    options.shards ?? LIBRARY_DEFAULTS.shards,
-    cluster,
-  ).map((s) => s.eventsStream);
+  const resolved = {
+    prefix: options.prefix ?? LIBRARY_DEFAULTS.prefix,
+    eventsStream: options.eventsStream ?? LIBRARY_DEFAULTS.eventsStream,
+    cluster: options.cluster ?? LIBRARY_DEFAULTS.cluster,
+    // The count when neither the option nor the fleet's record gives one.
+    shards: options.shards ?? LIBRARY_DEFAULTS.shards,
+    readyTimeoutMs: options.readyTimeoutMs ?? 5_000,
+  };
+  const { cluster, prefix, readyTimeoutMs } = resolved;
   const redis: Redis = connect(
     { redisUrl: options.redisUrl, redisCluster: cluster },
-    'worker',
+    'producer',
     `events:${options.consumer}`,
   );
   redis.on('error', () => {
     // Reaches the caller as a rejected read or ack; the connection reconnects by itself.
   });
-  let groups: Promise<void> | undefined;
-  const ensureGroups = () =>
-    (groups ??= Promise.all(
-      streams.map((s) =>
-        redis
-          .xgroup('CREATE', s, options.group, options.startAt ?? '0', 'MKSTREAM')
-          .catch((err: unknown) => {
-            if (!String(err).includes('BUSYGROUP')) throw err;
-          }),
-      ),
-    ).then(
-      () => undefined,
-      (err: unknown) => {
-        groups = undefined;
-        throw err;
-      },
-    ));
+  // The streams once the fleet's count is known; read again while no role has recorded one.
+  let known: readonly string[] | undefined;
+  const grouped = new Set<string>();
 
-  async function readOnce(count: number): Promise<CompletionEvent[]> {
+  async function streams(): Promise<readonly string[]> {
+    if (known) return known;
+    const { count, recorded } = await fleetShardCount(redis, {
+      cluster,
+      prefix,
+      configured: options.shards,
+      unset: resolved.shards,
+    });
+    const all = shardLayout(prefix, resolved.eventsStream, count, cluster).map(
+      (s) => s.eventsStream,
+    );
+    if (recorded || options.shards !== undefined) known = all;
+    await Promise.all(
+      all
+        .filter((s) => !grouped.has(s))
+        .map(async (s) => {
+          await redis
+            .xgroup('CREATE', s, options.group, options.startAt ?? '0', 'MKSTREAM')
+            .catch((err: unknown) => {
+              if (!String(err).includes('BUSYGROUP')) throw err;
+            });
+          grouped.add(s);
+        }),
+    );
+    return all;
+  }
+
+  /** `call` once Redis is ready, its failure an `AgentDispatchError`. */
+  async function guarded<T>(call: () => Promise<T>): Promise<T> {
+    try {
+      await untilReady(redis, readyTimeoutMs);
+      return await call();
+    } catch (err) {
+      throw asRedisFailure(err, redis);
+    }
+  }
+
+  async function readOnce(all: readonly string[], count: number): Promise<CompletionEvent[]> {
     const replies = await Promise.all(
-      streams.map(
+      all.map(
         (s) =>
           redis.xreadgroup(
             'GROUP',
@@ -126,27 +163,32 @@ export function createEventReader(options: EventReaderOptions): EventReader {
       .sort((a, b) => compareIds(a.id, b.id));
   }
 
-  return {
-    async read({ count = 100, blockMs = 0 } = {}) {
-      await ensureGroups();
-      const deadline = Date.now() + blockMs;
-      for (;;) {
-        const events = await readOnce(count);
-        if (events.length > 0 || Date.now() >= deadline) return events;
-        await new Promise((r) => setTimeout(r, Math.min(POLL_MS, deadline - Date.now())));
-      }
+  return keepResolved<EventReader>(
+    {
+      read: ({ count = 100, blockMs = 0 } = {}) =>
+        guarded(async () => {
+          const all = await streams();
+          const deadline = Date.now() + blockMs;
+          for (;;) {
+            const events = await readOnce(all, count);
+            if (events.length > 0 || Date.now() >= deadline) return events;
+            await new Promise((r) => setTimeout(r, Math.min(POLL_MS, deadline - Date.now())));
+          }
+        }),
+      ack: (events) =>
+        guarded(async () => {
+          const byStream = new Map<string, string[]>();
+          for (const e of events) byStream.set(e.stream, [...(byStream.get(e.stream) ?? []), e.id]);
+          await Promise.all(
+            [...byStream].map(([stream, ids]) => redis.xack(stream, options.group, ...ids)),
+          );
+        }),
+      async close() {
+        redis.disconnect();
+      },
     },
-    async ack(events) {
-      const byStream = new Map<string, string[]>();
-      for (const e of events) byStream.set(e.stream, [...(byStream.get(e.stream) ?? []), e.id]);
-      await Promise.all(
-        [...byStream].map(([stream, ids]) => redis.xack(stream, options.group, ...ids)),
-      );
-    },
-    async close() {
-      redis.disconnect();
-    },
-  };
+    resolved,
+  );
 }
 
 /** Orders stream ids (`ms-seq`) as numbers. */

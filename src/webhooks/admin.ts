@@ -12,24 +12,13 @@ import {
   type Subscription,
   type SubscriptionView,
 } from './subscriptions.js';
-import { AgentDispatchError } from '../agent-dispatch-error.js';
+import { InvalidWebhookError } from './errors.js';
+export { InvalidWebhookError } from './errors.js';
 
 /**
  * The operator's webhook controls, one code for the CLI (`webhook ...`) and the HTTP routes
  * (`/v1/webhooks`): add, list and remove subscriptions, list and redrive the dead letters.
  */
-
-/** Bad input to a webhook control; `field` names what is wrong. Code `invalid_webhook`. */
-export class InvalidWebhookError extends AgentDispatchError {
-  readonly code = 'invalid_webhook';
-  constructor(
-    readonly field: string,
-    readonly problem: string,
-  ) {
-    super(`${field}: ${problem}`);
-    this.name = 'InvalidWebhookError';
-  }
-}
 
 /** One dead letter: a delivery that ran out of `WEBHOOK_MAX_AGE`. */
 export interface DeadDelivery {

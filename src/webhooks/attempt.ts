@@ -1,7 +1,8 @@
 import { Agent, request } from 'undici';
 import { signature } from './signature.js';
 import type { Subscription } from './subscriptions.js';
-import { AgentDispatchError } from '../agent-dispatch-error.js';
+import { WebhookAttemptError } from './errors.js';
+export { WebhookAttemptError } from './errors.js';
 
 /**
  * One delivery attempt: a signed POST with undici through the process's one dispatcher, and what
@@ -12,20 +13,6 @@ import { AgentDispatchError } from '../agent-dispatch-error.js';
 
 /** What an attempt came to: any 2xx delivers; 410 Gone asks for no more deliveries. */
 export type AttemptOutcome = 'delivered' | 'gone';
-
-/** A failed attempt: an answer that is neither 2xx nor 410, or no answer. Code `webhook_failed`. */
-export class WebhookAttemptError extends AgentDispatchError {
-  readonly code = 'webhook_failed';
-  constructor(
-    message: string,
-    /** The HTTP status, when the receiver answered. */
-    readonly status?: number,
-    options?: ErrorOptions,
-  ) {
-    super(message, options);
-    this.name = 'WebhookAttemptError';
-  }
-}
 
 /** The one undici dispatcher of a process's deliveries, with connect, headers and body timeouts. */
 export function webhookDispatcher(timeoutMs: number): Agent {

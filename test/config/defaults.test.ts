@@ -1,10 +1,10 @@
-import { readdirSync, readFileSync } from 'node:fs';
-import { join, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { createEventReader } from '../../src/index.js';
+import { createAdmin, createProducer } from '../../src/producer/index.js';
 import {
   LIBRARY_DEFAULTS,
   loadConfig,
-  parseDurationMs,
+  resolvedOf,
   SETTINGS,
   settingDefault,
   type Config,
@@ -83,102 +83,68 @@ describe('one source for defaults', () => {
     for (const [option, field] of Object.entries(LIBRARY_FIELD))
       expect(LIBRARY_DEFAULTS[option as keyof typeof LIBRARY_FIELD], option).toEqual(config[field]);
   });
-
-  it('finds no default of a setting written again as a literal in src/', () => {
-    expect(duplicatedDefaults()).toEqual([]);
-  });
 });
 
-const SRC = join(import.meta.dirname, '../../src');
-/** Where the defaults are written: the settings tables. */
-const TABLES = ['config/settings.ts', 'config/http-settings.ts', 'config/webhook-settings.ts'];
 /**
- * Literals that equal a setting's default by coincidence, each a different quantity: the text of
- * the line as written, and why it is not the setting's.
+ * The options each library object resolves when they are left out: every one that stands for a
+ * setting is `LIBRARY_DEFAULTS`' value, read from what the object uses (`resolvedOf`), not from
+ * its source text.
  */
-const COINCIDENCES: readonly (readonly [text: string, why: string])[] = [
-  ['options.promptMaxBytes ?? 0', "a store opened without PROMPT_MAX_BYTES: 0 is 'no limit'"],
-  ['Sockets per origin. @defaultValue 64', "the agent API client's connections"],
-  ['@defaultValue 1_000_000', "the simulator's request records"],
-  ["@defaultValue '127.0.0.1'", "the simulator's host"],
-  ["text('host') ?? '127.0.0.1'", "the simulator's host"],
-  ["eventsStream: '',", 'a store that only counts (cli/deployment.ts) writes no event'],
-  ['eventsMaxLen: 0,', 'a store that only counts (cli/deployment.ts) writes no event'],
-  ['redisCluster: false,', 'Sentinel (config/redis.ts) serves one primary, never a cluster'],
-  ['redisCluster = false } =', 'connect() given one URL as a string: a single server'],
-];
+describe('the library uses LIBRARY_DEFAULTS for each option left out', () => {
+  // Nothing listens there: the objects connect lazily or fail in the background, never used.
+  const redisUrl = 'redis://127.0.0.1:1';
+  const picked = (keys: readonly (keyof typeof LIBRARY_DEFAULTS)[]) =>
+    Object.fromEntries(keys.map((k) => [k, LIBRARY_DEFAULTS[k]]));
+  const tool = [
+    'prefix',
+    'eventsStream',
+    'eventsMaxLen',
+    'dispatchRetentionMs',
+    'cluster',
+    'durability',
+    'shards',
+  ] as const;
 
-/** The value of a literal as written in TypeScript or TSDoc: a string, or a (product of) number(s). */
-function valueOf(literal: string): string | number | boolean | undefined {
-  const text = literal.trim();
-  const quoted = /^['`"](.*)['`"]$/.exec(text);
-  if (quoted) return quoted[1];
-  if (text === 'true' || text === 'false') return text === 'true';
-  if (/^\d[\d_]*(\s*\*\s*\d[\d_]*)*$/.test(text))
-    return text.split('*').reduce((product, n) => product * Number(n.replace(/_/g, '')), 1);
-  return undefined;
-}
+  it.each([
+    [
+      'createProducer',
+      () => createProducer({ redisUrl }),
+      [...tool, 'promptMaxBytes', 'sendAttempts'],
+    ],
+    ['createAdmin', () => createAdmin({ redisUrl }), [...tool, 'sendRateLimit']],
+    [
+      'createEventReader',
+      () => createEventReader({ redisUrl, group: 'g', consumer: 'c' }),
+      ['prefix', 'eventsStream', 'cluster', 'shards'],
+    ],
+  ] as const)('%s', async (_, make, keys) => {
+    const made = make();
+    try {
+      const resolved = resolvedOf(made);
+      expect(resolved).toBeDefined();
+      expect(Object.fromEntries(keys.map((k) => [k, resolved?.[k]]))).toEqual(picked(keys));
+    } finally {
+      await made.close();
+    }
+  });
 
-/**
- * The defaults a literal could repeat unnoticed: the strings, as written and parsed, and the
- * counts and sizes past 1. A duration's milliseconds are left to the names (5000 or 30000 are
- * also the timeouts of many things that are no setting).
- */
-function defaultValues(): Set<unknown> {
-  const values = new Set<unknown>();
-  for (const name of defaulted) {
-    const raw = SETTINGS[name].default;
-    const value: unknown = settingDefault(name);
-    if (parseDurationMs(raw) !== undefined) continue;
-    if (!/^(\d+|true|false)$/.test(raw)) values.add(raw);
-    if ((typeof value === 'string' && value !== '') || (typeof value === 'number' && value > 1))
-      values.add(value);
-  }
-  return values;
-}
+  it('uses an option given as given, so the checks above can fail', async () => {
+    const reader = createEventReader({
+      redisUrl,
+      group: 'g',
+      consumer: 'c',
+      prefix: 'x',
+      shards: 3,
+    });
+    try {
+      expect(resolvedOf(reader)).toMatchObject({ prefix: 'x', shards: 3 });
+    } finally {
+      await reader.close();
+    }
+  });
 
-/**
- * Each default given in src/ (the tables aside) by a literal: as `?? literal`, a parameter's
- * `= literal`, `name: literal` or `@defaultValue literal`, where the name is a library option or a
- * `Config` field, or the value one of {@link defaultValues}.
- */
-function duplicatedDefaults(): string[] {
-  const values = defaultValues();
-  const names = new Set<string>([...Object.keys(LIBRARY_DEFAULTS), ...Object.values(CONFIG_FIELD)]);
-  const literal = String.raw`('[^']*'|\x60[^\x60]*\x60|\d[\d_]*(?:\s*\*\s*\d[\d_]*)*|true|false)`;
-  const byValue = [
-    new RegExp(String.raw`(\w*)\)?\s*\?\?=?\s*${literal}`, 'g'),
-    new RegExp(String.raw`(\w+)\s*=\s*${literal}\s*[,)}]`, 'g'),
-    new RegExp(String.raw`()@defaultValue\s+${literal}`, 'g'),
-  ];
-  const byName = [...byValue, new RegExp(String.raw`(\w+):\s*${literal}\s*[,}]`, 'g')];
-  const found: string[] = [];
-  for (const file of sourceFiles(SRC)) {
-    const path = relative(SRC, file);
-    if (TABLES.includes(path)) continue;
-    readFileSync(file, 'utf8')
-      .split('\n')
-      .forEach((line, i) => {
-        if (COINCIDENCES.some(([text]) => line.includes(text))) return;
-        const hit = byName.some((pattern, p) =>
-          [...line.matchAll(pattern)].some(
-            ([, name, text]) =>
-              !(text ?? '').includes('${') &&
-              (names.has(name ?? '') || (p < byValue.length && values.has(valueOf(text ?? '')))),
-          ),
-        );
-        if (hit) found.push(`${path}:${i + 1}: ${line.trim()}`);
-      });
-  }
-  return found;
-}
-
-function sourceFiles(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) =>
-    entry.isDirectory()
-      ? sourceFiles(join(dir, entry.name))
-      : entry.name.endsWith('.ts')
-        ? [join(dir, entry.name)]
-        : [],
-  );
-}
+  it('covers every library default', () => {
+    const covered = new Set(['promptMaxBytes', 'sendAttempts', 'sendRateLimit', ...tool]);
+    expect(Object.keys(LIBRARY_DEFAULTS).filter((k) => !covered.has(k))).toEqual([]);
+  });
+});

@@ -83,6 +83,8 @@ describe('GET /v1/events across shards', () => {
       const bad = await page(query);
       expect(bad.status, query).toBe(400);
       expect(String(bad.body['error'])).toMatch(new RegExp(`^${named}`));
+      // A bad cursor carries CursorError's code; `limit` and `type` have none of their own.
+      expect(bad.body['code'], query).toBe(named === 'after: ' ? 'invalid_cursor' : undefined);
     }
   });
 
@@ -198,7 +200,9 @@ describe('GET /v1/events/stream', () => {
       headers: { ...auth, 'last-event-id': '99999999999999999999-0' },
     });
     expect(res.status).toBe(400);
-    expect(((await res.json()) as { error: string }).error).toMatch(/^Last-Event-ID: /);
+    const body = (await res.json()) as { error: string; code?: string };
+    expect(body.error).toMatch(/^Last-Event-ID: /);
+    expect(body.code).toBe('invalid_cursor');
   });
 
   it('ends every open stream when the server shuts down', async () => {
