@@ -158,18 +158,11 @@ export async function redriveFound(
 }
 
 /** A dead letter found, with what its redrive sends. */
-export interface Candidate {
+export interface Candidate extends DeadLetter {
   readonly store: DispatchStore;
-  readonly dispatchId: string;
-  readonly projectId: string;
-  readonly jobId: string;
-  readonly type: string;
-  readonly reason: string;
-  readonly finishedAt: number;
   readonly prompt: string;
   readonly meta: Record<string, unknown> | undefined;
   readonly enqueuedAt: number;
-  readonly redrivenTo: string | undefined;
 }
 
 /** The dead letter `dispatchId` in whichever shard holds it, or why it cannot be redriven. */
