@@ -19,6 +19,7 @@
       count, so the event's `attempts` counts requests written only)
     ARGV[4] parkMs (0 = no park)
     ARGV[5] attemptToken
+    ARGV[6] 1 when ORG_RATE_LIMIT is on (the org log holds the attempt too), else 0
 
   Output:
     the park deadline (0 when not parked)
@@ -27,7 +28,7 @@
 ]]
 local recordKey, budgetKey, parkKey, trackedKey, orgKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local dispatchId, attempt, refund, token = ARGV[1], ARGV[2], ARGV[3], ARGV[5]
-local parkMs = tonumber(ARGV[4])
+local parkMs, orgOn = tonumber(ARGV[4]), ARGV[6] == '1'
 
 local state = redis.call('HGET', recordKey, 'state')
 if state ~= 'sending' and state ~= 'unsettled' then return -1 end
@@ -35,7 +36,9 @@ if (redis.call('HGET', recordKey, 'attemptToken') or '') ~= token then return -2
 --- @include "includes/open-counts"
 local countsKey = shardKeyOf(trackedKey, 'tracked', 'counts:open')
 -- A key of another type (a hand edit) fails the call before its first write, naming the key.
-for _, expected in ipairs({{countsKey, 'hash'}, {budgetKey, 'zset'}, {orgKey, 'zset'}}) do
+local shared = {{countsKey, 'hash'}, {budgetKey, 'zset'}}
+if orgOn then shared[3] = {orgKey, 'zset'} end
+for _, expected in ipairs(shared) do
   local found = redis.call('TYPE', expected[1])['ok']
   if found ~= 'none' and found ~= expected[2] then
     return redis.error_reply('WRONGTYPE ' .. expected[1] .. ' holds a ' .. found ..
@@ -52,7 +55,7 @@ else
 end
 if refund ~= '0' then
   redis.call('ZREM', budgetKey, dispatchId .. ':' .. attempt)
-  redis.call('ZREM', orgKey, dispatchId .. ':' .. attempt)
+  if orgOn then redis.call('ZREM', orgKey, dispatchId .. ':' .. attempt) end
 end
 if refund == '2' and redis.call('HGET', recordKey, 'attempts') == attempt then
   redis.call('HSET', recordKey, 'attempts', tonumber(attempt) - 1)

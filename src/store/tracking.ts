@@ -138,6 +138,7 @@ export async function requeueOnce(
       refund === 'unwritten' ? '2' : refund ? '1' : '0',
       Math.max(0, Math.round(parkMs)),
       attemptToken,
+      state.options.orgRate ? '1' : '0',
     ],
   )) as number;
   if (reply === -1) return 'moved-on';
