@@ -33,7 +33,7 @@ export interface Overview {
   readonly projectsTotal: number;
   /** The page of `projects`, from 0, of {@link PROJECTS_PER_PAGE}. */
   readonly projectsPage: number;
-  /** Always true: the counts are kept by the scripts (an earlier version counted a sample). */
+  /** Always true: the counts are the ones the scripts keep, exact. */
   readonly countsExact: boolean;
   readonly queued: readonly QueuedView[];
   readonly tracked: readonly TrackedView[];
