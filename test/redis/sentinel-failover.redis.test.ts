@@ -20,11 +20,9 @@ describe('Redis Sentinel: a Valkey primary, a replica, 3 sentinels; REDIS_DURABI
     }
   });
 
-  // Known flaky on a loaded 2-core machine: 1 of 4 CI runs saw the first round of 36 refused
-  // (the closing note of that session); a second try runs the whole drill again on a new namespace.
   it(
     'loses and repeats nothing when the primary is killed and the sentinels promote the replica',
-    { retry: 1, timeout: 240_000 },
+    { timeout: 240_000 },
     async () => {
       const deployment = sentinel as LocalSentinel;
       const { prefix, redis, producer, env, promptEvents, close } = sentinelDrillFleet(

@@ -73,6 +73,12 @@ export async function startLocalSentinel(replicas = 1): Promise<LocalSentinel> {
       () => replicasSeen(sentinelPorts[0] ?? 0, replicas),
       'the sentinels to see the replicas',
     );
+    // In sync, too: a primary killed before its replica's first sync has no copy to promote (the
+    // drills would then wait for a failover that never comes).
+    await waitUntil(
+      () => replicasInSync(nodes.slice(1).map((n) => n.port)),
+      'the replicas to finish their first sync',
+    );
     return {
       sentinels: sentinelPorts.map((p) => `127.0.0.1:${p}`).join(','),
       nodes,
@@ -120,6 +126,14 @@ async function askSentinels(ports: readonly number[]): Promise<number> {
     if (Array.isArray(reply)) return Number(reply[1]);
   }
   throw new Error('no sentinel answered');
+}
+
+/** Whether every replica's link to its primary is up (its first sync done). */
+async function replicasInSync(ports: readonly number[]): Promise<boolean> {
+  const infos = await Promise.all(
+    ports.map((port) => onPort(port, (c) => c.info('replication')).catch(() => '')),
+  );
+  return infos.every((info) => /master_link_status:up/.test(info));
 }
 
 async function replicasSeen(sentinelPort: number, count: number): Promise<boolean> {
