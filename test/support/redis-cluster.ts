@@ -171,7 +171,12 @@ async function waitForOk(nodes: readonly ClusterNode[], timeoutMs: number): Prom
         const connected = String(known)
           .split('\n')
           .filter((l) => l.includes('connected')).length;
-        if (String(info).includes('cluster_state:ok') && connected >= nodes.length) break;
+        // A replica in sync, too: a master killed before its replica's first sync has no copy
+        // to promote.
+        const replication = String(await client.info('replication').catch(() => ''));
+        const synced =
+          !replication.includes('role:slave') || replication.includes('master_link_status:up');
+        if (String(info).includes('cluster_state:ok') && connected >= nodes.length && synced) break;
         if (Date.now() > deadline)
           throw new Error(
             `cluster node ${node.url} not ok within ${timeoutMs} ms: ${String(info).split('\n')[0]}`,
