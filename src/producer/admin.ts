@@ -18,15 +18,6 @@ import { checkRedriveFilter, REDRIVE_LIMIT_MAX, type RedriveFilter } from './red
 import { redrivePages } from './redrive-pages.js';
 import type { Producer } from './api.js';
 
-export type {
-  Admin,
-  AdminOptions,
-  LimitOptions,
-  LimitResult,
-  PauseResult,
-  UnparkResult,
-} from './admin-api.js';
-
 /** One shard as the controls use it: its dispatch queue, its store on the admin's connection. */
 interface AdminShard {
   readonly queue: Queue;

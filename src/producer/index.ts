@@ -15,7 +15,7 @@ export type {
   LimitResult,
   PauseResult,
   UnparkResult,
-} from './admin.js';
+} from './admin-api.js';
 export {
   InvalidControlError,
   NotCancellableError,
