@@ -177,10 +177,16 @@ export async function killPrimary(sentinel: LocalSentinel, rejoin: boolean): Pro
   }, 'a replica promoted by the sentinels');
   if (rejoin) {
     await victim.launch();
-    await waitUntil(async () => {
-      const role = (await onPort(port, (c) => c.call('ROLE'))) as unknown[];
-      return role[0] === 'slave' && role[3] === 'connected';
-    }, 'the killed primary back as a replica in sync');
+    // The sentinels turn a returning primary into a replica only after it has reported itself a
+    // master for a while, then it syncs in full: on a loaded machine that outlasts 30 s.
+    await waitUntil(
+      async () => {
+        const role = (await onPort(port, (c) => c.call('ROLE'))) as unknown[];
+        return role[0] === 'slave' && role[3] === 'connected';
+      },
+      'the killed primary back as a replica in sync',
+      90_000,
+    );
   }
   return ms;
 }
