@@ -30,7 +30,7 @@ const FILES = {
   due: 'due-1',
   isNext: 'isNext-3',
   carry: 'carry-1',
-  publishOrphan: 'publishOrphan-5',
+  publishOrphan: 'publishOrphan-9',
   pauseSends: 'pauseSends-1',
   claimProbe: 'claimProbe-1',
   renewLock: 'renewLock-1',

@@ -12,14 +12,20 @@ import type { DispatchRef, MarkResult, StoreState } from './store-state.js';
  * own state), reschedules, untrack, carry, orphan events. Reached as `DispatchStore.tracking`.
  */
 
-/** The job an orphan event is for; with `jobKey`, only while that BullMQ job hash exists. */
+/**
+ * The job an orphan event is for; with `jobKey`, only while that BullMQ job hash exists. Its
+ * project and agent job, when known, say whose open count goes down and which lane heads it
+ * leaves (see publishOrphan-9.lua).
+ */
 export interface Orphan {
   readonly bullJobId: string;
   readonly dispatchId: string;
   readonly jobKey?: string;
+  readonly projectId?: string;
+  readonly jobId?: string;
 }
 
-/** What publishing an orphan event did: see publishOrphan-5.lua. */
+/** What publishing an orphan event did: see publishOrphan-9.lua. */
 export type OrphanResult = 'published' | 'published-before' | 'record-exists' | 'job-gone';
 
 /** The tracked set and the ends of one store: `DispatchStore.tracking`. */
@@ -52,7 +58,8 @@ export class Tracking {
 
   /**
    * Publishes the undeliverable event of a job without a record (an unreadable payload, a lost
-   * record), once per job; not while the record exists, nor (`jobKey`) once the job is gone.
+   * record), once per job; not while the record exists, nor (`jobKey`) once the job is gone. The
+   * follow-up leaves the open dispatches with it, and its project's open count goes down.
    */
   async publishOrphan(orphan: Orphan, payload: unknown, reason: string): Promise<OrphanResult> {
     const state = this.#state;
@@ -66,11 +73,18 @@ export class Tracking {
         keys.dispatch(orphan.dispatchId),
         orphan.jobKey ?? marker,
         keys.prompt(orphan.dispatchId),
+        keys.open,
+        keys.tracked,
+        keys.dispatchQueue(orphan.dispatchId),
+        keys.laneHeads(orphan.projectId ?? ''),
       ],
       [
         options.retentionMs,
         options.eventsMaxLen,
         orphan.jobKey === undefined ? 0 : 1,
+        orphan.dispatchId,
+        orphan.projectId ?? '',
+        orphan.projectId ? (orphan.jobId ?? '') : '',
         ...orphanEventFields(orphan.bullJobId, payload, reason, Date.now()),
       ],
     );
