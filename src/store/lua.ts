@@ -31,6 +31,7 @@ const FILES = {
   isNext: 'isNext-3',
   carry: 'carry-1',
   publishOrphan: 'publishOrphan-9',
+  linkRedrive: 'linkRedrive-4',
   pauseSends: 'pauseSends-1',
   claimProbe: 'claimProbe-1',
   renewLock: 'renewLock-1',
