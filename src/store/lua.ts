@@ -32,6 +32,7 @@ const FILES = {
   carry: 'carry-1',
   publishOrphan: 'publishOrphan-9',
   linkRedrive: 'linkRedrive-4',
+  markUnregistered: 'markUnregistered-n',
   pauseSends: 'pauseSends-1',
   claimProbe: 'claimProbe-1',
   renewLock: 'renewLock-1',

@@ -93,6 +93,22 @@ export class Tracking {
   }
 
   /**
+   * Marks the ids among `dispatchIds` that have no record as orphans (see
+   * markUnregistered-n.lua): their BullMQ jobs, added by a MULTI whose REGISTER failed, end
+   * without an event. Resolves to those ids, whose jobs the caller removes.
+   */
+  async markUnregistered(dispatchIds: readonly string[]): Promise<string[]> {
+    const { keys, options, scripts } = this.#state;
+    if (dispatchIds.length === 0) return [];
+    const marked = (await scripts.run(
+      'markUnregistered',
+      dispatchIds.flatMap((id) => [keys.dispatch(id), keys.orphan(id)]),
+      [options.retentionMs],
+    )) as number[];
+    return marked.map((i) => dispatchIds[i - 1] as string);
+  }
+
+  /**
    * Sets the next status read of a tracked dispatch `delayMs` ahead; stores `fields` on it.
    * Reschedules asked for in the same turn of the event loop share one script call
    * (`reschedule.ts`). Resolves to `false` when it is no longer tracked.
