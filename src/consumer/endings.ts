@@ -119,7 +119,7 @@ export async function poison(ctx: RoleContext, job: Job, reason: string): Promis
     // took it just before) was never accepted, and its producer's retry registers it anew.
     const jobKey = ctx.queue.toKey(bullJobId);
     const published = await ctx.store.tracking.publishOrphan(
-      { bullJobId, dispatchId, jobKey },
+      { bullJobId, dispatchId, jobKey, projectId: ids.projectId, jobId: ids.jobId },
       ids,
       reason,
     );

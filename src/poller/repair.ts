@@ -106,7 +106,8 @@ async function repairOne(ctx: RepairContext, d: OpenDispatch, ended: boolean): P
  * a record) carrying the only fact left, its id.
  */
 async function orphaned(ctx: RepairContext, d: OpenDispatch): Promise<void> {
-  const orphan = { bullJobId: d.dispatchId, dispatchId: d.dispatchId };
+  const { dispatchId, projectId, jobId } = d;
+  const orphan = { bullJobId: dispatchId, dispatchId, projectId, jobId };
   const payload = { dispatchId: d.dispatchId };
   if ((await ctx.store.tracking.publishOrphan(orphan, payload, 'missing_record')) === 'published') {
     ctx.metrics.repairs.inc({ outcome: 'orphaned' });

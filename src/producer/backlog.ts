@@ -1,4 +1,6 @@
 import { AgentDispatchError } from '../agent-dispatch-error.js';
+import type { Queue } from 'bullmq';
+import type { DispatchJobData } from '../store/register.js';
 import type { DispatchStore, Registration } from '../store/store.js';
 
 /**
@@ -60,4 +62,27 @@ export async function refuseEarly(
 ): Promise<void> {
   const over = await store.register.backlogOver(followUps);
   if (over) throw new BacklogFullError(over.projectId, over.queued, over.adding, over.retryMs);
+}
+
+/**
+ * When a REGISTER call of a committed transaction failed (a key of the wrong type, written by
+ * hand), the batch is refused, yet the MULTI's job adds ran: the ids without a record are marked
+ * orphans (a worker that took one already ends it without an event) and their jobs removed, so
+ * no job is left behind for a follow-up nobody accepted. Resolves to `replies` as they were: the
+ * caller hears REGISTER's failure whether or not this went through.
+ */
+export async function withdrawRefused<R extends readonly [Error | null, unknown][]>(
+  queue: Queue<DispatchJobData>,
+  store: DispatchStore,
+  { ids, loads, registers }: { ids: readonly string[]; loads: number; registers: number },
+  replies: R,
+): Promise<R> {
+  if (!replies.slice(loads, loads + registers).some(([err]) => err)) return replies;
+  try {
+    const orphans = await store.tracking.markUnregistered(ids);
+    await Promise.all(orphans.map((id) => queue.remove(id)));
+  } catch {
+    // Left as they were: a worker ends each `missing_record`, as before this withdrawal.
+  }
+  return replies;
 }

@@ -21,7 +21,11 @@ export const REDRIVE_IDS_MAX = 1_000;
 export interface RedriveFilter {
   /** The dead letters of this project. */
   readonly project?: string | null | undefined;
-  /** The event's `reason` (`not_found`, `http_400`...), or `timed_out` for the timed-out ones. */
+  /**
+   * The event's `reason` (`not_found`, `http_400`...), or `timed_out` for the timed-out ones.
+   * Without it, the ones that ended `ambiguous` (the agent may have their prompt) are left out:
+   * `ambiguous` redrives those.
+   */
   readonly reason?: string | null | undefined;
   /**
    * The dead letters that ended at or after this time: an ISO 8601 date-time with its time zone,
@@ -58,7 +62,9 @@ export function redriveFilterSchema(limitMax: number) {
       .min(1)
       .max(100)
       .nullish()
-      .describe("the event's reason (not_found, http_400...), or timed_out"),
+      .describe(
+        "the event's reason (not_found, http_400...), or timed_out; without it, those that ended ambiguous are left out",
+      ),
     since: z
       .string()
       .refine((text) => sinceMs(text, 0) !== undefined, { error: `must be ${SINCE}` })

@@ -11,7 +11,7 @@ import { afterWrite, beforeWrite, type DiskWait } from '../redis/disk-wait.js';
 import type { DurabilityAssessment } from '../redis/durability.js';
 import { controlFailure, type DiskGuard } from './disk.js';
 import { ClaimReleasedError, type ReleasedClaim } from './claims.js';
-import { backlogRefusal, refuseEarly } from './backlog.js';
+import { backlogRefusal, refuseEarly, withdrawRefused } from './backlog.js';
 import {
   asRedisFailure,
   IdempotencyConflictError,
@@ -31,8 +31,8 @@ import {
  * connection, then by SHA. If the server forgot it (SCRIPT FLUSH, or a restart behind a kept
  * connection), the adds fail NOSCRIPT inside the committed MULTI while the REGISTER landed: a
  * record without its job, which {@link addMissingJobs} completes at once with a second MULTI that
- * loads the add first (adding a job id that exists is a no-op in BullMQ). The reverse, a job
- * without its record, cannot happen: a worker would end it `missing_record`.
+ * loads the add first (adding a job id that exists is a no-op in BullMQ). A job without its
+ * record (its REGISTER failed, the adds ran) is withdrawn at once: `withdrawRefused`, backlog.ts.
  */
 
 /** A MULTI as BullMQ's job add takes it. */
@@ -93,11 +93,11 @@ export async function enqueueIn(
   const transaction = await buildTransaction(queue, client, store, followUps, attempts);
   const mark = await beforeWrite(wait, client, nodeKey);
   const first = await execute(transaction, redis);
-  const replies = await addMissingJobs(queue, client, transaction, first, attempts).catch(
-    (err: unknown) => {
+  const replies = await addMissingJobs(queue, client, transaction, first, attempts)
+    .then((all) => withdrawRefused(queue, store, transaction, all))
+    .catch((err: unknown) => {
       throw asRedisFailure(err, redis);
-    },
-  );
+    });
   await afterWrite(wait, mark).catch((err: unknown) => {
     throw controlFailure(err, redis, 'retry with the same key');
   });

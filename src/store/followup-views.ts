@@ -192,21 +192,19 @@ export class FollowupViews {
   }
 
   /**
-   * Links dead letter `fromId` to `toId`, the follow-up that redrives it, in one MULTI: the old
-   * record names the new one (`redrivenTo`) and leaves the dead letters, its prompt is deleted
-   * (the new follow-up has it), and the new record names the old one (`redriveOf`).
+   * Links dead letter `fromId` to `toId`, the follow-up that redrives it, in one script
+   * (linkRedrive-4.lua): the old record names the new one (`redrivenTo`) and leaves the dead
+   * letters, its prompt is deleted (the new follow-up has it), and the new record names the old
+   * one (`redriveOf`); a record that expired meanwhile is not written (it would come back
+   * without its TTL).
    */
   async linkRedrive(fromId: string, toId: string): Promise<void> {
-    const { redis, keys } = this.#state;
-    const replies = await redis
-      .multi()
-      .hset(keys.dispatch(fromId), 'redrivenTo', toId)
-      .zrem(keys.deadLetters, fromId)
-      .del(keys.prompt(fromId))
-      .hset(keys.dispatch(toId), 'redriveOf', fromId)
-      .exec();
-    const failed = (replies ?? []).find(([err]) => err)?.[0];
-    if (failed) throw failed;
+    const { keys, scripts } = this.#state;
+    await scripts.run(
+      'linkRedrive',
+      [keys.dispatch(fromId), keys.deadLetters, keys.prompt(fromId), keys.dispatch(toId)],
+      [fromId, toId],
+    );
   }
 
   /** Whether each one's prompt is still stored, in one pipeline. */

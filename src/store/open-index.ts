@@ -153,30 +153,37 @@ export class OpenIndex {
     };
   }
 
-  /** Reads the records of what the walk found, in one pipeline. */
+  /**
+   * Reads the records of what the walk found, in one pipeline. A record that is not a hash (a hand
+   * edit) says nothing the walk can act on: it is left out, where it is, and the rest is read (the
+   * worker's ACQUIRE reports it as a store item error).
+   */
   async #read(found: readonly Found[]): Promise<OpenDispatch[]> {
     const { redis, keys } = this.#state;
     if (found.length === 0) return [];
     const pipeline = redis.pipeline();
     for (const { id } of found) pipeline.hmget(keys.dispatch(id), ...FIELDS);
     const replies = (await pipeline.exec()) ?? [];
-    return found.map(({ id, at, lane }, i): OpenDispatch => {
+    return found.flatMap(({ id, at, lane }, i): OpenDispatch[] => {
       const [err, values] = replies[i] ?? [new Error('no reply'), []];
+      if (err?.message.startsWith('WRONGTYPE')) return [];
       if (err) throw err;
       const [state, projectId, jobId, bullJobId, resend, repairs, traceparent, enqueuedAt] =
         values as (string | null)[];
-      return {
-        dispatchId: id,
-        enqueuedAt: at ?? Number(enqueuedAt ?? 0),
-        state: (state ?? undefined) as DispatchState | undefined,
-        projectId: projectId ?? lane?.projectId ?? '',
-        jobId: jobId ?? lane?.jobId ?? '',
-        bullJobId: bullJobId || id,
-        resendPending: resend === '1',
-        repairs: Number(repairs ?? 0),
-        traceparent: traceparent || undefined,
-        laneOfOne: lane !== undefined,
-      };
+      return [
+        {
+          dispatchId: id,
+          enqueuedAt: at ?? Number(enqueuedAt ?? 0),
+          state: (state ?? undefined) as DispatchState | undefined,
+          projectId: projectId ?? lane?.projectId ?? '',
+          jobId: jobId ?? lane?.jobId ?? '',
+          bullJobId: bullJobId || id,
+          resendPending: resend === '1',
+          repairs: Number(repairs ?? 0),
+          traceparent: traceparent || undefined,
+          laneOfOne: lane !== undefined,
+        },
+      ];
     });
   }
 

@@ -6,7 +6,8 @@
 
   A lane whose record was enqueued after ARGV[5] is passed over here, by one HGET of its record,
   so that a walk that wants only the older ones (the repair sweep) does not read the records of
-  the young ones again; a lane whose record is gone is answered.
+  the young ones again; a lane whose record is gone is answered, one whose record is not a hash
+  passed over.
 
   A walk that goes on where a page ended sees every lane of one that was there all along at least
   once (HSCAN's promise, and projects come in the order of their names); one made or ended
@@ -46,8 +47,9 @@ while project ~= '' and answered < want and looked < 4 * want and calls < want d
   local flat = reply[2]
   for i = 1, #flat, 2 do
     looked = looked + 1
-    local since = redis.call('HGET', recordPrefix .. flat[i + 1], 'enqueuedAt')
-    if not since or tonumber(since) <= enqueuedBy then
+    -- A record that is not a hash (a hand edit) is passed over: nothing of it can be read.
+    local since = redis.pcall('HGET', recordPrefix .. flat[i + 1], 'enqueuedAt')
+    if type(since) ~= 'table' and (not since or tonumber(since) <= enqueuedBy) then
       answered = answered + 1
       page[#page + 1] = project
       page[#page + 1] = flat[i]

@@ -12,14 +12,20 @@ import type { DispatchRef, MarkResult, StoreState } from './store-state.js';
  * own state), reschedules, untrack, carry, orphan events. Reached as `DispatchStore.tracking`.
  */
 
-/** The job an orphan event is for; with `jobKey`, only while that BullMQ job hash exists. */
+/**
+ * The job an orphan event is for; with `jobKey`, only while that BullMQ job hash exists. Its
+ * project and agent job, when known, say whose open count goes down and which lane heads it
+ * leaves (see publishOrphan-9.lua).
+ */
 export interface Orphan {
   readonly bullJobId: string;
   readonly dispatchId: string;
   readonly jobKey?: string;
+  readonly projectId?: string;
+  readonly jobId?: string;
 }
 
-/** What publishing an orphan event did: see publishOrphan-5.lua. */
+/** What publishing an orphan event did: see publishOrphan-9.lua. */
 export type OrphanResult = 'published' | 'published-before' | 'record-exists' | 'job-gone';
 
 /** The tracked set and the ends of one store: `DispatchStore.tracking`. */
@@ -52,7 +58,8 @@ export class Tracking {
 
   /**
    * Publishes the undeliverable event of a job without a record (an unreadable payload, a lost
-   * record), once per job; not while the record exists, nor (`jobKey`) once the job is gone.
+   * record), once per job; not while the record exists, nor (`jobKey`) once the job is gone. The
+   * follow-up leaves the open dispatches with it, and its project's open count goes down.
    */
   async publishOrphan(orphan: Orphan, payload: unknown, reason: string): Promise<OrphanResult> {
     const state = this.#state;
@@ -66,16 +73,39 @@ export class Tracking {
         keys.dispatch(orphan.dispatchId),
         orphan.jobKey ?? marker,
         keys.prompt(orphan.dispatchId),
+        keys.open,
+        keys.tracked,
+        keys.dispatchQueue(orphan.dispatchId),
+        keys.laneHeads(orphan.projectId ?? ''),
       ],
       [
         options.retentionMs,
         options.eventsMaxLen,
         orphan.jobKey === undefined ? 0 : 1,
+        orphan.dispatchId,
+        orphan.projectId ?? '',
+        orphan.projectId ? (orphan.jobId ?? '') : '',
         ...orphanEventFields(orphan.bullJobId, payload, reason, Date.now()),
       ],
     );
     const results = { 1: 'published', 0: 'published-before', [-1]: 'record-exists' } as const;
     return results[reply as 1 | 0 | -1] ?? 'job-gone';
+  }
+
+  /**
+   * Marks the ids among `dispatchIds` that have no record as orphans (see
+   * markUnregistered-n.lua): their BullMQ jobs, added by a MULTI whose REGISTER failed, end
+   * without an event. Resolves to those ids, whose jobs the caller removes.
+   */
+  async markUnregistered(dispatchIds: readonly string[]): Promise<string[]> {
+    const { keys, options, scripts } = this.#state;
+    if (dispatchIds.length === 0) return [];
+    const marked = (await scripts.run(
+      'markUnregistered',
+      dispatchIds.flatMap((id) => [keys.dispatch(id), keys.orphan(id)]),
+      [options.retentionMs],
+    )) as number[];
+    return marked.map((i) => dispatchIds[i - 1] as string);
   }
 
   /**

@@ -114,4 +114,24 @@ describe('the walk of the open dispatches', () => {
     expect(await ns.redis.zrange(keys.laneProjects, 0, -1)).toEqual([]);
     expect(await store.open.count()).toBe(1);
   });
+
+  it('walks past a record that is not a hash (a hand edit), in the index and as a lane of one', async () => {
+    const { ns, producer, store } = fixture();
+    const keys = keysFor(ns.prefix);
+    const sent = await producer.sendMany([
+      { projectId: 'p', jobId: 'two', prompt: 'a' },
+      { projectId: 'p', jobId: 'two', prompt: 'b' },
+      { projectId: 'p', jobId: 'one', prompt: 'c' },
+      { projectId: 'p', jobId: 'alone', prompt: 'd' },
+    ]);
+    const [head, , one] = sent.map((s) => s.dispatchId);
+    for (const id of [head, one]) {
+      await ns.redis.del(keys.dispatch(id!));
+      await ns.redis.set(keys.dispatch(id!), 'not a hash');
+    }
+    // Nothing the walk can say of them: they are left where they are, and the others are read.
+    const { seen } = await walk(store, 2);
+    expect(ids(seen)).toEqual([sent[1]!.dispatchId, sent[3]!.dispatchId].sort());
+    expect(await ns.redis.zscore(keys.open, head!)).not.toBeNull();
+  });
 });

@@ -1,0 +1,90 @@
+import { describe, expect, it } from 'vitest';
+import { keysFor } from '../../src/redis/keys.js';
+import { DispatchStore } from '../../src/store/store.js';
+import { waitForEvents } from '../support/events.js';
+import { eventually, type Namespace } from '../support/namespace.js';
+import { useService } from '../support/service.js';
+import { openDispatches } from '../support/where-is.js';
+
+/**
+ * The per-project open counts (`project show`, the follow-ups page) follow a follow-up out of the
+ * open dispatches whichever way it leaves them, not only through FINISH: a lost record ended by
+ * the worker (its job names no record) or by the repair sweep, and a job that fails for good.
+ */
+describe('the open counts of follow-ups that end outside FINISH', () => {
+  const service = useService('open-count-ends', { workTimeMs: 60_000 });
+
+  async function counts(ns: Namespace, projectId: string) {
+    const store = new DispatchStore(ns.redis, keysFor(ns.prefix), {
+      eventsStream: ns.eventsStream,
+      eventsMaxLen: 1000,
+      retentionMs: 60_000,
+    });
+    const shown = await store.projects.show(projectId, {
+      max: 100,
+      windowMs: 60_000,
+      toleranceMs: 0,
+    });
+    return { queued: shown.queued, sending: shown.sending, tracked: shown.tracked };
+  }
+
+  /** Registers two follow-ups of one agent job (a lane of two) and one alone, then loses them. */
+  async function lostRecords(projectId: string): Promise<string[]> {
+    const registrar = service.start({}, { worker: false, poller: false });
+    const sent = await registrar.producer.sendMany([
+      { projectId, jobId: 'two', prompt: 'a' },
+      { projectId, jobId: 'two', prompt: 'b' },
+      { projectId, jobId: 'one', prompt: 'c' },
+    ]);
+    const ns = service.ns();
+    expect(await counts(ns, projectId)).toEqual({ queued: 3, sending: 0, tracked: 0 });
+    const keys = keysFor(ns.prefix);
+    for (const { dispatchId } of sent) await ns.redis.del(keys.dispatch(dispatchId));
+    return sent.map((s) => s.dispatchId);
+  }
+
+  it('the worker ends a job without a record (the poison path): counts back to 0', async () => {
+    const ids = await lostRecords('poisoned');
+    service.start({}, { poller: false });
+    const events = await waitForEvents(service.ns().redis, service.ns().eventsStream, 3, 15_000);
+    expect(events.map((e) => e.dispatchId).sort()).toEqual([...ids].sort());
+    expect(events.every((e) => e.event['reason'] === 'missing_record')).toBe(true);
+    expect(await counts(service.ns(), 'poisoned')).toEqual({ queued: 0, sending: 0, tracked: 0 });
+  }, 20_000);
+
+  it('the repair sweep ends a lost record: counts back to 0', async () => {
+    const ids = await lostRecords('swept');
+    service.start({ REPAIR_GRACE: '1s' }, { worker: false });
+    const events = await waitForEvents(service.ns().redis, service.ns().eventsStream, 3, 15_000);
+    expect(events.map((e) => e.dispatchId).sort()).toEqual([...ids].sort());
+    await eventually(
+      async () =>
+        (await openDispatches(service.ns().redis, service.ns().prefix)).count === 0
+          ? true
+          : undefined,
+      { what: 'no open dispatch' },
+    );
+    expect(await counts(service.ns(), 'swept')).toEqual({ queued: 0, sending: 0, tracked: 0 });
+  }, 20_000);
+
+  it('a sent follow-up whose record is lost while tracked: counts back to 0', async () => {
+    const running = service.start({ REPAIR_GRACE: '1s' });
+    service.simulator().seedJob('tracked', 'slow');
+    const { dispatchId } = await running.producer.send({
+      projectId: 'tracked',
+      jobId: 'slow',
+      prompt: 'x',
+    });
+    const ns = service.ns();
+    await eventually(
+      async () =>
+        (await running.producer.status(dispatchId))?.state === 'sent' ? true : undefined,
+      { what: 'sent' },
+    );
+    expect(await counts(ns, 'tracked')).toEqual({ queued: 0, sending: 0, tracked: 1 });
+    await ns.redis.del(keysFor(ns.prefix).dispatch(dispatchId));
+    const [event] = await waitForEvents(ns.redis, ns.eventsStream, 1, 15_000);
+    expect(event).toMatchObject({ dispatchId, type: 'followup.undeliverable' });
+    expect(await counts(ns, 'tracked')).toEqual({ queued: 0, sending: 0, tracked: 0 });
+  }, 20_000);
+});
