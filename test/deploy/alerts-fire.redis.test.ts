@@ -105,8 +105,9 @@ describe('deploy/prometheus/alerts.yml against a real fleet scraped by a real Pr
     const workers = startRoles('worker', 2, env);
     const pollers = startRoles('poller', 1, { ...env, METRICS_PORT: String(pollerPort) });
     fleet().processes = [serve, ...workers, ...pollers];
-    await waitForWorkers(ns, 2, { processes: workers });
-    await waitForWorkers(ns, 1, { queue: QUEUE_NAMES.poll, processes: pollers });
+    // Four processes start at once: on a busy machine that takes longer than one would.
+    await waitForWorkers(ns, 2, { processes: workers, timeoutMs: 60_000 });
+    await waitForWorkers(ns, 1, { queue: QUEUE_NAMES.poll, processes: pollers, timeoutMs: 60_000 });
     prometheus = await startPrometheus({
       targets: [`127.0.0.1:${port}`, `127.0.0.1:${pollerPort}`],
       rulesFile: RULES,
@@ -169,7 +170,7 @@ describe('deploy/prometheus/alerts.yml against a real fleet scraped by a real Pr
       AgentDispatchFollowupsWaiting: waiting.seconds,
     });
     noteTimes(times);
-  }, 150_000);
+  }, 180_000);
 
   it('fires AgentDispatchRedisDown once the fleet’s redis-server is killed', async () => {
     const server = await startPrivateRedis();
