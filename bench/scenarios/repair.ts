@@ -108,8 +108,8 @@ function report(runs: readonly Backlog[]): ScenarioResult {
     tables: [{ columns: ['backlog', 'page', 'pass time (ticks)', 'tick p50 / max'], rows }],
     limitedBy: [
       'The page cap: past the backlog it reads within one REPAIR_GRACE, a pass grows with the ' +
-        'backlog again; a tick reads at most the cap, a pipeline of that many HMGETs and three ' +
-        'reads per queued one.',
+        'backlog again. A tick reads at most the cap, in parts of 1,000 (a scan of lanes of one, ' +
+        'a pipeline of HMGETs and one of three reads per queued one, each).',
     ],
     notes: ['Pass time = ticks × POLL_INTERVAL: the sweep runs once per poll tick.'],
   };

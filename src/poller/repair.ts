@@ -15,9 +15,9 @@ import { LIFECYCLE } from '../telemetry/names.js';
  * lane, park and budget as always, and a spurious one finds the record moved on and ends.
  *
  * Cost and bound: a pass starts at most once per `REPAIR_GRACE` and walks every open dispatch,
- * one page a poll tick (a ZRANGE of the open index or a script call that scans lanes of one, a
- * pipeline of HMGETs without the prompt, and one pipeline of three reads per queued one), never
- * all in one. The page follows the backlog ({@link repairPage}): sized at the pass's start so that
+ * one page a poll tick, never all in one; a page is read in parts (each a ZRANGE of the open index
+ * or a script call that scans lanes of one, a pipeline of HMGETs without the prompt, and one
+ * pipeline of three reads per queued one). The page follows the backlog ({@link repairPage}): sized at the pass's start so that
  * the pass takes about as many ticks as fit in `REPAIR_GRACE`, at least {@link MIN_PAGE} and at
  * most {@link MAX_PAGE}. So a lost job waits for its repair at most the grace (before it is looked
  * at), the gap to the next pass (one grace) and one pass (about one grace, while the backlog is at
@@ -63,7 +63,8 @@ export interface RepairResult {
 
 /**
  * Sweeps one page of the open dispatches, if a pass is due or running. `pageFor` sizes a new
- * pass's page from the open count (the bench compares {@link repairPage} with a fixed one).
+ * pass's page from the open count (the bench compares {@link repairPage} with a fixed one). The
+ * page is read in parts of at most {@link READ_PART}, the cursor moved after each.
  */
 export async function sweepLostJobs(
   ctx: RepairContext,
@@ -72,8 +73,35 @@ export async function sweepLostJobs(
   const graceMs = ctx.config.repairGraceMs;
   const pass = await ctx.store.poll.startRepairPass(graceMs, pageFor);
   if (!pass) return { checked: 0, repaired: 0, passEnded: false };
-  const { cursor, nowMs } = pass;
-  const page = await ctx.store.open.page(cursor, pass.page, nowMs - graceMs);
+  // One part more than the page needs: the walk's switch from the open index to the lanes of
+  // one ends a part short.
+  const parts = Math.ceil(pass.page / READ_PART) + 1;
+  let cursor: string | undefined = pass.cursor;
+  let [checked, repaired] = [0, 0];
+  for (let part = 0; part < parts && cursor !== undefined && checked < pass.page; part++) {
+    const count = Math.min(READ_PART, pass.page - checked);
+    const swept = await sweepPart(ctx, cursor, count, pass.nowMs);
+    [checked, repaired, cursor] = [checked + swept.checked, repaired + swept.repaired, swept.next];
+  }
+  if (cursor === undefined) ctx.metrics.repairPassSeconds.set((pass.nowMs - pass.startedAt) / 1000);
+  return { checked, repaired, passEnded: cursor === undefined };
+}
+
+/**
+ * Most open dispatches one read of the walk takes: a large page is read in parts, so that no
+ * single call (a script that scans lanes of one) holds Redis for long.
+ */
+const READ_PART = 1_000;
+
+/** Sweeps `count` open dispatches from `cursor`; where the pass goes on (`undefined`: it is over). */
+async function sweepPart(
+  ctx: RepairContext,
+  cursor: string,
+  count: number,
+  nowMs: number,
+): Promise<{ checked: number; repaired: number; next: string | undefined }> {
+  const graceMs = ctx.config.repairGraceMs;
+  const page = await ctx.store.open.page(cursor, count, nowMs - graceMs);
   const { dispatches } = page;
 
   const gone = dispatches.filter((d) => d.state === undefined || d.state === 'done');
@@ -96,8 +124,7 @@ export async function sweepLostJobs(
   // pass sees.
   const next = page.next(gone.length);
   await ctx.store.poll.moveRepairCursor(next, graceMs);
-  if (next === undefined) ctx.metrics.repairPassSeconds.set((nowMs - pass.startedAt) / 1000);
-  return { checked: dispatches.length, repaired, passEnded: next === undefined };
+  return { checked: dispatches.length, repaired, next };
 }
 
 /**
