@@ -28,6 +28,7 @@ import { memoryScenario } from './scenarios/memory.js';
 import { pollerScenario } from './scenarios/poller.js';
 import { quickRunScenario } from './scenarios/quick-run.js';
 import { redisWorkScenario } from './scenarios/redis-work.js';
+import { repairScenario } from './scenarios/repair.js';
 import { tracingScenario } from './scenarios/tracing.js';
 
 /** Every scenario, in the report's order: its `--only` name, its time budget and its load. */
@@ -49,6 +50,7 @@ const SCENARIOS: readonly Scenario[] = [
   { id: 'learned-reads', minimumMs: 150_000, size: [2, 5], run: learnedReadsScenario },
   { id: 'memory', minimumMs: 25_000, size: [2_000, 10_000], run: memoryScenario },
   { id: 'redis-work', minimumMs: 35_000, size: [500, 2_000], run: redisWorkScenario },
+  { id: 'repair', minimumMs: 90_000, size: [20_000, 200_000], run: repairScenario },
   { id: 'tracing', minimumMs: 30_000, size: [500, 2_000], run: tracingScenario },
   { id: 'cluster', minimumMs: 120_000, size: [1_000, 2_000], run: clusterScenario },
   // 12.7 to 18.1 s in five full benches of 2026-11-24: 60 s covers a machine 3 times slower.

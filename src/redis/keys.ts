@@ -106,8 +106,8 @@ export interface Keys {
   readonly open: string;
   /** String, with a TTL: set while a repair pass ran within the last `REPAIR_GRACE`. */
   readonly repairGate: string;
-  /** String: where the running repair pass goes on (`OpenIndex.page`'s cursor). */
-  readonly repairCursor: string;
+  /** Hash, with a TTL: the running repair pass (`cursor`, `page` per tick, `startedAt`). */
+  readonly repairPass: string;
   /** String: the lock that keeps poll ticks from overlapping across poller processes. */
   readonly pollLock: string;
   /** Hash: each project's open follow-ups by state (see `store/includes/open-counts.lua`). */
@@ -159,7 +159,7 @@ export function keysFor(prefix: string): Keys {
     tracked: k('tracked'),
     open: k('open'),
     repairGate: k('repair', 'gate'),
-    repairCursor: k('repair', 'walk'),
+    repairPass: k('repair', 'pass'),
     pollLock: k('poll', 'lock'),
     openCounts: k('counts', 'open'),
     deadLetters: k('deadletters'),

@@ -39,6 +39,17 @@ export interface ClaimLock {
   readonly onTaken?: () => void;
 }
 
+/** A running repair pass: where it goes on, how many it reads a tick, when it began (Redis ms). */
+export interface RepairPass {
+  readonly cursor: string;
+  readonly page: number;
+  readonly startedAt: number;
+  /** Redis's clock now. */
+  readonly nowMs: number;
+}
+
+const PASS_FIELDS = ['cursor', 'page', 'startedAt'] as const;
+
 /** BullMQ's key of the dispatch queue for a name (`Queue.toKey`). */
 export type QueueKey = (name: string) => string;
 
@@ -123,24 +134,56 @@ export class PollState {
   }
 
   /**
-   * Where the repair sweep goes on (a new pass: the walk's start; not due: none), and Redis's
-   * clock.
+   * The running repair pass, or a new one when none runs and none began within `graceMs` (its
+   * page then sized by `pageFor` from {@link PollState.openEstimate}); `undefined`: no pass is due.
    */
-  async startRepairPass(graceMs: number): Promise<{ cursor: string; nowMs: number } | undefined> {
+  async startRepairPass(
+    graceMs: number,
+    pageFor: (open: number) => number,
+  ): Promise<RepairPass | undefined> {
     const state = this.#state;
     const { redis, keys } = state;
-    const cursor = await redis.get(keys.repairCursor);
-    if (cursor === null && (await redis.set(keys.repairGate, '1', 'PX', graceMs, 'NX')) !== 'OK')
-      return undefined;
-    return { cursor: cursor ?? OPEN_WALK_START, nowMs: await redisNow(state) };
+    const [cursor, page, startedAt] = await redis.hmget(keys.repairPass, ...PASS_FIELDS);
+    if (typeof cursor === 'string' && Number(page) > 0 && startedAt) {
+      const nowMs = await redisNow(state);
+      return { cursor, page: Number(page), startedAt: Number(startedAt), nowMs };
+    }
+    if ((await redis.set(keys.repairGate, '1', 'PX', graceMs, 'NX')) !== 'OK') return undefined;
+    const nowMs = await redisNow(state);
+    const pass = {
+      cursor: OPEN_WALK_START,
+      page: pageFor(await this.openEstimate()),
+      startedAt: nowMs,
+    };
+    await redis
+      .multi()
+      .hset(keys.repairPass, pass)
+      .pexpire(keys.repairPass, 10 * graceMs)
+      .exec();
+    return { ...pass, nowMs };
+  }
+
+  /** About how many are open: the open index's size or the sum of the open counts, if more. */
+  async openEstimate(): Promise<number> {
+    const { redis, keys } = this.#state;
+    const [indexed, counts] = await Promise.all([
+      redis.zcard(keys.open),
+      redis.hvals(keys.openCounts),
+    ]);
+    const counted = counts.reduce((sum, n) => sum + Math.max(0, Number(n) || 0), 0);
+    return Math.max(indexed, counted);
   }
 
   /** Records where the running repair pass goes on next (`undefined`: the pass is over). */
   async moveRepairCursor(cursor: string | undefined, graceMs: number): Promise<void> {
-    const state = this.#state;
-    const { redis, keys } = state;
-    if (cursor === undefined) await redis.del(keys.repairCursor);
-    else await redis.set(keys.repairCursor, cursor, 'PX', 10 * graceMs);
+    const { redis, keys } = this.#state;
+    if (cursor === undefined) await redis.del(keys.repairPass);
+    else
+      await redis
+        .multi()
+        .hset(keys.repairPass, { cursor })
+        .pexpire(keys.repairPass, 10 * graceMs)
+        .exec();
   }
 
   /**

@@ -49,6 +49,12 @@ export interface Metrics {
    */
   readonly repairs: Counter<'outcome'>;
   /**
+   * Seconds the last complete pass of the repair sweep took, from its first page to its last (by
+   * Redis's clock): how long a lost job may wait for its repair, after REPAIR_GRACE. Set by the
+   * poller that ended the pass.
+   */
+  readonly repairPassSeconds: Gauge<string>;
+  /**
    * Batched store writes that failed for one follow-up alone (a key of the wrong type, a stored
    * value out of range), by op: acquire, mark_sent, reschedule, finish.
    */
@@ -198,6 +204,11 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       name: METRIC_NAMES.repairs,
       help: 'Queued follow-ups whose lost BullMQ job the poller gave back, by outcome.',
       labelNames: ['outcome'],
+      registers,
+    }),
+    repairPassSeconds: new Gauge({
+      name: METRIC_NAMES.repairPassSeconds,
+      help: 'Seconds the last complete pass of the repair sweep took (first page to last).',
       registers,
     }),
     storeItemErrors: new Counter({

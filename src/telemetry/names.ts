@@ -123,6 +123,8 @@ export const METRIC_NAMES = {
   pollLag: 'agent_dispatch_poll_lag_seconds',
   redisUp: 'agent_dispatch_redis_up',
   repairs: 'agent_dispatch_repairs_total',
+  /** How long the last complete pass of the repair sweep took. */
+  repairPassSeconds: 'agent_dispatch_repair_pass_seconds',
   authPaused: 'agent_dispatch_api_auth_paused',
   liveProcesses: 'agent_dispatch_live_processes',
   oldestQueuedAge: 'agent_dispatch_oldest_queued_age_seconds',

@@ -1,19 +1,89 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { runCli } from '../support/cli.js';
+import { QUEUE_NAMES } from '../../src/redis/keys.js';
+import { runCli, runCliToEnd } from '../support/cli.js';
 import { fleetEnv, useFleet } from '../support/fleet.js';
-import { eventually } from '../support/namespace.js';
-import { startPrometheus, type Prometheus } from '../support/prometheus.js';
-import { freePort } from '../support/redis-server.js';
+import { createNamespace, eventually } from '../support/namespace.js';
+import { startPrometheus, type Prometheus, type PrometheusAlert } from '../support/prometheus.js';
+import { freePort, startPrivateRedis } from '../support/redis-server.js';
 import { startRoles, waitForWorkers } from '../support/roles.js';
 import { useSimulator } from '../support/simulator.js';
 
 const RULES = 'deploy/prometheus/alerts.yml';
 
 /**
- * The rules as shipped, but each `for:` cut to 2 s: the test proves that the expressions see a
- * real fleet's metrics, not how long an operator waits before being paged.
+ * The rules as shipped, but each `for:` cut to 2 s, and the thresholds of the alerts on ages (a
+ * follow-up waiting 10 minutes, a project paused 4 hours, a webhook undelivered 15 minutes) cut to
+ * a few seconds: the test proves that the expressions see a real fleet's metrics, not how long an
+ * operator waits before being paged. A threshold no longer found in the file fails the test.
  */
-const shortFor = (rules: string) => rules.replace(/^(\s+for:) \d+[smh]$/gm, '$1 2s');
+const THRESHOLDS: readonly (readonly [string, string])[] = [
+  [
+    '(agent_dispatch_oldest_queued_age_seconds) > 600',
+    '(agent_dispatch_oldest_queued_age_seconds) > 3',
+  ],
+  [
+    '(agent_dispatch_project_paused_since_timestamp_seconds) > 14400',
+    '(agent_dispatch_project_paused_since_timestamp_seconds) > 2',
+  ],
+  [
+    '(agent_dispatch_webhook_oldest_undelivered_seconds) > 900',
+    '(agent_dispatch_webhook_oldest_undelivered_seconds) > 3',
+  ],
+];
+
+function shortRules(rules: string): string {
+  let text = rules.replace(/^(\s+for:) \d+[smh]$/gm, '$1 2s');
+  for (const [shipped, short] of THRESHOLDS) {
+    if (!text.includes(shipped)) throw new Error(`alerts.yml no longer says "${shipped}"`);
+    text = text.replace(shipped, short);
+  }
+  return text;
+}
+
+/** The alerts of the first test, none firing before it breaks the fleet. */
+const COVERED = [
+  'AgentDispatchSendsPausedAuth',
+  'AgentDispatchProjectPausedLong',
+  'AgentDispatchWebhooksUndelivered',
+  'AgentDispatchNoWorkerAlive',
+  'AgentDispatchNoPollerAlive',
+  'AgentDispatchFollowupsWaiting',
+];
+
+/** The alerts that Prometheus shows firing, by name. */
+async function firingNow(prom: Prometheus): Promise<Map<string, PrometheusAlert>> {
+  const firing = (await prom.alerts()).filter((a) => a.state === 'firing');
+  return new Map(firing.map((a) => [a.labels['alertname'] ?? '', a]));
+}
+
+/** Waits until `name` fires; resolves with the alert and the seconds since `since`. */
+async function untilFiring(
+  prom: Prometheus,
+  name: string,
+  since: number,
+  timeoutMs = 60_000,
+): Promise<{ alert: PrometheusAlert; seconds: number }> {
+  const alert = await eventually(async () => (await firingNow(prom)).get(name), {
+    timeoutMs,
+    intervalMs: 250,
+    what: `${name} to fire (prometheus log: ${prom.log()})`,
+  });
+  return { alert, seconds: (Date.now() - since) / 1000 };
+}
+
+/** Waits until the instant query `expr` answers `value`. */
+async function untilSeen(prom: Prometheus, expr: string, value: number): Promise<void> {
+  await eventually(async () => ((await prom.query(expr))[0]?.value === value ? true : undefined), {
+    timeoutMs: 30_000,
+    intervalMs: 250,
+    what: `Prometheus to see ${expr} == ${value} (log: ${prom.log()})`,
+  });
+}
+
+/** Seconds to firing of each alert, for a reader who runs the file with ALERT_TIMES=1. */
+function noteTimes(times: Record<string, number>): void {
+  if (process.env['ALERT_TIMES'] !== undefined) console.log(JSON.stringify(times));
+}
 
 describe('deploy/prometheus/alerts.yml against a real fleet scraped by a real Prometheus', () => {
   const simulator = useSimulator();
@@ -24,51 +94,113 @@ describe('deploy/prometheus/alerts.yml against a real fleet scraped by a real Pr
     prometheus = undefined;
   });
 
-  it('fires AgentDispatchNoWorkerAlive once every worker is killed while follow-ups arrive', async () => {
+  it('fires the alerts on a paused project, undelivered webhooks, a rejected key, then no worker, no poller and waiting follow-ups', async () => {
     const { ns, producer } = fleet();
-    const port = await freePort();
+    const [port, pollerPort, refused] = [await freePort(), await freePort(), await freePort()];
     const env = fleetEnv(ns, simulator(), { HTTP_PORT: String(port) });
+    // An endpoint nothing listens on: every delivery is refused and retried.
+    const hook = await runCliToEnd(['webhook', 'add', `http://127.0.0.1:${refused}/hook`], env);
+    expect(hook.code).toBe(0);
     const serve = runCli(['serve'], env);
     const workers = startRoles('worker', 2, env);
-    fleet().processes = [serve, ...workers];
-    await waitForWorkers(ns, 2, { processes: workers });
+    const pollers = startRoles('poller', 1, { ...env, METRICS_PORT: String(pollerPort) });
+    fleet().processes = [serve, ...workers, ...pollers];
+    // Four processes start at once: on a busy machine that takes longer than one would.
+    await waitForWorkers(ns, 2, { processes: workers, timeoutMs: 60_000 });
+    await waitForWorkers(ns, 1, { queue: QUEUE_NAMES.poll, processes: pollers, timeoutMs: 60_000 });
     prometheus = await startPrometheus({
-      targets: [`127.0.0.1:${port}`],
+      targets: [`127.0.0.1:${port}`, `127.0.0.1:${pollerPort}`],
       rulesFile: RULES,
-      rewrite: shortFor,
+      rewrite: shortRules,
     });
     const prom = prometheus;
-    const workersSeen = async () =>
-      (await prom.query('max(agent_dispatch_live_processes{role="worker"})'))[0]?.value;
-    // Both heartbeats reach Prometheus through the scrape of `serve`.
-    await eventually(async () => ((await workersSeen()) === 2 ? true : undefined), {
-      timeoutMs: 30_000,
-      intervalMs: 250,
-      what: `Prometheus to count 2 live workers (log: ${prom.log()})`,
-    });
-    const firing = async (name: string) =>
-      (await prom.alerts()).find((a) => a.labels['alertname'] === name && a.state === 'firing');
-    expect(await firing('AgentDispatchNoWorkerAlive')).toBeUndefined();
+    // Both workers' and the poller's heartbeats reach Prometheus through the scrape of `serve`.
+    await untilSeen(prom, 'max(agent_dispatch_live_processes{role="worker"})', 2);
+    await untilSeen(prom, 'max(agent_dispatch_live_processes{role="poller"})', 1);
+    await untilSeen(prom, 'max(agent_dispatch_webhook_oldest_undelivered_seconds)', 0);
+    await untilSeen(prom, 'min(agent_dispatch_redis_up)', 1);
+    const before = await firingNow(prom);
+    for (const name of COVERED) expect(before.get(name), name).toBeUndefined();
 
-    for (const worker of workers) worker.child.kill('SIGKILL');
-    await Promise.all(workers.map((w) => w.exited));
-    fleet().processes = [serve];
+    const times: Record<string, number> = {};
+    // An operator's pause; a completed follow-up whose event nobody can take; a rotated key.
+    const paused = await runCliToEnd(['project', 'pause', 'held'], env);
+    expect(paused.code).toBe(0);
+    const pausedAt = Date.now();
     simulator().seedJob('p1', 'j1');
-    await producer.send({ projectId: 'p1', jobId: 'j1', prompt: 'nobody sends this' });
-
-    const alert = await eventually(() => firing('AgentDispatchNoWorkerAlive'), {
-      timeoutMs: 60_000,
-      intervalMs: 500,
-      what: 'AgentDispatchNoWorkerAlive to fire',
+    await producer.send({ projectId: 'p1', jobId: 'j1', prompt: 'its event is refused' });
+    await fleet().events(1, 20_000);
+    const publishedAt = Date.now();
+    const parked = untilFiring(prom, 'AgentDispatchProjectPausedLong', pausedAt);
+    const hooks = untilFiring(prom, 'AgentDispatchWebhooksUndelivered', publishedAt);
+    simulator().setApiKey('a-rotated-key-0123456789');
+    simulator().seedJob('p2', 'j1');
+    const rotatedAt = Date.now();
+    await producer.send({ projectId: 'p2', jobId: 'j1', prompt: 'the key is refused' });
+    const auth = await untilFiring(prom, 'AgentDispatchSendsPausedAuth', rotatedAt);
+    expect(auth.alert.labels).toMatchObject({ severity: 'critical', shard: '0' });
+    const project = await parked;
+    expect(project.alert.labels).toMatchObject({ severity: 'warning', project: 'held' });
+    const webhooks = await hooks;
+    expect(webhooks.alert.labels).toMatchObject({ severity: 'warning' });
+    Object.assign(times, {
+      AgentDispatchSendsPausedAuth: auth.seconds,
+      AgentDispatchProjectPausedLong: project.seconds,
+      AgentDispatchWebhooksUndelivered: webhooks.seconds,
     });
-    expect(alert.labels).toMatchObject({ severity: 'critical', shard: '0' });
-    // The follow-up nobody takes shows as an ageing backlog.
-    await eventually(
-      async () => {
-        const [age] = await prom.query('max(agent_dispatch_oldest_queued_age_seconds)');
-        return age && age.value > 0 ? true : undefined;
-      },
-      { timeoutMs: 20_000, intervalMs: 250, what: 'the oldest queued follow-up to age' },
-    );
-  }, 110_000);
+
+    // Every worker and the poller die; a follow-up arrives that nobody takes.
+    for (const p of [...workers, ...pollers]) p.child.kill('SIGKILL');
+    await Promise.all([...workers, ...pollers].map((p) => p.exited));
+    fleet().processes = [serve];
+    const killedAt = Date.now();
+    simulator().seedJob('p3', 'j1');
+    await producer.send({ projectId: 'p3', jobId: 'j1', prompt: 'nobody sends this' });
+    const [noWorker, noPoller, waiting] = await Promise.all([
+      untilFiring(prom, 'AgentDispatchNoWorkerAlive', killedAt),
+      untilFiring(prom, 'AgentDispatchNoPollerAlive', killedAt),
+      untilFiring(prom, 'AgentDispatchFollowupsWaiting', killedAt),
+    ]);
+    expect(noWorker.alert.labels).toMatchObject({ severity: 'critical', shard: '0' });
+    expect(noPoller.alert.labels).toMatchObject({ severity: 'critical', shard: '0' });
+    expect(waiting.alert.labels).toMatchObject({ severity: 'warning', shard: '0' });
+    Object.assign(times, {
+      AgentDispatchNoWorkerAlive: noWorker.seconds,
+      AgentDispatchNoPollerAlive: noPoller.seconds,
+      AgentDispatchFollowupsWaiting: waiting.seconds,
+    });
+    noteTimes(times);
+  }, 180_000);
+
+  it('fires AgentDispatchRedisDown once the fleet’s redis-server is killed', async () => {
+    const server = await startPrivateRedis();
+    const ns = createNamespace('alerts-redis', server.url);
+    // Its client retries while the server is down, on purpose.
+    ns.redis.on('error', () => {});
+    const port = await freePort();
+    const serve = runCli(['serve'], fleetEnv(ns, simulator(), { HTTP_PORT: String(port) }));
+    try {
+      // A scrape waits up to 2 s for a Redis that does not answer: the scrape interval (and so
+      // its timeout) is longer, or Prometheus would see the target down instead of redis_up 0.
+      prometheus = await startPrometheus({
+        targets: [`127.0.0.1:${port}`],
+        rulesFile: RULES,
+        rewrite: shortRules,
+        interval: '4s',
+      });
+      const prom = prometheus;
+      await untilSeen(prom, 'min(agent_dispatch_redis_up)', 1);
+      expect((await firingNow(prom)).get('AgentDispatchRedisDown')).toBeUndefined();
+      await server.stop('SIGKILL');
+      const down = await untilFiring(prom, 'AgentDispatchRedisDown', Date.now());
+      expect(down.alert.labels).toMatchObject({ severity: 'critical' });
+      noteTimes({ AgentDispatchRedisDown: down.seconds });
+      await server.restart();
+      await untilSeen(prom, 'min(agent_dispatch_redis_up)', 1);
+    } finally {
+      expect(await serve.stop('SIGTERM')).toBe(0);
+      await ns.cleanup();
+      await server.destroy();
+    }
+  }, 60_000);
 });
