@@ -91,9 +91,13 @@ export async function measureLearned(
     workTimeMs: (projectId, jobId) => {
       const { base: name } = sideOf(projectId);
       const list = ends.get(`${projectId}/${jobId}`) ?? [];
-      const runMs = real(byName.get(name)?.length(draw(name, jobId, list.length)) ?? 60_000);
+      const round = list.length;
+      const runMs = real(byName.get(name)?.length(draw(name, jobId, round)) ?? 60_000);
       list.push(Date.now() + runMs);
       ends.set(`${projectId}/${jobId}`, list);
+      // The run ends when the simulator's timer (set next, for the same time) turns it terminal:
+      // on a busy machine that fires late, and a read in between still sees the run active.
+      setTimeout(() => (list[round] = Math.max(list[round] ?? 0, Date.now())), runMs).unref();
       return runMs;
     },
   });

@@ -55,6 +55,11 @@ export interface PollerRun {
   readonly idleTicks: Ticks;
   /** Run end (in the simulator) → event on the stream, per follow-up. */
   readonly latencies: readonly number[];
+  /**
+   * The same from when the simulator's timer turned the run terminal: later than the drawn end
+   * where the bench's busy event loop fired it late (a read in between still saw it active).
+   */
+  readonly firedLatencies: readonly number[];
   /** The same, split by when the run ended: while follow-ups were still being sent, or after. */
   readonly byPhase: LatenciesByPhase;
   /** Follow-ups whose event came only once ACTIVE_GRACE had passed, and the GETs they took. */
@@ -79,20 +84,23 @@ async function ticksBetween(admin: Redis, ns: Namespace, from: number, to: numbe
 async function readEvents(
   admin: Redis,
   ns: Namespace,
-  ends: ReadonlyMap<string, number>,
+  { ends, fired }: RunEnds,
   simulator: Simulator,
   lastSendMs: number,
 ) {
   const latencies: number[] = [];
+  const firedLatencies: number[] = [];
   const byPhase: LatenciesByPhase = { whileSending: [], afterSends: [] };
   let graceEnded = 0;
   let graceGets = 0;
   for (const [id, fields] of await admin.xrange(ns.eventsStream, '-', '+')) {
     const field = (name: string) => fields[fields.indexOf(name) + 1] ?? '';
-    const end = ends.get(`${field('projectId')}/${field('jobId')}`);
+    const key = `${field('projectId')}/${field('jobId')}`;
+    const end = ends.get(key);
     if (end !== undefined) {
       const latency = Number(id.split('-')[0]) - end;
       latencies.push(latency);
+      firedLatencies.push(Number(id.split('-')[0]) - Math.max(end, fired.get(key) ?? end));
       byPhase[end < lastSendMs ? 'whileSending' : 'afterSends'].push(latency);
     }
     const event = JSON.parse(field('event')) as { sentAt: string; finishedAt: string };
@@ -101,17 +109,25 @@ async function readEvents(
       graceGets += simulator.countGets(field('projectId'), field('jobId'));
     }
   }
-  return { latencies, byPhase, graceEnded, graceGets };
+  return { latencies, firedLatencies, byPhase, graceEnded, graceGets };
+}
+
+/** When each run ends: as drawn, and when the simulator's timer (set just after) fired. */
+interface RunEnds {
+  readonly ends: Map<string, number>;
+  readonly fired: Map<string, number>;
 }
 
 /** A simulator whose runs last 2 to 5 s, recording when each will end; a poller; workers. */
 async function setUp(ctx: BenchContext) {
   const ns = await ctx.fresh('poller');
-  const ends = new Map<string, number>();
+  const runEnds: RunEnds = { ends: new Map(), fired: new Map() };
   // Called once per accepted send, when the run starts: records when the run will end.
   const workTimeMs = (projectId: string, jobId: string) => {
     const workMs = 2_000 + Math.round(Math.random() * 3_000);
-    ends.set(`${projectId}/${jobId}`, Date.now() + workMs);
+    const key = `${projectId}/${jobId}`;
+    runEnds.ends.set(key, Date.now() + workMs);
+    setTimeout(() => runEnds.fired.set(key, Date.now()), workMs).unref();
     return workMs;
   };
   const simulator = await benchSimulator({ workTimeMs });
@@ -123,12 +139,12 @@ async function setUp(ctx: BenchContext) {
     { label: 'poller', processes: poller },
     { label: 'worker', processes: workers },
   ];
-  return { ns, ends, simulator, poller, workers, producer, roles };
+  return { ns, runEnds, simulator, poller, workers, producer, roles };
 }
 
 /** Runs scenario 5 once with `n` follow-ups. */
 export async function measurePoller(ctx: BenchContext, n: number): Promise<PollerRun> {
-  const { ns, ends, simulator, poller, workers, producer, roles } = await setUp(ctx);
+  const { ns, runEnds, simulator, poller, workers, producer, roles } = await setUp(ctx);
   const pollerPid = poller[0]?.child.pid ?? 0;
   const pollerOnly = watchList(ctx.redisPid, roles.slice(0, 1));
   const allEvents = async () => (await ctx.admin.xlen(ns.eventsStream)) >= n;
@@ -161,7 +177,7 @@ export async function measurePoller(ctx: BenchContext, n: number): Promise<Polle
       ...{ n, gets, getsWhileSending, pollerCpuMs, sending, tracking, idle },
       trackingTicks: await ticksBetween(ctx.admin, ns, trackingStart, idleStart),
       idleTicks: await ticksBetween(ctx.admin, ns, idleStart, Date.now()),
-      ...(await readEvents(ctx.admin, ns, ends, simulator, lastSendMs)),
+      ...(await readEvents(ctx.admin, ns, runEnds, simulator, lastSendMs)),
     };
   } finally {
     await stopAll([...workers, ...poller]);

@@ -124,7 +124,10 @@ async function readFrom(
       // A read of it from an earlier claim is still under way: a worker's MARK_SENT moved its
       // next read ahead and cut that claim's lease short. That read acts on it; this one would
       // only repeat the GET and, on a terminal status, the FINISH. Looked at again soon.
-      await ctx.store.tracking.reschedule(record.dispatchId, ctx.config.pollMinIntervalMs);
+      await ctx.store.tracking.reschedule(
+        record.dispatchId,
+        jitteredMs(ctx.config.pollMinIntervalMs),
+      );
       continue;
     }
     batch.probing = batch.pause.on;

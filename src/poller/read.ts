@@ -3,7 +3,7 @@ import { EVENT_TYPES } from '../dispatch/event.js';
 import type { DispatchRecord } from '../dispatch/record.js';
 import type { ObservedRun, RunStats } from '../store/run-history.js';
 import { pauseSends, resumeSends } from '../runtime/auth-pause.js';
-import { jitteredMs } from '../time/jitter.js';
+import { jitteredMs, jitteredWithin } from '../time/jitter.js';
 import { addDispatchJob } from '../store/jobs.js';
 import type { RoleContext } from '../runtime/role.js';
 import { finishAndHandOn } from '../store/end.js';
@@ -131,14 +131,12 @@ async function act(
         // Tolerated and logged once per change; the dispatch stays tracked.
         log.warn({ status: seen.job.status }, LIFECYCLE.followupUnknownStatus);
       }
-      // Jittered within a small share of the wait (at most POLL_MIN_INTERVAL): reads scheduled
-      // together, as after a burst of sends, drift apart instead of staying in step.
+      // Jittered within a small share of the wait (at most POLL_MIN_INTERVAL), earlier at
+      // POLL_MAX_INTERVAL: reads scheduled together, as after a burst of sends, drift apart
+      // instead of staying in step.
       await ctx.store.tracking.reschedule(
         record.dispatchId,
-        Math.min(
-          ctx.config.pollMaxIntervalMs,
-          jitteredMs(action.delayMs, ctx.config.pollMinIntervalMs),
-        ),
+        jitteredRead(ctx, action.delayMs),
         action.fields,
       );
       return false;
@@ -164,7 +162,10 @@ async function act(
       } else if (found !== undefined && found !== 'done') {
         // The record moved on after this read's snapshot (a late MARK_SENT turned `unsettled`
         // into `sent`): read it again soon, not at the end of the claim's lease.
-        await ctx.store.tracking.reschedule(record.dispatchId, ctx.config.pollMinIntervalMs);
+        await ctx.store.tracking.reschedule(
+          record.dispatchId,
+          jitteredMs(ctx.config.pollMinIntervalMs),
+        );
       }
       return finished;
     }
@@ -192,9 +193,19 @@ async function resend(ctx: TickContext, record: DispatchRecord, log: Logger): Pr
   // Named on the record first, so the repair sweep checks this job, not the first one.
   await ctx.store.tracking.carry(record.dispatchId, '', jobId);
   await addDispatchJob(ctx.queue, record, jobId, ctx.config.sendAttempts);
-  await ctx.store.tracking.reschedule(record.dispatchId, ctx.config.pollMaxIntervalMs);
+  // Jittered: the resends of an outage's unsettled sends are not all read again together.
+  await ctx.store.tracking.reschedule(
+    record.dispatchId,
+    jitteredRead(ctx, ctx.config.pollMaxIntervalMs),
+  );
   log.warn({ attempts: record.attempts }, LIFECYCLE.followupRetry);
   return false;
+}
+
+/** The wait before a read, jittered by at most POLL_MIN_INTERVAL, within the poll bounds. */
+function jitteredRead(ctx: TickContext, waitMs: number): number {
+  const { pollMinIntervalMs: min, pollMaxIntervalMs: max } = ctx.config;
+  return Math.max(Math.min(min, waitMs), jitteredWithin(waitMs, max, min));
 }
 
 /**

@@ -3,7 +3,8 @@ import type { StoreState } from './store-state.js';
 
 /**
  * A project's run history: how long its agent runs took from the send to their end, as a decayed
- * mean and variance, one short string per project (`Keys.runs`), updated once per finished
+ * mean and variance (and the part of it that is only the gaps' uncertainty), one short string per
+ * project (`Keys.runs`), updated once per finished
  * follow-up whose end was seen precisely enough (runHistory-1.lua), and forgotten
  * {@link RUN_HISTORY_TTL_MS} after its last update. The poller reads it with its claims and shapes
  * the reads of the project's runs by it (`learned-schedule.ts`).
@@ -18,6 +19,12 @@ export interface RunStats {
 
 /** The weight of a new run: the history follows a change within a few runs. */
 export const RUN_WEIGHT = 0.3;
+/**
+ * The most a new run weighs when the history's spread is mostly its gaps' (`noise`: runs seen
+ * through the growing schedule's wide gaps) and this run's end is known better: such a history
+ * narrows to the runs' own spread within a few precisely seen runs, not a dozen.
+ */
+export const SHARP_RUN_WEIGHT = 0.6;
 /** The spread a history of one run is given (its standard deviation / its length). */
 export const FIRST_RUN_SPREAD = 0.15;
 /** A history not updated for this long is forgotten: memory stays bounded by active projects. */
@@ -34,7 +41,7 @@ export interface ObservedRun {
   readonly gapMs: number;
 }
 
-/** Parses a stored history (`runs mean var`); `undefined` when absent or unreadable. */
+/** Parses a stored history (`runs mean var noise`); `undefined` when absent or unreadable. */
 export function parseRunStats(value: string | null | undefined): RunStats | undefined {
   const [runs, meanMs, varMs2] = (value ?? '').split(' ').map(Number);
   if (runs === undefined || meanMs === undefined || varMs2 === undefined) return undefined;
@@ -71,7 +78,8 @@ export function observedRunMs(
 
 /**
  * Folds one run of `projectId` into its history: its length, and the variance of an end known
- * only to lie somewhere in a gap of `gapMs` (evenly likely anywhere: gap² / 12).
+ * only to lie somewhere in a gap of `gapMs` (evenly likely anywhere: gap² / 12). A run known more
+ * precisely than the history's noise weighs up to {@link SHARP_RUN_WEIGHT}.
  */
 export async function recordRun(
   state: StoreState,
@@ -82,7 +90,14 @@ export async function recordRun(
   const reply = await state.scripts.run(
     'runHistory',
     [state.keys.runs(projectId)],
-    [Math.round(runMs), RUN_WEIGHT, FIRST_RUN_SPREAD, RUN_HISTORY_TTL_MS, gapVariance],
+    [
+      Math.round(runMs),
+      RUN_WEIGHT,
+      FIRST_RUN_SPREAD,
+      RUN_HISTORY_TTL_MS,
+      gapVariance,
+      SHARP_RUN_WEIGHT,
+    ],
   );
   return parseRunStats(typeof reply === 'string' ? reply : undefined);
 }

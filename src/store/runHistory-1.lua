@@ -4,41 +4,52 @@
   follows a project whose runs change, in one short string that expires when unused.
 
   Input:
-    KEYS[1] the project's run history: a string `runs mean variance`
+    KEYS[1] the project's run history: a string `runs mean variance noise`
 
     ARGV[1] the run's length, ms
     ARGV[2] the weight of a new run (0..1)
     ARGV[3] the spread a first run is given (standard deviation / length)
     ARGV[4] how long the history lives after its last update, ms
     ARGV[5] the variance of the run's length as observed (its end lies in a gap), ms²
+    ARGV[6] the most a run precise against the history weighs (ARGV[2]..1)
 
   Output: the new history, as stored
 ]]
 local runMs, weight = tonumber(ARGV[1]), tonumber(ARGV[2])
 local spread, ttlMs = tonumber(ARGV[3]), tonumber(ARGV[4])
 local seenVar = tonumber(ARGV[5]) or 0
+local maxWeight = tonumber(ARGV[6]) or weight
 
-local runs, mean, var
+local runs, mean, var, noise
 local stored = redis.call('GET', KEYS[1])
 if stored then
-  local r, m, v = string.match(stored, '^(%S+) (%S+) (%S+)$')
-  runs, mean, var = tonumber(r), tonumber(m), tonumber(v)
+  -- A history stored without its noise (three fields) reads as one with none.
+  local r, m, v, n = string.match(stored, '^(%S+) (%S+) (%S+) ?(%S*)$')
+  runs, mean, var, noise = tonumber(r), tonumber(m), tonumber(v), tonumber(n) or 0
 end
 
 if not runs or not mean or not var or runs < 1 or mean <= 0 or var < 0 then
   -- No history (or an unreadable one): this run alone, with an assumed spread.
   runs, mean, var = 1, runMs, math.max((runMs * spread) ^ 2, seenVar)
+  noise = seenVar
 else
+  -- The share of the variance that is only the gaps' (noise), not the runs' own spread, and that
+  -- this run's end is known better than: that much more weight, so the history built through the
+  -- growing schedule's wide gaps narrows within a few precisely seen runs.
+  local sharper = 0
+  if var > 0 then sharper = math.min(1, math.max(0, (noise - seenVar) / var)) end
+  local w = weight + (math.max(weight, maxWeight) - weight) * sharper
   local diff = runMs - mean
-  local step = weight * diff
+  local step = w * diff
   mean = mean + step
   -- The observation's own uncertainty is added with its weight: ends seen through wide gaps keep
   -- the spread wide, however alike their midpoints.
-  var = (1 - weight) * (var + diff * step) + weight * seenVar
+  var = (1 - w) * (var + diff * step) + w * seenVar
+  noise = math.min(var, (1 - w) * noise + w * seenVar)
   -- Capped: the count only says whether the history is young.
   runs = math.min(runs + 1, 1000000)
 end
 
-local value = string.format('%d %.1f %.1f', runs, mean, var)
+local value = string.format('%d %.1f %.1f %d', runs, mean, var, math.floor(noise + 0.5))
 redis.call('SET', KEYS[1], value, 'PX', ttlMs)
 return value

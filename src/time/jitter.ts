@@ -43,3 +43,20 @@ export function earlierBy(
 ): number {
   return untilMs - Math.round(random() * Math.max(0, spreadMs));
 }
+
+/**
+ * `waitMs` spread like {@link jitteredMs} (by at most `capMs`), but never past `maxMs`: where the
+ * later spread would pass it, the wait is moved earlier by as much instead. For status reads,
+ * which `POLL_MAX_INTERVAL` bounds: reads at that bound would otherwise all keep their phase.
+ */
+export function jitteredWithin(
+  waitMs: number,
+  maxMs: number,
+  capMs = JITTER_MAX_MS,
+  random: () => number = Math.random,
+): number {
+  if (!(waitMs > 0)) return waitMs;
+  const bounded = Math.min(waitMs, maxMs);
+  const shiftMs = Math.round(random() * Math.min(bounded * JITTER_SHARE, capMs, JITTER_MAX_MS));
+  return bounded + shiftMs <= maxMs ? bounded + shiftMs : bounded - shiftMs;
+}

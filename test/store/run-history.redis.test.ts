@@ -38,6 +38,20 @@ describe("a project's run history", () => {
     for (let i = 0; i < 5; i++) stats = await store.poll.recordRun('p', seen(54_100, 32_000));
     // A 32 s gap alone has a spread of 32 / √12 = 9.2 s.
     expect(Math.sqrt(stats?.varMs2 ?? 0)).toBeGreaterThan(9_000);
+    // Three runs then seen to the second weigh more than the gaps' guesses: the history narrows
+    // to about their own spread (at the usual weight it would still be 6.3 s, mean 58.1 s).
+    for (const ms of [58_000, 62_000, 60_000]) stats = await store.poll.recordRun('p', seen(ms));
+    expect(Math.sqrt(stats?.varMs2 ?? 0)).toBeLessThan(4_500);
+    expect(Math.abs((stats?.meanMs ?? 0) - 60_000)).toBeLessThan(1_000);
+  });
+
+  it('reads a history stored before its noise was kept as one without noise', async () => {
+    const { store, ns } = fixture();
+    await ns.redis.set(keysFor(ns.prefix).runs('p'), '5 30000.0 1000000.0');
+    const stats = await store.poll.recordRun('p', seen(31_000));
+    expect(stats).toMatchObject({ runs: 6 });
+    // The usual weight: 30 % of the way to the new run.
+    expect(stats?.meanMs).toBeCloseTo(30_300, 0);
   });
 
   it('stays one short string per project, forgotten when unused', async () => {

@@ -5,6 +5,7 @@ import {
   earlierBy,
   jitteredMs,
   jitteredUntil,
+  jitteredWithin,
 } from '../../src/time/jitter.js';
 
 /** Wake-ups of parked follow-ups and scheduled reads: spread, never early, bounded. */
@@ -34,5 +35,19 @@ describe('wake-up jitter', () => {
     const woken = Array.from({ length: 1_000 }, () => earlierBy(10_000, 200));
     expect(Math.min(...woken)).toBeGreaterThanOrEqual(9_800);
     expect(Math.max(...woken)).toBeLessThanOrEqual(10_000);
+  });
+
+  it('spreads reads at their upper bound below it, never past it', () => {
+    // A read a minute away, at POLL_MAX_INTERVAL: moved earlier, by at most its cap.
+    expect(jitteredWithin(60_000, 60_000, 500, () => 1)).toBe(59_500);
+    expect(jitteredWithin(60_000, 60_000, 500, () => 0)).toBe(60_000);
+    // Below the bound with room to spare: later, as jitteredMs.
+    expect(jitteredWithin(4_000, 60_000, 500, () => 1)).toBe(4_400);
+    // A wait asked past the bound is taken as the bound.
+    expect(jitteredWithin(90_000, 60_000, 500, () => 0)).toBe(60_000);
+    const reads = Array.from({ length: 1_000 }, () => jitteredWithin(60_000, 60_000, 500));
+    expect(Math.max(...reads)).toBeLessThanOrEqual(60_000);
+    expect(Math.min(...reads)).toBeGreaterThanOrEqual(59_500);
+    expect(new Set(reads).size).toBeGreaterThan(200);
   });
 });
