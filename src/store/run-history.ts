@@ -4,10 +4,9 @@ import type { StoreState } from './store-state.js';
 /**
  * A project's run history: how long its agent runs took from the send to their end, as a decayed
  * mean and variance (and the part of it that is only the gaps' uncertainty), one short string per
- * project (`Keys.runs`), updated once per finished
- * follow-up whose end was seen precisely enough (runHistory-1.lua), and forgotten
- * {@link RUN_HISTORY_TTL_MS} after its last update. The poller reads it with its claims and shapes
- * the reads of the project's runs by it (`learned-schedule.ts`).
+ * project (`Keys.runs`), updated once per finished follow-up whose end was seen precisely enough
+ * (runHistory-1.lua), and forgotten {@link RUN_HISTORY_TTL_MS} after its last update. The poller
+ * reads it with its claims and shapes the reads of the project's runs by it (`learned-schedule.ts`).
  */
 
 /** What the history says: runs seen (capped), their decayed mean and variance. */

@@ -23,12 +23,11 @@ local maxWeight = tonumber(ARGV[6]) or weight
 local runs, mean, var, noise
 local stored = redis.call('GET', KEYS[1])
 if stored then
-  -- A history stored without its noise (three fields) reads as one with none.
-  local r, m, v, n = string.match(stored, '^(%S+) (%S+) (%S+) ?(%S*)$')
-  runs, mean, var, noise = tonumber(r), tonumber(m), tonumber(v), tonumber(n) or 0
+  local r, m, v, n = string.match(stored, '^(%S+) (%S+) (%S+) (%S+)$')
+  runs, mean, var, noise = tonumber(r), tonumber(m), tonumber(v), tonumber(n)
 end
 
-if not runs or not mean or not var or runs < 1 or mean <= 0 or var < 0 then
+if not runs or not mean or not var or not noise or runs < 1 or mean <= 0 or var < 0 then
   -- No history (or an unreadable one): this run alone, with an assumed spread.
   runs, mean, var = 1, runMs, math.max((runMs * spread) ^ 2, seenVar)
   noise = seenVar
