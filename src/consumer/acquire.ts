@@ -96,7 +96,7 @@ export function createProcessor(ctx: SendContext) {
       // Its keys or stored values are broken (a limit out of range, a key of the wrong type): its
       // ACQUIRE wrote nothing, and it waits, unsent and not ended, until an operator repairs them.
       if (!reportItemError(ctx, err, ref)) throw err;
-      return park(ctx, job, token, Date.now() + STORE_ITEM_RECHECK_MS);
+      return park(ctx, job, token, jitteredUntil(Date.now() + STORE_ITEM_RECHECK_MS));
     });
     switch (verdict.kind) {
       case 'go':
@@ -160,7 +160,7 @@ export function createProcessor(ctx: SendContext) {
         // Nothing was sent: it is queued again, and tries again shortly, no attempt spent.
         ctx.metrics.sends.inc({ outcome: 'not_durable' });
         ctx.logger.warn({ ...ref, reason: verdict.reason }, LIFECYCLE.followupNotDurable);
-        return park(ctx, job, token, Date.now() + NOT_DURABLE_RETRY_MS);
+        return park(ctx, job, token, jitteredUntil(Date.now() + NOT_DURABLE_RETRY_MS));
       case 'missing':
         return poison(ctx, job, 'missing_record');
       case 'not-queued':
