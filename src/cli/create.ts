@@ -60,7 +60,8 @@ export const createCommand: Command = {
   },
 };
 
-function parseMeta(text: string): Record<string, unknown> {
+/** `--meta`'s JSON object (enqueue's too). */
+export function parseMeta(text: string): Record<string, unknown> {
   try {
     return JSON.parse(text) as Record<string, unknown>;
   } catch {

@@ -5,11 +5,13 @@ import { checkDispatch, type DispatchInput, type FollowUpInput } from '../dispat
 import {
   BacklogFullError,
   IdempotencyConflictError,
+  InvalidFollowUpError,
   type Producer,
   type SendResult,
 } from '../producer/index.js';
 import { EXIT, UsageError, type Command } from './command.js';
 import { configOf, producerFor } from './compose.js';
+import { parseMeta } from './create.js';
 
 /** Lines sent per `sendMany` call: one round trip each. */
 const BATCH = 500;
@@ -102,14 +104,6 @@ export const enqueueCommand: Command = {
   },
 };
 
-function parseMeta(text: string): Record<string, unknown> {
-  try {
-    return JSON.parse(text) as Record<string, unknown>;
-  } catch {
-    throw new UsageError('--meta: must be a JSON object, such as {"ticket": 42}');
-  }
-}
-
 /** Reads an NDJSON file in batches; resolves to the exit code. */
 async function enqueueFile(
   producer: Producer,
@@ -183,7 +177,9 @@ type LineAnswer = SendResult | { problem: string };
  */
 async function sendBatch(producer: Producer, followUps: DispatchInput[]): Promise<LineAnswer[]> {
   return sendLines(producer, followUps).catch((err: unknown) => {
-    if (err instanceof BacklogFullError) return sendEach(producer, followUps);
+    // An `after` that names no creation refuses the batch: each line alone says which.
+    if (err instanceof BacklogFullError || err instanceof InvalidFollowUpError)
+      return sendEach(producer, followUps);
     throw err;
   });
 }
@@ -220,6 +216,10 @@ async function sendEach(producer: Producer, followUps: DispatchInput[]): Promise
         answers.push(...(await sendLines(producer, [followUp])));
         continue;
       } catch (err) {
+        if (err instanceof InvalidFollowUpError) {
+          answers.push({ problem: err.problems.map((p) => `${p.field}: ${p.message}`).join('; ') });
+          continue;
+        }
         if (!(err instanceof BacklogFullError)) throw err;
         full.set(followUp.projectId, (refused = err));
       }
