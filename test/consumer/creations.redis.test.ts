@@ -36,47 +36,55 @@ describe('creations', () => {
     });
   }, 30_000);
 
-  it('sends follow-ups chained to a creation to the new job, in order, each after the previous run ended', async () => {
-    const service = start();
-    const creation = await service.producer.create({
-      projectId: 'p1',
-      prompt: 'create',
-      key: 'create-1',
-    });
-    // One by the creation's key, one by its dispatch id.
-    const first = await service.producer.send({
-      projectId: 'p1',
-      after: 'create-1',
-      prompt: 'one',
-    });
-    const second = await service.producer.send({
-      projectId: 'p1',
-      after: creation.dispatchId,
-      prompt: 'two',
-    });
-    const events = await waitForEvents(ns().redis, ns().eventsStream, 3, 30_000);
-    expect(events.map((e) => [e.type, e.dispatchId])).toEqual([
-      ['job.completed', creation.dispatchId],
-      ['followup.completed', first.dispatchId],
-      ['followup.completed', second.dispatchId],
-    ]);
-    const jobId = events[0]!.jobId;
-    expect(events.map((e) => e.jobId)).toEqual([jobId, jobId, jobId]);
-    // Each went after the previous one's run ended (its event).
-    expect(at(events[1]!, 'sentAt')).toBeGreaterThanOrEqual(at(events[0]!, 'finishedAt') - 50);
-    expect(at(events[2]!, 'sentAt')).toBeGreaterThanOrEqual(at(events[1]!, 'finishedAt') - 50);
-    const posts = simulator().deliveries.map((d) => [d.kind ?? 'send', d.jobId, d.prompt]);
-    expect(posts).toEqual([
-      ['create', jobId, 'create'],
-      ['send', jobId, 'one'],
-      ['send', jobId, 'two'],
-    ]);
-    console.log(
-      events
-        .map((e) => `${e.event['finishedAt'] as string} ${e.type} ${e.dispatchId} job ${e.jobId}`)
-        .join('\n'),
-    );
-  }, 40_000);
+  it.each(['shared', 'split'])(
+    'BUDGET_SCOPE=%s: sends follow-ups chained to a creation to the new job, in order, each after the previous run ended',
+    async (scope) => {
+      const service = start({
+        BUDGET_SCOPE: scope,
+        SEND_RATE_LIMIT: '3/2s',
+        CREATE_RATE_LIMIT: '1/2s',
+      });
+      const creation = await service.producer.create({
+        projectId: 'p1',
+        prompt: 'create',
+        key: 'create-1',
+      });
+      // One by the creation's key, one by its dispatch id.
+      const first = await service.producer.send({
+        projectId: 'p1',
+        after: 'create-1',
+        prompt: 'one',
+      });
+      const second = await service.producer.send({
+        projectId: 'p1',
+        after: creation.dispatchId,
+        prompt: 'two',
+      });
+      const events = await waitForEvents(ns().redis, ns().eventsStream, 3, 30_000);
+      expect(events.map((e) => [e.type, e.dispatchId])).toEqual([
+        ['job.completed', creation.dispatchId],
+        ['followup.completed', first.dispatchId],
+        ['followup.completed', second.dispatchId],
+      ]);
+      const jobId = events[0]!.jobId;
+      expect(events.map((e) => e.jobId)).toEqual([jobId, jobId, jobId]);
+      // Each went after the previous one's run ended (its event).
+      expect(at(events[1]!, 'sentAt')).toBeGreaterThanOrEqual(at(events[0]!, 'finishedAt') - 50);
+      expect(at(events[2]!, 'sentAt')).toBeGreaterThanOrEqual(at(events[1]!, 'finishedAt') - 50);
+      const posts = simulator().deliveries.map((d) => [d.kind ?? 'send', d.jobId, d.prompt]);
+      expect(posts).toEqual([
+        ['create', jobId, 'create'],
+        ['send', jobId, 'one'],
+        ['send', jobId, 'two'],
+      ]);
+      console.log(
+        events
+          .map((e) => `${e.event['finishedAt'] as string} ${e.type} ${e.dispatchId} job ${e.jobId}`)
+          .join('\n'),
+      );
+    },
+    40_000,
+  );
 });
 
 describe('a creation whose answer is lost', () => {
