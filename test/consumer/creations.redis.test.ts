@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { waitForEvents, type StreamEvent } from '../support/events.js';
-import { useService } from '../support/service.js';
+import { createdLane } from '../../src/dispatch/creation.js';
+import { pollerResources, useService } from '../support/service.js';
 
 /** An event's `sentAt` or `finishedAt` as epoch ms. */
 const at = (e: StreamEvent, field: 'sentAt' | 'finishedAt') => Date.parse(e.event[field] as string);
@@ -139,4 +140,35 @@ describe('a creation whose answer is lost', () => {
       } as never),
     ).rejects.toMatchObject({ field: 'jobId' });
   }, 20_000);
+});
+
+describe('a creation whose worker died mid-send', () => {
+  const { simulator, ns, start } = useService('creation-crash', { workTimeMs: 200 });
+
+  it('is not settled from a job it cannot name: it ends job.undeliverable (ambiguous), never sent again', async () => {
+    // The producer alone first: the intent is taken by hand, as by a worker that died after it.
+    const producerOnly = start({}, { worker: false, poller: false });
+    const { dispatchId } = await producerOnly.producer.create({ projectId: 'p1', prompt: 'maybe' });
+    const resources = pollerResources(ns(), simulator());
+    try {
+      const ref = { dispatchId, projectId: 'p1', jobId: createdLane(dispatchId) };
+      const verdict = await resources.store.acquire(
+        ref,
+        { max: 100, windowMs: 60_000 },
+        0,
+        60_000,
+        'gone',
+      );
+      expect(verdict).toMatchObject({ kind: 'go', to: '' });
+    } finally {
+      await resources.close();
+    }
+    // The worker's run of the job finds the intent held, waits out any request in flight, then
+    // ends it; the poller meanwhile reads nothing (no job id to read).
+    start({ SEND_TIMEOUT: '500ms', CONNECT_TIMEOUT: '200ms' });
+    const [event] = await waitForEvents(ns().redis, ns().eventsStream, 1, 40_000);
+    expect(event).toMatchObject({ type: 'job.undeliverable', dispatchId, jobId: '' });
+    expect(event!.event['reason']).toBe('ambiguous');
+    expect(simulator().requests.filter((r) => r.kind === 'create' || r.kind === 'get')).toEqual([]);
+  }, 60_000);
 });
