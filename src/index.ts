@@ -23,9 +23,10 @@ export type {
   UnparkResult,
 } from './producer/index.js';
 export type { FollowUpInput, FieldProblem } from './dispatch/followup.js';
+export type { CreateInput, DispatchInput } from './dispatch/creation.js';
 export type { DispatchStatus } from './dispatch/status.js';
 export type { DispatchState } from './dispatch/record.js';
-export { EVENT_TYPES, type EventType } from './dispatch/event.js';
+export { EVENT_TYPES, JOB_EVENT_TYPES, type EventType } from './dispatch/event.js';
 export type { DurabilitySetting } from './config/durability.js';
 /** The frozen defaults of the options left out, each its setting's default (docs/library.md). */
 export { LIBRARY_DEFAULTS } from './config/defaults.js';

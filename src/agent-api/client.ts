@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import { Pool, type Dispatcher } from 'undici';
-import { AgentApiError, badResponse, errorFromStatus, type Operation } from './errors.js';
+import { badResponse, errorFromStatus, type Operation } from './errors.js';
+import { isSuccess, scrubStrings, segment } from './request-parts.js';
 import { errorFromTransport, exchange, type ExchangeResult } from './exchange.js';
 import { agentJobSchema, type AgentJob } from './job.js';
 import { LIFECYCLE } from '../telemetry/names.js';
@@ -36,9 +37,12 @@ export interface CallOptions {
   readonly writeBy?: number | undefined;
 }
 
-/** The routes of the two calls, as the HTTP spans' `url.template` (after the base path). */
-const SEND_TEMPLATE = '/v2/agent/{projectId}/job/{id}/message';
-const GET_TEMPLATE = '/v2/agent/{projectId}/job/{id}';
+/** The routes of the calls, as the HTTP spans' `url.template` (after the base path). */
+const TEMPLATES = {
+  send: '/v2/agent/{projectId}/job/{id}/message',
+  get: '/v2/agent/{projectId}/job/{id}',
+  create: '/v2/agent/{projectId}/job',
+} as const;
 
 /** Bearer tokens are token68 characters in practice; anything else would break the header. */
 const API_KEY_SHAPE = /^[\x21-\x7e]+$/;
@@ -103,6 +107,17 @@ export class AgentApiClient {
     return this.#call('send', projectId, jobId, request, options.signal, options.writeBy);
   }
 
+  /**
+   * Creates a job: `POST {base}/v2/agent/{projectId}/job` with `{"prompt": prompt}`; resolves
+   * with the new job (201). Fails as {@link sendMessage} does, with the same meanings.
+   */
+  async createJob(projectId: string, prompt: string, options: CallOptions = {}): Promise<AgentJob> {
+    const path = `${this.#basePath}/v2/agent/${segment('projectId', projectId)}/job`;
+    const body = JSON.stringify({ prompt });
+    const request = { method: 'POST', path, body, headers: this.#sendHeaders } as const;
+    return this.#call('create', projectId, '', request, options.signal, options.writeBy);
+  }
+
   /** Reads a job: `GET {base}/v2/agent/{projectId}/job/{jobId}`. Rejects with {@link AgentApiError}. */
   async getJob(projectId: string, jobId: string, options: CallOptions = {}): Promise<AgentJob> {
     const request = {
@@ -165,8 +180,8 @@ export class AgentApiClient {
     writeBy: number | undefined,
   ): Promise<ExchangeResult> {
     const span = startHttpSpan(() => ({
-      method: op === 'send' ? 'POST' : 'GET',
-      template: `${this.#basePath}${op === 'send' ? SEND_TEMPLATE : GET_TEMPLATE}`,
+      method: op === 'get' ? 'GET' : 'POST',
+      template: `${this.#basePath}${TEMPLATES[op]}`,
       url: new URL(request.path, this.#origin),
     }));
     const traceparent = span?.traceparent;
@@ -217,33 +232,4 @@ export class AgentApiClient {
   #jobPath(projectId: string, jobId: string): string {
     return `${this.#basePath}/v2/agent/${segment('projectId', projectId)}/job/${segment('jobId', jobId)}`;
   }
-}
-
-/** `value` (parsed JSON) with `scrub` applied to every string in it, keys included. */
-function scrubStrings(value: unknown, scrub: (text: string) => string): unknown {
-  if (typeof value === 'string') return scrub(value);
-  if (Array.isArray(value)) return value.map((item) => scrubStrings(item, scrub));
-  if (value === null || typeof value !== 'object') return value;
-  return Object.fromEntries(
-    Object.entries(value).map(([key, item]) => [scrub(key), scrubStrings(item, scrub)]),
-  );
-}
-
-function isSuccess(status: number): boolean {
-  return status >= 200 && status < 300;
-}
-
-/**
- * One encoded path segment. `.` and `..` are encoded too, because a proxy that normalises dot
- * segments would otherwise send the call to another path.
- */
-function segment(name: string, value: string): string {
-  if (value === '') {
-    throw new AgentApiError(`agent API call needs a non-empty ${name}`, {
-      code: 'bad_request',
-      ambiguous: false,
-    });
-  }
-  const encoded = encodeURIComponent(value);
-  return encoded === '.' || encoded === '..' ? encoded.replaceAll('.', '%2E') : encoded;
 }

@@ -132,7 +132,7 @@ export function describeError(err: unknown): ErrorDescription {
  */
 
 /** Which call failed, for messages: `send` is the follow-up POST, `get` the status read. */
-export type Operation = 'send' | 'get';
+export type Operation = 'send' | 'get' | 'create';
 
 /** Longest server text kept in an error: enough to read, too short to flood a log line. */
 const SERVER_MESSAGE_MAX_CHARS = 200;
@@ -168,7 +168,11 @@ export function errorFromStatus(
  * success, so a send **was accepted**; only the body is unusable.
  */
 export function badResponse(op: Operation, status: number, cause: unknown): AgentApiError {
-  const accepted = op === 'send' ? ' (the message was accepted)' : '';
+  const accepted = {
+    send: ' (the message was accepted)',
+    create: ' (the job was created)',
+    get: '',
+  }[op];
   return new AgentApiError(
     `agent API answered ${status} to ${op} with a body that is not an agent job${accepted}`,
     { code: 'bad_response', httpStatus: status, ambiguous: false, cause },

@@ -1,5 +1,6 @@
 import type { Command } from './command.js';
 import { cancelCommand, projectCommand } from './controls.js';
+import { createCommand } from './create.js';
 import { enqueueCommand } from './enqueue.js';
 import { eventsCommand } from './events.js';
 import { redriveCommand } from './redrive.js';
@@ -17,6 +18,7 @@ export const COMMANDS: readonly Command[] = [
   pollerCommand,
   serveCommand,
   enqueueCommand,
+  createCommand,
   statusCommand,
   cancelCommand,
   redriveCommand,

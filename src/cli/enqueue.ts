@@ -1,15 +1,17 @@
 import { createReadStream } from 'node:fs';
 import { createInterface } from 'node:readline';
 import type { Writable } from 'node:stream';
-import { checkFollowUp, type FollowUp, type FollowUpInput } from '../dispatch/followup.js';
+import { checkDispatch, type DispatchInput, type FollowUpInput } from '../dispatch/creation.js';
 import {
   BacklogFullError,
   IdempotencyConflictError,
+  InvalidFollowUpError,
   type Producer,
   type SendResult,
 } from '../producer/index.js';
 import { EXIT, UsageError, type Command } from './command.js';
 import { configOf, producerFor } from './compose.js';
+import { parseMeta } from './create.js';
 
 /** Lines sent per `sendMany` call: one round trip each. */
 const BATCH = 500;
@@ -25,7 +27,8 @@ export const enqueueCommand: Command = {
   details: [
     'Prints one JSON line per follow-up: {"dispatchId": "...", "deduplicated": false} (with "line" for files).',
     'A file has one JSON object per line (projectId, jobId, prompt, optional key, meta, ttl or',
-    'expiresAt); "-" reads stdin. Past its deadline, not sent yet, a follow-up ends followup.expired.',
+    'expiresAt; "create": true and no jobId creates a job, "after" in place of jobId chains to one);',
+    '"-" reads stdin. Past its deadline, not sent yet, a follow-up ends followup.expired.',
     'Each bad line is reported on stderr with its number and reason; good lines are still enqueued,',
     'and the exit code is 1 if any line was bad.',
   ].join('\n'),
@@ -101,14 +104,6 @@ export const enqueueCommand: Command = {
   },
 };
 
-function parseMeta(text: string): Record<string, unknown> {
-  try {
-    return JSON.parse(text) as Record<string, unknown>;
-  } catch {
-    throw new UsageError('--meta: must be a JSON object, such as {"ticket": 42}');
-  }
-}
-
 /** Reads an NDJSON file in batches; resolves to the exit code. */
 async function enqueueFile(
   producer: Producer,
@@ -127,14 +122,14 @@ async function enqueueFile(
   });
   await opened;
   const counts = { lines: 0, enqueued: 0, deduplicated: 0, bad: 0 };
-  let batch: { line: number; value: FollowUp }[] = [];
+  let batch: { line: number; value: DispatchInput }[] = [];
   let lastProgress = Date.now();
   const flush = async () => {
     if (batch.length === 0) return;
     const lines = batch.map((b) => b.line);
     const results = await sendBatch(
       producer,
-      batch.map((b) => b.value as FollowUpInput),
+      batch.map((b) => b.value),
     );
     for (const [i, result] of results.entries()) {
       if ('problem' in result) {
@@ -180,15 +175,17 @@ type LineAnswer = SendResult | { problem: string };
  * refused for a full backlog (`PROJECT_BACKLOG_MAX`, nothing of it enqueued) is sent again line by
  * line ({@link sendEach}), so only the lines past the limit are refused.
  */
-async function sendBatch(producer: Producer, followUps: FollowUpInput[]): Promise<LineAnswer[]> {
+async function sendBatch(producer: Producer, followUps: DispatchInput[]): Promise<LineAnswer[]> {
   return sendLines(producer, followUps).catch((err: unknown) => {
-    if (err instanceof BacklogFullError) return sendEach(producer, followUps);
+    // An `after` that names no creation refuses the batch: each line alone says which.
+    if (err instanceof BacklogFullError || err instanceof InvalidFollowUpError)
+      return sendEach(producer, followUps);
     throw err;
   });
 }
 
 /** Sends lines in one batch; a line whose key conflicts gets its problem instead of a result. */
-async function sendLines(producer: Producer, followUps: FollowUpInput[]): Promise<LineAnswer[]> {
+async function sendLines(producer: Producer, followUps: DispatchInput[]): Promise<LineAnswer[]> {
   try {
     return await producer.sendMany(followUps);
   } catch (err) {
@@ -209,7 +206,7 @@ async function sendLines(producer: Producer, followUps: FollowUpInput[]): Promis
  * does every later line of its project in the batch, without a send (each refused send leaves a
  * BullMQ job behind that a worker ends).
  */
-async function sendEach(producer: Producer, followUps: FollowUpInput[]): Promise<LineAnswer[]> {
+async function sendEach(producer: Producer, followUps: DispatchInput[]): Promise<LineAnswer[]> {
   const full = new Map<string, BacklogFullError>();
   const answers: LineAnswer[] = [];
   for (const followUp of followUps) {
@@ -219,6 +216,10 @@ async function sendEach(producer: Producer, followUps: FollowUpInput[]): Promise
         answers.push(...(await sendLines(producer, [followUp])));
         continue;
       } catch (err) {
+        if (err instanceof InvalidFollowUpError) {
+          answers.push({ problem: err.problems.map((p) => `${p.field}: ${p.message}`).join('; ') });
+          continue;
+        }
         if (!(err instanceof BacklogFullError)) throw err;
         full.set(followUp.projectId, (refused = err));
       }
@@ -230,16 +231,16 @@ async function sendEach(producer: Producer, followUps: FollowUpInput[]): Promise
   return answers;
 }
 
-/** One line to a follow-up, or the reason it is bad (naming the field). */
-function parseLine(text: string, promptMaxBytes: number): FollowUp | string {
+/** One line as sent (a follow-up, a creation, a chained one), or why it is bad (the field). */
+function parseLine(text: string, promptMaxBytes: number): DispatchInput | string {
   let value: unknown;
   try {
     value = JSON.parse(text);
   } catch {
     return 'not valid JSON';
   }
-  const checked = checkFollowUp(value, promptMaxBytes);
-  if (checked.ok) return checked.value;
+  const checked = checkDispatch(value, promptMaxBytes);
+  if (checked.ok) return value as DispatchInput;
   // `field: message` per problem: scripts read the field before the first colon.
   return checked.problems.map((p) => `${p.field}: ${p.message}`).join('; ');
 }

@@ -5,7 +5,7 @@ import { RedisUnavailableError } from '../producer/index.js';
 import { connect } from '../redis/connections.js';
 import { LayoutError, recordedShardCount } from '../redis/layout.js';
 import { within } from '../time/deadline.js';
-import { EVENT_TYPES, readEventEntry } from '../dispatch/event.js';
+import { ALL_EVENT_TYPES, readEventEntry } from '../dispatch/event.js';
 import { eventTypeNamed } from '../dispatch/event-body.js';
 import { CursorGapError } from '../store/event-gaps.js';
 import {
@@ -116,7 +116,7 @@ function parseOptions(ctx: CommandContext) {
     const type = eventTypeNamed(t);
     if (!type) {
       throw new UsageError(
-        `--type: unknown event type "${t}"; one of ${Object.values(EVENT_TYPES).join(', ')}`,
+        `--type: unknown event type "${t}"; one of ${ALL_EVENT_TYPES.join(', ')}`,
       );
     }
     return type;

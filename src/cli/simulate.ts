@@ -20,9 +20,10 @@ export const simulateCommand: Command = {
     '[--stale-terminal 0ms] [--auto-create] [--seed PROJECT/JOB ...] [--fault-5xx RATE] ' +
     '[--fault-timeout RATE] [--fault-reset RATE] [--latency 50ms]',
   details: [
-    'Serves POST /v2/agent/{projectId}/job/{id}/message and GET /v2/agent/{projectId}/job/{id} as the',
-    "vendor's OpenAPI document describes them, with a sliding per-project send limit and a job lifecycle",
-    '(active, then completed with a pull request after the work time).',
+    'Serves POST /v2/agent/{projectId}/job (create), POST /v2/agent/{projectId}/job/{id}/message and',
+    "GET /v2/agent/{projectId}/job/{id} as the vendor's OpenAPI document describes them, with a sliding",
+    'per-project send limit (creations count in it) and a job lifecycle (active, then completed with a',
+    'pull request after the work time).',
     '',
     'The key comes from --key, else it is a random one; AGENT_API_KEY is never read, so a real key',
     'in the environment is never printed. The key is printed on purpose in the first output line',

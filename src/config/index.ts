@@ -5,7 +5,7 @@ import { keyOf } from './key-file.js';
 import { SETTINGS, type LOG_FORMATS, type SettingName } from './settings.js';
 import { nonEmpty } from './values.js';
 import { webhookPairProblems } from './webhook-settings.js';
-import { orgRateProblems } from './budget-settings.js';
+import { orgRateProblems, type BudgetScope } from './budget-settings.js';
 import { bodyLimitProblems, type HttpConfig } from './http-settings.js';
 import { redisTargetOf } from './redis.js';
 import type { Rate } from './units.js';
@@ -21,7 +21,7 @@ export {
 export { ConfigError, type SettingProblem } from './errors.js';
 export { SCOPES, type HttpConfig, type Scope, type ScopeTokens } from './http-settings.js';
 export { formatDuration, parseDurationMs, parseRate, type Rate } from './units.js';
-export { orgShare } from './budget-settings.js';
+export { orgShare, type BudgetScope } from './budget-settings.js';
 export { clearTextApiHost } from './api-url.js';
 export {
   KeyFileError,
@@ -60,6 +60,8 @@ export interface Config extends HttpConfig {
   readonly agentApiKeyFile: string | undefined;
   readonly prefix: string;
   readonly sendRateLimit: Rate;
+  readonly budgetScope: BudgetScope;
+  readonly createRateLimit: Rate;
   /**
    * `ORG_RATE_LIMIT`; unset: none. The whole fleet's in the deployment's config, the shard's share
    * in a shard's (`shardConfig`).
@@ -185,6 +187,8 @@ export function loadConfig(
     agentApiKeyFile: p.AGENT_API_KEY_FILE,
     prefix: p.DISPATCH_PREFIX,
     sendRateLimit: Object.freeze(p.SEND_RATE_LIMIT),
+    budgetScope: p.BUDGET_SCOPE,
+    createRateLimit: Object.freeze(p.CREATE_RATE_LIMIT),
     orgRateLimit: p.ORG_RATE_LIMIT && Object.freeze(p.ORG_RATE_LIMIT),
     projectBacklogMax: p.PROJECT_BACKLOG_MAX,
     workerConcurrency: p.WORKER_CONCURRENCY,

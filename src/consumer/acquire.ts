@@ -7,6 +7,7 @@ import { sendInFlightMs } from '../dispatch/in-flight.js';
 import { earlierBy, jitteredUntil } from '../time/jitter.js';
 import { reportItemError, STORE_ITEM_RECHECK_MS } from '../runtime/store-item-error.js';
 import { type DispatchJobData, type DispatchJobRef } from '../store/jobs.js';
+import { isCreation } from '../dispatch/creation.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import {
   endExpired,
@@ -107,6 +108,7 @@ export function createProcessor(ctx: SendContext) {
           { n: verdict.attempt, token: attemptToken },
           {
             prompt: verdict.prompt,
+            to: verdict.to,
             probe: verdict.probe,
             writeBy:
               verdict.writeWithinMs === undefined ? undefined : askedAt + verdict.writeWithinMs,
@@ -156,6 +158,9 @@ export function createProcessor(ctx: SendContext) {
       case 'expired':
         // Its deadline passed before its turn: it ends unsent, and its lane goes on.
         return endExpired(ctx, ref);
+      case 'no_job':
+        // Chained to a creation that ended without a job: nothing to send to, nothing spent.
+        return endUndeliverable(ctx, ref, 'job_not_created', 'queued');
       case 'not_durable':
         // Nothing was sent: it is queued again, and tries again shortly, no attempt spent.
         ctx.metrics.sends.inc({ outcome: 'not_durable' });
@@ -172,6 +177,8 @@ export function createProcessor(ctx: SendContext) {
         if (Date.now() < settledBy) return park(ctx, job, token, settledBy);
         // Its worker died between intent and outcome: the prompt may have gone out. Never resend
         // blindly; the poller, tracking it since the intent, settles it from the job's status.
+        // A creation cannot be settled (no job id, and nothing lists jobs): it ends ambiguous.
+        if (isCreation(ref)) return endUndeliverable(ctx, ref, 'ambiguous', 'sending');
         // Marked on behalf of the attempt that holds the intent, so its own late answer still
         // counts, and nothing changes if that attempt recorded its outcome meanwhile.
         // Retried like a send's own answer: once this job completes, nothing else marks it.

@@ -11,6 +11,7 @@ import { LIFECYCLE } from '../telemetry/names.js';
 import type { ConcurrencyController } from './concurrency.js';
 import { endUndeliverable, park, parkRateLimited } from './endings.js';
 import { classifySendFailure } from './send-failure.js';
+import { createdNoJob, endIfInDoubt, post } from './create.js';
 
 /**
  * One send: the POST of an acquired follow-up, recording its answer, and what is done when it
@@ -33,11 +34,14 @@ export interface Attempt {
   readonly token: string;
 }
 
+/** What ACQUIRE granted: the prompt, where it goes (`''`: a new job), the probe, the deadline. */
+type Grant = { prompt: string; to: string; probe: boolean; writeBy?: number | undefined };
+
 export async function sendFollowUp(
   ctx: SendContext,
   ref: DispatchRef,
   attempt: Attempt,
-  { prompt, probe, writeBy }: { prompt: string; probe: boolean; writeBy?: number | undefined },
+  { prompt, to, probe, writeBy }: Grant,
   job: Job,
   token: string | undefined,
 ): Promise<string> {
@@ -51,7 +55,7 @@ export async function sendFollowUp(
   const started = performance.now();
   let agentJob: AgentJob;
   try {
-    agentJob = await ctx.api.sendMessage(ref.projectId, ref.jobId, prompt, { writeBy });
+    agentJob = await post(ctx, ref.projectId, to, prompt, writeBy);
   } catch (err) {
     ctx.metrics.apiLatency.observe(
       { operation: 'send', outcome: errorCode(err) },
@@ -63,6 +67,8 @@ export async function sendFollowUp(
   ctx.metrics.apiLatency.observe({ operation: 'send', outcome: 'ok' }, latencyMs / 1000);
   ctx.concurrency.onAnswer(latencyMs);
   ctx.rateLimitStreak.delete(ref.projectId);
+  if (createdNoJob(ref, agentJob))
+    return endIfInDoubt(ctx, ref, 'no_job_id', log) as Promise<string>;
   // Outside the try above: a Redis error here is no failure of the send, which was delivered.
   await recordOutcome(ctx, ref, attempt, 'sent', agentJob, log);
   if (probe) await resumeSends(ctx.store, ctx.queue, log);
@@ -126,6 +132,8 @@ async function onFailure(
   // Any answer but a rejection shows the key and the URL work again.
   if (probe && failure.kind !== 'auth_paused' && isAgentApiError(err) && err.httpStatus)
     await resumeSends(ctx.store, ctx.queue, log);
+  const inDoubt = endIfInDoubt(ctx, ref, failure, log);
+  if (inDoubt) return inDoubt;
   switch (failure.kind) {
     case 'permanent':
       ctx.metrics.sends.inc({ outcome: 'rejected' });

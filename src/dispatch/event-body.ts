@@ -1,4 +1,4 @@
-import { EVENT_TYPES } from './event.js';
+import { ALL_EVENT_TYPES } from './event.js';
 
 /**
  * The body of a completion event as it leaves over HTTP (contract, section 5): `GET /v1/events`,
@@ -44,7 +44,7 @@ function parsedObject(text: string | undefined): Record<string, unknown> {
 
 /** The event types a filter may name, by full name (`followup.completed`) and short (`completed`). */
 export function eventTypeNamed(name: string): string | undefined {
-  for (const type of Object.values(EVENT_TYPES) as string[])
+  for (const type of ALL_EVENT_TYPES as readonly string[])
     if (name === type || `followup.${name}` === type) return type;
   return undefined;
 }

@@ -1,4 +1,5 @@
 import type { AgentJob } from '../agent-api/index.js';
+import { agentJobOf } from './creation.js';
 
 /**
  * The completion event (contract, section 5): its types, and the one builder of the stream
@@ -19,10 +20,34 @@ export const EVENT_TYPES = {
   expired: 'followup.expired',
 } as const;
 
-export type EventType = (typeof EVENT_TYPES)[keyof typeof EVENT_TYPES];
+/** A creation's event types: the same endings, named `job.` (see `creation.ts`). */
+export const JOB_EVENT_TYPES = {
+  completed: 'job.completed',
+  failed: 'job.failed',
+  archived: 'job.archived',
+  timedOut: 'job.timed_out',
+  undeliverable: 'job.undeliverable',
+  cancelled: 'job.cancelled',
+  expired: 'job.expired',
+} as const;
+
+/** How a follow-up ends; a creation's ending is named after it (`endingTypeOf`). */
+export type FollowUpEventType = (typeof EVENT_TYPES)[keyof typeof EVENT_TYPES];
+export type EventType = FollowUpEventType | (typeof JOB_EVENT_TYPES)[keyof typeof JOB_EVENT_TYPES];
+
+/** Every event type, a follow-up's then a creation's. */
+export const ALL_EVENT_TYPES: readonly EventType[] = [
+  ...Object.values(EVENT_TYPES),
+  ...Object.values(JOB_EVENT_TYPES),
+];
+
+/** The type of the event that ends `record` as `type` says: a creation's is `job.`. */
+export function endingTypeOf(record: { readonly kind?: 'create' | undefined }, type: EventType) {
+  return record.kind === 'create' ? (type.replace(/^followup\./, 'job.') as EventType) : type;
+}
 
 /** The event type of a terminal status (contract, section 5). */
-export function eventTypeOf(status: 'completed' | 'archived' | 'failed'): EventType {
+export function eventTypeOf(status: 'completed' | 'archived' | 'failed'): FollowUpEventType {
   return {
     completed: EVENT_TYPES.completed,
     archived: EVENT_TYPES.archived,
@@ -55,6 +80,10 @@ export interface EventRecord {
   readonly traceparent?: string | undefined;
   /** Its deadline, when it has one. */
   readonly expiresAt?: number | undefined;
+  /** A creation's and a chained follow-up's: see `agentJobOf` (`creation.ts`). */
+  readonly kind?: 'create' | undefined;
+  readonly after?: string | undefined;
+  readonly target?: string | undefined;
 }
 
 /** Everything an event says. Times are epoch milliseconds. */
@@ -118,10 +147,10 @@ function entryFields(facts: EventFacts): string[] {
 export function eventFields(record: EventRecord, ending: Ending, finishedAt: number): string[] {
   const job = ending.job ?? record.job;
   return entryFields({
-    type: ending.type,
+    type: endingTypeOf(record, ending.type),
     dispatchId: record.dispatchId,
     projectId: record.projectId,
-    jobId: record.jobId,
+    jobId: agentJobOf(record),
     key: record.key ?? null,
     meta: record.meta ?? null,
     job: job ?? null,

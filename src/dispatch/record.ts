@@ -28,7 +28,14 @@ export type DispatchState = (typeof STATES)[keyof typeof STATES];
 export interface DispatchRecord {
   readonly dispatchId: string;
   readonly projectId: string;
+  /** Its lane: the agent job, or for a creation and what is chained to it, `createdLane(...)`. */
   readonly jobId: string;
+  /** `create`: it creates an agent job (see `creation.ts`); absent: a follow-up. */
+  readonly kind?: 'create' | undefined;
+  /** The creation (its dispatch id) a chained follow-up waits for. */
+  readonly after?: string | undefined;
+  /** The agent job it went to when that is not `jobId`: a creation's new job, a chained one's. */
+  readonly target?: string | undefined;
   /** The prompt; FINISH deletes it, so a `done` record has none. */
   readonly prompt: string | undefined;
   readonly key: string | undefined;
@@ -94,6 +101,9 @@ export const FIELDS_BUT_PROMPT = [
   'reason',
   'traceparent',
   'expiresAt',
+  'kind',
+  'after',
+  'target',
 ] as const;
 
 /**
@@ -115,6 +125,9 @@ export function parseRecord(
     dispatchId,
     projectId,
     jobId,
+    kind: hash['kind'] === 'create' ? 'create' : undefined,
+    after: hash['after'] || undefined,
+    target: hash['target'] || undefined,
     prompt,
     key: hash['key'] || undefined,
     meta: parseJson(hash['meta']) as Record<string, unknown> | undefined,

@@ -1,4 +1,5 @@
 import type { AgentJob } from '../agent-api/index.js';
+import { agentJobOf } from './creation.js';
 import type { EventType } from './event.js';
 import type { DispatchRecord, DispatchState } from './record.js';
 
@@ -6,7 +7,12 @@ import type { DispatchRecord, DispatchState } from './record.js';
 export interface DispatchStatus {
   dispatchId: string;
   projectId: string;
+  /** The agent job; `''` while a creation's, or a chained follow-up's, is not known yet. */
   jobId: string;
+  /** `create`: it creates an agent job; `followup`: it sends a prompt to one. */
+  kind: 'create' | 'followup';
+  /** The creation a chained follow-up waits for, or null. */
+  after: string | null;
   key: string | null;
   meta: Record<string, unknown> | null;
   state: DispatchState;
@@ -35,7 +41,9 @@ export function describeDispatch(record: DispatchRecord): DispatchStatus {
   return {
     dispatchId: record.dispatchId,
     projectId: record.projectId,
-    jobId: record.jobId,
+    jobId: agentJobOf(record),
+    kind: record.kind ?? 'followup',
+    after: record.after ?? null,
     key: record.key ?? null,
     meta: record.meta ?? null,
     state: record.state,

@@ -18,7 +18,9 @@ const Batch = (item: z.ZodType) => z.array(item).min(1).max(MAX_BATCH);
 const DispatchStatus = z.looseObject({
   dispatchId: z.string(),
   projectId: z.string(),
-  jobId: z.string(),
+  jobId: z.string().describe("the agent job; '' while a creation's is not known yet"),
+  kind: z.enum(['create', 'followup']).describe('`create`: it creates an agent job'),
+  after: z.string().nullable().describe('the creation a chained follow-up waits for'),
   key: z.string().nullable(),
   meta: z.record(z.string(), z.unknown()).nullable(),
   state: z.string(),
@@ -65,7 +67,15 @@ const unavailable = { description: 'Redis is unavailable; retry later (Retry-Aft
 
 /** Describes every `/v1` route (`intake.ts`, `controls.ts`, events, webhooks); `createApp` calls it. */
 export function describeCoreRoutes(promptMaxBytes: number): void {
-  const followUp = followUpSchema(promptMaxBytes);
+  const single = followUpSchema(promptMaxBytes);
+  const creation = single.omit({ jobId: true });
+  // A follow-up names its agent job, or the creation it is chained to (`after`).
+  const followUp = z.union([
+    single,
+    creation.extend({
+      after: z.string().describe('the creation it waits for: its dispatch id or idempotency key'),
+    }),
+  ]);
   describeRoute({
     method: 'post',
     path: '/v1/followups',
@@ -84,6 +94,26 @@ export function describeCoreRoutes(promptMaxBytes: number): void {
       429: {
         description:
           "a project's backlog is full (PROJECT_BACKLOG_MAX): nothing enqueued; retry after Retry-After",
+      },
+      503: { description: 'Redis unavailable, or too many bodies in flight (Retry-After)' },
+    },
+  });
+  describeRoute({
+    method: 'post',
+    path: '/v1/jobs',
+    scope: 'intake',
+    summary:
+      'creates agent jobs through the pipeline: one creation, or an array (docs/creations.md)',
+    request: z.union([creation, Batch(creation)]),
+    responses: {
+      202: {
+        description: 'accepted: one result, or one per creation; its event is `job.*`',
+        schema: z.union([SendResult, z.object({ results: z.array(SendResult) })]),
+      },
+      400: { description: 'invalid creation; `problems` name the fields' },
+      409: { description: 'the idempotency key was used for another dispatch' },
+      429: {
+        description: "a project's backlog is full (PROJECT_BACKLOG_MAX): retry after Retry-After",
       },
       503: { description: 'Redis unavailable, or too many bodies in flight (Retry-After)' },
     },

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { EVENT_TYPES, type EventType } from '../dispatch/event.js';
+import { EVENT_TYPES, JOB_EVENT_TYPES, type EventType } from '../dispatch/event.js';
 
 /**
  * The completion event described field by field (contract, section 5): the stream entry's fields,
@@ -18,6 +18,15 @@ export const EVENT_TYPE_MEANINGS: Readonly<Record<EventType, string>> = {
   [EVENT_TYPES.cancelled]: 'an operator cancelled it before it was sent (`cancel`)',
   [EVENT_TYPES.expired]:
     'its deadline (`ttl` or `expiresAt`) passed before its turn came; never sent',
+  [JOB_EVENT_TYPES.completed]: "a creation: the new job's first run ended `completed`",
+  [JOB_EVENT_TYPES.failed]: "a creation: the new job's first run ended `failed`",
+  [JOB_EVENT_TYPES.archived]: 'a creation: the new job was archived',
+  [JOB_EVENT_TYPES.timedOut]:
+    "a creation: the new job's first run was still going after `TRACK_TIMEOUT`",
+  [JOB_EVENT_TYPES.undeliverable]:
+    'a creation that could not be sent, or whose answer was lost (`ambiguous`: never resent); `reason` says why',
+  [JOB_EVENT_TYPES.cancelled]: 'a creation an operator cancelled before it was sent',
+  [JOB_EVENT_TYPES.expired]: 'a creation whose deadline passed before its turn; never sent',
 };
 
 /** The fields of a stream entry, all strings, in the order they are written. */

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { EVENT_TYPES } from '../dispatch/event.js';
+import { ALL_EVENT_TYPES } from '../dispatch/event.js';
 import { LIMIT_DEFAULT, LIMIT_MAX } from './event-query.js';
 import { EventBodySchema } from './event-schema.js';
 import { describeRoute } from './openapi.js';
@@ -10,9 +10,12 @@ import { describeRoute } from './openapi.js';
  * first, and whatever else that type of event carries.
  */
 
-const FULL_TYPES = Object.values(EVENT_TYPES) as string[];
+const FULL_TYPES = ALL_EVENT_TYPES as readonly string[];
 /** A filter may name a type in full (`followup.completed`) or short (`completed`). */
-const TYPE_NAMES = [...FULL_TYPES, ...FULL_TYPES.map((t) => t.replace(/^followup\./, ''))];
+const TYPE_NAMES = [
+  ...FULL_TYPES,
+  ...FULL_TYPES.filter((t) => t.startsWith('followup.')).map((t) => t.slice(9)),
+];
 
 /** The query parameters both routes read (`parseQuery` in `events.ts`). */
 export const EventsQuery = z.object({

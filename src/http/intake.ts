@@ -9,6 +9,7 @@ import {
   type Producer,
 } from '../producer/index.js';
 import type { Logger } from '../telemetry/logger.js';
+import type { CreateInput, DispatchInput } from '../dispatch/creation.js';
 import type { BodyBudget } from './body-budget.js';
 import { answerCall, sendError } from './errors.js';
 import { requireScope } from './scopes.js';
@@ -37,7 +38,10 @@ export interface IntakeOptions {
   readonly logger: Logger;
 }
 
-/** `POST /v1/followups` (one, an array, or `{"followups": [...]}`) and `GET /v1/followups/:id`. */
+/**
+ * `POST /v1/followups` (one, an array, or `{"followups": [...]}`), `POST /v1/jobs` (creations)
+ * and `GET /v1/followups/:id`.
+ */
 export function intakeRouter(options: IntakeOptions): Router {
   const router = Router();
   const { producer, logger } = options;
@@ -47,6 +51,7 @@ export function intakeRouter(options: IntakeOptions): Router {
     const off: RequestHandler = (_req, res) =>
       sendError(res, 404, 'the intake is off: set INTAKE_TOKEN to accept follow-ups over HTTP');
     router.post('/v1/followups', auth, off);
+    router.post('/v1/jobs', auth, off);
     router.get('/v1/followups/:dispatchId', auth, off);
     return router;
   }
@@ -65,6 +70,22 @@ export function intakeRouter(options: IntakeOptions): Router {
         batch
           ? { results: await producer.sendMany(batch) }
           : await producer.send(body as FollowUpInput),
+      ),
+    );
+  });
+  // Creations: one, or an array (`producer.create`, or `sendMany` of `"create": true` items).
+  router.post('/v1/jobs', auth, requireJson, ...json, async (req, res) => {
+    const body: unknown = req.body;
+    if (Array.isArray(body) && (body.length === 0 || body.length > MAX_BATCH))
+      return sendError(res, 400, 'invalid creation', {
+        problems: [{ field: '(body)', message: `a batch carries 1 to ${MAX_BATCH} creations` }],
+      });
+    const asCreation = (item: unknown) => (isObject(item) ? { ...item, create: true } : item);
+    await answer(res, logger, () =>
+      withTraceparent(req.get('traceparent'), async () =>
+        Array.isArray(body)
+          ? { results: await producer.sendMany(body.map(asCreation) as DispatchInput[]) }
+          : await producer.create(body as CreateInput),
       ),
     );
   });

@@ -1,6 +1,12 @@
-import { configRejectionStatus, isAgentApiError, statusKind } from '../agent-api/index.js';
+import {
+  AgentApiError,
+  configRejectionStatus,
+  isAgentApiError,
+  statusKind,
+} from '../agent-api/index.js';
+import { agentJobOf } from '../dispatch/creation.js';
 import { EVENT_TYPES } from '../dispatch/event.js';
-import type { DispatchRecord } from '../dispatch/record.js';
+import { STATES, type DispatchRecord } from '../dispatch/record.js';
 import type { ObservedRun, RunStats } from '../store/run-history.js';
 import { pauseSends, resumeSends } from '../runtime/auth-pause.js';
 import { jitteredMs, jitteredWithin } from '../time/jitter.js';
@@ -35,10 +41,13 @@ export async function pollOne(
   pause: { on: boolean },
   runs?: RunStats,
 ): Promise<Polled> {
+  const jobId = agentJobOf(record);
+  if (jobId === '')
+    return { acted: act(ctx, record, withoutJob(record, nowMs, ctx.config), NO_JOB) };
   const started = performance.now();
   let seen: Observation;
   try {
-    seen = { kind: 'job', job: await ctx.api.getJob(record.projectId, record.jobId) };
+    seen = { kind: 'job', job: await ctx.api.getJob(record.projectId, jobId) };
     ctx.metrics.apiLatency.observe(
       { operation: 'get', outcome: 'ok' },
       (performance.now() - started) / 1000,
@@ -62,6 +71,21 @@ export async function pollOne(
       return finished;
     }),
   };
+}
+
+/** What a creation whose answer has not come shows: no job to read (`not_found`). */
+const NO_JOB: Observation = {
+  kind: 'error',
+  error: new AgentApiError('no agent job yet', { code: 'not_found', ambiguous: false }),
+};
+
+/**
+ * A creation with no job known: while its POST may be in flight, it waits (or ends stuck, as a
+ * follow-up would); else its answer was lost, which no read can settle: it ends `ambiguous`.
+ */
+function withoutJob(record: DispatchRecord, nowMs: number, s: TickContext['config']): Action {
+  if (record.state === STATES.sending) return actionForRead(record, NO_JOB, nowMs, s);
+  return { kind: 'finish', ending: { type: EVENT_TYPES.undeliverable, reason: 'ambiguous' } };
 }
 
 /** The endings of a run seen ended, whose event follows the run's end. */

@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import type { FollowUpInput } from '../dispatch/followup.js';
+import type { CreateInput, DispatchInput } from '../dispatch/creation.js';
 import type { DispatchStatus } from '../dispatch/status.js';
 import type { DurabilitySetting } from '../config/durability.js';
 import type { Rate } from '../config/units.js';
@@ -72,13 +72,19 @@ export interface Producer {
    * {@link IdempotencyConflictError} when its key was used for a different follow-up, and
    * {@link RedisUnavailableError} when Redis is unreachable.
    */
-  send(followUp: FollowUpInput): Promise<SendResult>;
+  send(followUp: DispatchInput): Promise<SendResult>;
   /**
    * Validates all (any invalid: nothing is enqueued), then enqueues all in one round trip per
    * shard, atomically per shard; results in input order. A key conflict rejects only its own item:
    * the others are enqueued, and the {@link IdempotencyConflictError} carries their results.
    */
-  sendMany(followUps: readonly FollowUpInput[]): Promise<SendResult[]>;
+  sendMany(followUps: readonly DispatchInput[]): Promise<SendResult[]>;
+  /**
+   * Creates an agent job through the pipeline, budgeted like a send; its one event is `job.*`
+   * and carries the new job's id. Follow-ups sent with `after: dispatchId` (or its key) wait for
+   * its first run to end, then go to the new job (docs/creations.md).
+   */
+  create(input: CreateInput): Promise<SendResult>;
   /** The state of a dispatch, or `null` when unknown or expired. */
   status(dispatchId: string): Promise<DispatchStatus | null>;
   /**

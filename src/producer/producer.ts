@@ -1,10 +1,8 @@
 import type { Redis } from 'ioredis';
-import {
-  checkFollowUp,
-  InvalidFollowUpError,
-  type FieldProblem,
-  type FollowUp,
-} from '../dispatch/followup.js';
+import { InvalidFollowUpError, type FieldProblem } from '../dispatch/followup.js';
+import { checkDispatch, type Dispatchable, type Unresolved } from '../dispatch/creation.js';
+import { shardOf } from '../redis/keys.js';
+import { resolveChains } from './chain.js';
 import { describeDispatch } from '../dispatch/status.js';
 import { keepResolved, LIBRARY_DEFAULTS } from '../config/index.js';
 import {
@@ -22,6 +20,7 @@ import { enqueueByShard } from './enqueue.js';
 import type { ProducerShard } from './shards.js';
 
 import type { Producer, ProducerOptions } from './api.js';
+import type { DispatchInput } from '../dispatch/creation.js';
 
 export type { Producer, ProducerOptions } from './api.js';
 
@@ -66,8 +65,20 @@ export function createProducer(options: ProducerOptions): Producer {
     return { client, record: records[found], shard: shards[Math.max(0, found)] as ProducerShard };
   }
 
+  /** The record of `dispatchId` in the shard of `projectId`, for an `after` to name. */
+  async function recordIn(projectId: string, dispatchId: string) {
+    const { client, shards } = await connection();
+    const shard = shards[shardOf(projectId, shards.length)] as ProducerShard;
+    return shard
+      .store(client)
+      .sends.get(dispatchId)
+      .catch((err: unknown) => {
+        throw asRedisFailure(err, redis);
+      });
+  }
+
   /** Enqueues valid follow-ups, each in its `send dispatch` span (the caller's context its parent). */
-  async function enqueue(followUps: readonly FollowUp[]): Promise<SendResult[]> {
+  async function enqueue(followUps: readonly Dispatchable[]): Promise<SendResult[]> {
     const spans = startSendSpans(followUps.length);
     try {
       const { client, shards } = await connection();
@@ -105,15 +116,20 @@ export function createProducer(options: ProducerOptions): Producer {
         if (!Array.isArray(followUps)) {
           throw new InvalidFollowUpError([{ field: '(batch)', message: 'must be an array' }]);
         }
-        const valid: FollowUp[] = [];
+        const valid: Unresolved[] = [];
         const problems: FieldProblem[] = [];
         for (const [index, input] of followUps.entries()) {
-          const checked = checkFollowUp(input, promptMaxBytes, index);
+          const checked = checkDispatch(input, promptMaxBytes, index);
           if (checked.ok) valid.push(checked.value);
           else problems.push(...checked.problems);
         }
         if (problems.length > 0) throw new InvalidFollowUpError(problems);
-        return valid.length === 0 ? [] : enqueue(valid);
+        if (valid.length === 0) return [];
+        return enqueue(await resolveChains(valid, recordIn, true));
+      },
+      async create(input) {
+        const creation = typeof input === 'object' && input !== null ? input : {};
+        return this.send({ ...(creation as object), create: true } as DispatchInput);
       },
       async status(dispatchId) {
         if (typeof dispatchId !== 'string' || dispatchId.length === 0 || dispatchId.length > 200) {

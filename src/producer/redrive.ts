@@ -199,7 +199,8 @@ export async function findDeadLetter(
     store,
     dispatchId,
     projectId: record.projectId,
-    jobId: record.jobId,
+    // A follow-up chained to a creation goes again to the job it went to (its lane is gone).
+    jobId: record.target ?? record.jobId,
     type: record.type,
     reason: record.reason ?? '',
     finishedAt: record.finishedAt ?? 0,

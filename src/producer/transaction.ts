@@ -113,7 +113,7 @@ async function buildTransaction(
   attempts: number,
 ): Promise<Transaction> {
   const multi = client.multi();
-  const ids = registrations.map((f) => newDispatchId(f.key));
+  const ids = registrations.map((f) => f.dispatchId ?? newDispatchId(f.key));
   const { loads, registers } = store.register.into(multi, ids, registrations);
   await Promise.all(
     registrations.map((registration, i) =>

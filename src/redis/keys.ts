@@ -3,8 +3,7 @@ import type { Queue } from 'bullmq';
 import { shardTag } from './slot.js';
 /**
  * Every Redis key the service writes, built in one place behind the configurable prefix. BullMQ's
- * own keys sit under the same prefix (BullMQ's `prefix` option), so one value moves everything —
- * a test's private namespace, or a `{hash-tag}` for Redis Cluster.
+ * own keys sit under the same prefix, so one value moves everything (a test's, a `{hash-tag}`).
  */
 
 /** BullMQ queue names, under the prefix. */
@@ -64,6 +63,8 @@ export interface Keys {
   lane(projectId: string, jobId: string): string;
   /** Sorted set: the sliding-window send log of one project (score = send time in ms). */
   budget(projectId: string): string;
+  /** Sorted set: the same log of one project's creations, with `BUDGET_SCOPE=split`. */
+  createBudget(projectId: string): string;
   /** String: epoch ms until which a project is parked after the API answered 429. */
   park(projectId: string): string;
   /** Set: the BullMQ job ids waiting out a project's 429 park, woken by `project unpark`. */
@@ -145,6 +146,7 @@ export function keysFor(prefix: string): Keys {
     lane: (projectId: string, jobId: string) =>
       k('lane', `${projectId.length}.${projectId}`, jobId),
     budget: (projectId: string) => k('budget', projectId),
+    createBudget: (projectId: string) => k('cbudget', projectId),
     park: (projectId: string) => k('park', projectId),
     parkWaiters: (projectId: string) => k('parkwait', `${projectId.length}.${projectId}`),
     pollPark: (projectId: string) => k('pollpark', projectId),

@@ -51,6 +51,7 @@ export function openRoleResources(name: string, options: RoleOptions): RoleResou
     deadLetterRetentionMs: config.deadLetterRetentionMs,
     promptMaxBytes: config.promptMaxBytes,
     orgRate: config.orgRateLimit && budgetRate(config.orgRateLimit),
+    createRate: config.budgetScope === 'split' ? budgetRate(config.createRateLimit) : undefined,
     durability: {
       assessment: assessor(config.redisUrl, config.durability, redis),
       timeoutMs: DURABILITY_TIMEOUT_MS,

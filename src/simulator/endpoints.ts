@@ -57,6 +57,8 @@ export function answer(
   record.authorized = authorization === state.authorization;
   if (!record.authorized) return reply(jsonError(401, 'missing or invalid API key'));
   const { projectId, jobId } = route;
+  if (route.kind === 'create' && projectId !== undefined)
+    return create(state, projectId, body, record, now);
   if (route.kind === 'other' || projectId === undefined || jobId === undefined) {
     return reply(jsonError(404, 'no such endpoint'));
   }
@@ -92,6 +94,42 @@ function send(
     return { kind: 'reset' };
   }
   return jobReply(state, state.jobs.view(projectId, jobId, now), record);
+}
+
+/**
+ * Creates a job whose first run starts at once, as an accepted follow-up's does; its creation
+ * counts in the project's send window (the document gives both the same figure).
+ */
+function create(
+  state: EndpointState,
+  projectId: string,
+  body: Buffer,
+  record: RecordedRequest,
+  now: number,
+): Decision {
+  const prompt = promptOf(body);
+  if (typeof prompt !== 'string') return reply(prompt);
+  record.prompt = prompt;
+  const limited = rateLimited(state, projectId, now);
+  if (limited) return reply(limited);
+  state.windows.record(projectId, now);
+  const jobId = state.jobs.create(projectId, prompt, now);
+  record.jobId = jobId;
+  state.deliver({ at: now, projectId, jobId, prompt, kind: 'create' });
+  record.processed = true;
+  const faults = state.dice.current;
+  if (state.dice.hit(faults.timeoutRate)) {
+    record.fault = 'timeout';
+    return { kind: 'hang' };
+  }
+  if (state.dice.hit(faults.resetRate)) {
+    record.fault = 'reset';
+    return { kind: 'reset' };
+  }
+  const decision = jobReply(state, state.jobs.view(projectId, jobId, now), record);
+  if (decision.kind === 'reply' && decision.reply.status === 200)
+    return reply({ ...decision.reply, status: 201 });
+  return decision;
 }
 
 function get(

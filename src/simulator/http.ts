@@ -7,7 +7,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 
 /** Which endpoint a request is for. Ids are decoded path segments, so they may contain `/`. */
 export interface Route {
-  readonly kind: 'send' | 'get' | 'other';
+  readonly kind: 'send' | 'get' | 'create' | 'other';
   readonly path: string;
   readonly projectId?: string;
   readonly jobId?: string;
@@ -17,10 +17,17 @@ export interface Route {
 export const MAX_REQUEST_BYTES = 1024 * 1024;
 
 const JOB_PATH = /^\/v2\/agent\/([^/]+)\/job\/([^/]+)(\/message)?\/?$/;
+const CREATE_PATH = /^\/v2\/agent\/([^/]+)\/job\/?$/;
 
-/** Matches `POST …/job/{id}/message` and `GET …/job/{id}`; anything else is `other`. */
+/**
+ * Matches `POST …/job/{id}/message`, `GET …/job/{id}` and `POST …/job` (create); anything else is
+ * `other`.
+ */
 export function route(method: string, url: string): Route {
   const path = url.split('?', 1)[0] ?? '';
+  const created = CREATE_PATH.exec(path);
+  const projectOfCreate = created && method === 'POST' ? decode(created[1]) : undefined;
+  if (projectOfCreate !== undefined) return { kind: 'create', path, projectId: projectOfCreate };
   const match = JOB_PATH.exec(path);
   if (!match) return { kind: 'other', path };
   const projectId = decode(match[1]);

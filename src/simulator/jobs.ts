@@ -34,6 +34,7 @@ export class JobStore {
   readonly #projects = new Map<string, Map<string, JobRecord>>();
   readonly #settings: LifecycleSettings;
   #pullRequests = 0;
+  #created = 0;
 
   constructor(settings: LifecycleSettings) {
     this.#settings = settings;
@@ -74,6 +75,16 @@ export class JobStore {
     if (record.shown && now < record.shownUntil) return record.shown;
     record.shown = undefined;
     return record.job;
+  }
+
+  /** Creates a job for `prompt`: it is active at once, and its first run ends as any other. */
+  create(projectId: string, prompt: string, now: number): string {
+    this.#created += 1;
+    const jobId = `job-${now.toString(36)}-${this.#created}`;
+    this.seed(projectId, jobId, { status: 'active' });
+    const record = this.#find(projectId, jobId) as JobRecord;
+    record.prompt = prompt;
+    return jobId;
   }
 
   /** Accepts a follow-up into an existing job: it turns active and its run (re)starts. */

@@ -95,7 +95,7 @@ export interface RecordedRequest {
   at: number;
   method: string;
   path: string;
-  kind: 'send' | 'get' | 'other';
+  kind: 'send' | 'get' | 'create' | 'other';
   projectId?: string;
   jobId?: string;
   prompt?: string;
@@ -114,6 +114,8 @@ export interface Delivery {
   projectId: string;
   jobId: string;
   prompt: string;
+  /** `create`: the prompt created the job (POST …/job); absent: a follow-up. */
+  kind?: 'create';
 }
 
 /** A running simulator. */

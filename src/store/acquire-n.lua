@@ -51,7 +51,7 @@
       record
       its project's lane heads (a lane of one; see includes/lane.lua)
       its lane (a lane of two or more)
-      its project's budget
+      its project's budget (with BUDGET_SCOPE=split, a creation's: its project's creation log)
       its project's park
       its project's controls
       its prompt
@@ -62,7 +62,7 @@
     ARGV[4..6] the org budget's max (0: no org limit), windowMs and toleranceMs
     then seven arguments per dispatch, the i-th's from ARGV[7 + 7 (i - 1)]:
       dispatchId
-      max sends per window (the default: SEND_RATE_LIMIT)
+      max sends per window (the default: SEND_RATE_LIMIT; a creation's when split: CREATE_RATE_LIMIT)
       windowMs (the default's, margin included)
       toleranceMs (the default's)
       firstPollMs
@@ -72,7 +72,10 @@
   Output: for each dispatch, {verdict, n, text, probe, now}
     go          n = attempt, text = prompt, probe = 1 when it is the fleet's probe of a rejected key,
                 now = Redis's time, then by when (Redis's time) the request must be written: later,
-                it could arrive outside the budget's margin, and the worker gives the grant back
+                it could arrive outside the budget's margin, and the worker gives the grant back;
+                then the agent job to send to ('' = create one: a creation, see
+                dispatch/creation.ts; a chained follow-up's is its creation's new job)
+    no_job      a follow-up chained to a creation that ended without a job: nothing is spent
     blocked     another dispatch heads the lane (heads with no record are dropped first)
     invalid     n = the prompt's size in bytes: empty, or over ARGV[3]; nothing is spent
     expired     n = its deadline (the record's `expiresAt`), passed: it must not be sent; nothing
@@ -108,7 +111,7 @@ local function acquire(k, a)
 
   -- One read of the fields it decides on; the prompt once it is known to be queued or held.
   local stored = callOn('HMGET', recordKey, 'state', 'attemptToken', 'attempts', 'sendingAt',
-    'reserved', 'projectId', 'expiresAt')
+    'reserved', 'projectId', 'expiresAt', 'kind', 'after', 'target')
   local state = stored[1]
   if not state then return {'missing', 0, ''} end
   if state == 'sending' then
@@ -124,7 +127,8 @@ local function acquire(k, a)
       if not (since <= now) then since = now end
       local writeBy = since + math.min(controls[2] and controls[4] or tolerance,
         orgMax > 0 and orgTolerance or math.huge)
-      return {'go', attempt, redis.call('GET', promptKey) or '', 0, now, writeBy}
+      local to = stored[8] == 'create' and '' or stored[10] or jobId
+      return {'go', attempt, redis.call('GET', promptKey) or '', 0, now, writeBy, to}
     end
     return {state, tonumber(stored[4] or '0'), holder}
   end
@@ -141,11 +145,19 @@ local function acquire(k, a)
   -- agent job for ever: it is dropped, and the next head takes its turn. Records share the lane's
   -- prefix (and hash tag), so the head's record key is built from ARGV[2].
   local drops, head = laneWalk(recordPrefix, headsKey, laneKey, jobId, dispatchId)
+  -- Where the prompt goes: '' creates a job (a creation); a follow-up chained to a creation goes
+  -- to the job it created, read when its turn has come (the creation then ended), or has none.
+  local to = jobId
+  if stored[8] == 'create' then to = '' end
+  if stored[9] and head == dispatchId then
+    to = callOn('HGET', recordPrefix .. stored[9], 'target')
+  end
   for _ = 1, drops do laneAdvance(headsKey, laneKey, jobId) end
   if head ~= dispatchId then return {'blocked', 0, ''} end
   -- Its turn has come: past its deadline, it ends expired (the worker's FINISH), never sent.
   local deadline = tonumber(stored[7] or '')
   if deadline and deadline <= now then return {'expired', deadline, ''} end
+  if not to then return {'no_job', 0, ''} end
   -- A wait ends by the deadline at the latest, so that it ends expired on time.
   local function by(untilMs)
     if deadline and deadline < untilMs then return deadline end
@@ -256,6 +268,7 @@ local function acquire(k, a)
   end
   redis.call('HSET', recordKey, 'state', 'sending', 'sendingAt', now, 'seenActive', '0',
     'resend', '0', 'attemptToken', token, 'attempts', attempt)
+  if stored[9] then redis.call('HSET', recordKey, 'target', to) end
   if hinted then redis.call('HDEL', recordKey, 'reserved') end
   countMove(countsKey, stored[6], 'queued', 'sending')
   later('ZADD', trackedKey, now + firstPollMs, dispatchId)
@@ -269,7 +282,7 @@ local function acquire(k, a)
   -- `now` too: the worker schedules the first status read by this clock (MARK_SENT). The budget
   -- counts this send at `slot`, the API at its arrival: the window's margin (twice the tolerance,
   -- see dispatch/budget.ts) covers the time between, so the request must be written by then.
-  return {'go', attempt, text, probe, now, writeBy}
+  return {'go', attempt, text, probe, now, writeBy, to}
 end
 
 -- The org's keys are shared by every item: one of the wrong type fails them all, naming it.

@@ -2,6 +2,7 @@ import type { Rate } from '../config/index.js';
 import type { DispatchState } from '../dispatch/record.js';
 import { beforeWrite, NotDurableError, notOnDisk } from '../redis/disk-wait.js';
 import { orgKeys } from '../redis/org-keys.js';
+import { isCreation } from '../dispatch/creation.js';
 import { failureOf, itemAnswer, ItemFailure } from './call-batch.js';
 import { laneOf, type DispatchRef, type StoreState, type Verdict } from './store-state.js';
 import { requeueOnce } from './tracking.js';
@@ -26,8 +27,8 @@ export type Acquire = [
   attemptToken: string,
 ];
 
-/** What acquire-n.lua answered for one dispatch: {verdict, n, text, probe, now, writeBy}. */
-export type AcquireReply = [string, number, string, number?, number?, number?];
+/** What acquire-n.lua answered for one dispatch: {verdict, n, text, probe, now, writeBy, to}. */
+export type AcquireReply = [string, number, string, number?, number?, number?, string?];
 
 /**
  * Runs `items` (ACQUIREs asked for in the same turn of the event loop, see `batched`) in one call
@@ -52,11 +53,15 @@ export async function acquireMany(
     orgRate?.windowMs ?? 0,
     orgRate?.toleranceMs ?? 0,
   ];
-  for (const [ref, rate, toleranceMs, firstPollMs, attemptToken] of items) {
+  for (const [ref, sendRate, sendToleranceMs, firstPollMs, attemptToken] of items) {
+    // With BUDGET_SCOPE=split a creation counts in its project's creation log, at its own rate.
+    const split = isCreation(ref) ? options.createRate : undefined;
+    const rate = split ?? sendRate;
+    const toleranceMs = split ? split.toleranceMs : sendToleranceMs;
     keyList.push(
       keys.dispatch(ref.dispatchId),
       ...laneOf(state, ref),
-      keys.budget(ref.projectId),
+      split ? keys.createBudget(ref.projectId) : keys.budget(ref.projectId),
       keys.park(ref.projectId),
       keys.projectControls(ref.projectId),
       keys.prompt(ref.dispatchId),
@@ -113,12 +118,13 @@ async function requeueUnsent(
 }
 
 /** The verdict of one reply of acquire-n.lua. */
-function verdictOf([kind, n, text, probe, now, writeBy]: AcquireReply): Verdict {
+function verdictOf([kind, n, text, probe, now, writeBy, to]: AcquireReply): Verdict {
   switch (kind) {
     case 'go': {
       const writeWithinMs = now !== undefined && writeBy !== undefined ? writeBy - now : undefined;
-      return { kind, attempt: n, prompt: text, probe: probe === 1, writeWithinMs };
+      return { kind, attempt: n, prompt: text, probe: probe === 1, writeWithinMs, to: to ?? '' };
     }
+    case 'no_job':
     case 'blocked':
     case 'missing':
     case 'paused':

@@ -1,5 +1,5 @@
 import type { Queue } from 'bullmq';
-import type { Ending } from '../dispatch/event.js';
+import { endingTypeOf, type Ending } from '../dispatch/event.js';
 import type { DispatchRecord, DispatchState } from '../dispatch/record.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import { inSettleSpan } from '../telemetry/tracing.js';
@@ -41,7 +41,8 @@ export async function finishAndHandOn(
   const result = await inSettleSpan(record, ending.type, (traceparent) =>
     ctx.store.finish({ ...record, traceparent }, ending, expected),
   );
-  if (result.finished) ctx.metrics?.eventsPublished.inc({ type: ending.type });
+  if (result.finished)
+    ctx.metrics?.eventsPublished.inc({ type: endingTypeOf(record, ending.type) });
   if (result.nextDispatchId) await wakeDispatch(ctx.queue, result.nextDispatchId);
   return result;
 }

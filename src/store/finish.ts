@@ -1,6 +1,6 @@
 import { beforeWrite, notOnDisk } from '../redis/disk-wait.js';
 import { failureOf, itemAnswer, ItemFailure } from './call-batch.js';
-import { eventFields, type Ending } from '../dispatch/event.js';
+import { endingTypeOf, eventFields, type Ending } from '../dispatch/event.js';
 import type { DispatchRecord, DispatchState } from '../dispatch/record.js';
 import { laneOf, type StoreState } from './store-state.js';
 
@@ -55,7 +55,10 @@ export async function finishMany(
     keyList.push(
       keys.dispatch(record.dispatchId),
       ...laneOf(state, record),
-      keys.budget(record.projectId),
+      // A creation's reservation is in its project's creation log when split.
+      record.kind === 'create' && options.createRate
+        ? keys.createBudget(record.projectId)
+        : keys.budget(record.projectId),
       keys.prompt(record.dispatchId),
     );
     const entry = eventFields(record, ending, finishedAt);
@@ -63,7 +66,7 @@ export async function finishMany(
       record.dispatchId,
       expected ?? '',
       finishedAt,
-      ending.type,
+      endingTypeOf(record, ending.type),
       ending.reason ?? '',
       ending.job ? JSON.stringify(ending.job) : '',
       job?.status ?? '',

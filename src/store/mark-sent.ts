@@ -1,5 +1,6 @@
 import type { AgentJob } from '../agent-api/index.js';
 import { afterWrite, beforeWrite } from '../redis/disk-wait.js';
+import { isCreation } from '../dispatch/creation.js';
 import { failureOf, itemAnswer, ItemFailure, type WriteRetry } from './call-batch.js';
 import type { DispatchRef, MarkResult, StoreState } from './store-state.js';
 
@@ -42,15 +43,18 @@ export async function markMany(
   const { keys, options, clock } = state;
   const args: (string | number)[] = [items.length];
   for (const [ref, newState, job, firstDelayMs, attemptToken] of items) {
+    // A creation's new job has had no run before: any status it shows is its first run's.
+    const created = isCreation(ref) && typeof job?.id === 'string' ? job.id : '';
     args.push(
       ref.dispatchId,
       newState,
       job ? JSON.stringify(job) : '',
       job?.status ?? '',
-      job?.status === 'active' ? '1' : '0',
+      job?.status === 'active' || created !== '' ? '1' : '0',
       Math.max(1, Math.round(firstDelayMs)),
       attemptToken,
       clock.inMs(firstDelayMs) ?? 0,
+      created,
     );
   }
   const recordKeys = items.map(([ref]) => keys.dispatch(ref.dispatchId));

@@ -15,7 +15,7 @@
     KEYS[1 + i] the record of the i-th dispatch
 
     ARGV[1] how many dispatches (n)
-    then eight arguments per dispatch, the i-th's from ARGV[2 + 8 (i - 1)]:
+    then nine arguments per dispatch, the i-th's from ARGV[2 + 9 (i - 1)]:
       dispatchId
       new state: sent or unsettled
       agent job as JSON ('' = none)
@@ -25,6 +25,7 @@
       attemptToken
       when, by Redis's clock, the first read falls due (the worker knows that clock from
         ACQUIRE's `now`); 0 = `firstDelayMs` from TIME
+      a creation's new job id, its `target` from now on ('' = none: a follow-up)
 
   Output: for each dispatch
     1  recorded, or already so
@@ -63,11 +64,12 @@ local function mark(recordKey, a)
   if stored[4] == '1' then seenActive = '1' end
   redis.call('HSET', recordKey, 'state', newState, 'sentAt', sentAt, 'job', ARGV[a + 2],
     'lastStatus', ARGV[a + 3], 'seenActive', seenActive, 'pollDelayMs', ARGV[a + 5])
+  if ARGV[a + 8] ~= '' then redis.call('HSET', recordKey, 'target', ARGV[a + 8]) end
   countMove(countsKey, stored[5], state, newState)
   later('ZADD', trackedKey, at, dispatchId)
   return 1
 end
 
 return eachItem(n, function(i)
-  return mark(KEYS[i + 1], 2 + 8 * (i - 1))
+  return mark(KEYS[i + 1], 2 + 9 * (i - 1))
 end, {{trackedKey, 'zset'}, {countsKey, 'hash'}})

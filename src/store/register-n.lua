@@ -37,15 +37,17 @@
     ARGV[7]      project without a limit of its own
     ARGV[8]      JSON {projectId: follow-ups of the batch in later REGISTER calls} ('' = none)
     ARGV[9]      name of the batch's refusal marker ('' = the batch is one call)
-    ARGV[9i + 1] projectId
-    ARGV[9i + 2] jobId
-    ARGV[9i + 3] prompt
-    ARGV[9i + 4] idempotency key ('' = none)
-    ARGV[9i + 5] meta as JSON ('' = none)
-    ARGV[9i + 6] digest of the content, computed by the producer ('' = none: no key)
-    ARGV[9i + 7] W3C traceparent of the producer's span ('' = not traced)
-    ARGV[9i + 8] token of the key's claim across shards ('' = none: one shard, or no key)
-    ARGV[9i + 9] deadline: epoch ms, `+<ms>` from now (a ttl), or '' (none); see dispatch/deadline.ts
+    ARGV[10i]     projectId
+    ARGV[10i + 1] jobId (its lane; a creation's, see dispatch/creation.ts)
+    ARGV[10i + 2] prompt
+    ARGV[10i + 3] idempotency key ('' = none)
+    ARGV[10i + 4] meta as JSON ('' = none)
+    ARGV[10i + 5] digest of the content, computed by the producer ('' = none: no key)
+    ARGV[10i + 6] W3C traceparent of the producer's span ('' = not traced)
+    ARGV[10i + 7] token of the key's claim across shards ('' = none: one shard, or no key)
+    ARGV[10i + 8] deadline: epoch ms, `+<ms>` from now (a ttl), or '' (none); see dispatch/deadline.ts
+    ARGV[10i + 9] kind: '' a follow-up, `c` a creation, `a<dispatchId>` a follow-up chained to
+                  that creation
 
   A follow-up whose claim was released (its producer stalled past the claim's repair, see
   store/claims.ts) is not registered, and its orphan marker is set: the BullMQ job that the

@@ -2,7 +2,7 @@ import { hash, randomInt, randomUUID } from 'node:crypto';
 import type { JobJson, JobsOptions } from 'bullmq';
 import type { ChainableCommander } from 'ioredis';
 import { deadlineArgument } from '../dispatch/deadline.js';
-import type { FollowUp } from '../dispatch/followup.js';
+import type { Dispatchable } from '../dispatch/creation.js';
 import { backlogOver, type BacklogOver } from './backlog.js';
 import { LUA } from './lua.js';
 import { laneOf, type DispatchRef, type StoreState } from './store-state.js';
@@ -11,7 +11,7 @@ import { laneOf, type DispatchRef, type StoreState } from './store-state.js';
  * A follow-up to register, with the trace context of the producer's span when traced, and the
  * token of its key's claim across shards when it has one (`Claims`).
  */
-export type Registration = FollowUp & {
+export type Registration = Dispatchable & {
   readonly traceparent?: string | undefined;
   readonly claimToken?: string | undefined;
 };
@@ -19,7 +19,7 @@ export type Registration = FollowUp & {
 /**
  * Follow-ups per REGISTER call. A batch has no size limit of its own (`sendMany`): one call for
  * all of it would be one command as large as all its prompts (Redis holds a command whole in the
- * client's query buffer, at most 1 GB) with four keys and nine arguments per follow-up.
+ * client's query buffer, at most 1 GB) with four keys and ten arguments per follow-up.
  */
 export const REGISTER_CHUNK = 1_000;
 
@@ -116,6 +116,7 @@ function queueChunk(
       followUp.traceparent ?? '',
       followUp.claimToken ?? '',
       deadlineArgument(followUp),
+      followUp.kind === 'create' ? 'c' : followUp.after ? `a${followUp.after}` : '',
     );
   }
   state.scripts.queue(multi, scriptOf(state), [...keys, ...claimed], args);
@@ -133,7 +134,7 @@ function countByProject(followUps: readonly Registration[]): Record<string, numb
  * send with the same idempotency key and another digest is a conflict, not a duplicate. Meta keys
  * are sorted, so the same object built in another order is the same follow-up.
  */
-export function contentDigest(followUp: FollowUp): string {
+export function contentDigest(followUp: Dispatchable): string {
   const content = [
     JSON.stringify(followUp.projectId),
     JSON.stringify(followUp.jobId),

@@ -25,6 +25,11 @@ export interface StoreOptions {
    */
   readonly orgRate?: BudgetRate | undefined;
   /**
+   * `CREATE_RATE_LIMIT` as the budget counts it, when `BUDGET_SCOPE=split`: creations then count
+   * in a log of their own (`Keys.createBudget`). Unset: creations and sends share one log.
+   */
+  readonly createRate?: BudgetRate | undefined;
+  /**
    * Where a crash must not undo a write (the intent to send, a lane's release), the store waits
    * for the disk as this assessment says (WAITAOF on its connection), at most `timeoutMs`.
    * Without it, nothing is waited for.
@@ -83,8 +88,18 @@ export type Verdict =
    * `writeWithinMs`: how long after the grant the request may still be written (the budget's
    * margin, less how late a reserved slot was spent); later, it must be given back unsent.
    */
-  | { kind: 'go'; attempt: number; prompt: string; probe: boolean; writeWithinMs?: number }
+  | {
+      kind: 'go';
+      attempt: number;
+      prompt: string;
+      probe: boolean;
+      writeWithinMs?: number;
+      /** The agent job to send to; `''`: create one (a creation). */
+      to: string;
+    }
   | { kind: 'blocked' }
+  /** A follow-up chained to a creation that ended without a job: it ends unsent. */
+  | { kind: 'no_job' }
   /** Its prompt cannot be sent (empty, or over `promptMaxBytes`): nothing was spent. */
   | { kind: 'invalid'; promptBytes: number }
   /** Its deadline (`expiresAtMs`) passed before its turn: it must end expired, unsent. */

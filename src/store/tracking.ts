@@ -1,3 +1,4 @@
+import { isCreation } from '../dispatch/creation.js';
 import { afterWrite, beforeWrite } from '../redis/disk-wait.js';
 import { orgKeys } from '../redis/org-keys.js';
 import { orphanEventFields } from '../dispatch/event.js';
@@ -151,13 +152,14 @@ export async function requeueOnce(
   refund: boolean | 'unwritten',
   parkMs: number,
 ): Promise<number | Exclude<MarkResult, 'marked'>> {
-  const { dispatch, budget, park, tracked } = state.keys;
+  const { dispatch, budget, createBudget, park, tracked } = state.keys;
+  const split = isCreation(ref) && state.options.createRate !== undefined;
   const connection = await beforeWrite(state.options.durability, state.redis, tracked);
   const reply = (await state.scripts.run(
     'requeue',
     [
       dispatch(ref.dispatchId),
-      budget(ref.projectId),
+      split ? createBudget(ref.projectId) : budget(ref.projectId),
       park(ref.projectId),
       tracked,
       orgKeys(state.keys.prefix).budget,

@@ -21,6 +21,8 @@ const CONFIG_FIELD: Record<DefaultedSetting, keyof Config> = {
   AGENT_API_URL: 'agentApiUrl',
   DISPATCH_PREFIX: 'prefix',
   SEND_RATE_LIMIT: 'sendRateLimit',
+  BUDGET_SCOPE: 'budgetScope',
+  CREATE_RATE_LIMIT: 'createRateLimit',
   WORKER_CONCURRENCY: 'workerConcurrency',
   POLL_INTERVAL: 'pollIntervalMs',
   EVENTS_STREAM: 'eventsStream',

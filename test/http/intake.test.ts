@@ -234,6 +234,7 @@ describe('the intake when the producer fails', () => {
       const failing: Producer = {
         send: () => Promise.reject(failure),
         sendMany: () => Promise.reject(failure),
+        create: () => Promise.reject(failure),
         status: () => Promise.reject(failure),
         cancel: () => Promise.reject(failure),
         close: () => Promise.resolve(),

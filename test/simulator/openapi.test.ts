@@ -188,6 +188,29 @@ describe('send follow-up message', () => {
   });
 });
 
+describe('create agent job', () => {
+  it('the client sends a valid request and the simulator answers a valid 201 job, whose run proceeds', async () => {
+    const job = await client.createJob('proj', 'start the docs site');
+    expect(validate(only(), 'createJob')).toEqual({
+      request: expect.objectContaining({ valid: true }),
+      response: expect.objectContaining({ valid: true, errors: null }),
+    });
+    expect(only().status).toBe(201);
+    expect(job.status).toBe('active');
+    await eventually(() => (sim.getJob('proj', job.id!)?.status !== 'active' ? true : undefined));
+    const created = sim.deliveries.filter((d) => d.kind === 'create');
+    expect(created.map((d) => [d.kind, d.jobId, d.prompt])).toEqual([
+      ['create', job.id, 'start the docs site'],
+    ]);
+  });
+
+  it('an empty prompt breaks the document, and the 400 answer follows it', async () => {
+    await expect(client.createJob('proj', '')).rejects.toMatchObject({ code: 'bad_request' });
+    const result = validate(only(), 'createJob');
+    expect([result.request.valid, result.response.valid]).toEqual([false, true]);
+  });
+});
+
 describe('get agent job', () => {
   it.each(OUTCOMES)('answers a valid job while active and once %s', async (outcome) => {
     const jobId = `run-${outcome}`;

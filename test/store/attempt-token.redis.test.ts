@@ -26,7 +26,7 @@ describe('attempt tokens (ACQUIRE, MARK_SENT, REQUEUE)', () => {
 
   it('answers go again to the same token, spending no budget and no attempt', async () => {
     // Written within the margin (twice the tolerance) of its grant, or given back.
-    const go = { kind: 'go', attempt: 1, prompt: 'hello', probe: false };
+    const go = { kind: 'go', attempt: 1, prompt: 'hello', probe: false, to: 'j' };
     expect(await acquire('A')).toEqual({ ...go, writeWithinMs: 40 });
     const sendingAt = Number(await field('sendingAt'));
     // ioredis resends an ACQUIRE whose reply was lost with its connection: the same token.
@@ -92,6 +92,7 @@ describe('attempt tokens (ACQUIRE, MARK_SENT, REQUEUE)', () => {
       prompt: 'hello',
       probe: false,
       writeWithinMs: 40,
+      to: 'j',
     });
     expect(await fixture().store.markSent(ref, 'sent', JOB, 1_000, 'A')).toBe('stale');
     expect(await field('state')).toBe('sending');

@@ -33,7 +33,7 @@ local function backlogRefusal(countsKey, records, anyExisted, idsFrom, markerMs)
   for _, i in ipairs(new) do
     if not seen[records[i]] then
       seen[records[i]] = true
-      local projectId = ARGV[9 * i + 1]
+      local projectId = ARGV[10 * i]
       if not adding[projectId] then order[#order + 1] = projectId end
       adding[projectId] = (adding[projectId] or 0) + 1
     end

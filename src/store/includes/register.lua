@@ -65,8 +65,8 @@ local answers, opened, prompts, projects = {}, {}, {}, {}
 for i = 1, n do
   local recordKey, headsKey, laneKey, promptKey =
     KEYS[4 * i - 1], KEYS[4 * i], KEYS[4 * i + 1], KEYS[4 * i + 2]
-  -- Follow-up i's arguments are ARGV[a + 2] to ARGV[a + 10].
-  local a = 9 * i - 1
+  -- Follow-up i's arguments are ARGV[a + 2] to ARGV[a + 11].
+  local a = 10 * i - 2
   local dispatchId = string.sub(recordKey, idsFrom)
   local digest, traceparent, token = ARGV[a + 7], ARGV[a + 8], ARGV[a + 9]
   local releasedKey, markerKey
@@ -95,6 +95,10 @@ for i = 1, n do
       deadline = string.format('%d', now + tonumber(string.sub(deadline, 2)))
     end
     addIfAny(fields, 'expiresAt', deadline)
+    -- A creation (`c`), or a follow-up chained to one (`a` and the creation's dispatch id).
+    local kind = ARGV[a + 11]
+    if kind == 'c' then addIfAny(fields, 'kind', 'create') end
+    if string.sub(kind, 1, 1) == 'a' then addIfAny(fields, 'after', string.sub(kind, 2)) end
     redis.call('HSET', recordKey, unpack(fields))
     prompts[#prompts + 1] = promptKey
     prompts[#prompts + 1] = ARGV[a + 4]

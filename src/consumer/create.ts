@@ -1,0 +1,53 @@
+import type { AgentJob } from '../agent-api/index.js';
+import { isCreation } from '../dispatch/creation.js';
+import type { RoleContext } from '../runtime/role.js';
+import type { DispatchRef } from '../store/store.js';
+import type { Logger } from '../telemetry/logger.js';
+import { LIFECYCLE } from '../telemetry/names.js';
+import { endUndeliverable } from './endings.js';
+import type { SendFailure } from './send-failure.js';
+
+/**
+ * What a creation changes in a send (see dispatch/creation.ts): its POST creates a job, and an
+ * answer it lost cannot be settled. A follow-up's outcome in doubt is settled from its job's
+ * status; a creation's job has no id we know, and nothing lists a project's jobs, so a creation
+ * whose answer was lost (a timeout or reset after the request was written, a worker that died
+ * mid-send, a 2xx whose body names no job) ends `job.undeliverable` with reason `ambiguous`, and
+ * is never sent again: sending it again could create a second job.
+ */
+
+/** The POST of an acquired dispatch: to `to`, or a new job when `to` is `''` (a creation). */
+export function post(
+  ctx: RoleContext,
+  projectId: string,
+  to: string,
+  prompt: string,
+  writeBy: number | undefined,
+): Promise<AgentJob> {
+  return to === ''
+    ? ctx.api.createJob(projectId, prompt, { writeBy })
+    : ctx.api.sendMessage(projectId, to, prompt, { writeBy });
+}
+
+/** Whether a creation answered `job` names no new job: it is in doubt, as a lost answer is. */
+export function createdNoJob(ref: DispatchRef, job: AgentJob): boolean {
+  return isCreation(ref) && (typeof job.id !== 'string' || job.id === '');
+}
+
+/**
+ * Ends a creation whose outcome is unknown (`failure`, or an answer that named no job), and
+ * answers what the processor returns; `undefined` for a follow-up, or a failure that is certain.
+ */
+export function endIfInDoubt(
+  ctx: RoleContext,
+  ref: DispatchRef,
+  failure: SendFailure | 'no_job_id',
+  log: Logger,
+): Promise<string> | undefined {
+  if (!isCreation(ref)) return undefined;
+  const kind = typeof failure === 'string' ? failure : failure.kind;
+  if (kind !== 'ambiguous' && kind !== 'delivered' && kind !== 'no_job_id') return undefined;
+  ctx.metrics.sends.inc({ outcome: 'ambiguous' });
+  log.warn({ kind }, LIFECYCLE.followupAmbiguous);
+  return endUndeliverable(ctx, ref, 'ambiguous', 'sending');
+}
