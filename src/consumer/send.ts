@@ -147,7 +147,6 @@ async function onFailure(
       if (ctx.refreshKey()) return park(ctx, job, token, Date.now());
       const probeAt = await pauseSends(ctx.store, failure.httpStatus, log);
       if (job.id) await ctx.store.pause.noteParked(job.id);
-      // Spread after the probe: the follow-ups parked by the pause do not all wake at its instant.
       return park(ctx, job, token, jitteredUntil(probeAt));
     }
     case 'rate_limited': {

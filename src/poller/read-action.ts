@@ -1,4 +1,5 @@
 import {
+  AgentApiError,
   configRejectionStatus,
   isAgentApiError,
   isTerminalStatus,
@@ -197,4 +198,19 @@ function nextDelayMs(
 
 function retryAfter(error: unknown): number | undefined {
   return isAgentApiError(error) ? error.retryAfterMs : undefined;
+}
+
+/** What a creation whose answer has not come shows: no job to read (`not_found`). */
+export const NO_JOB: Observation = {
+  kind: 'error',
+  error: new AgentApiError('no agent job yet', { code: 'not_found', ambiguous: false }),
+};
+
+/**
+ * A creation with no job known: while its POST may be in flight, it waits (or ends stuck, as a
+ * follow-up would); else its answer was lost, which no read can settle: it ends `ambiguous`.
+ */
+export function withoutJob(record: DispatchRecord, nowMs: number, s: ReadActionSettings): Action {
+  if (record.state === STATES.sending) return actionForRead(record, NO_JOB, nowMs, s);
+  return { kind: 'finish', ending: { type: EVENT_TYPES.undeliverable, reason: 'ambiguous' } };
 }

@@ -1,12 +1,7 @@
-import {
-  AgentApiError,
-  configRejectionStatus,
-  isAgentApiError,
-  statusKind,
-} from '../agent-api/index.js';
+import { configRejectionStatus, isAgentApiError, statusKind } from '../agent-api/index.js';
 import { agentJobOf } from '../dispatch/creation.js';
 import { EVENT_TYPES } from '../dispatch/event.js';
-import { STATES, type DispatchRecord } from '../dispatch/record.js';
+import type { DispatchRecord } from '../dispatch/record.js';
 import type { ObservedRun, RunStats } from '../store/run-history.js';
 import { pauseSends, resumeSends } from '../runtime/auth-pause.js';
 import { jitteredMs, jitteredWithin } from '../time/jitter.js';
@@ -16,7 +11,7 @@ import { finishAndHandOn } from '../store/end.js';
 import type { Logger } from '../telemetry/logger.js';
 import { errorCode } from '../telemetry/metrics.js';
 import { LIFECYCLE } from '../telemetry/names.js';
-import { actionForRead, type Action, type Observation } from './read-action.js';
+import { actionForRead, NO_JOB, withoutJob, type Action, type Observation } from './read-action.js';
 
 /** One status read of a tick and what follows from it: reschedule, back off, resend or finish. */
 
@@ -71,21 +66,6 @@ export async function pollOne(
       return finished;
     }),
   };
-}
-
-/** What a creation whose answer has not come shows: no job to read (`not_found`). */
-const NO_JOB: Observation = {
-  kind: 'error',
-  error: new AgentApiError('no agent job yet', { code: 'not_found', ambiguous: false }),
-};
-
-/**
- * A creation with no job known: while its POST may be in flight, it waits (or ends stuck, as a
- * follow-up would); else its answer was lost, which no read can settle: it ends `ambiguous`.
- */
-function withoutJob(record: DispatchRecord, nowMs: number, s: TickContext['config']): Action {
-  if (record.state === STATES.sending) return actionForRead(record, NO_JOB, nowMs, s);
-  return { kind: 'finish', ending: { type: EVENT_TYPES.undeliverable, reason: 'ambiguous' } };
 }
 
 /** The endings of a run seen ended, whose event follows the run's end. */
