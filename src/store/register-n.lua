@@ -63,6 +63,9 @@
   project over; retry: the sends its rate lets through in that time drain the excess, at least
   1 s), or {'backlog_full'} from a later call.
 
+  A key of the wrong type fails the call before its first write but the orphan markers of its
+  new follow-ups (their jobs, added by the same MULTI, end without an event).
+
   Output: one answer per follow-up, in order:
     1  registered
     0  this id exists with the same digest (deduplicated)
