@@ -68,6 +68,8 @@
 
   Output: one answer per follow-up, in order:
     1  registered
+    2  registered, and its id had an orphan marker (deleted): a job of an earlier send of the
+       same key may have ended without it, so the producer checks that the id's job lives
     0  this id exists with the same digest (deduplicated)
     -1 this id exists with another digest: the key was used for a different follow-up
     -2 not registered: its claim was released (retry the send)

@@ -84,7 +84,7 @@ end
 local refusal = backlogRefusal(countsKey, records, anyExisted, idsFrom, markerMs)
 if refusal then return refusal end
 
-local answers, opened, prompts, projects = {}, {}, {}, {}
+local answers, opened, prompts, projects, fresh = {}, {}, {}, {}, {}
 for i = 1, n do
   local recordKey, headsKey, laneKey, promptKey =
     KEYS[4 * i - 1], KEYS[4 * i], KEYS[4 * i + 1], KEYS[4 * i + 2]
@@ -135,6 +135,7 @@ for i = 1, n do
       end
     end
     registered[recordKey] = digest
+    fresh[#fresh + 1] = i
     queuedBy[ARGV[a + 2]] = (queuedBy[ARGV[a + 2]] or 0) + 1
     answers[i] = 1
   end
@@ -152,5 +153,14 @@ end
 inChunks('ZADD', projectsKey, named, 2)
 for projectId, count in pairs(queuedBy) do
   redis.call('HINCRBY', countsKey, 'q:' .. projectId, count)
+end
+-- A new record voids its id's orphan marker (left by a refused send of the same key, or by the
+-- event of an earlier record lost): answered 2, since that send's job may have ended already.
+local markers = {}
+for k, i in ipairs(fresh) do markers[k] = orphanPrefix .. string.sub(KEYS[4 * i - 1], idsFrom) end
+if inChunks('EXISTS', nil, markers, 1) > 0 then
+  for k, i in ipairs(fresh) do
+    if redis.call('DEL', markers[k]) == 1 then answers[i] = 2 end
+  end
 end
 return answers
