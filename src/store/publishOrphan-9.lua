@@ -11,9 +11,10 @@
   With its event the follow-up leaves the open dispatches (the open index, its lane heads as a
   lane of one, the tracked set) and, if it was still in one of them, its project's open count
   (includes/open-counts.lua) goes down by one, so that the count moves exactly once with it. The
-  record that said its state is gone: the count taken is the one its place says (tracked: sending
-  or sent; else queued), or the next that is not 0. The project is ARGV[5], or the `p` of the
-  dispatch's own BullMQ job (KEYS[8]); with neither, no count moves.
+  record that said its state is gone: the count taken is the one its place says, queued when it
+  was not tracked, else sent (or sending, when no sent one is counted: the tracked set holds both).
+  The project is ARGV[5], or the `p` of the dispatch's own BullMQ job (KEYS[8]); with neither, no
+  count moves.
 
   Input:
     KEYS[1] orphan marker
@@ -48,8 +49,9 @@ if requireJob and redis.call('EXISTS', jobKey) == 0 then return -2 end
 --- @include "includes/open-counts"
 local countsKey = shardKeyOf(trackedKey, 'tracked', 'counts:open')
 -- A key of another type (a hand edit) fails the call before its first write, naming the key.
-local shared = {{countsKey, 'hash'}, {openKey, 'zset'}, {trackedKey, 'zset'}}
-if jobId ~= '' then shared[4] = {headsKey, 'hash'} end
+local shared = {{countsKey, 'hash'}, {openKey, 'zset'}, {trackedKey, 'zset'},
+  {streamKey, 'stream'}}
+if jobId ~= '' then shared[5] = {headsKey, 'hash'} end
 for _, expected in ipairs(shared) do
   local found = redis.call('TYPE', expected[1])['ok']
   if found ~= 'none' and found ~= expected[2] then
@@ -72,7 +74,7 @@ if jobId ~= '' and redis.call('HGET', headsKey, jobId) == dispatchId then
   left = redis.call('HDEL', headsKey, jobId) == 1 or left
 end
 if projectId == '' or not left then return 1 end
-for _, class in ipairs(wasTracked and {'t', 's', 'q'} or {'q', 's', 't'}) do
+for _, class in ipairs(wasTracked and {'t', 's'} or {'q'}) do
   if (tonumber(redis.call('HGET', countsKey, class .. ':' .. projectId)) or 0) > 0 then
     countAdd(countsKey, class .. ':' .. projectId, -1)
     break

@@ -121,12 +121,6 @@ export class Tracking {
     return this.#reschedules.add({ dispatchId, delayMs, fields });
   }
 
-  /** Stops tracking a dispatch (its record expired, or was never ours). */
-  async untrack(dispatchId: string): Promise<void> {
-    const state = this.#state;
-    await state.redis.zrem(state.keys.tracked, dispatchId);
-  }
-
   /**
    * Records that `bullJobId` now carries a queued dispatch, if its record still names `expected`
    * (see carry-1.lua; '' = whichever). Resolves to whether it was recorded.
