@@ -26,7 +26,7 @@
     KEYS[4i + 2] prompt of follow-up i
     then, for the j-th follow-up with a claim token (j from 1 to m):
     KEYS[4n + 2j + 1] its released claims (see claimFence-n.lua)
-    KEYS[4n + 2j + 2] its orphan marker (see publishOrphan-9.lua)
+    KEYS[4n + 2j + 2] its orphan marker (see publishOrphan-10.lua)
 
     ARGV[1]      key prefix of records: a record's key is it and the dispatch id
     ARGV[2]      key prefix of lane heads: a project's name in KEYS[2] is its key without it

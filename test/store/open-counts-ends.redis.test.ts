@@ -1,5 +1,7 @@
+import { Queue } from 'bullmq';
 import { describe, expect, it } from 'vitest';
-import { keysFor } from '../../src/redis/keys.js';
+import { createAdmin } from '../../src/producer/index.js';
+import { keysFor, QUEUE_NAMES } from '../../src/redis/keys.js';
 import { DispatchStore } from '../../src/store/store.js';
 import { waitForEvents } from '../support/events.js';
 import { eventually, type Namespace } from '../support/namespace.js';
@@ -112,6 +114,48 @@ describe('the open counts of follow-ups that end outside FINISH', () => {
     // The sweep's pass over the lost one's lane heads entry publishes nothing more.
     await new Promise((r) => setTimeout(r, 2_500));
     expect(await counts(ns, 'mixed')).toEqual({ queued: 1, sending: 0, tracked: 0 });
+  }, 30_000);
+
+  it('a lost head of a lane of two lets its parked next go on at once', async () => {
+    const ns = service.ns();
+    service.simulator().seedJob('laned', 'two');
+    const running = service.start({}, { poller: false });
+    const admin = createAdmin({ redisUrl: ns.redisUrl, prefix: ns.prefix });
+    try {
+      await admin.pauseProject('laned');
+      const [first, second] = await running.producer.sendMany([
+        { projectId: 'laned', jobId: 'two', prompt: 'a' },
+        { projectId: 'laned', jobId: 'two', prompt: 'b' },
+      ]);
+      const queue = new Queue(QUEUE_NAMES.dispatch, {
+        connection: ns.redis.duplicate(),
+        prefix: ns.prefix,
+      });
+      try {
+        // The second waits for its lane (parked for its own recheck, 30 s), the first for the resume.
+        await eventually(
+          async () =>
+            (await queue.getJobState(second?.dispatchId ?? '')) === 'delayed' &&
+            (await queue.getJobState(first?.dispatchId ?? '')) === 'delayed'
+              ? true
+              : undefined,
+          { what: 'both parked' },
+        );
+      } finally {
+        await queue.close();
+      }
+      await ns.redis.del(keysFor(ns.prefix).dispatch(first?.dispatchId ?? ''));
+      await admin.resumeProject('laned');
+      await eventually(
+        async () => {
+          const state = (await running.producer.status(second?.dispatchId ?? ''))?.state;
+          return state === 'sent' || state === 'done' ? true : undefined;
+        },
+        { what: 'the next one sent', timeoutMs: 10_000 },
+      );
+    } finally {
+      await admin.close();
+    }
   }, 30_000);
 
   it('an events stream of the wrong type sets no marker: the event goes out once repaired', async () => {
