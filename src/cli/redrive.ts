@@ -38,8 +38,9 @@ export const redriveCommand: Command = {
     '--dry-run prints the dead letters that would be redriven ("dryRun": true) and sends nothing.',
     'Progress and a summary go to stderr.',
     'A timed-out follow-up was sent: its redrive sends the prompt to the agent again.',
-    'Those that ended ambiguous (the agent may have received the prompt) are left out unless',
-    '--reason ambiguous names them (or their ids are given): a redrive may send them twice.',
+    'Those that ended ambiguous or stuck_sending (the agent may have received the prompt) are',
+    'left out unless --reason names that reason (or their ids are given): a redrive may send',
+    'them twice.',
     'Example: agent-dispatch redrive --project docs-site --reason not_found --since 2h --dry-run',
   ].join('\n'),
   options: {

@@ -166,8 +166,14 @@ export function createProcessor(ctx: SendContext) {
         ctx.metrics.sends.inc({ outcome: 'not_durable' });
         ctx.logger.warn({ ...ref, reason: verdict.reason }, LIFECYCLE.followupNotDurable);
         return park(ctx, job, token, jitteredUntil(Date.now() + NOT_DURABLE_RETRY_MS));
-      case 'missing':
-        return poison(ctx, job, 'missing_record');
+      case 'missing': {
+        const ended = await poison(ctx, job, 'missing_record');
+        // Registered between ACQUIRE and the orphan event (a send of the same key retried after a
+        // refusal): this job is its job, so it runs again.
+        if (ended.endsWith(': record-exists') && round < MAX_NEAR_WAITS)
+          return runJob(job, ref, token, round + 1);
+        return ended;
+      }
       case 'not-queued':
         return `already ${verdict.state}`;
       case 'sending': {

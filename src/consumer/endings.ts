@@ -118,10 +118,12 @@ export async function poison(ctx: RoleContext, job: Job, reason: string): Promis
     // Only for a job Redis still holds: one whose enqueue a Redis crash took back (this worker
     // took it just before) was never accepted, and its producer's retry registers it anew.
     const jobKey = ctx.queue.toKey(bullJobId);
+    // When it headed a lane of two or more, its next follow-up may be parked, waiting for it.
     const published = await ctx.store.tracking.publishOrphan(
       { bullJobId, dispatchId, jobKey, projectId: ids.projectId, jobId: ids.jobId },
       ids,
       reason,
+      (next) => wakeDispatch(ctx.queue, next),
     );
     if (published === 'job-gone' || published === 'record-exists') {
       ctx.logger.warn({ bullJobId, reason, published }, LIFECYCLE.followupVanished);

@@ -105,8 +105,11 @@ async function readFrom(
     const { batch, index } = taken;
     const record = batch.records[index];
     if (!record) {
-      // Tracked but no record: it expired or was never ours. Stop tracking it.
-      await ctx.store.tracking.untrack(batch.ids[index] as string);
+      // Tracked but no record (lost, or expired while tracked): it ends with its orphan event,
+      // which takes it out of the tracked set and its project's count of sent ones.
+      const dispatchId = batch.ids[index] as string;
+      const orphan = { bullJobId: dispatchId, dispatchId };
+      await ctx.store.tracking.publishOrphan(orphan, { dispatchId }, 'missing_record');
       continue;
     }
     const parked = batch.parkedUntil.get(record.projectId);

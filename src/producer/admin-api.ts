@@ -136,8 +136,8 @@ export interface Admin {
    * Redrives the dead letters `filter` chooses (`POST /v1/redrive`, `agent-dispatch redrive`):
    * its `dispatchIds`, or those that match `project`, `reason` and `since` (ended at or after it),
    * oldest end first, at most `limit` (100; at most 10,000: `redriveEach` has no bound), each page
-   * of 500 in one batch; those that ended `ambiguous` only when `reason` names it. With `dryRun`,
-   * answers what would be redriven and sends nothing.
+   * of 500 in one batch; those that ended `ambiguous` or `stuck_sending` only when `reason` names
+   * it. With `dryRun`, answers what would be redriven and sends nothing.
    * Throws `InvalidControlError` naming a bad field (an unknown one too).
    */
   redriveDeadLetters(filter?: RedriveFilter): Promise<RedriveOutcome[]>;

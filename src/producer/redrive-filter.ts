@@ -23,8 +23,8 @@ export interface RedriveFilter {
   readonly project?: string | null | undefined;
   /**
    * The event's `reason` (`not_found`, `http_400`...), or `timed_out` for the timed-out ones.
-   * Without it, the ones that ended `ambiguous` (the agent may have their prompt) are left out:
-   * `ambiguous` redrives those.
+   * Without it, the ones that ended `ambiguous` or `stuck_sending` (the agent may have their
+   * prompt) are left out: naming that reason redrives them.
    */
   readonly reason?: string | null | undefined;
   /**
@@ -63,7 +63,7 @@ export function redriveFilterSchema(limitMax: number) {
       .max(100)
       .nullish()
       .describe(
-        "the event's reason (not_found, http_400...), or timed_out; without it, those that ended ambiguous are left out",
+        "the event's reason (not_found, http_400...), or timed_out; without it, those that ended ambiguous or stuck_sending are left out",
       ),
     since: z
       .string()

@@ -19,13 +19,14 @@ import {
  * agent job gets its dead letters again in the order they ended, which is the order they were
  * sent in (one at a time per agent job).
  *
- * A filter that names no reason leaves out the dead letters that ended `ambiguous`: their prompt
- * may have reached the agent, so sending it again is the operator's choice, made by naming that
- * reason (or their ids). A filter is no such choice.
+ * A filter that names no reason leaves out the dead letters that ended `ambiguous` or
+ * `stuck_sending` (its intent to send was recorded, its outcome never was): their prompt may have
+ * reached the agent, so sending it again is the operator's choice, made by naming that reason (or
+ * their ids). A filter is no such choice.
  */
 
-/** The reason of a follow-up whose send could not be settled: left out unless named. */
-const AMBIGUOUS = 'ambiguous';
+/** The reasons of a follow-up whose send could not be settled: left out unless named. */
+const UNSETTLED: ReadonlySet<string> = new Set(['ambiguous', 'stuck_sending']);
 
 /** Dead letters read from an index, and redriven in one batch, at a time. */
 export const REDRIVE_PAGE = 500;
@@ -100,6 +101,6 @@ class IndexReader {
     if (d.redrivenTo !== undefined) return false;
     if (projectId !== undefined && d.projectId !== projectId) return false;
     const its = d.type === EVENT_TYPES.timedOut ? 'timed_out' : d.reason;
-    return reason === undefined ? its !== AMBIGUOUS : its === reason;
+    return reason === undefined ? !UNSETTLED.has(its) : its === reason;
   }
 }

@@ -11,7 +11,8 @@ import { afterWrite, beforeWrite, type DiskWait } from '../redis/disk-wait.js';
 import type { DurabilityAssessment } from '../redis/durability.js';
 import { controlFailure, type DiskGuard } from './disk.js';
 import { ClaimReleasedError, type ReleasedClaim } from './claims.js';
-import { backlogRefusal, refuseEarly, withdrawRefused } from './backlog.js';
+import { backlogRefusal, refuseEarly } from './backlog.js';
+import { settleJobs } from './revive.js';
 import {
   asRedisFailure,
   IdempotencyConflictError,
@@ -31,8 +32,8 @@ import {
  * connection, then by SHA. If the server forgot it (SCRIPT FLUSH, or a restart behind a kept
  * connection), the adds fail NOSCRIPT inside the committed MULTI while the REGISTER landed: a
  * record without its job, which {@link addMissingJobs} completes at once with a second MULTI that
- * loads the add first (adding a job id that exists is a no-op in BullMQ). A job without its
- * record (its REGISTER failed, the adds ran) is withdrawn at once: `withdrawRefused`, backlog.ts.
+ * loads the add first (adding an existing job id is a no-op in BullMQ). Then `settleJobs`
+ * (revive.ts) withdraws the jobs of a failed REGISTER and replaces an ended one a record needs.
  */
 
 /** A MULTI as BullMQ's job add takes it. */
@@ -42,9 +43,8 @@ type BullTransaction = Parameters<Queue['backend']['addJobToTransaction']>[0];
 const BULLMQ_SCRIPTS = ['addStandardJob'];
 
 /**
- * A MULTI ready to EXEC: the ids it registers, how many replies come before REGISTER's, and how
- * many REGISTER calls there are (one per thousand follow-ups, each replying an answer per id, in
- * order); the reply of the job add of id `i` comes `registers + i` after the first REGISTER's.
+ * A MULTI ready to EXEC: its ids, the replies before REGISTER's, its REGISTER calls (one per
+ * thousand follow-ups, an answer per id each, in order); add `i` replies `registers + i` later.
  */
 export interface Transaction {
   readonly multi: ChainableCommander;
@@ -94,7 +94,7 @@ export async function enqueueIn(
   const mark = await beforeWrite(wait, client, nodeKey);
   const first = await execute(transaction, redis);
   const replies = await addMissingJobs(queue, client, transaction, first, attempts)
-    .then((all) => withdrawRefused(queue, store, transaction, all))
+    .then((all) => settleJobs(queue, store, transaction, all, attempts))
     .catch((err: unknown) => {
       throw asRedisFailure(err, redis);
     });

@@ -30,7 +30,7 @@ const FILES = {
   due: 'due-1',
   isNext: 'isNext-3',
   carry: 'carry-1',
-  publishOrphan: 'publishOrphan-9',
+  publishOrphan: 'publishOrphan-10',
   linkRedrive: 'linkRedrive-4',
   markUnregistered: 'markUnregistered-n',
   pauseSends: 'pauseSends-1',

@@ -2,7 +2,7 @@
   Sets the orphan marker of each dispatch id that has no record: the producer's MULTI added its
   BullMQ job, but REGISTER failed, so nothing was accepted. A worker that takes such a job before
   the producer removes it finds no record and, seeing the marker, ends it without an event (see
-  publishOrphan-9.lua). An id whose record exists (registered before, the same key) is left as
+  publishOrphan-10.lua). An id whose record exists (registered before, the same key) is left as
   it is, its job with it.
 
   Input (n ids; i from 1 to n):

@@ -26,7 +26,7 @@
     KEYS[4i + 2] prompt of follow-up i
     then, for the j-th follow-up with a claim token (j from 1 to m):
     KEYS[4n + 2j + 1] its released claims (see claimFence-n.lua)
-    KEYS[4n + 2j + 2] its orphan marker (see publishOrphan-9.lua)
+    KEYS[4n + 2j + 2] its orphan marker (see publishOrphan-10.lua)
 
     ARGV[1]      key prefix of records: a record's key is it and the dispatch id
     ARGV[2]      key prefix of lane heads: a project's name in KEYS[2] is its key without it
@@ -65,8 +65,13 @@
   project over; retry: the sends its rate lets through in that time drain the excess, at least
   1 s), or {'backlog_full'} from a later call.
 
+  A key of the wrong type fails the call before its first write but the orphan markers of its
+  new follow-ups (their jobs, added by the same MULTI, end without an event).
+
   Output: one answer per follow-up, in order:
     1  registered
+    2  registered, and its id had an orphan marker (deleted): a job of an earlier send of the
+       same key may have ended without it, so the producer checks that the id's job lives
     0  this id exists with the same digest (deduplicated)
     -1 this id exists with another digest: the key was used for a different follow-up
     -2 not registered: its claim was released (retry the send)

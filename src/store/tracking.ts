@@ -16,7 +16,7 @@ import type { DispatchRef, MarkResult, StoreState } from './store-state.js';
 /**
  * The job an orphan event is for; with `jobKey`, only while that BullMQ job hash exists. Its
  * project and agent job, when known, say whose open count goes down and which lane heads it
- * leaves (see publishOrphan-9.lua).
+ * leaves (see publishOrphan-10.lua).
  */
 export interface Orphan {
   readonly bullJobId: string;
@@ -26,7 +26,7 @@ export interface Orphan {
   readonly jobId?: string;
 }
 
-/** What publishing an orphan event did: see publishOrphan-9.lua. */
+/** What publishing an orphan event did: see publishOrphan-10.lua. */
 export type OrphanResult = 'published' | 'published-before' | 'record-exists' | 'job-gone';
 
 /** The tracked set and the ends of one store: `DispatchStore.tracking`. */
@@ -60,9 +60,15 @@ export class Tracking {
   /**
    * Publishes the undeliverable event of a job without a record (an unreadable payload, a lost
    * record), once per job; not while the record exists, nor (`jobKey`) once the job is gone. The
-   * follow-up leaves the open dispatches with it, and its project's open count goes down.
+   * follow-up leaves the open dispatches with it, and its project's open count goes down. When it
+   * headed a lane of two or more, `wake` is called with the next follow-up it let go on.
    */
-  async publishOrphan(orphan: Orphan, payload: unknown, reason: string): Promise<OrphanResult> {
+  async publishOrphan(
+    orphan: Orphan,
+    payload: unknown,
+    reason: string,
+    wake?: (next: string) => Promise<void>,
+  ): Promise<OrphanResult> {
     const state = this.#state;
     const { keys, options } = state;
     const marker = keys.orphan(orphan.bullJobId);
@@ -78,6 +84,7 @@ export class Tracking {
         keys.tracked,
         keys.dispatchQueue(orphan.dispatchId),
         keys.laneHeads(orphan.projectId ?? ''),
+        keys.lane(orphan.projectId ?? '', orphan.jobId ?? ''),
       ],
       [
         options.retentionMs,
@@ -89,6 +96,10 @@ export class Tracking {
         ...orphanEventFields(orphan.bullJobId, payload, reason, Date.now()),
       ],
     );
+    if (typeof reply === 'string') {
+      await wake?.(reply);
+      return 'published';
+    }
     const results = { 1: 'published', 0: 'published-before', [-1]: 'record-exists' } as const;
     return results[reply as 1 | 0 | -1] ?? 'job-gone';
   }
@@ -120,12 +131,6 @@ export class Tracking {
     fields: Record<string, string | number> = {},
   ): Promise<boolean> {
     return this.#reschedules.add({ dispatchId, delayMs, fields });
-  }
-
-  /** Stops tracking a dispatch (its record expired, or was never ours). */
-  async untrack(dispatchId: string): Promise<void> {
-    const state = this.#state;
-    await state.redis.zrem(state.keys.tracked, dispatchId);
   }
 
   /**

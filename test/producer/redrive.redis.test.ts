@@ -144,16 +144,18 @@ describe('redrive', () => {
     expect(many.every((a) => a instanceof NotRedrivableError)).toBe(true);
   });
 
-  it('a bulk redrive leaves out the ambiguous ones unless --reason ambiguous names them', async () => {
+  it('a bulk redrive leaves out the ambiguous and stuck_sending ones unless --reason names them', async () => {
     const { store } = fixture();
     const plain = await ended('a1', EVENT_TYPES.undeliverable, store, 'not_found');
     const ambiguous = await ended('a2', EVENT_TYPES.undeliverable, store, 'ambiguous');
+    const stuck = await ended('a3', EVENT_TYPES.undeliverable, store, 'stuck_sending');
     const admin = adminOf();
     const ids = (outcomes: { dispatchId: string }[]) => outcomes.map((o) => o.dispatchId);
     expect(ids(await admin.redriveDeadLetters({ dryRun: true }))).toEqual([plain]);
     expect(ids(await admin.redriveDeadLetters({ project: 'p' }))).toEqual([plain]);
     // Named: its prompt may have reached the agent, and the operator chose to send it again.
     expect(ids(await admin.redriveDeadLetters({ reason: 'ambiguous' }))).toEqual([ambiguous]);
+    expect(ids(await admin.redriveDeadLetters({ reason: 'stuck_sending' }))).toEqual([stuck]);
   });
 
   it('redrives by a filter a page of 500 at a time; a dry run plans the same and sends nothing', async () => {

@@ -39,4 +39,37 @@ describe('a batch that REGISTER refuses', () => {
     expect(sent).toHaveLength(2);
     expect(await queue().getJobCounts('wait')).toEqual({ wait: 2 });
   });
+
+  // Each a key REGISTER writes after its first write of the batch: the call fails on it before
+  // writing anything, so a retry sends the keyless follow-up once.
+  const laterKeys = {
+    'lane projects': (keys: ReturnType<typeof keysFor>) => keys.laneProjects,
+    'open index': (keys: ReturnType<typeof keysFor>) => keys.open,
+    'lane of two': (keys: ReturnType<typeof keysFor>) => keys.lane('p', 'b'),
+    'lane heads': (keys: ReturnType<typeof keysFor>) => keys.laneHeads('p'),
+  };
+  for (const [name, keyOf] of Object.entries(laterKeys)) {
+    it(`writes nothing when the ${name} key has the wrong type`, async () => {
+      const keys = keysFor(ns().prefix);
+      const broken = keyOf(keys);
+      await ns().redis.set(broken, 'not of its type');
+      const batch = [
+        { projectId: 'p', jobId: 'a', prompt: 'one' },
+        { projectId: 'p', jobId: 'b', prompt: 'two', key: 'k-2' },
+        { projectId: 'p', jobId: 'b', prompt: 'three', key: 'k-3' },
+      ];
+      await expect(producer().sendMany(batch)).rejects.toMatchObject({ code: 'redis_error' });
+      expect(await queue().getJobCounts('wait')).toEqual({ wait: 0 });
+      expect(await ns().redis.keys(keys.dispatch('*'))).toEqual([]);
+      expect(await ns().redis.keys(keys.prompt('*'))).toEqual([]);
+      expect(await ns().redis.exists(keys.openCounts)).toBe(0);
+
+      await ns().redis.del(broken);
+      const sent = await producer().sendMany(batch);
+      expect(sent.map((s) => s.deduplicated)).toEqual([false, false, false]);
+      expect(await ns().redis.keys(keys.dispatch('*'))).toHaveLength(3);
+      expect(await queue().getJobCounts('wait')).toEqual({ wait: 3 });
+      expect(await ns().redis.hgetall(keys.openCounts)).toEqual({ 'q:p': '3' });
+    });
+  }
 });

@@ -9,14 +9,37 @@ local claimKeysAt = 4 * n + 3
 -- The shard's counts of open follow-ups (see includes/open-counts.lua, left out: this script's
 -- source goes with every producer MULTI), from the open index's key `<prefix>:open`.
 local countsKey, queuedBy = string.sub(openKey, 1, -5) .. 'counts:open', {}
--- A counts key of another type (a hand edit) fails the call before its first write.
-local countsType = redis.call('TYPE', countsKey)['ok']
-if countsType ~= 'none' and countsType ~= 'hash' then
-  return redis.error_reply('WRONGTYPE ' .. countsKey .. ' holds a ' .. countsType ..
-    ' where a hash belongs')
-end
 -- Written as text once: Redis formats a Lua number with printf each time it is passed.
 local nowText = tostring(now)
+-- An orphan marker's key: `<prefix>:orphan:<dispatch id>`, from the open index's key.
+local orphanPrefix = string.sub(openKey, 1, -5) .. 'orphan:'
+
+-- A key the call writes of another type (a hand edit) fails the call before its first write. A
+-- prompt needs no check (MSET replaces any type), nor a marker (SET NX and DEL never fail).
+local function wrongType()
+  local kinds = {[countsKey] = 'hash', [openKey] = 'zset', [projectsKey] = 'zset'}
+  for i = 1, n do
+    kinds[KEYS[4 * i - 1]], kinds[KEYS[4 * i]], kinds[KEYS[4 * i + 1]] = 'hash', 'hash', 'list'
+  end
+  for at = 4 * n + 3, #KEYS, 2 do kinds[KEYS[at]] = 'set' end
+  for key, kind in pairs(kinds) do
+    local found = redis.call('TYPE', key)['ok']
+    if found ~= 'none' and found ~= kind then
+      return 'WRONGTYPE ' .. key .. ' holds a ' .. found .. ' where a ' .. kind .. ' belongs'
+    end
+  end
+end
+local typeError = wrongType()
+if typeError then
+  -- Each new follow-up's orphan marker: the job the same MULTI adds ends without an event.
+  for i = 1, n do
+    local recordKey = KEYS[4 * i - 1]
+    if redis.call('EXISTS', recordKey) == 0 then
+      redis.call('SET', orphanPrefix .. string.sub(recordKey, idsFrom), '1', 'NX', 'PX', markerMs)
+    end
+  end
+  return redis.error_reply(typeError)
+end
 
 -- Commands that take many keys or members take them a thousand at a time (Lua's unpack has a
 -- limit, and a batch has none); their integer replies are summed.
@@ -61,7 +84,7 @@ end
 local refusal = backlogRefusal(countsKey, records, anyExisted, idsFrom, markerMs)
 if refusal then return refusal end
 
-local answers, opened, prompts, projects = {}, {}, {}, {}
+local answers, opened, prompts, projects, fresh = {}, {}, {}, {}, {}
 for i = 1, n do
   local recordKey, headsKey, laneKey, promptKey =
     KEYS[4 * i - 1], KEYS[4 * i], KEYS[4 * i + 1], KEYS[4 * i + 2]
@@ -109,11 +132,14 @@ for i = 1, n do
       opened[#opened + 1] = nowText
       opened[#opened + 1] = dispatchId
       if moved then
-        local since = redis.call('HGET', recordPrefix .. moved, 'enqueuedAt') or nowText
+        -- Not among the checked keys: one of another type counts as enqueued now.
+        local since = redis.pcall('HGET', recordPrefix .. moved, 'enqueuedAt')
+        if type(since) ~= 'string' then since = nowText end
         redis.call('ZADD', openKey, since, moved)
       end
     end
     registered[recordKey] = digest
+    fresh[#fresh + 1] = i
     queuedBy[ARGV[a + 2]] = (queuedBy[ARGV[a + 2]] or 0) + 1
     answers[i] = 1
   end
@@ -131,5 +157,14 @@ end
 inChunks('ZADD', projectsKey, named, 2)
 for projectId, count in pairs(queuedBy) do
   redis.call('HINCRBY', countsKey, 'q:' .. projectId, count)
+end
+-- A new record voids its id's orphan marker (left by a refused send of the same key, or by the
+-- event of an earlier record lost): answered 2, since that send's job may have ended already.
+local markers = {}
+for k, i in ipairs(fresh) do markers[k] = orphanPrefix .. string.sub(KEYS[4 * i - 1], idsFrom) end
+if inChunks('EXISTS', nil, markers, 1) > 0 then
+  for k, i in ipairs(fresh) do
+    if redis.call('DEL', markers[k]) == 1 then answers[i] = 2 end
+  end
 end
 return answers

@@ -11,9 +11,10 @@
   With its event the follow-up leaves the open dispatches (the open index, its lane heads as a
   lane of one, the tracked set) and, if it was still in one of them, its project's open count
   (includes/open-counts.lua) goes down by one, so that the count moves exactly once with it. The
-  record that said its state is gone: the count taken is the one its place says (tracked: sending
-  or sent; else queued), or the next that is not 0. The project is ARGV[5], or the `p` of the
-  dispatch's own BullMQ job (KEYS[8]); with neither, no count moves.
+  record that said its state is gone: the count taken is the one its place says, queued when it
+  was not tracked, else sent (or sending, when no sent one is counted: the tracked set holds both).
+  The project is ARGV[5], or the `p` of the dispatch's own BullMQ job (KEYS[8]); with neither, no
+  count moves.
 
   Input:
     KEYS[1] orphan marker
@@ -26,6 +27,7 @@
     KEYS[7] tracked set
     KEYS[8] the BullMQ job hash named by the dispatch id (its payload names the project)
     KEYS[9] its project's lane heads (read only when ARGV[6] is not '')
+    KEYS[10] its lane (a lane of two or more; read only when ARGV[6] is not '')
 
     ARGV[1] retentionMs (the marker's lifetime)
     ARGV[2] stream MAXLEN (approximate)
@@ -35,11 +37,16 @@
     ARGV[6] its agent job id, the lane's field ('' = unknown)
     ARGV[7...] the stream entry's field/value pairs
 
-  Output: 1 published, 0 published before, -1 the record exists, -2 the job is gone
+  A lane of two or more that it heads lets its next follow-up go on: the answer names that one,
+  for the caller to wake (it may be parked, waiting for its lane).
+
+  Output: 1 published (or the id of the lane's next follow-up, published), 0 published before,
+  -1 the record exists, -2 the job is gone
 ]]
 local markerKey, streamKey, recordKey, jobKey, promptKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4],
   KEYS[5]
-local openKey, trackedKey, ownJobKey, headsKey = KEYS[6], KEYS[7], KEYS[8], KEYS[9]
+local openKey, trackedKey, ownJobKey, headsKey, laneKey = KEYS[6], KEYS[7], KEYS[8], KEYS[9],
+  KEYS[10]
 local retentionMs, maxLen, requireJob = tonumber(ARGV[1]), ARGV[2], ARGV[3] == '1'
 local dispatchId, jobId = ARGV[4], ARGV[6]
 
@@ -48,8 +55,11 @@ if requireJob and redis.call('EXISTS', jobKey) == 0 then return -2 end
 --- @include "includes/open-counts"
 local countsKey = shardKeyOf(trackedKey, 'tracked', 'counts:open')
 -- A key of another type (a hand edit) fails the call before its first write, naming the key.
-local shared = {{countsKey, 'hash'}, {openKey, 'zset'}, {trackedKey, 'zset'}}
-if jobId ~= '' then shared[4] = {headsKey, 'hash'} end
+local shared = {{countsKey, 'hash'}, {openKey, 'zset'}, {trackedKey, 'zset'},
+  {streamKey, 'stream'}}
+if jobId ~= '' then
+  shared[5], shared[6] = {headsKey, 'hash'}, {laneKey, 'list'}
+end
 for _, expected in ipairs(shared) do
   local found = redis.call('TYPE', expected[1])['ok']
   if found ~= 'none' and found ~= expected[2] then
@@ -71,11 +81,16 @@ local left = redis.call('ZREM', openKey, dispatchId) == 1 or wasTracked
 if jobId ~= '' and redis.call('HGET', headsKey, jobId) == dispatchId then
   left = redis.call('HDEL', headsKey, jobId) == 1 or left
 end
-if projectId == '' or not left then return 1 end
-for _, class in ipairs(wasTracked and {'t', 's', 'q'} or {'q', 's', 't'}) do
+local published = 1
+if jobId ~= '' and redis.call('LINDEX', laneKey, 0) == dispatchId then
+  redis.call('LPOP', laneKey)
+  published = redis.call('LINDEX', laneKey, 0) or 1
+end
+if projectId == '' or not left then return published end
+for _, class in ipairs(wasTracked and {'t', 's'} or {'q'}) do
   if (tonumber(redis.call('HGET', countsKey, class .. ':' .. projectId)) or 0) > 0 then
     countAdd(countsKey, class .. ':' .. projectId, -1)
     break
   end
 end
-return 1
+return published

@@ -1,0 +1,73 @@
+import type { Queue } from 'bullmq';
+import { addDispatchJob, type DispatchJobData } from '../store/jobs.js';
+import type { DispatchStore, Registration } from '../store/store.js';
+import { withdrawRefused } from './backlog.js';
+
+/** What {@link settleJobs} reads of a committed transaction (see transaction.ts). */
+interface Committed {
+  readonly ids: readonly string[];
+  readonly registrations: readonly Registration[];
+  readonly loads: number;
+  readonly registers: number;
+}
+
+/**
+ * After a committed transaction: withdraws the jobs of follow-ups whose REGISTER failed
+ * (`withdrawRefused`, backlog.ts), then gives a live job to each new record whose id's job may
+ * have ended ({@link reviveEnded}). Resolves to `replies` as they were.
+ */
+export async function settleJobs<R extends readonly [Error | null, unknown][]>(
+  queue: Queue<DispatchJobData>,
+  store: DispatchStore,
+  transaction: Committed,
+  replies: R,
+  attempts: number,
+): Promise<R> {
+  await withdrawRefused(queue, store, transaction, replies);
+  // Registered whatever this does: if it fails, the repair sweep replaces the job later.
+  return reviveEnded(queue, store, transaction, replies, attempts).catch(() => replies);
+}
+
+/**
+ * REGISTER answers 2 for a new record whose id had an orphan marker (see register-n.lua): an
+ * earlier send of the same key was refused after its MULTI added the job, and a worker may have
+ * ended that job already (without an event, seeing the marker). BullMQ keeps an ended job for a
+ * while, so this send's add of the same id did nothing: without a job of its own the follow-up
+ * would wait for the repair sweep (`REPAIR_GRACE`). So the job of each such id is looked at once:
+ * an ended one is replaced at once as the sweep would (`<id>-f<n>`, carried on the record first),
+ * a missing one is added again. A live one runs: a worker that took it before this record was
+ * written runs it again when its orphan event finds the record (consumer/acquire.ts).
+ */
+async function reviveEnded<R extends readonly [Error | null, unknown][]>(
+  queue: Queue<DispatchJobData>,
+  store: DispatchStore,
+  transaction: Committed,
+  replies: R,
+  attempts: number,
+): Promise<R> {
+  const { ids, registrations, loads, registers } = transaction;
+  const answers = replies
+    .slice(loads, loads + registers)
+    .flatMap(([, answer]) => (Array.isArray(answer) ? (answer as unknown[]) : []));
+  const at = answers.flatMap((answer, i) => (answer === 2 ? [i] : []));
+  if (at.length === 0) return replies;
+  const bullIds = at.map((i) => ids[i] as string);
+  const presence = await store.poll.jobPresence(
+    (name) => queue.toKey(name),
+    bullIds,
+    Number.MAX_SAFE_INTEGER,
+  );
+  for (const [k, i] of at.entries()) {
+    const seen = presence[k];
+    if (seen === 'live') continue;
+    const dispatchId = ids[i] as string;
+    const { projectId, jobId, traceparent } = registrations[i] as Registration;
+    let bullJobId = dispatchId;
+    if (seen === 'ended') {
+      bullJobId = `${dispatchId}-f1`;
+      if (!(await store.tracking.carry(dispatchId, dispatchId, bullJobId))) continue;
+    }
+    await addDispatchJob(queue, { dispatchId, projectId, jobId, traceparent }, bullJobId, attempts);
+  }
+  return replies;
+}
