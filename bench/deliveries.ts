@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import type { FollowUpInput } from '../src/dispatch/followup.js';
+import type { DispatchInput } from '../src/dispatch/creation.js';
 import { keysFor } from '../src/redis/keys.js';
 import type { Delivery, Simulator } from '../src/simulator/index.js';
 
@@ -54,16 +54,17 @@ export async function intentToArrivalMs(
   admin: Redis,
   prefix: string,
   ids: readonly string[],
-  inputs: readonly FollowUpInput[],
+  inputs: readonly DispatchInput[],
   simulator: Simulator,
 ): Promise<number[]> {
   const keys = keysFor(prefix);
   const pipeline = admin.pipeline();
   for (const id of ids) pipeline.hget(keys.dispatch(id), 'sentAt');
   const replies = (await pipeline.exec()) ?? [];
-  const arrival = new Map(simulator.deliveries.map((d) => [d.jobId, d.at]));
+  // By prompt: a creation's job id is the simulator's, and every bench prompt is unique.
+  const arrival = new Map(simulator.deliveries.map((d) => [d.prompt, d.at]));
   return ids.flatMap((_, i) => {
-    const at = arrival.get(inputs[i]?.jobId ?? '');
+    const at = arrival.get(inputs[i]?.prompt ?? '');
     const sentAt = Number(replies[i]?.[1] ?? 0);
     return at === undefined || !(sentAt > 0) ? [] : [at - sentAt];
   });

@@ -1,4 +1,5 @@
 import { Queue } from 'bullmq';
+import type { DispatchInput } from '../src/dispatch/creation.js';
 import type { FollowUpInput } from '../src/dispatch/followup.js';
 import type { Producer } from '../src/producer/index.js';
 import { queueOptions } from '../src/redis/keys.js';
@@ -49,7 +50,7 @@ export function batches<T>(items: readonly T[], size = BATCH): T[][] {
 /** Enqueues through our producer, one `sendMany` of {@link BATCH} at a time; the dispatch ids. */
 export async function enqueueOurs(
   producer: Producer,
-  inputs: readonly FollowUpInput[],
+  inputs: readonly DispatchInput[],
 ): Promise<string[]> {
   const ids: string[] = [];
   for (const batch of batches(inputs)) {

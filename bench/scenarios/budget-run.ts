@@ -1,4 +1,6 @@
 import { Queue } from 'bullmq';
+import type { DispatchInput } from '../../src/dispatch/creation.js';
+import type { FollowUpInput } from '../../src/dispatch/followup.js';
 import { createProducer } from '../../src/producer/index.js';
 import { QUEUE_NAMES } from '../../src/redis/keys.js';
 import type { Delivery } from '../../src/simulator/index.js';
@@ -60,6 +62,18 @@ export interface BudgetRun {
  */
 function perProjectFor(periodMs: number): number {
   return Math.ceil(MAX * (1 + (periodMs / WINDOW_MS) * 1.1));
+}
+
+/**
+ * Every {@link CREATION_EVERY}th input made a creation of an agent job in its project: creations
+ * and sends share the project's window (`BUDGET_SCOPE=shared`, the default), as the simulator's.
+ */
+export const CREATION_EVERY = 4;
+
+function withCreations(inputs: readonly FollowUpInput[]): DispatchInput[] {
+  return inputs.map(({ projectId, prompt }, i) =>
+    i % CREATION_EVERY === 0 ? { projectId, prompt, create: true as const } : inputs[i]!,
+  );
 }
 
 /** Waits for the period to pass from the first send, printing progress. */
@@ -127,7 +141,7 @@ export async function measureBudget(
     await waitUntil(() => simulator.deliveries.length >= warm, 'warm-up sends');
     simulator.reset();
     await queue.pause();
-    const inputs = followUps(n, PROJECTS);
+    const inputs = withCreations(followUps(n, PROJECTS));
     const ids = await enqueueOurs(producer, inputs);
     const commandsBefore = await commandStats(ctx.admin);
     const probe = await startProbe(
@@ -145,7 +159,9 @@ export async function measureBudget(
       wake: { hz, lateMs: run.wakeLateMs },
       deliveries: simulator.deliveries.filter((d) => inPeriod(d.at)),
       tooManyAtMs: simulator.requests
-        .filter((r) => r.kind === 'send' && r.status === 429 && inPeriod(r.at))
+        .filter(
+          (r) => (r.kind === 'send' || r.kind === 'create') && r.status === 429 && inPeriod(r.at),
+        )
         .map((r) => r.at - first),
       probe: { ...result, commands },
       lagMs: await intentToArrivalMs(ctx.admin, run.ns.prefix, ids, inputs, simulator),

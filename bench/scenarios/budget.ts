@@ -5,6 +5,7 @@ import { describeCpu, topCommands } from '../evidence.js';
 import type { ScenarioRun, ScenarioResult } from '../report.js';
 import { median, ms, num, pct, percentile } from '../stats.js';
 import {
+  CREATION_EVERY,
   DEFAULT_HZ,
   MAX,
   measureBudget,
@@ -35,6 +36,11 @@ function dropped(run: BudgetRun): { dropped: number; initial: number } {
   const calls = run.probe.commands.get('zcount')?.calls ?? 0;
   const initial = run.n - MAX * PROJECTS;
   return { dropped: Math.max(0, calls - run.n - run.tooManyAtMs.length), initial };
+}
+
+/** How many of the run's deliveries were creations of agent jobs. */
+function creations(run: BudgetRun): number {
+  return run.deliveries.filter((d) => d.kind === 'create').length;
 }
 
 /** The most sends of any one project in any window. */
@@ -142,8 +148,8 @@ function evidence(run: BudgetRun, fast: BudgetRun): string[] {
 
 const PROJECT_COLUMNS = [
   'project',
-  'sends',
-  'most sends in any 5 s window (limit 50)',
+  'sends and creations',
+  'most sends and creations in any 5 s window (limit 50)',
   'budget used while backlogged',
   'slot slack p50 / p99',
 ];
@@ -161,13 +167,15 @@ function report(run: BudgetRun, fast: BudgetRun): ScenarioResult {
     title: 'Budget precision',
     summary:
       `at most ${busiestOf(run.deliveries)} ` +
-      `sends in any 5 s window (limit ${MAX}); ${pct(shareOf(run.deliveries, run.periodMs))} of the budget used ` +
+      `sends and creations together in any 5 s window (limit ${MAX}; ${creations(run)} of the ` +
+      `${run.deliveries.length} were creations); ${pct(shareOf(run.deliveries, run.periodMs))} of the budget used ` +
       `while backlogged with Redis at hz ${run.wake.hz}, ${pct(shareOf(fast.deliveries, fast.periodMs))} at hz ${fast.wake.hz}; ` +
       `${run.tooManyAtMs.length} and ${fast.tooManyAtMs.length} sends answered 429.`,
     setup:
       `SEND_RATE_LIMIT=${MAX}/5s, ${WORKERS} worker processes (concurrency 64), ${PROJECTS} projects ` +
-      `with ${num(run.n / PROJECTS, 0)} follow-ups each (one per agent job, so lanes never hold a ` +
-      'send back), enqueued into the paused queue once the workers had warmed up, then released ' +
+      `with ${num(run.n / PROJECTS, 0)} dispatches each (one per agent job, so lanes never hold a ` +
+      `send back; every ${CREATION_EVERY}th a creation of an agent job, counted in the same window, ` +
+      '`BUDGET_SCOPE=shared`), enqueued into the paused queue once the workers had warmed up, then released ' +
       'at once; measured for ' +
       `${run.periodMs / 1000} s from the first send, while the backlog lasts. The simulator ` +
       `enforces the same ${MAX} per 5 s sliding window and answers 429 above it. Redis runs at its ` +
