@@ -104,10 +104,10 @@ export interface Keys {
    * queued dispatches whose BullMQ job vanished (see `store/open-index.ts`).
    */
   readonly open: string;
-  /** String, with a TTL: set while a repair pass ran within the last `REPAIR_GRACE`. */
+  /** The repair sweep's gate (a pass began within REPAIR_GRACE), pass, last pass: repair-state.ts */
   readonly repairGate: string;
-  /** Hash, with a TTL: the running repair pass (`cursor`, `page` per tick, `startedAt`). */
   readonly repairPass: string;
+  readonly repairLast: string;
   /** String: the lock that keeps poll ticks from overlapping across poller processes. */
   readonly pollLock: string;
   /** Hash: each project's open follow-ups by state (see `store/includes/open-counts.lua`). */
@@ -160,6 +160,7 @@ export function keysFor(prefix: string): Keys {
     open: k('open'),
     repairGate: k('repair', 'gate'),
     repairPass: k('repair', 'pass'),
+    repairLast: k('repair', 'last'),
     pollLock: k('poll', 'lock'),
     openCounts: k('counts', 'open'),
     deadLetters: k('deadletters'),
