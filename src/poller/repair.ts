@@ -1,7 +1,7 @@
 import type { Queue } from 'bullmq';
 import type { Config } from '../config/index.js';
-import type { DispatchStore, OpenDispatch } from '../store/store.js';
-import { addDispatchJob } from '../store/jobs.js';
+import type { DispatchStore, OpenDispatch, RepairPass } from '../store/store.js';
+import { addDispatchJobs } from '../store/jobs.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import { LIFECYCLE } from '../telemetry/names.js';
@@ -16,14 +16,18 @@ import { LIFECYCLE } from '../telemetry/names.js';
  *
  * Cost and bound: a pass starts at most once per `REPAIR_GRACE` and walks every open dispatch,
  * one page a poll tick, never all in one; a page is read in parts (each a ZRANGE of the open index
- * or a script call that scans lanes of one, a pipeline of HMGETs without the prompt, and one
- * pipeline of three reads per queued one). The page follows the backlog ({@link repairPage}): sized at the pass's start so that
- * the pass takes about as many ticks as fit in `REPAIR_GRACE`, at least {@link MIN_PAGE} and at
- * most {@link MAX_PAGE}. So a lost job waits for its repair at most the grace (before it is looked
- * at), the gap to the next pass (one grace) and one pass (about one grace, while the backlog is at
- * most {@link MAX_PAGE} times the ticks of a grace; beyond, it grows with the backlog at the
- * capped rate). Dispatches younger than the grace are not looked at: REGISTER and the job's `add`
- * share one MULTI, so a job is never legitimately missing for more than an instant.
+ * or a script call that scans lanes of one, a pipeline of HMGETs without the prompt, one pipeline
+ * of three reads per queued one, and one `addBulk` of what it repairs). Each tick sizes its page
+ * ({@link repairPage}) from the open dispatches the pass has still to read and the ticks left
+ * before its planned end (one `REPAIR_GRACE` after its start), at least {@link MIN_PAGE} and at
+ * most {@link MAX_PAGE}: a backlog that grows, or a page cut short, makes the later pages larger.
+ * A tick stops taking parts once its sweep has used {@link REPAIR_BUDGET} of `POLL_INTERVAL`, so
+ * that the sweep does not push the next tick back; what is left falls to the later pages. So a
+ * lost job waits for its repair about the grace (before it is looked at), the gap to the next pass
+ * (one grace) and one pass (about one grace, while the backlog is at most {@link MAX_PAGE} times
+ * the ticks of a grace and each page fits the budget; beyond, longer). Dispatches younger than
+ * the grace are not looked at: REGISTER and the job's `add` share one MULTI, so a job is never
+ * legitimately missing for more than an instant.
  */
 
 /** Open dispatches read per tick at least: what a small backlog costs. */
@@ -32,16 +36,33 @@ export const MIN_PAGE = 500;
 /** Open dispatches read per tick at most: bounds one tick's Redis work. */
 export const MAX_PAGE = 5_000;
 
+/** Share of `POLL_INTERVAL` after which a tick's sweep takes no further part of its page. */
+export const REPAIR_BUDGET = 0.15;
+
+/** The ticks of one `REPAIR_GRACE`, POLL_INTERVAL apart (at least one). */
+function ticksOfGrace(config: Pick<Config, 'repairGraceMs' | 'pollIntervalMs'>): number {
+  return Math.max(1, Math.floor(config.repairGraceMs / config.pollIntervalMs));
+}
+
 /**
- * The page of a pass over about `open` dispatches: enough that the pass ends within the ticks of
- * one `REPAIR_GRACE` (POLL_INTERVAL apart), within {@link MIN_PAGE} and {@link MAX_PAGE}.
+ * The page of a tick that has about `open` dispatches left to read in `ticks` ticks (by default
+ * the ticks of one `REPAIR_GRACE`), within {@link MIN_PAGE} and {@link MAX_PAGE}.
  */
 export function repairPage(
   open: number,
   config: Pick<Config, 'repairGraceMs' | 'pollIntervalMs'>,
+  ticks = ticksOfGrace(config),
 ): number {
-  const ticks = Math.max(1, Math.floor(config.repairGraceMs / config.pollIntervalMs));
-  return Math.min(MAX_PAGE, Math.max(MIN_PAGE, Math.ceil(open / ticks)));
+  return Math.min(MAX_PAGE, Math.max(MIN_PAGE, Math.ceil(open / Math.max(1, ticks))));
+}
+
+/**
+ * The ticks left to a pass before its planned end, this one included: by the clock, and by the
+ * ticks it has had (a sweep run more often than `POLL_INTERVAL` counts as ticks too).
+ */
+function ticksLeft(pass: RepairPass, config: Config): number {
+  const byClock = Math.floor((pass.endsAt - pass.nowMs) / config.pollIntervalMs);
+  return Math.max(1, Math.min(byClock, ticksOfGrace(config) - pass.ticks));
 }
 
 /** What the sweep needs; a subset of the tick's context. */
@@ -62,28 +83,36 @@ export interface RepairResult {
 }
 
 /**
- * Sweeps one page of the open dispatches, if a pass is due or running. `pageFor` sizes a new
- * pass's page from the open count (the bench compares {@link repairPage} with a fixed one). The
- * page is read in parts of at most {@link READ_PART}, the cursor moved after each.
+ * Sweeps one page of the open dispatches, if a pass is due or running. The page is read in parts
+ * of at most {@link READ_PART}, the cursor moved after each, until the page is read or the
+ * sweep has used `budgetMs` (the first part is always read). `pageFor` sizes the page from the
+ * open dispatches left to read and the ticks left ({@link repairPage}; the bench compares it with
+ * a fixed one).
  */
 export async function sweepLostJobs(
   ctx: RepairContext,
-  pageFor = (open: number) => repairPage(open, ctx.config),
+  pageFor = (open: number, ticks: number) => repairPage(open, ctx.config, ticks),
+  budgetMs = REPAIR_BUDGET * ctx.config.pollIntervalMs,
 ): Promise<RepairResult> {
-  const graceMs = ctx.config.repairGraceMs;
-  const pass = await ctx.store.poll.startRepairPass(graceMs, pageFor);
+  const { config, store } = ctx;
+  const began = Date.now();
+  const pass = await store.poll.startRepairPass(config.repairGraceMs);
   if (!pass) return { checked: 0, repaired: 0, passEnded: false };
+  const left = Math.max(0, (await store.poll.openEstimate()) - pass.checked);
+  const page = pageFor(left, ticksLeft(pass, config));
   // One part more than the page needs: the walk's switch from the open index to the lanes of
   // one ends a part short.
-  const parts = Math.ceil(pass.page / READ_PART) + 1;
+  const parts = Math.ceil(page / READ_PART) + 1;
   let cursor: string | undefined = pass.cursor;
   let [checked, repaired] = [0, 0];
-  for (let part = 0; part < parts && cursor !== undefined && checked < pass.page; part++) {
-    const count = Math.min(READ_PART, pass.page - checked);
-    const swept = await sweepPart(ctx, cursor, count, pass.nowMs);
+  for (let part = 0; part < parts && cursor !== undefined && checked < page; part++) {
+    if (part > 0 && Date.now() - began >= budgetMs) break;
+    const count = Math.min(READ_PART, page - checked);
+    const swept = await sweepPart(ctx, pass, { cursor, count, first: part === 0 });
     [checked, repaired, cursor] = [checked + swept.checked, repaired + swept.repaired, swept.next];
+    // Another poller ended this pass (or began the next) meanwhile: what is left is its.
+    if (!swept.moved) return { checked, repaired, passEnded: false };
   }
-  if (cursor === undefined) ctx.metrics.repairPassSeconds.set((pass.nowMs - pass.startedAt) / 1000);
   return { checked, repaired, passEnded: cursor === undefined };
 }
 
@@ -93,15 +122,17 @@ export async function sweepLostJobs(
  */
 const READ_PART = 1_000;
 
-/** Sweeps `count` open dispatches from `cursor`; where the pass goes on (`undefined`: it is over). */
+/**
+ * Sweeps `count` open dispatches from `cursor` and moves the pass on, if it is still this one's
+ * (`moved`); `next`: where the pass goes on (`undefined`: it is over).
+ */
 async function sweepPart(
   ctx: RepairContext,
-  cursor: string,
-  count: number,
-  nowMs: number,
-): Promise<{ checked: number; repaired: number; next: string | undefined }> {
+  pass: RepairPass,
+  at: { cursor: string; count: number; first: boolean },
+): Promise<{ checked: number; repaired: number; next: string | undefined; moved: boolean }> {
   const graceMs = ctx.config.repairGraceMs;
-  const page = await ctx.store.open.page(cursor, count, nowMs - graceMs);
+  const page = await ctx.store.open.page(at.cursor, at.count, pass.nowMs - graceMs);
   const { dispatches } = page;
 
   const gone = dispatches.filter((d) => d.state === undefined || d.state === 'done');
@@ -112,34 +143,53 @@ async function sweepPart(
   const presence = await ctx.store.poll.jobPresence(
     (name) => ctx.queue.toKey(name),
     queued.map((d) => d.bullJobId),
-    nowMs - graceMs,
+    pass.nowMs - graceMs,
   );
-  let repaired = 0;
-  for (const [i, d] of queued.entries()) {
-    const seen = presence[i];
-    if (seen === 'live') continue;
-    if (await repairOne(ctx, d, seen === 'ended')) repaired++;
-  }
+  const lost = queued.flatMap((d, i) =>
+    presence[i] === 'live' ? [] : [{ d, ended: presence[i] === 'ended' }],
+  );
+  const repaired = await repairLost(ctx, lost);
   // Dropped entries shifted the open index's ranks after them down; what a shift skips, the next
   // pass sees.
   const next = page.next(gone.length);
-  await ctx.store.poll.moveRepairCursor(next, graceMs);
-  return { checked: dispatches.length, repaired, next };
+  const move = {
+    startedAt: pass.startedAt,
+    cursor: next,
+    checked: dispatches.length,
+    tick: at.first,
+  };
+  const moved = await ctx.store.poll.moveRepairCursor(move, graceMs);
+  return { checked: dispatches.length, repaired, next, moved };
 }
 
 /**
- * Gives a queued dispatch its job back. A missing job is added again under the same id: adding an
- * existing id is a no-op, so a rerun of the sweep cannot add two, and a lane's wake-up still finds
- * it. A job that ended while its record is still queued keeps its id, so the new one gets a fresh
- * one (`<dispatchId>-f<n>`), recorded first with a compare-and-set so that only one sweep adds it.
+ * Gives queued dispatches their jobs back, all in one `addBulk`. A missing job is added again
+ * under the same id: adding an existing id is a no-op, so a rerun of the sweep cannot add two, and
+ * a lane's wake-up still finds it. A job that ended while its record is still queued keeps its id,
+ * so the new one gets a fresh one (`<dispatchId>-f<n>`), recorded first with a compare-and-set so
+ * that only one sweep adds it. Answers how many were given a job.
  */
-async function repairOne(ctx: RepairContext, d: OpenDispatch, ended: boolean): Promise<boolean> {
-  let bullJobId = d.bullJobId;
-  if (ended) {
-    bullJobId = `${d.dispatchId}-f${d.repairs + 1}`;
-    if (!(await ctx.store.tracking.carry(d.dispatchId, d.bullJobId, bullJobId))) return false;
-  }
-  await addDispatchJob(ctx.queue, d, bullJobId, ctx.config.sendAttempts);
+async function repairLost(
+  ctx: RepairContext,
+  lost: readonly { d: OpenDispatch; ended: boolean }[],
+): Promise<number> {
+  const carried = await Promise.all(
+    lost.map(async ({ d, ended }) => {
+      if (!ended) return { d, ended, bullJobId: d.bullJobId };
+      const bullJobId = `${d.dispatchId}-f${d.repairs + 1}`;
+      const won = await ctx.store.tracking.carry(d.dispatchId, d.bullJobId, bullJobId);
+      return won ? { d, ended, bullJobId } : undefined;
+    }),
+  );
+  const adds = carried.flatMap((a) => (a ? [a] : []));
+  const jobs = adds.map(({ d, bullJobId }) => ({ ref: d, bullJobId }));
+  await addDispatchJobs(ctx.queue, jobs, ctx.config.sendAttempts);
+  for (const { d, ended, bullJobId } of adds) logRepair(ctx, d, ended, bullJobId);
+  return adds.length;
+}
+
+/** Counts and logs one repair. */
+function logRepair(ctx: RepairContext, d: OpenDispatch, ended: boolean, bullJobId: string): void {
   ctx.metrics.repairs.inc({ outcome: ended ? 'replaced' : 'readded' });
   ctx.logger.warn(
     {
@@ -153,7 +203,6 @@ async function repairOne(ctx: RepairContext, d: OpenDispatch, ended: boolean): P
     },
     LIFECYCLE.followupRepaired,
   );
-  return true;
 }
 
 /**

@@ -18,10 +18,9 @@ export const QUEUE_NAMES = {
  * Cap of each BullMQ queue's own events stream (`<prefix>:<queue>:events`). BullMQ writes it on
  * every add, start, finish and poll tick and cannot be told not to, but nothing reads it: the
  * completion events are ours (`EVENTS_STREAM`), the dashboard reads job states, and no role uses
- * `QueueEvents`. BullMQ's default keeps about 10,000 entries (a queued follow-up's two, until
- * 10,000 more have come); this keeps about 100, `XADD MAXLEN ~` trimming whole nodes. Someone
- * who tails it with `QueueEvents` still sees each event live. BullMQ stores the cap in the
- * queue's meta hash, so every `Queue` the service opens passes it (the last one to start wins).
+ * `QueueEvents`. BullMQ's default keeps about 10,000 entries; this keeps about 100 (`XADD MAXLEN
+ * ~`), and a `QueueEvents` tail still sees each event live. BullMQ stores the cap in the queue's
+ * meta hash, so every `Queue` the service opens passes it (the last one to start wins).
  */
 export const BULLMQ_EVENTS_MAX_LEN = 100;
 
@@ -105,10 +104,10 @@ export interface Keys {
    * queued dispatches whose BullMQ job vanished (see `store/open-index.ts`).
    */
   readonly open: string;
-  /** String, with a TTL: set while a repair pass ran within the last `REPAIR_GRACE`. */
+  /** The repair sweep's gate (a pass began within REPAIR_GRACE), pass, last pass: repair-state.ts */
   readonly repairGate: string;
-  /** Hash, with a TTL: the running repair pass (`cursor`, `page` per tick, `startedAt`). */
   readonly repairPass: string;
+  readonly repairLast: string;
   /** String: the lock that keeps poll ticks from overlapping across poller processes. */
   readonly pollLock: string;
   /** Hash: each project's open follow-ups by state (see `store/includes/open-counts.lua`). */
@@ -162,6 +161,7 @@ export function keysFor(prefix: string): Keys {
     open: k('open'),
     repairGate: k('repair', 'gate'),
     repairPass: k('repair', 'pass'),
+    repairLast: k('repair', 'last'),
     pollLock: k('poll', 'lock'),
     openCounts: k('counts', 'open'),
     deadLetters: k('deadletters'),

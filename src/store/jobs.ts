@@ -96,6 +96,26 @@ export async function addDispatchJob(
 }
 
 /**
+ * Adds the BullMQ jobs of several dispatches (each `ref` with its job id `bullJobId`) in one
+ * round trip (BullMQ's `addBulk`, a MULTI); an id that exists is left as it is, as with one add.
+ */
+export async function addDispatchJobs(
+  queue: Queue,
+  jobs: readonly { readonly ref: DispatchJobRef; readonly bullJobId: string }[],
+  attempts: number,
+): Promise<void> {
+  if (jobs.length === 0) return;
+  const opts = dispatchJobOptions(attempts);
+  await queue.addBulk(
+    jobs.map(({ ref, bullJobId }) => ({
+      name: DISPATCH_JOB_NAME,
+      data: dispatchJobPayload(ref, bullJobId),
+      opts: { ...opts, jobId: bullJobId },
+    })),
+  );
+}
+
+/**
  * Wakes the BullMQ job of a dispatch that was parked waiting for its lane: the lane's previous
  * dispatch just ended. A job that is not delayed (not parked yet, or already running) is left
  * alone: the consumer checks the lane again right after parking, so no wake-up is lost between

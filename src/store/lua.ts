@@ -44,6 +44,7 @@ const FILES = {
   openLanes: 'openLanes-1',
   dropHead: 'dropHead-1',
   runHistory: 'runHistory-1',
+  moveRepair: 'moveRepair-2',
 } as const;
 
 export type ScriptName = keyof typeof FILES;

@@ -1,7 +1,15 @@
-import { OPEN_WALK_START } from './open-index.js';
 import { parseRunStats, recordRun, type ObservedRun, type RunStats } from './run-history.js';
 import { FIELDS_BUT_PROMPT, parseRecord, type DispatchRecord } from '../dispatch/record.js';
-import { redisNow, type StoreState } from './store-state.js';
+import type { StoreState } from './store-state.js';
+import {
+  moveRepairCursor,
+  openEstimate,
+  startRepairPass,
+  type RepairMove,
+  type RepairPass,
+} from './repair-state.js';
+
+export type { RepairMove, RepairPass } from './repair-state.js';
 
 /**
  * The poller's own state in the store: the lock that keeps poll ticks from overlapping across
@@ -38,17 +46,6 @@ export interface ClaimLock {
   /** Called as soon as the lock is taken, before the claim's other steps (which may fail). */
   readonly onTaken?: () => void;
 }
-
-/** A running repair pass: where it goes on, how many it reads a tick, when it began (Redis ms). */
-export interface RepairPass {
-  readonly cursor: string;
-  readonly page: number;
-  readonly startedAt: number;
-  /** Redis's clock now. */
-  readonly nowMs: number;
-}
-
-const PASS_FIELDS = ['cursor', 'page', 'startedAt'] as const;
 
 /** BullMQ's key of the dispatch queue for a name (`Queue.toKey`). */
 export type QueueKey = (name: string) => string;
@@ -133,57 +130,19 @@ export class PollState {
     return { nowMs: now, ids, nextDueMs: nextAt < 0 ? undefined : nextAt };
   }
 
-  /**
-   * The running repair pass, or a new one when none runs and none began within `graceMs` (its
-   * page then sized by `pageFor` from {@link PollState.openEstimate}); `undefined`: no pass is due.
-   */
-  async startRepairPass(
-    graceMs: number,
-    pageFor: (open: number) => number,
-  ): Promise<RepairPass | undefined> {
-    const state = this.#state;
-    const { redis, keys } = state;
-    const [cursor, page, startedAt] = await redis.hmget(keys.repairPass, ...PASS_FIELDS);
-    if (typeof cursor === 'string' && Number(page) > 0 && startedAt) {
-      const nowMs = await redisNow(state);
-      return { cursor, page: Number(page), startedAt: Number(startedAt), nowMs };
-    }
-    if ((await redis.set(keys.repairGate, '1', 'PX', graceMs, 'NX')) !== 'OK') return undefined;
-    const nowMs = await redisNow(state);
-    const pass = {
-      cursor: OPEN_WALK_START,
-      page: pageFor(await this.openEstimate()),
-      startedAt: nowMs,
-    };
-    await redis
-      .multi()
-      .hset(keys.repairPass, pass)
-      .pexpire(keys.repairPass, 10 * graceMs)
-      .exec();
-    return { ...pass, nowMs };
+  /** The running repair pass, or a new one when one is due ({@link startRepairPass}). */
+  async startRepairPass(graceMs: number): Promise<RepairPass | undefined> {
+    return startRepairPass(this.#state, graceMs);
   }
 
-  /** About how many are open: the open index's size or the sum of the open counts, if more. */
+  /** About how many are open ({@link openEstimate}). */
   async openEstimate(): Promise<number> {
-    const { redis, keys } = this.#state;
-    const [indexed, counts] = await Promise.all([
-      redis.zcard(keys.open),
-      redis.hvals(keys.openCounts),
-    ]);
-    const counted = counts.reduce((sum, n) => sum + Math.max(0, Number(n) || 0), 0);
-    return Math.max(indexed, counted);
+    return openEstimate(this.#state);
   }
 
-  /** Records where the running repair pass goes on next (`undefined`: the pass is over). */
-  async moveRepairCursor(cursor: string | undefined, graceMs: number): Promise<void> {
-    const { redis, keys } = this.#state;
-    if (cursor === undefined) await redis.del(keys.repairPass);
-    else
-      await redis
-        .multi()
-        .hset(keys.repairPass, { cursor })
-        .pexpire(keys.repairPass, 10 * graceMs)
-        .exec();
+  /** Moves the repair pass on, or ends it, if it is still the caller's ({@link moveRepairCursor}). */
+  async moveRepairCursor(move: RepairMove, graceMs: number): Promise<boolean> {
+    return moveRepairCursor(this.#state, move, graceMs);
   }
 
   /**

@@ -24,7 +24,14 @@ import {
 } from './store-state.js';
 import { Tracking } from './tracking.js';
 
-export type { Claim, ClaimLock, JobPresence, QueueKey } from './poll-state.js';
+export type {
+  Claim,
+  ClaimLock,
+  JobPresence,
+  QueueKey,
+  RepairMove,
+  RepairPass,
+} from './poll-state.js';
 export type { Registration } from './register.js';
 export type { ClaimAnswer, ClaimRequest, FenceRequest } from './claims.js';
 export { AUTH_PROBE_BACKOFF, parseSendPause, type SendPause } from './send-pause.js';

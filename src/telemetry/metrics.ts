@@ -2,6 +2,7 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom
 import type { Logger } from './logger.js';
 import { METRIC_NAMES } from './names.js';
 import { registerProjectLimitGauges } from './project-gauges.js';
+import { registerRepairGauges } from './repair-gauges.js';
 import { registerRedisGauges, type RedisSource } from './redis-gauges.js';
 
 export type { RedisSource } from './redis-gauges.js';
@@ -48,12 +49,6 @@ export interface Metrics {
    * job had ended while it was still queued), orphaned (its record was gone: one event).
    */
   readonly repairs: Counter<'outcome'>;
-  /**
-   * Seconds the last complete pass of the repair sweep took, from its first page to its last (by
-   * Redis's clock): how long a lost job may wait for its repair, after REPAIR_GRACE. Set by the
-   * poller that ended the pass.
-   */
-  readonly repairPassSeconds: Gauge<string>;
   /**
    * Batched store writes that failed for one follow-up alone (a key of the wrong type, a stored
    * value out of range), by op: acquire, mark_sent, reschedule, finish.
@@ -206,11 +201,6 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       labelNames: ['outcome'],
       registers,
     }),
-    repairPassSeconds: new Gauge({
-      name: METRIC_NAMES.repairPassSeconds,
-      help: 'Seconds the last complete pass of the repair sweep took (first page to last).',
-      registers,
-    }),
     storeItemErrors: new Counter({
       name: METRIC_NAMES.storeItemErrors,
       help: 'Store writes that failed for one follow-up alone (a broken key or stored value), by op.',
@@ -221,6 +211,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       if (!source) {
         registerRedisGauges(registry, () => source, options.logger);
         registerProjectLimitGauges(registry, () => source, options.logger);
+        registerRepairGauges(registry, () => source, options.logger);
       }
       source = next;
     },

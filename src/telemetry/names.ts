@@ -125,6 +125,8 @@ export const METRIC_NAMES = {
   repairs: 'agent_dispatch_repairs_total',
   /** How long the last complete pass of the repair sweep took. */
   repairPassSeconds: 'agent_dispatch_repair_pass_seconds',
+  /** When the last complete pass of the repair sweep ended. */
+  repairPassEnded: 'agent_dispatch_repair_pass_ended_timestamp_seconds',
   authPaused: 'agent_dispatch_api_auth_paused',
   liveProcesses: 'agent_dispatch_live_processes',
   oldestQueuedAge: 'agent_dispatch_oldest_queued_age_seconds',

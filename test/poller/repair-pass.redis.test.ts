@@ -6,8 +6,7 @@ import { keysFor, QUEUE_NAMES } from '../../src/redis/keys.js';
 import { OPEN_WALK_START, type DispatchStore } from '../../src/store/store.js';
 import { createLogger } from '../../src/telemetry/logger.js';
 import { createMetrics } from '../../src/telemetry/metrics.js';
-import { METRIC_NAMES } from '../../src/telemetry/names.js';
-import { useStore } from '../support/store.js';
+import { useStore, type StoreFixture } from '../support/store.js';
 
 /** Every open dispatch's id, in the order a repair pass walks them. */
 async function walkOrder(store: DispatchStore): Promise<string[]> {
@@ -32,6 +31,28 @@ function backlog(projects: number, lanes: number, deep: number): FollowUpInput[]
   return inputs;
 }
 
+/** Registers `inputs` in batches of 2 000. */
+async function sendAll(producer: StoreFixture['producer'], inputs: FollowUpInput[]): Promise<void> {
+  for (let i = 0; i < inputs.length; i += 2_000)
+    await producer.sendMany(inputs.slice(i, i + 2_000));
+}
+
+/** The dispatch queue, counting its adds: one call per round trip to Redis. */
+class CountingQueue extends Queue {
+  readonly calls = { add: 0, addBulk: 0 };
+  override add(...args: Parameters<Queue['add']>): ReturnType<Queue['add']> {
+    this.calls.add++;
+    return super.add(...args);
+  }
+  override addBulk(...args: Parameters<Queue['addBulk']>): ReturnType<Queue['addBulk']> {
+    this.calls.addBulk++;
+    return super.addBulk(...args);
+  }
+}
+
+/** The sweep only looks at dispatches older than the grace (1 s in these tests). */
+const pastGrace = () => new Promise((r) => setTimeout(r, 1_100));
+
 describe('the page of a repair pass follows the backlog', () => {
   const defaults = { repairGraceMs: 60_000, pollIntervalMs: 5_000 };
 
@@ -42,6 +63,10 @@ describe('the page of a repair pass follows the backlog', () => {
     expect(repairPage(200_000, defaults)).toBe(MAX_PAGE);
     // A grace shorter than a poll interval: one tick per pass, as far as the cap allows.
     expect(repairPage(3_000, { repairGraceMs: 1_000, pollIntervalMs: 5_000 })).toBe(3_000);
+    // What is left, over the ticks left: 18 000 in 3 ticks, 5 000 (capped) in 1.
+    expect(repairPage(18_000, defaults, 3)).toBe(MAX_PAGE);
+    expect(repairPage(4_000, defaults, 4)).toBe(1_000);
+    expect(repairPage(4_000, defaults, 0)).toBe(4_000);
   });
 });
 
@@ -77,7 +102,8 @@ describe('a repair pass over a large backlog', () => {
     const pages: number[] = [];
     let repaired = 0;
     for (let ended = false; !ended;) {
-      const result = await sweepLostJobs(ctx);
+      // No time budget here: the page's size is what this test is about.
+      const result = await sweepLostJobs(ctx, undefined, Infinity);
       pages.push(result.checked);
       repaired += result.repaired;
       ended = result.passEnded;
@@ -90,8 +116,63 @@ describe('a repair pass over a large backlog', () => {
     expect(repaired).toBe(1);
     expect(await queue.getJobState(lost)).toBe('waiting');
     expect(await ns.redis.exists(keysFor(ns.prefix).repairPass)).toBe(0);
-    const [sample] =
-      (await metrics.registry.getSingleMetric(METRIC_NAMES.repairPassSeconds)?.get())?.values ?? [];
-    expect(sample?.value).toBeGreaterThan(0);
+    expect(Number(await ns.redis.hget(keysFor(ns.prefix).repairLast, 'seconds'))).toBeGreaterThan(
+      0,
+    );
+  }, 120_000);
+
+  it('sizes each tick from what is left: a backlog that grows mid-pass still ends in the planned ticks', async () => {
+    const { ns, producer, store } = fixture();
+    // Ten ticks planned; 5 000 open at the start: pages of 500.
+    const config = ns.config({ REPAIR_GRACE: '1s', POLL_INTERVAL: '100ms' });
+    await sendAll(producer, backlog(5, 0, 1_000));
+    const queue = new Queue(QUEUE_NAMES.dispatch, {
+      connection: ns.redis.duplicate(),
+      prefix: ns.prefix,
+    });
+    closing.push(() => queue.close());
+    await pastGrace();
+    const ctx = { config, store, queue, metrics: createMetrics(), logger: createLogger('silent') };
+    const pages = [(await sweepLostJobs(ctx, undefined, Infinity)).checked];
+    expect(pages[0]).toBe(MIN_PAGE);
+    // The backlog triples during the pass; a page fixed at the start would take 30 ticks.
+    const more = backlog(10, 0, 1_000).map((f) => ({ ...f, projectId: `q${f.projectId}` }));
+    await sendAll(producer, more);
+    await pastGrace();
+    for (let ended = false; !ended;) {
+      const result = await sweepLostJobs(ctx, undefined, Infinity);
+      pages.push(result.checked);
+      ended = result.passEnded;
+      if (pages.length > 40) throw new Error(`the pass did not end: ${pages.join(', ')}`);
+    }
+    expect(pages.reduce((a, b) => a + b, 0)).toBe(15_000);
+    expect(pages.length, pages.join(', ')).toBeLessThanOrEqual(10 + 1);
+    expect(Math.max(...pages)).toBe(MAX_PAGE);
+  }, 120_000);
+
+  it('stops a tick’s page at its time budget and re-adds each part’s lost jobs in one call', async () => {
+    const { ns, producer, store } = fixture();
+    const config = ns.config({ REPAIR_GRACE: '1s', POLL_INTERVAL: '100ms' });
+    await sendAll(producer, backlog(3, 0, 1_000));
+    const queue = new CountingQueue(QUEUE_NAMES.dispatch, {
+      connection: ns.redis.duplicate(),
+      prefix: ns.prefix,
+    });
+    closing.push(() => queue.close());
+    // Every job is lost behind the service's back.
+    await queue.drain(true);
+    expect(await queue.count()).toBe(0);
+    await pastGrace();
+    const ctx = { config, store, queue, metrics: createMetrics(), logger: createLogger('silent') };
+    const page = () => MAX_PAGE;
+    // A budget spent at once: the tick reads its first part (1 000), not its page of 5 000.
+    const first = await sweepLostJobs(ctx, page, 0);
+    expect(first).toEqual({ checked: 1_000, repaired: 1_000, passEnded: false });
+    expect(queue.calls).toEqual({ add: 0, addBulk: 1 });
+    // Unbounded, the next tick reads the rest, one addBulk per part of 1 000.
+    const rest = await sweepLostJobs(ctx, page, Infinity);
+    expect(rest).toMatchObject({ checked: 2_000, repaired: 2_000 });
+    expect(queue.calls).toEqual({ add: 0, addBulk: 3 });
+    expect(await queue.count()).toBe(3_000);
   }, 120_000);
 });

@@ -109,7 +109,9 @@ describe('watchRedis', () => {
       expect(families.get(METRIC_NAMES.projectPausedSince)?.samples).toEqual([]);
       expect(families.get(METRIC_NAMES.projectLimitMax)?.samples).toEqual([]);
       expect(families.get(METRIC_NAMES.projectLimitWindow)?.samples).toEqual([]);
-      expect(lines.filter((l) => l.msg === 'metrics:scrape-failed')).toHaveLength(9);
+      expect(families.get(METRIC_NAMES.repairPassSeconds)?.samples).toEqual([]);
+      expect(families.get(METRIC_NAMES.repairPassEnded)?.samples).toEqual([]);
+      expect(lines.filter((l) => l.msg === 'metrics:scrape-failed')).toHaveLength(11);
     } finally {
       await queue.close().catch(() => {});
       redis.disconnect();
