@@ -15,6 +15,7 @@ import {
   park,
   parkPaused,
   parkRateLimited,
+  missingRecord,
   poison,
 } from './endings.js';
 import { outcomeRetry, sendFollowUp, type SendContext } from './send.js';
@@ -167,11 +168,11 @@ export function createProcessor(ctx: SendContext) {
         ctx.logger.warn({ ...ref, reason: verdict.reason }, LIFECYCLE.followupNotDurable);
         return park(ctx, job, token, jitteredUntil(Date.now() + NOT_DURABLE_RETRY_MS));
       case 'missing': {
-        const ended = await poison(ctx, job, 'missing_record');
-        // Registered between ACQUIRE and the orphan event (a send of the same key retried after a
-        // refusal): this job is its job, so it runs again.
-        if (ended.endsWith(': record-exists') && round < MAX_NEAR_WAITS)
-          return runJob(job, ref, token, round + 1);
+        // A record registered since ACQUIRE (a send of the same key retried after a refusal) is
+        // never ended here: when this job is its job, it runs again.
+        const ended = await missingRecord(ctx, job);
+        const rerun = ended === 'rerun' || ended.endsWith(': record-exists');
+        if (rerun && round < MAX_NEAR_WAITS) return runJob(job, ref, token, round + 1);
         return ended;
       }
       case 'not-queued':

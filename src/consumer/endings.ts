@@ -105,6 +105,32 @@ export async function endExpired(ctx: RoleContext, ref: DispatchRef): Promise<st
  * when there is one, ends undeliverable; the job completes, so it cannot loop.
  */
 export async function poison(ctx: RoleContext, job: Job, reason: string): Promise<string> {
+  const ids = claimedIds(job);
+  const record = ids.dispatchId ? await ctx.store.sends.get(ids.dispatchId) : undefined;
+  if (!record) return publishOrphan(ctx, job, reason);
+  ctx.logger.error({ bullJobId: job.id, reason }, LIFECYCLE.followupPoison);
+  if (record.state !== 'queued' && record.state !== 'sending')
+    return `poison: ${reason}, ${record.state}`;
+  return endUndeliverable(ctx, record, reason, record.state);
+}
+
+/**
+ * ACQUIRE found no record for this job. A record read now was registered since (a send of the
+ * same key retried after a refusal): it is never ended here. 'rerun' when it is queued and this
+ * job is its job; otherwise the orphan event goes out as for a poison payload.
+ */
+export async function missingRecord(ctx: RoleContext, job: Job): Promise<string> {
+  const { dispatchId } = claimedIds(job);
+  const record = dispatchId ? await ctx.store.sends.get(dispatchId) : undefined;
+  if (!record) return publishOrphan(ctx, job, 'missing_record');
+  const itsJob = job.id === record.dispatchId || job.id === record.bullJobId;
+  if (record.state === 'queued' && itsJob) return 'rerun';
+  ctx.logger.warn({ bullJobId: job.id, state: record.state }, LIFECYCLE.followupVanished);
+  return `missing_record: record ${record.state}`;
+}
+
+/** The undeliverable event of a job with no record; 'record-exists' when one was registered since. */
+async function publishOrphan(ctx: RoleContext, job: Job, reason: string): Promise<string> {
   // An empty id names nothing: fall back to the job's own id, so the orphan event still goes out.
   const ids = claimedIds(job);
   const dispatchId = ids.dispatchId;
@@ -113,27 +139,20 @@ export async function poison(ctx: RoleContext, job: Job, reason: string): Promis
     ctx.logger.error({ bullJobId, reason }, LIFECYCLE.followupPoison);
     return `poison: ${reason}`;
   }
-  const record = await ctx.store.sends.get(dispatchId);
-  if (!record) {
-    // Only for a job Redis still holds: one whose enqueue a Redis crash took back (this worker
-    // took it just before) was never accepted, and its producer's retry registers it anew.
-    const jobKey = ctx.queue.toKey(bullJobId);
-    // When it headed a lane of two or more, its next follow-up may be parked, waiting for it.
-    const published = await ctx.store.tracking.publishOrphan(
-      { bullJobId, dispatchId, jobKey, projectId: ids.projectId, jobId: ids.jobId },
-      ids,
-      reason,
-      (next) => wakeDispatch(ctx.queue, next),
-    );
-    if (published === 'job-gone' || published === 'record-exists') {
-      ctx.logger.warn({ bullJobId, reason, published }, LIFECYCLE.followupVanished);
-      return `${reason}: ${published}`;
-    }
-    ctx.logger.error({ bullJobId, reason }, LIFECYCLE.followupPoison);
-    return `poison: ${reason}`;
+  // Only for a job Redis still holds: one whose enqueue a Redis crash took back (this worker
+  // took it just before) was never accepted, and its producer's retry registers it anew.
+  const jobKey = ctx.queue.toKey(bullJobId);
+  // When it headed a lane of two or more, its next follow-up may be parked, waiting for it.
+  const published = await ctx.store.tracking.publishOrphan(
+    { bullJobId, dispatchId, jobKey, projectId: ids.projectId, jobId: ids.jobId },
+    ids,
+    reason,
+    (next) => wakeDispatch(ctx.queue, next),
+  );
+  if (published === 'job-gone' || published === 'record-exists') {
+    ctx.logger.warn({ bullJobId, reason, published }, LIFECYCLE.followupVanished);
+    return `${reason}: ${published}`;
   }
   ctx.logger.error({ bullJobId, reason }, LIFECYCLE.followupPoison);
-  if (record.state !== 'queued' && record.state !== 'sending')
-    return `poison: ${reason}, ${record.state}`;
-  return endUndeliverable(ctx, record, reason, record.state);
+  return `poison: ${reason}`;
 }
