@@ -5,6 +5,7 @@ import { within } from '../time/deadline.js';
 import { reportItemError } from '../runtime/store-item-error.js';
 import { jitteredMs } from '../time/jitter.js';
 import { LIFECYCLE } from '../telemetry/names.js';
+import { isDispatchId } from '../store/tracking.js';
 import { withTraceparent } from '../telemetry/trace-context.js';
 import { pollOne, type TickContext } from './read.js';
 
@@ -108,6 +109,12 @@ async function readFrom(
       // Tracked but no record (lost, or expired while tracked): it ends with its orphan event,
       // which takes it out of the tracked set and its project's count of sent ones.
       const dispatchId = batch.ids[index] as string;
+      if (!isDispatchId(dispatchId)) {
+        // Written by hand or by another program: no follow-up to end, no event to publish.
+        ctx.logger.warn({ dispatchId, reason: 'not a dispatch id' }, LIFECYCLE.followupVanished);
+        await ctx.store.tracking.untrack(dispatchId);
+        continue;
+      }
       const orphan = { bullJobId: dispatchId, dispatchId };
       await ctx.store.tracking.publishOrphan(orphan, { dispatchId }, 'missing_record');
       continue;

@@ -29,6 +29,14 @@ export interface Orphan {
 /** What publishing an orphan event did: see publishOrphan-10.lua. */
 export type OrphanResult = 'published' | 'published-before' | 'record-exists' | 'job-gone';
 
+/**
+ * Whether `id` has the form of a dispatch id (`newDispatchId` in register.ts): 22 letters and
+ * digits, the first a letter, or `k-` and 40 hex digits for a keyed one.
+ */
+export function isDispatchId(id: string): boolean {
+  return /^(?:[A-Za-z][A-Za-z0-9]{21}|k-[0-9a-f]{40})$/.test(id);
+}
+
 /** The tracked set and the ends of one store: `DispatchStore.tracking`. */
 export class Tracking {
   readonly #state: StoreState;
@@ -102,6 +110,11 @@ export class Tracking {
     }
     const results = { 1: 'published', 0: 'published-before', [-1]: 'record-exists' } as const;
     return results[reply as 1 | 0 | -1] ?? 'job-gone';
+  }
+
+  /** Takes `dispatchId` out of the tracked set, with nothing else: for an id no producer made. */
+  async untrack(dispatchId: string): Promise<void> {
+    await this.#state.redis.zrem(this.#state.keys.tracked, dispatchId);
   }
 
   /**
