@@ -1,5 +1,6 @@
 import type { Queue } from 'bullmq';
 import { addDispatchJob, type DispatchJobData } from '../store/jobs.js';
+import { REGISTER_CHUNK } from '../store/register.js';
 import type { DispatchStore, Registration } from '../store/store.js';
 import { withdrawRefused } from './backlog.js';
 
@@ -46,10 +47,15 @@ async function reviveEnded<R extends readonly [Error | null, unknown][]>(
   attempts: number,
 ): Promise<R> {
   const { ids, registrations, loads, registers } = transaction;
-  const answers = replies
-    .slice(loads, loads + registers)
-    .flatMap(([, answer]) => (Array.isArray(answer) ? (answer as unknown[]) : []));
-  const at = answers.flatMap((answer, i) => (answer === 2 ? [i] : []));
+  const calls = replies.slice(loads, loads + registers);
+  // A refused batch (`backlog_full`, see register-n.lua) registered nothing: nothing to revive.
+  if (calls.some(([, answer]) => isRefusal(answer))) return replies;
+  // Each call answers its own chunk: a failed one is skipped, the positions of the next kept.
+  const at = calls.flatMap(([err, answer], call) =>
+    err || !Array.isArray(answer)
+      ? []
+      : answer.flatMap((a, i) => (a === 2 ? [call * REGISTER_CHUNK + i] : [])),
+  );
   if (at.length === 0) return replies;
   const bullIds = at.map((i) => ids[i] as string);
   const presence = await store.poll.jobPresence(
@@ -70,4 +76,9 @@ async function reviveEnded<R extends readonly [Error | null, unknown][]>(
     await addDispatchJob(queue, { dispatchId, projectId, jobId, traceparent }, bullJobId, attempts);
   }
   return replies;
+}
+
+/** Whether a REGISTER reply is a refusal of the batch (`backlog.ts`, `backlogRefusal`). */
+function isRefusal(answer: unknown): boolean {
+  return Array.isArray(answer) && answer[0] === 'backlog_full';
 }
