@@ -59,6 +59,32 @@ describe('a refused send retried with the same key', () => {
     );
   }, 30_000);
 
+  it('is sent at once when a carry job of its id is still kept', async () => {
+    const dispatchId = await refusedAndEnded();
+    const ns = service.ns();
+    const queue = new Queue(QUEUE_NAMES.dispatch, {
+      connection: ns.redis.duplicate(),
+      prefix: ns.prefix,
+    });
+    // The first carry id already has a job (an earlier record of the key), due in an hour.
+    await queue.add(
+      'followup',
+      { p: 'p', j: 'j' },
+      { jobId: `${dispatchId}-f1`, delay: 3_600_000 },
+    );
+    await queue.close();
+    service.simulator().seedJob('p', 'j');
+    const running = service.start({ REPAIR_GRACE: '1h' });
+    await running.producer.send(followUp);
+    await eventually(
+      async () => {
+        const state = (await running.producer.status(dispatchId))?.state;
+        return state === 'sent' || state === 'done' ? true : undefined;
+      },
+      { what: 'the retried follow-up sent', timeoutMs: 10_000 },
+    );
+  }, 30_000);
+
   it('its record, once lost, still gets its undeliverable event', async () => {
     const dispatchId = await refusedAndEnded();
     const ns = service.ns();
