@@ -183,9 +183,35 @@ async function repairLost(
   );
   const adds = carried.flatMap((a) => (a ? [a] : []));
   const jobs = adds.map(({ d, bullJobId }) => ({ ref: d, bullJobId }));
-  await addDispatchJobs(ctx.queue, jobs, ctx.config.sendAttempts);
-  for (const { d, ended, bullJobId } of adds) logRepair(ctx, d, ended, bullJobId);
-  return adds.length;
+  // BullMQ's addBulk stops at its first failed add (a job key of the wrong type): the page's jobs
+  // are then added one by one, so one bad key does not hold back the others nor the cursor.
+  const added = await addDispatchJobs(ctx.queue, jobs, ctx.config.sendAttempts).then(
+    () => adds,
+    () => addEach(ctx, adds),
+  );
+  for (const { d, ended, bullJobId } of added) logRepair(ctx, d, ended, bullJobId);
+  return added.length;
+}
+
+/** Adds each job on its own; resolves to those that went in, logs the others. */
+async function addEach<A extends { d: OpenDispatch; bullJobId: string }>(
+  ctx: RepairContext,
+  adds: readonly A[],
+): Promise<A[]> {
+  const tried = await Promise.all(
+    adds.map(async (a) => {
+      const job = [{ ref: a.d, bullJobId: a.bullJobId }];
+      return addDispatchJobs(ctx.queue, job, ctx.config.sendAttempts).then(
+        () => a,
+        (err: unknown) => {
+          const { dispatchId } = a.d;
+          ctx.logger.warn({ err, dispatchId, bullJobId: a.bullJobId }, LIFECYCLE.followupRepaired);
+          return undefined;
+        },
+      );
+    }),
+  );
+  return tried.flatMap((a) => (a ? [a] : []));
 }
 
 /** Counts and logs one repair. */
