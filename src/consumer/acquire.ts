@@ -173,7 +173,7 @@ export function createProcessor(ctx: SendContext) {
         const ended = await missingRecord(ctx, job);
         const rerun = ended === 'rerun' || ended.endsWith(': record-exists');
         if (rerun && round < MAX_NEAR_WAITS) return runJob(job, ref, token, round + 1);
-        return ended;
+        return rerun ? 'record registered again: left to the repair sweep' : ended;
       }
       case 'not-queued':
         return `already ${verdict.state}`;
