@@ -20,13 +20,9 @@ local fromKey, deadLettersKey, promptKey, toKey = KEYS[1], KEYS[2], KEYS[3], KEY
 local fromId, toId = ARGV[1], ARGV[2]
 
 -- A key of another type (a hand edit) fails the call before its first write, naming the key.
-for _, expected in ipairs({{fromKey, 'hash'}, {deadLettersKey, 'zset'}, {toKey, 'hash'}}) do
-  local found = redis.call('TYPE', expected[1])['ok']
-  if found ~= 'none' and found ~= expected[2] then
-    return redis.error_reply('WRONGTYPE ' .. expected[1] .. ' holds a ' .. found ..
-      ' where a ' .. expected[2] .. ' belongs')
-  end
-end
+--- @include "includes/wrong-type"
+local wrong = wrongType({{fromKey, 'hash'}, {deadLettersKey, 'zset'}, {toKey, 'hash'}})
+if wrong then return redis.error_reply(wrong) end
 local linked = {0, 0}
 if redis.call('EXISTS', fromKey) == 1 then
   redis.call('HSET', fromKey, 'redrivenTo', toId)

@@ -60,13 +60,9 @@ local shared = {{countsKey, 'hash'}, {openKey, 'zset'}, {trackedKey, 'zset'},
 if jobId ~= '' then
   shared[5], shared[6] = {headsKey, 'hash'}, {laneKey, 'list'}
 end
-for _, expected in ipairs(shared) do
-  local found = redis.call('TYPE', expected[1])['ok']
-  if found ~= 'none' and found ~= expected[2] then
-    return redis.error_reply('WRONGTYPE ' .. expected[1] .. ' holds a ' .. found ..
-      ' where a ' .. expected[2] .. ' belongs')
-  end
-end
+--- @include "includes/wrong-type"
+local wrong = wrongType(shared)
+if wrong then return redis.error_reply(wrong) end
 if not redis.call('SET', markerKey, '1', 'NX', 'PX', retentionMs) then return 0 end
 redis.call('XADD', streamKey, 'MAXLEN', '~', maxLen, '*', unpack(ARGV, 7))
 redis.call('DEL', promptKey)

@@ -38,13 +38,9 @@ local countsKey = shardKeyOf(trackedKey, 'tracked', 'counts:open')
 -- A key of another type (a hand edit) fails the call before its first write, naming the key.
 local shared = {{countsKey, 'hash'}, {budgetKey, 'zset'}}
 if orgOn then shared[3] = {orgKey, 'zset'} end
-for _, expected in ipairs(shared) do
-  local found = redis.call('TYPE', expected[1])['ok']
-  if found ~= 'none' and found ~= expected[2] then
-    return redis.error_reply('WRONGTYPE ' .. expected[1] .. ' holds a ' .. found ..
-      ' where a ' .. expected[2] .. ' belongs')
-  end
-end
+--- @include "includes/wrong-type"
+local wrong = wrongType(shared)
+if wrong then return redis.error_reply(wrong) end
 redis.call('HSET', recordKey, 'state', 'queued')
 countMove(countsKey,
   redis.call('HGET', recordKey, 'projectId'), state, 'queued')
