@@ -57,6 +57,23 @@ local countsKey = shardKeyOf(trackedKey, 'tracked', 'counts:open')
 local deadLettersKey = shardKeyOf(trackedKey, 'tracked', 'deadletters')
 local DEAD = {['followup.undeliverable'] = true, ['followup.timed_out'] = true}
 
+-- A creation that made a job writes it onto the records chained to it and still waiting (its
+-- lane), so that they find it however long they wait: the creation's record expires after
+-- `retentionMs`. Records share the ended one's prefix (and hash tag).
+local function handOnTarget(recordKey, dispatchId, laneKey, nextId)
+  if not nextId then return end
+  local made = redis.call('HMGET', recordKey, 'kind', 'target')
+  if made[1] ~= 'create' or not made[2] then return end
+  local prefix = string.sub(recordKey, 1, #recordKey - #dispatchId)
+  local waiting = redis.call('LRANGE', laneKey, 0, -1)
+  if #waiting == 0 then waiting = {nextId} end
+  for _, id in ipairs(waiting) do
+    if redis.call('HEXISTS', prefix .. id, 'after') == 1 then
+      redis.call('HSET', prefix .. id, 'target', made[2])
+    end
+  end
+end
+
 local function finish(k, a)
   local recordKey, headsKey, laneKey, budgetKey, promptKey =
     KEYS[k], KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4]
@@ -106,6 +123,7 @@ local function finish(k, a)
   else
     redis.call('LREM', laneKey, 1, dispatchId)
   end
+  handOnTarget(recordKey, dispatchId, laneKey, nextId)
   return {1, nextId or '', entry}
 end
 

@@ -121,7 +121,12 @@ for i = 1, n do
     -- A creation (`c`), or a follow-up chained to one (`a` and the creation's dispatch id).
     local kind = ARGV[a + 11]
     if kind == 'c' then addIfAny(fields, 'kind', 'create') end
-    if string.sub(kind, 1, 1) == 'a' then addIfAny(fields, 'after', string.sub(kind, 2)) end
+    if string.sub(kind, 1, 1) == 'a' then
+      addIfAny(fields, 'after', string.sub(kind, 2))
+      -- The job its creation made, if known: it then outlives the creation's record.
+      local made = redis.pcall('HGET', recordPrefix .. string.sub(kind, 2), 'target')
+      if type(made) == 'string' then addIfAny(fields, 'target', made) end
+    end
     redis.call('HSET', recordKey, unpack(fields))
     prompts[#prompts + 1] = promptKey
     prompts[#prompts + 1] = ARGV[a + 4]
