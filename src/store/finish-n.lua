@@ -19,12 +19,14 @@
     KEYS[1] tracked set
     KEYS[2] events stream
     KEYS[3] open index
-    then five keys per dispatch, the i-th's from KEYS[4 + 5 (i - 1)]:
+    then six keys per dispatch, the i-th's from KEYS[4 + 6 (i - 1)]:
       record
       its project's lane heads (a lane of one; see includes/lane.lua)
       its lane (a lane of two or more)
       its project's budget
       its prompt
+      its project's creation log (BUDGET_SCOPE=split): a creation's reservation is in one of the
+        two logs, and the caller (a producer's cancel) may not know BUDGET_SCOPE
 
     ARGV[1] how many dispatches (n)
     ARGV[2] retentionMs
@@ -75,8 +77,8 @@ local function handOnTarget(recordKey, dispatchId, laneKey, nextId)
 end
 
 local function finish(k, a)
-  local recordKey, headsKey, laneKey, budgetKey, promptKey =
-    KEYS[k], KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4]
+  local recordKey, headsKey, laneKey, budgetKey, promptKey, createKey =
+    KEYS[k], KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4], KEYS[k + 5]
   local dispatchId, expected, jobId = ARGV[a], ARGV[a + 1], ARGV[a + 7]
   local entryFrom, entryTo = a + 9, a + 8 + tonumber(ARGV[a + 8])
 
@@ -86,7 +88,10 @@ local function finish(k, a)
   -- Every key it writes is checked before the first write: a failure writes nothing.
   expectType(headsKey, 'hash')
   expectType(laneKey, 'list')
-  if state == 'queued' then expectType(budgetKey, 'zset') end
+  if state == 'queued' then
+    expectType(budgetKey, 'zset')
+    expectType(createKey, 'zset')
+  end
   local fields = {'state', 'done', 'finishedAt', ARGV[a + 2], 'type', ARGV[a + 3], 'reason',
     ARGV[a + 4]}
   if ARGV[a + 5] ~= '' then table.insert(fields, 'job'); table.insert(fields, ARGV[a + 5]) end
@@ -113,7 +118,10 @@ local function finish(k, a)
   later('ZREM', trackedKey, dispatchId)
   later('ZREM', openKey, dispatchId)
   -- A reservation is held only while queued: ACQUIRE drops it before it moves a dispatch on.
-  if state == 'queued' then redis.call('ZREM', budgetKey, 'r:' .. dispatchId) end
+  if state == 'queued' then
+    redis.call('ZREM', budgetKey, 'r:' .. dispatchId)
+    redis.call('ZREM', createKey, 'r:' .. dispatchId)
+  end
   -- The lane goes on without it: from the head, the next one takes its turn; from behind (a
   -- cancel of a follow-up still waiting), the head stays. Either way the head after it is
   -- answered.
@@ -134,6 +142,6 @@ for i = 1, n do
   a = a + 9 + tonumber(ARGV[a + 8])
 end
 return eachItem(n, function(i)
-  return finish(4 + 5 * (i - 1), starts[i])
+  return finish(4 + 6 * (i - 1), starts[i])
 end, {{trackedKey, 'zset'}, {streamKey, 'stream'}, {openKey, 'zset'}, {countsKey, 'hash'},
   {deadLettersKey, 'zset'}})
