@@ -62,6 +62,13 @@ local DEAD = {['followup.undeliverable'] = true, ['followup.timed_out'] = true}
 -- A creation that made a job writes it onto the records chained to it and still waiting (its
 -- lane), so that they find it however long they wait: the creation's record expires after
 -- `retentionMs`. Records share the ended one's prefix (and hash tag).
+-- A follow-up chained to a creation that ended with no job to send to: no redrive can send it
+-- (there is no job), so it is no dead letter.
+local function noJobToRedrive(recordKey)
+  local chained = redis.call('HMGET', recordKey, 'after', 'target')
+  return chained[1] and not chained[2]
+end
+
 local function handOnTarget(recordKey, dispatchId, laneKey, nextId)
   if not nextId then return end
   local made = redis.call('HMGET', recordKey, 'kind', 'target')
@@ -106,7 +113,7 @@ local function finish(k, a)
   redis.call('HSET', recordKey, unpack(fields))
   countMove(countsKey, redis.call('HGET', recordKey, 'projectId'), state, 'done')
   -- A dead letter keeps its prompt for a redrive, for a bounded time; any other end deletes it.
-  if deadLetterMs > 0 and DEAD[ARGV[a + 3]]
+  if deadLetterMs > 0 and DEAD[ARGV[a + 3]] and not noJobToRedrive(recordKey)
     and redis.call('PEXPIRE', promptKey, math.min(deadLetterMs, tonumber(retentionMs))) == 1 then
     local finishedAt = tonumber(ARGV[a + 2])
     redis.call('ZADD', deadLettersKey, finishedAt, dispatchId)

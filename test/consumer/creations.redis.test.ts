@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { waitForEvents, type StreamEvent } from '../support/events.js';
 import { createdLane } from '../../src/dispatch/creation.js';
+import { createAdmin } from '../../src/producer/index.js';
 import { pollerResources, useService } from '../support/service.js';
 
 /** An event's `sentAt` or `finishedAt` as epoch ms. */
@@ -110,6 +111,18 @@ describe('a creation whose answer is lost', () => {
       await new Promise((resolve) => setTimeout(resolve, 1_000));
       expect(simulator().requests.filter((r) => r.kind === 'create')).toHaveLength(1);
       expect(simulator().requests.filter((r) => r.kind === 'send')).toHaveLength(0);
+      // No job to send them to: no redrive, and no dead letter for a bulk redrive.
+      const admin = createAdmin({ redisUrl: ns().redisUrl, prefix: ns().prefix });
+      try {
+        await expect(admin.redrive(chained[0]!.dispatchId)).rejects.toMatchObject({
+          code: 'not_redrivable',
+          why: 'job_not_created',
+          message: expect.stringContaining(`creation ${creation.dispatchId}`),
+        });
+        expect(await admin.deadLetters()).toEqual([]);
+      } finally {
+        await admin.close();
+      }
     } finally {
       simulator().setFaults({ timeoutRate: 0 });
     }
