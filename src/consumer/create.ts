@@ -31,6 +31,15 @@ export function post(
     : ctx.api.sendMessage(projectId, to, prompt, { writeBy });
 }
 
+/**
+ * What a send's log lines carry: `jobId` the job the prompt goes to (none yet for a creation),
+ * and `lane` when that is another name (a creation's lane).
+ */
+export function logFields(ref: DispatchRef, to: string): Record<string, string | undefined> {
+  const lane = to === ref.jobId ? {} : { lane: ref.jobId };
+  return { dispatchId: ref.dispatchId, projectId: ref.projectId, jobId: to || undefined, ...lane };
+}
+
 /** Whether a creation answered `job` names no new job: it is in doubt, as a lost answer is. */
 export function createdNoJob(ref: DispatchRef, job: AgentJob): boolean {
   return isCreation(ref) && (typeof job.id !== 'string' || job.id === '');

@@ -130,7 +130,7 @@ describe('a creation whose answer is lost', () => {
 
   it('refuses an `after` that names no creation of the project, enqueueing nothing', async () => {
     const service = start();
-    await service.producer.create({ projectId: 'p1', prompt: 'made', key: 'mine' });
+    const made = await service.producer.create({ projectId: 'p1', prompt: 'made', key: 'mine' });
     await expect(
       service.producer.sendMany([
         { projectId: 'p1', jobId: 'j1', prompt: 'fine' },
@@ -152,6 +152,15 @@ describe('a creation whose answer is lost', () => {
         prompt: 'both',
       } as never),
     ).rejects.toMatchObject({ field: 'jobId' });
+    // A plain follow-up cannot join a creation's lane by its name.
+    const lane = createdLane(made.dispatchId);
+    await expect(
+      service.producer.send({ projectId: 'p1', jobId: lane, prompt: 'sneak in' }),
+    ).rejects.toMatchObject({
+      code: 'invalid_followup',
+      field: 'jobId',
+      message: expect.stringContaining('created:'),
+    });
   }, 20_000);
 });
 
