@@ -135,14 +135,14 @@ function describeControls(): void {
     method: 'delete',
     path: '/v1/followups/:dispatchId',
     scope: 'operator',
-    summary: 'cancels a follow-up not sent yet (followup.cancelled)',
+    summary: 'cancels a follow-up or creation not sent yet (followup.cancelled, job.cancelled)',
     responses: {
       200: {
         description: 'cancelled',
         schema: z.object({
           dispatchId: z.string(),
           state: z.literal('done'),
-          type: z.literal('followup.cancelled'),
+          type: z.enum(['followup.cancelled', 'job.cancelled']),
         }),
       },
       409: { description: 'being sent, sent or finished: not cancellable' },

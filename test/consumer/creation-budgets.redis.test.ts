@@ -123,8 +123,10 @@ describe('the budget of creations', () => {
       },
     );
     // The producer's store is built without the fleet's BUDGET_SCOPE.
-    await expect(service.producer.cancel(second.dispatchId)).resolves.toMatchObject({
+    await expect(service.producer.cancel(second.dispatchId)).resolves.toEqual({
       dispatchId: second.dispatchId,
+      state: 'done',
+      type: 'job.cancelled',
     });
     expect(await ns().redis.zrange(log, 0, -1)).not.toContain(reserved);
   }, 30_000);
