@@ -47,4 +47,15 @@ describe('follow-ups chained to a creation whose record expired', () => {
     expect(ended!.event['reason']).toBe('creation_expired');
     expect(simulator().requests.filter((r) => r.kind === 'send')).toHaveLength(0);
   }, 60_000);
+
+  it('a creation whose record is gone ends job.undeliverable, no lane name as its jobId', async () => {
+    const producerOnly = start({}, { worker: false, poller: false });
+    const c = await producerOnly.producer.create({ projectId: 'p1', prompt: 'c' });
+    await ns().redis.del(keysFor(ns().prefix).dispatch(c.dispatchId));
+    start();
+    const [event] = await waitForEvents(ns().redis, ns().eventsStream, 1, 30_000);
+    expect(event).toMatchObject({ type: 'job.undeliverable', dispatchId: c.dispatchId, jobId: '' });
+    expect(event!.event['reason']).toBe('missing_record');
+    expect(simulator().requests.filter((r) => r.kind === 'create')).toHaveLength(0);
+  }, 60_000);
 });
