@@ -69,12 +69,14 @@ const unavailable = { description: 'Redis is unavailable; retry later (Retry-Aft
 export function describeCoreRoutes(promptMaxBytes: number): void {
   const single = followUpSchema(promptMaxBytes);
   const creation = single.omit({ jobId: true });
-  // A follow-up names its agent job, or the creation it is chained to (`after`).
+  // A follow-up names its agent job, or the creation it is chained to (`after`); or it is a
+  // creation (`"create": true`, docs/creations.md).
   const followUp = z.union([
     single,
     creation.extend({
       after: z.string().describe('the creation it waits for: its dispatch id or idempotency key'),
     }),
+    creation.extend({ create: z.literal(true).describe('creates an agent job with the prompt') }),
   ]);
   describeRoute({
     method: 'post',
