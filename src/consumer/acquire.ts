@@ -162,6 +162,9 @@ export function createProcessor(ctx: SendContext) {
       case 'no_job':
         // Chained to a creation that ended without a job: nothing to send to, nothing spent.
         return endUndeliverable(ctx, ref, 'job_not_created', 'queued');
+      case 'creation_expired':
+        // Its creation's record expired (DISPATCH_RETENTION) before it learned the job: unsent.
+        return endUndeliverable(ctx, ref, 'creation_expired', 'queued');
       case 'not_durable':
         // Nothing was sent: it is queued again, and tries again shortly, no attempt spent.
         ctx.metrics.sends.inc({ outcome: 'not_durable' });

@@ -12,8 +12,10 @@ import type { SendFailure } from './send-failure.js';
  * answer it lost cannot be settled. A follow-up's outcome in doubt is settled from its job's
  * status; a creation's job has no id we know, and nothing lists a project's jobs, so a creation
  * whose answer was lost (a timeout or reset after the request was written, a worker that died
- * mid-send, a 2xx whose body names no job) ends `job.undeliverable` with reason `ambiguous`, and
- * is never sent again: sending it again could create a second job.
+ * mid-send, a 2xx whose body names no job, a 5xx: a gateway may answer 502/504 after the API
+ * created the job) ends `job.undeliverable` with reason `ambiguous`, and is never sent again:
+ * sending it again could create a second job. Only a failure proven before the request was
+ * written (a connect error, a regrant) queues a creation again.
  */
 
 /** The POST of an acquired dispatch: to `to`, or a new job when `to` is `''` (a creation). */
@@ -27,6 +29,15 @@ export function post(
   return to === ''
     ? ctx.api.createJob(projectId, prompt, { writeBy })
     : ctx.api.sendMessage(projectId, to, prompt, { writeBy });
+}
+
+/**
+ * What a send's log lines carry: `jobId` the job the prompt goes to (none yet for a creation),
+ * and `lane` when that is another name (a creation's lane).
+ */
+export function logFields(ref: DispatchRef, to: string): Record<string, string | undefined> {
+  const lane = to === ref.jobId ? {} : { lane: ref.jobId };
+  return { dispatchId: ref.dispatchId, projectId: ref.projectId, jobId: to || undefined, ...lane };
 }
 
 /** Whether a creation answered `job` names no new job: it is in doubt, as a lost answer is. */
@@ -45,9 +56,16 @@ export function endIfInDoubt(
   log: Logger,
 ): Promise<string> | undefined {
   if (!isCreation(ref)) return undefined;
+  if (!inDoubt(failure)) return undefined;
   const kind = typeof failure === 'string' ? failure : failure.kind;
-  if (kind !== 'ambiguous' && kind !== 'delivered' && kind !== 'no_job_id') return undefined;
   ctx.metrics.sends.inc({ outcome: 'ambiguous' });
   log.warn({ kind }, LIFECYCLE.followupAmbiguous);
   return endUndeliverable(ctx, ref, 'ambiguous', 'sending');
+}
+
+/** Whether a creation's failure leaves unknown whether a job was created. */
+function inDoubt(failure: SendFailure | 'no_job_id'): boolean {
+  if (typeof failure === 'string') return true;
+  if (failure.kind === 'transient') return failure.reason === 'server';
+  return failure.kind === 'ambiguous' || failure.kind === 'delivered';
 }

@@ -11,7 +11,7 @@ import { LIFECYCLE } from '../telemetry/names.js';
 import type { ConcurrencyController } from './concurrency.js';
 import { endUndeliverable, park, parkRateLimited } from './endings.js';
 import { classifySendFailure } from './send-failure.js';
-import { createdNoJob, endIfInDoubt, post } from './create.js';
+import { createdNoJob, endIfInDoubt, logFields, post } from './create.js';
 
 /**
  * One send: the POST of an acquired follow-up, recording its answer, and what is done when it
@@ -47,11 +47,7 @@ export async function sendFollowUp(
 ): Promise<string> {
   // The probe of a paused fleet tries the key as the key file has it now.
   if (probe) ctx.refreshKey();
-  const log = ctx.logger.child({
-    dispatchId: ref.dispatchId,
-    projectId: ref.projectId,
-    jobId: ref.jobId,
-  });
+  const log = ctx.logger.child(logFields(ref, to));
   const started = performance.now();
   let agentJob: AgentJob;
   try {

@@ -41,6 +41,19 @@ export function createdLane(dispatchId: string): string {
   return `created:${dispatchId}`;
 }
 
+/** `checked`, refused when its jobId is a creation's lane: it would join that lane. */
+function notALane<T extends { ok: true; value: { jobId: string } } | { ok: false }>(
+  checked: T,
+  index: number | undefined,
+): T | { ok: false; problems: FieldProblem[] } {
+  if (!checked.ok || !checked.value.jobId.startsWith(createdLane(''))) return checked;
+  const message = 'must not start with "created:" (a creation\'s lane: chain with after instead)';
+  return {
+    ok: false,
+    problems: [{ field: 'jobId', message, ...(index === undefined ? {} : { index }) }],
+  };
+}
+
 /** Whether the dispatch `ref` names is a creation: its lane is named after itself. */
 export function isCreation(ref: { readonly dispatchId: string; readonly jobId: string }): boolean {
   return ref.jobId === createdLane(ref.dispatchId);
@@ -77,7 +90,8 @@ export function checkDispatch(
     return checkFollowUp(input, promptMaxBytes, index);
   const { create, after, ...rest } = input as Record<string, unknown>;
   const given = (v: unknown) => v !== undefined && v !== null;
-  if (!given(create) && !given(after)) return checkFollowUp(input, promptMaxBytes, index);
+  if (!given(create) && !given(after))
+    return notALane(checkFollowUp(input, promptMaxBytes, index), index);
   const problems: FieldProblem[] = [];
   const problem = (field: string, message: string) =>
     problems.push({ field, message, ...(index === undefined ? {} : { index }) });

@@ -1,5 +1,5 @@
 import type { AgentJob } from '../agent-api/index.js';
-import { agentJobOf } from './creation.js';
+import { agentJobOf, createdLane, isCreation } from './creation.js';
 
 /**
  * The completion event (contract, section 5): its types, and the one builder of the stream
@@ -167,7 +167,8 @@ export function eventFields(record: EventRecord, ending: Ending, finishedAt: num
 
 /**
  * The fields of the undeliverable event of BullMQ job `bullJobId`, which has no dispatch record:
- * it carries whatever ids its `payload` had.
+ * it carries whatever ids its `payload` had, but a creation's lane for a jobId (no job known); a
+ * creation's is `job.undeliverable`.
  */
 export function orphanEventFields(
   bullJobId: string,
@@ -180,11 +181,12 @@ export function orphanEventFields(
     unknown
   >;
   const text = (name: string) => (typeof data[name] === 'string' ? (data[name] as string) : '');
+  const ref = { dispatchId: text('dispatchId') || bullJobId, jobId: text('jobId') };
   return entryFields({
-    type: EVENT_TYPES.undeliverable,
-    dispatchId: text('dispatchId') || bullJobId,
+    type: endingTypeOf(isCreation(ref) ? { kind: 'create' } : {}, EVENT_TYPES.undeliverable),
+    dispatchId: ref.dispatchId,
     projectId: text('projectId'),
-    jobId: text('jobId'),
+    jobId: ref.jobId.startsWith(createdLane('')) ? '' : ref.jobId,
     key: null,
     meta: null,
     job: null,

@@ -69,12 +69,14 @@ const unavailable = { description: 'Redis is unavailable; retry later (Retry-Aft
 export function describeCoreRoutes(promptMaxBytes: number): void {
   const single = followUpSchema(promptMaxBytes);
   const creation = single.omit({ jobId: true });
-  // A follow-up names its agent job, or the creation it is chained to (`after`).
+  // A follow-up names its agent job, or the creation it is chained to (`after`); or it is a
+  // creation (`"create": true`, docs/creations.md).
   const followUp = z.union([
     single,
     creation.extend({
       after: z.string().describe('the creation it waits for: its dispatch id or idempotency key'),
     }),
+    creation.extend({ create: z.literal(true).describe('creates an agent job with the prompt') }),
   ]);
   describeRoute({
     method: 'post',
@@ -135,14 +137,14 @@ function describeControls(): void {
     method: 'delete',
     path: '/v1/followups/:dispatchId',
     scope: 'operator',
-    summary: 'cancels a follow-up not sent yet (followup.cancelled)',
+    summary: 'cancels a follow-up or creation not sent yet (followup.cancelled, job.cancelled)',
     responses: {
       200: {
         description: 'cancelled',
         schema: z.object({
           dispatchId: z.string(),
           state: z.literal('done'),
-          type: z.literal('followup.cancelled'),
+          type: z.enum(['followup.cancelled', 'job.cancelled']),
         }),
       },
       409: { description: 'being sent, sent or finished: not cancellable' },

@@ -72,7 +72,7 @@ export const EventBodySchema = z.looseObject({
     .nullable()
     .optional()
     .describe(
-      'why it ended so, for `undeliverable` (`bad_request`, `not_found`, `ambiguous`, `invalid_payload`, `missing_record`, `send_failed:<code>`, `worker_failed:<error>`, `stuck_sending`) and `timed_out` (`track_timeout`); else null',
+      'why it ended so, for `undeliverable` (`bad_request`, `not_found`, `ambiguous`, `invalid_payload`, `missing_record`, `job_not_created`, `creation_expired`, `send_failed:<code>`, `worker_failed:<error>`, `stuck_sending`) and `timed_out` (`track_timeout`); else null',
     ),
   enqueuedAt: time('when it was accepted').optional(),
   sentAt: time('when its send was recorded').optional(),

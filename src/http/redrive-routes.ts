@@ -16,7 +16,7 @@ const RedriveResult = z.object({
 const Refused = z.object({
   dispatchId: z.string(),
   error: z.string(),
-  why: z.enum(['unknown', 'not_ended', 'not_dead_letter', 'prompt_gone']),
+  why: z.enum(['unknown', 'not_ended', 'not_dead_letter', 'prompt_gone', 'job_not_created']),
 });
 
 const Planned = z.looseObject({
@@ -48,7 +48,7 @@ export function describeRedriveRoutes(): void {
       404: { description: 'no such follow-up (or expired)' },
       409: {
         description:
-          'not redrivable (`why`: not_ended, not_dead_letter, prompt_gone); nothing changed',
+          'not redrivable (`why`: not_ended, not_dead_letter, prompt_gone, job_not_created); nothing changed',
       },
       503: unavailable,
     },

@@ -124,7 +124,7 @@ export interface Admin {
    * Sends a dead letter (ended undeliverable or timed out) again as a new follow-up (see
    * `redrive.ts`); a second redrive of the same one answers the first's follow-up, `created`
    * false. Throws `NotRedrivableError` naming why (`unknown`, `not_ended`, `not_dead_letter`,
-   * `prompt_gone`), having changed nothing.
+   * `prompt_gone`, `job_not_created`), having changed nothing.
    */
   redrive(dispatchId: string): Promise<RedriveResult>;
   /**

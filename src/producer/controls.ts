@@ -54,11 +54,11 @@ function describeState(state: DispatchState): string {
   return `already sent (${state})`;
 }
 
-/** What a cancel answers: the follow-up ended `followup.cancelled`. */
+/** What a cancel answers: the follow-up ended `followup.cancelled`, a creation `job.cancelled`. */
 export interface CancelResult {
   readonly dispatchId: string;
   readonly state: 'done';
-  readonly type: 'followup.cancelled';
+  readonly type: 'followup.cancelled' | 'job.cancelled';
 }
 
 /**
@@ -73,7 +73,7 @@ export async function cancelFollowUp(
   const done = await cancelDispatch(ctx, id);
   if (done.outcome === 'unknown') throw new UnknownDispatchError(id);
   if (done.outcome === 'refused') throw new NotCancellableError(id, done.state);
-  return { dispatchId: id, state: 'done', type: 'followup.cancelled' };
+  return { dispatchId: id, state: 'done', type: done.type as CancelResult['type'] };
 }
 
 /** Checks an id the way follow-up ids are checked: 1–200 characters, not blank, no control characters. */

@@ -22,6 +22,11 @@ export interface KeyConflict {
   readonly key: string;
   /** The dispatch that holds the key, with the content first sent under it. */
   readonly dispatchId: string;
+  /**
+   * Set when this item is refused because the creation it is chained to (`after`, this dispatch
+   * id) was refused for a key conflict in the same call; `dispatchId` is then its own.
+   */
+  readonly after?: string | undefined;
 }
 
 /**
@@ -41,7 +46,10 @@ export class IdempotencyConflictError extends AgentDispatchError {
       conflicts
         .map(
           (c) =>
-            `${c.index === undefined ? '' : `[${c.index}] `}key: already used for a different follow-up (dispatch ${c.dispatchId})`,
+            `${c.index === undefined ? '' : `[${c.index}] `}` +
+            (c.after === undefined
+              ? `key: already used for a different follow-up (dispatch ${c.dispatchId})`
+              : `after: its creation (dispatch ${c.after}) was refused for a key conflict`),
         )
         .join('; ') +
         (results.length > conflicts.length

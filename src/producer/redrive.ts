@@ -22,12 +22,13 @@ export const REDRIVABLE: ReadonlySet<string> = new Set([
 ]);
 
 /** Why a follow-up cannot be redriven. */
-export type NotRedrivableWhy = 'unknown' | 'not_ended' | 'not_dead_letter' | 'prompt_gone';
+export type NotRedrivableWhy =
+  'unknown' | 'not_ended' | 'not_dead_letter' | 'prompt_gone' | 'job_not_created';
 
 /**
  * The follow-up cannot be redriven; nothing changed. Code `not_redrivable`, `why` says which rule
  * (an unknown id, one not ended yet, one that ended otherwise than undeliverable or timed out, one
- * whose prompt is no longer kept).
+ * whose prompt is no longer kept, one chained to a creation that made it no job to go to).
  */
 export class NotRedrivableError extends AgentDispatchError {
   readonly code = 'not_redrivable';
@@ -187,6 +188,12 @@ export async function findDeadLetter(
       dispatchId,
       'not_dead_letter',
       `it ended ${record.type ?? 'without a type'}; only one that ended undeliverable or timed out can be`,
+    );
+  if (record.after !== undefined && record.target === undefined)
+    return new NotRedrivableError(
+      dispatchId,
+      'job_not_created',
+      `it was chained to creation ${record.after}, which made no job to send it to; create again and chain anew`,
     );
   const { redrivenTo } = record;
   if (redrivenTo === undefined && record.prompt === undefined)

@@ -214,8 +214,8 @@ function bullmqSources(client: Redis): string[] {
  * The answers of a committed transaction (its replies after the script loads): REGISTER answers,
  * per follow-up, 1 new, 0 the same content under the same key (deduplicated), -1 different content
  * under that key (a conflict), -2 its key's claim was released while this send was slow (see
- * `claims.ts`): nothing was registered for it, and the batch fails as retryable.
- */
+ * `claims.ts`): nothing was registered for it, and the batch fails as retryable; -3 chained to
+ * a creation of the same call refused for a conflict (`after`): refused with it. */
 function resultsOf(
   followUps: readonly Registration[],
   transaction: Transaction,
@@ -236,12 +236,12 @@ function resultsOf(
     const [addErr] = replies[addReply(transaction, i)] ?? [new Error('no reply')];
     if (registerErr || addErr) throw asRedisFailure(registerErr ?? addErr, redis);
     const created = (answers as unknown[])[i];
-    const { projectId, claimToken } = followUps[i] ?? {};
+    const { projectId, claimToken, key = '', after } = followUps[i] ?? {};
     if (created === -2 && projectId && claimToken)
       released.push({ index: i, dispatchId, projectId, claimToken });
     if (created === -2) return null;
-    if (created !== -1) return { dispatchId, deduplicated: created === 0 };
-    conflicts.push({ index: i, key: followUps[i]?.key ?? '', dispatchId });
+    if (created !== -1 && created !== -3) return { dispatchId, deduplicated: created === 0 };
+    conflicts.push({ index: i, key, dispatchId, after: created === -3 ? after : undefined });
     return null;
   });
   if (released.length > 0) throw new ClaimReleasedError(released, results, conflicts);

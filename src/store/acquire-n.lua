@@ -147,17 +147,24 @@ local function acquire(k, a)
   local drops, head = laneWalk(recordPrefix, headsKey, laneKey, jobId, dispatchId)
   -- Where the prompt goes: '' creates a job (a creation); a follow-up chained to a creation goes
   -- to the job it created, read when its turn has come (the creation then ended), or has none.
-  local to = jobId
+  -- The creation's FINISH (and a REGISTER after it) wrote that job onto the chained record, which
+  -- outlives the creation's (DISPATCH_RETENTION); a creation's record gone is `creation_expired`.
+  local to, noJob = jobId, 'no_job'
   if stored[8] == 'create' then to = '' end
   if stored[9] and head == dispatchId then
-    to = callOn('HGET', recordPrefix .. stored[9], 'target')
+    to = stored[10]
+    if not to then
+      local creation = callOn('HMGET', recordPrefix .. stored[9], 'state', 'target')
+      to = creation[2]
+      if not creation[1] then noJob = 'creation_expired' end
+    end
   end
   for _ = 1, drops do laneAdvance(headsKey, laneKey, jobId) end
   if head ~= dispatchId then return {'blocked', 0, ''} end
   -- Its turn has come: past its deadline, it ends expired (the worker's FINISH), never sent.
   local deadline = tonumber(stored[7] or '')
   if deadline and deadline <= now then return {'expired', deadline, ''} end
-  if not to then return {'no_job', 0, ''} end
+  if not to then return {noJob, 0, ''} end
   -- A wait ends by the deadline at the latest, so that it ends expired on time.
   local function by(untilMs)
     if deadline and deadline < untilMs then return deadline end

@@ -125,6 +125,7 @@ function verdictOf([kind, n, text, probe, now, writeBy, to]: AcquireReply): Verd
       return { kind, attempt: n, prompt: text, probe: probe === 1, writeWithinMs, to: to ?? '' };
     }
     case 'no_job':
+    case 'creation_expired':
     case 'blocked':
     case 'missing':
     case 'paused':

@@ -1,5 +1,5 @@
 import { Job, type Queue } from 'bullmq';
-import { EVENT_TYPES } from '../dispatch/event.js';
+import { endingTypeOf, EVENT_TYPES, type EventType } from '../dispatch/event.js';
 import type { DispatchState } from '../dispatch/record.js';
 import type { DispatchStore } from './store.js';
 import type { Metrics } from '../telemetry/metrics.js';
@@ -14,7 +14,12 @@ import { finishAndHandOn } from './end.js';
 
 /** What a cancel did: `cancelled`, `refused` (the follow-up is in `state`), or `unknown`. */
 export type CancelOutcome =
-  | { readonly outcome: 'cancelled'; readonly nextDispatchId: string | undefined }
+  | {
+      readonly outcome: 'cancelled';
+      readonly nextDispatchId: string | undefined;
+      /** `followup.cancelled`, or `job.cancelled` for a creation. */
+      readonly type: EventType;
+    }
   | { readonly outcome: 'refused'; readonly state: DispatchState }
   | { readonly outcome: 'unknown' };
 
@@ -44,7 +49,8 @@ export async function cancelDispatch(
   if (!ended.finished)
     return ended.found ? { outcome: 'refused', state: ended.found } : { outcome: 'unknown' };
   await dropJob(ctx.queue, record.bullJobId ?? dispatchId);
-  return { outcome: 'cancelled', nextDispatchId: ended.nextDispatchId };
+  const type = endingTypeOf(record, EVENT_TYPES.cancelled);
+  return { outcome: 'cancelled', nextDispatchId: ended.nextDispatchId, type };
 }
 
 /**

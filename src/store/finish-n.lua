@@ -19,12 +19,14 @@
     KEYS[1] tracked set
     KEYS[2] events stream
     KEYS[3] open index
-    then five keys per dispatch, the i-th's from KEYS[4 + 5 (i - 1)]:
+    then six keys per dispatch, the i-th's from KEYS[4 + 6 (i - 1)]:
       record
       its project's lane heads (a lane of one; see includes/lane.lua)
       its lane (a lane of two or more)
       its project's budget
       its prompt
+      its project's creation log (BUDGET_SCOPE=split): a creation's reservation is in one of the
+        two logs, and the caller (a producer's cancel) may not know BUDGET_SCOPE
 
     ARGV[1] how many dispatches (n)
     ARGV[2] retentionMs
@@ -57,9 +59,33 @@ local countsKey = shardKeyOf(trackedKey, 'tracked', 'counts:open')
 local deadLettersKey = shardKeyOf(trackedKey, 'tracked', 'deadletters')
 local DEAD = {['followup.undeliverable'] = true, ['followup.timed_out'] = true}
 
+-- A creation that made a job writes it onto the records chained to it and still waiting (its
+-- lane), so that they find it however long they wait: the creation's record expires after
+-- `retentionMs`. Records share the ended one's prefix (and hash tag).
+-- A follow-up chained to a creation that ended with no job to send to: no redrive can send it
+-- (there is no job), so it is no dead letter.
+local function noJobToRedrive(recordKey)
+  local chained = redis.call('HMGET', recordKey, 'after', 'target')
+  return chained[1] and not chained[2]
+end
+
+local function handOnTarget(recordKey, dispatchId, laneKey, nextId)
+  if not nextId then return end
+  local made = redis.call('HMGET', recordKey, 'kind', 'target')
+  if made[1] ~= 'create' or not made[2] then return end
+  local prefix = string.sub(recordKey, 1, #recordKey - #dispatchId)
+  local waiting = redis.call('LRANGE', laneKey, 0, -1)
+  if #waiting == 0 then waiting = {nextId} end
+  for _, id in ipairs(waiting) do
+    if redis.call('HEXISTS', prefix .. id, 'after') == 1 then
+      redis.call('HSET', prefix .. id, 'target', made[2])
+    end
+  end
+end
+
 local function finish(k, a)
-  local recordKey, headsKey, laneKey, budgetKey, promptKey =
-    KEYS[k], KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4]
+  local recordKey, headsKey, laneKey, budgetKey, promptKey, createKey =
+    KEYS[k], KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4], KEYS[k + 5]
   local dispatchId, expected, jobId = ARGV[a], ARGV[a + 1], ARGV[a + 7]
   local entryFrom, entryTo = a + 9, a + 8 + tonumber(ARGV[a + 8])
 
@@ -69,7 +95,10 @@ local function finish(k, a)
   -- Every key it writes is checked before the first write: a failure writes nothing.
   expectType(headsKey, 'hash')
   expectType(laneKey, 'list')
-  if state == 'queued' then expectType(budgetKey, 'zset') end
+  if state == 'queued' then
+    expectType(budgetKey, 'zset')
+    expectType(createKey, 'zset')
+  end
   local fields = {'state', 'done', 'finishedAt', ARGV[a + 2], 'type', ARGV[a + 3], 'reason',
     ARGV[a + 4]}
   if ARGV[a + 5] ~= '' then table.insert(fields, 'job'); table.insert(fields, ARGV[a + 5]) end
@@ -84,7 +113,7 @@ local function finish(k, a)
   redis.call('HSET', recordKey, unpack(fields))
   countMove(countsKey, redis.call('HGET', recordKey, 'projectId'), state, 'done')
   -- A dead letter keeps its prompt for a redrive, for a bounded time; any other end deletes it.
-  if deadLetterMs > 0 and DEAD[ARGV[a + 3]]
+  if deadLetterMs > 0 and DEAD[ARGV[a + 3]] and not noJobToRedrive(recordKey)
     and redis.call('PEXPIRE', promptKey, math.min(deadLetterMs, tonumber(retentionMs))) == 1 then
     local finishedAt = tonumber(ARGV[a + 2])
     redis.call('ZADD', deadLettersKey, finishedAt, dispatchId)
@@ -96,7 +125,10 @@ local function finish(k, a)
   later('ZREM', trackedKey, dispatchId)
   later('ZREM', openKey, dispatchId)
   -- A reservation is held only while queued: ACQUIRE drops it before it moves a dispatch on.
-  if state == 'queued' then redis.call('ZREM', budgetKey, 'r:' .. dispatchId) end
+  if state == 'queued' then
+    redis.call('ZREM', budgetKey, 'r:' .. dispatchId)
+    redis.call('ZREM', createKey, 'r:' .. dispatchId)
+  end
   -- The lane goes on without it: from the head, the next one takes its turn; from behind (a
   -- cancel of a follow-up still waiting), the head stays. Either way the head after it is
   -- answered.
@@ -106,6 +138,7 @@ local function finish(k, a)
   else
     redis.call('LREM', laneKey, 1, dispatchId)
   end
+  handOnTarget(recordKey, dispatchId, laneKey, nextId)
   return {1, nextId or '', entry}
 end
 
@@ -116,6 +149,6 @@ for i = 1, n do
   a = a + 9 + tonumber(ARGV[a + 8])
 end
 return eachItem(n, function(i)
-  return finish(4 + 5 * (i - 1), starts[i])
+  return finish(4 + 6 * (i - 1), starts[i])
 end, {{trackedKey, 'zset'}, {streamKey, 'stream'}, {openKey, 'zset'}, {countsKey, 'hash'},
   {deadLettersKey, 'zset'}})

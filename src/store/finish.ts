@@ -55,11 +55,11 @@ export async function finishMany(
     keyList.push(
       keys.dispatch(record.dispatchId),
       ...laneOf(state, record),
-      // A creation's reservation is in its project's creation log when split.
-      record.kind === 'create' && options.createRate
-        ? keys.createBudget(record.projectId)
-        : keys.budget(record.projectId),
+      keys.budget(record.projectId),
       keys.prompt(record.dispatchId),
+      // A creation's reservation is in its project's creation log when split: cleared from both,
+      // since a producer's store does not know BUDGET_SCOPE.
+      keys.createBudget(record.projectId),
     );
     const entry = eventFields(record, ending, finishedAt);
     args.push(

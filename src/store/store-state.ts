@@ -100,6 +100,8 @@ export type Verdict =
   | { kind: 'blocked' }
   /** A follow-up chained to a creation that ended without a job: it ends unsent. */
   | { kind: 'no_job' }
+  /** A follow-up chained to a creation whose record expired before it learned the job. */
+  | { kind: 'creation_expired' }
   /** Its prompt cannot be sent (empty, or over `promptMaxBytes`): nothing was spent. */
   | { kind: 'invalid'; promptBytes: number }
   /** Its deadline (`expiresAtMs`) passed before its turn: it must end expired, unsent. */

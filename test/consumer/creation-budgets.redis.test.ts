@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { BacklogFullError, createProducer } from '../../src/producer/index.js';
 import type { Delivery } from '../../src/simulator/index.js';
+import { keysFor } from '../../src/redis/keys.js';
 import { busiestWindow } from '../support/deliveries.js';
 import { eventually } from '../support/namespace.js';
 import { useService } from '../support/service.js';
@@ -106,5 +107,27 @@ describe('the budget of creations', () => {
     } finally {
       await producer.close();
     }
+  }, 30_000);
+
+  it('BUDGET_SCOPE=split: cancelling a creation gives its reserved slot back in the creation log', async () => {
+    const service = start({ BUDGET_SCOPE: 'split', CREATE_RATE_LIMIT: '1/20s' });
+    const log = keysFor(ns().prefix).createBudget('p1');
+    await service.producer.create({ projectId: 'p1', prompt: 'one' });
+    const second = await service.producer.create({ projectId: 'p1', prompt: 'two' });
+    const reserved = `r:${second.dispatchId}`;
+    await eventually(
+      async () => (await ns().redis.zrange(log, 0, -1)).includes(reserved) || undefined,
+      {
+        timeoutMs: 10_000,
+        what: 'the reservation',
+      },
+    );
+    // The producer's store is built without the fleet's BUDGET_SCOPE.
+    await expect(service.producer.cancel(second.dispatchId)).resolves.toEqual({
+      dispatchId: second.dispatchId,
+      state: 'done',
+      type: 'job.cancelled',
+    });
+    expect(await ns().redis.zrange(log, 0, -1)).not.toContain(reserved);
   }, 30_000);
 });

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { waitForEvents, type StreamEvent } from '../support/events.js';
 import { createdLane } from '../../src/dispatch/creation.js';
+import { createAdmin } from '../../src/producer/index.js';
 import { pollerResources, useService } from '../support/service.js';
 
 /** An event's `sentAt` or `finishedAt` as epoch ms. */
@@ -110,6 +111,18 @@ describe('a creation whose answer is lost', () => {
       await new Promise((resolve) => setTimeout(resolve, 1_000));
       expect(simulator().requests.filter((r) => r.kind === 'create')).toHaveLength(1);
       expect(simulator().requests.filter((r) => r.kind === 'send')).toHaveLength(0);
+      // No job to send them to: no redrive, and no dead letter for a bulk redrive.
+      const admin = createAdmin({ redisUrl: ns().redisUrl, prefix: ns().prefix });
+      try {
+        await expect(admin.redrive(chained[0]!.dispatchId)).rejects.toMatchObject({
+          code: 'not_redrivable',
+          why: 'job_not_created',
+          message: expect.stringContaining(`creation ${creation.dispatchId}`),
+        });
+        expect(await admin.deadLetters()).toEqual([]);
+      } finally {
+        await admin.close();
+      }
     } finally {
       simulator().setFaults({ timeoutRate: 0 });
     }
@@ -117,7 +130,7 @@ describe('a creation whose answer is lost', () => {
 
   it('refuses an `after` that names no creation of the project, enqueueing nothing', async () => {
     const service = start();
-    await service.producer.create({ projectId: 'p1', prompt: 'made', key: 'mine' });
+    const made = await service.producer.create({ projectId: 'p1', prompt: 'made', key: 'mine' });
     await expect(
       service.producer.sendMany([
         { projectId: 'p1', jobId: 'j1', prompt: 'fine' },
@@ -139,7 +152,50 @@ describe('a creation whose answer is lost', () => {
         prompt: 'both',
       } as never),
     ).rejects.toMatchObject({ field: 'jobId' });
+    // A plain follow-up cannot join a creation's lane by its name.
+    const lane = createdLane(made.dispatchId);
+    await expect(
+      service.producer.send({ projectId: 'p1', jobId: lane, prompt: 'sneak in' }),
+    ).rejects.toMatchObject({
+      code: 'invalid_followup',
+      field: 'jobId',
+      message: expect.stringContaining('created:'),
+    });
   }, 20_000);
+});
+
+describe('a creation refused for a key conflict', () => {
+  const { simulator, ns, start } = useService('creation-conflict', { workTimeMs: 200 });
+
+  it('refuses the follow-ups chained to it in the same batch, not chaining them to the key holder', async () => {
+    const service = start();
+    const old = await service.producer.create({ projectId: 'p1', prompt: 'old', key: 'kc' });
+    const err = await service.producer
+      .sendMany([
+        { projectId: 'p1', prompt: 'new', key: 'kc', create: true },
+        { projectId: 'p1', after: 'kc', prompt: 'chained to the new one' },
+        { projectId: 'p1', jobId: 'j1', prompt: 'plain' },
+      ])
+      .catch((e: unknown) => e);
+    expect(err).toMatchObject({
+      code: 'idempotency_conflict',
+      conflicts: [
+        { index: 0, key: 'kc', dispatchId: old.dispatchId },
+        { index: 1, after: old.dispatchId },
+      ],
+      results: [null, null, { deduplicated: false }],
+    });
+    expect((err as Error).message).toMatch(/\[1\] after: its creation .* was refused/);
+    const events = await waitForEvents(ns().redis, ns().eventsStream, 2, 30_000);
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    // The plain one was enqueued (its job j1 is unknown to the API); the chained one never was.
+    expect(events.map((e) => [e.type, e.event['reason'] ?? null]).sort()).toEqual([
+      ['followup.undeliverable', 'not_found'],
+      ['job.completed', null],
+    ]);
+    const posts = simulator().deliveries.map((d) => [d.kind ?? 'send', d.prompt]);
+    expect(posts).toEqual([['create', 'old']]);
+  }, 40_000);
 });
 
 describe('a creation whose worker died mid-send', () => {

@@ -123,6 +123,15 @@ describe('GET /openapi.json', () => {
     const sent = (await check('POST', '/v1/followups', INTAKE, one)) as { dispatchId: string };
     await check('POST', '/v1/followups', INTAKE, { followups: [{ ...one, key: 'k-1' }] });
     await check('POST', '/v1/followups', INTAKE, [{ ...one, key: 'k-2' }]);
+    // A creation and a follow-up chained to it, in one batch; a creation's cancel.
+    const [made] = (
+      (await check('POST', '/v1/followups', INTAKE, [
+        { projectId: 'P', prompt: 'make', key: 'c-1', create: true },
+        { projectId: 'P', prompt: 'next', after: 'c-1' },
+      ])) as { results: { dispatchId: string }[] }
+    ).results;
+    const cancelled = await check('DELETE', `/v1/followups/${made!.dispatchId}`, OPERATOR);
+    expect(cancelled).toMatchObject({ type: 'job.cancelled' });
     await check('POST', '/v1/followups', INTAKE, { projectid: 'P', jobId: 'j', prompt: 'x' });
     const timed = (await check('POST', '/v1/followups', INTAKE, { ...one, ttl: '30m' })) as {
       dispatchId: string;

@@ -85,6 +85,10 @@ local refusal = backlogRefusal(countsKey, records, anyExisted, idsFrom, markerMs
 if refusal then return refusal end
 
 local answers, opened, prompts, projects, fresh = {}, {}, {}, {}, {}
+-- The creations of this call refused for a key conflict: the follow-ups chained to them are
+-- refused too (answer -3; their job add ends on its orphan marker), not joined to the lane of
+-- the creation that holds the key.
+local refusedCreations = {}
 for i = 1, n do
   local recordKey, headsKey, laneKey, promptKey =
     KEYS[4 * i - 1], KEYS[4 * i], KEYS[4 * i + 1], KEYS[4 * i + 2]
@@ -97,9 +101,14 @@ for i = 1, n do
     releasedKey, markerKey = KEYS[claimKeysAt], KEYS[claimKeysAt + 1]
     claimKeysAt = claimKeysAt + 2
   end
-  if registered[recordKey] ~= nil or
+  local kind = ARGV[a + 11]
+  if string.sub(kind, 1, 1) == 'a' and refusedCreations[string.sub(kind, 2)] then
+    redis.call('SET', orphanPrefix .. dispatchId, '1', 'NX', 'PX', markerMs)
+    answers[i] = -3
+  elseif registered[recordKey] ~= nil or
       (anyExisted and redis.call('EXISTS', recordKey) == 1) then
     answers[i] = existing(recordKey, digest)
+    if answers[i] == -1 and kind == 'c' then refusedCreations[dispatchId] = true end
   elseif releasedKey and redis.call('SISMEMBER', releasedKey, token) == 1 then
     redis.call('SET', markerKey, '1', 'NX', 'PX', markerMs)
     answers[i] = -2
@@ -119,9 +128,13 @@ for i = 1, n do
     end
     addIfAny(fields, 'expiresAt', deadline)
     -- A creation (`c`), or a follow-up chained to one (`a` and the creation's dispatch id).
-    local kind = ARGV[a + 11]
     if kind == 'c' then addIfAny(fields, 'kind', 'create') end
-    if string.sub(kind, 1, 1) == 'a' then addIfAny(fields, 'after', string.sub(kind, 2)) end
+    if string.sub(kind, 1, 1) == 'a' then
+      addIfAny(fields, 'after', string.sub(kind, 2))
+      -- The job its creation made, if known: it then outlives the creation's record.
+      local made = redis.pcall('HGET', recordPrefix .. string.sub(kind, 2), 'target')
+      if type(made) == 'string' then addIfAny(fields, 'target', made) end
+    end
     redis.call('HSET', recordKey, unpack(fields))
     prompts[#prompts + 1] = promptKey
     prompts[#prompts + 1] = ARGV[a + 4]
