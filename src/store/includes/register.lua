@@ -102,13 +102,14 @@ for i = 1, n do
     claimKeysAt = claimKeysAt + 2
   end
   local kind = ARGV[a + 11]
-  if string.sub(kind, 1, 1) == 'a' and refusedCreations[string.sub(kind, 2)] then
-    redis.call('SET', orphanPrefix .. dispatchId, '1', 'NX', 'PX', markerMs)
-    answers[i] = -3
-  elseif registered[recordKey] ~= nil or
-      (anyExisted and redis.call('EXISTS', recordKey) == 1) then
+  -- A record that exists answers as it is (a retry of one registered before): only a new one is
+  -- refused for its creation, and only a new one gets an orphan marker.
+  if registered[recordKey] ~= nil or (anyExisted and redis.call('EXISTS', recordKey) == 1) then
     answers[i] = existing(recordKey, digest)
     if answers[i] == -1 and kind == 'c' then refusedCreations[dispatchId] = true end
+  elseif string.sub(kind, 1, 1) == 'a' and refusedCreations[string.sub(kind, 2)] then
+    redis.call('SET', orphanPrefix .. dispatchId, '1', 'NX', 'PX', markerMs)
+    answers[i] = -3
   elseif releasedKey and redis.call('SISMEMBER', releasedKey, token) == 1 then
     redis.call('SET', markerKey, '1', 'NX', 'PX', markerMs)
     answers[i] = -2
