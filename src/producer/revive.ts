@@ -14,7 +14,7 @@ interface Committed {
 
 /**
  * After a committed transaction: withdraws the jobs of follow-ups whose REGISTER failed
- * (`withdrawRefused`, backlog.ts), then gives a live job to each new record whose id's job may
+ * (`withdrawRefused`, backlog.ts) and of those refused with their creation (-3), then gives a live job to each new record whose id's job may
  * have ended ({@link reviveEnded}). Resolves to `replies` as they were.
  */
 export async function settleJobs<R extends readonly [Error | null, unknown][]>(
@@ -25,8 +25,30 @@ export async function settleJobs<R extends readonly [Error | null, unknown][]>(
   attempts: number,
 ): Promise<R> {
   await withdrawRefused(queue, store, transaction, replies);
+  await withdrawChained(queue, transaction, replies);
   // Registered whatever this does: if it fails, the repair sweep replaces the job later.
   return reviveEnded(queue, store, transaction, replies, attempts).catch(() => replies);
+}
+
+/**
+ * REGISTER answers -3 for a follow-up chained to a creation the same call refused: it registered
+ * nothing and set the id's orphan marker, so its job is removed, for no worker to take it for a
+ * job without a record. One a worker holds already stays (BullMQ refuses to remove a locked job)
+ * and ends on the marker, without an event.
+ */
+async function withdrawChained(
+  queue: Queue<DispatchJobData>,
+  { ids, loads, registers }: Committed,
+  replies: readonly [Error | null, unknown][],
+): Promise<void> {
+  const refused = replies
+    .slice(loads, loads + registers)
+    .flatMap(([err, answer], call) =>
+      err || !Array.isArray(answer)
+        ? []
+        : answer.flatMap((a, i) => (a === -3 ? [ids[call * REGISTER_CHUNK + i] as string] : [])),
+    );
+  await Promise.all(refused.map((id) => queue.remove(id).catch(() => 0)));
 }
 
 /**

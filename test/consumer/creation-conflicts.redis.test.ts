@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { keysFor } from '../../src/redis/keys.js';
+import { Queue } from 'bullmq';
+import { keysFor, QUEUE_NAMES } from '../../src/redis/keys.js';
 import { waitForEvents } from '../support/events.js';
 import { useService } from '../support/service.js';
 
@@ -64,4 +65,26 @@ describe('a batch retried after its creation changed', () => {
       first!.dispatchId,
     ]);
   }, 40_000);
+
+  it('withdraws the job of a chained follow-up refused with its creation, naming `after`', async () => {
+    const service = start({}, { worker: false, poller: false });
+    await service.producer.create({ projectId: 'p1', prompt: 'v1', key: 'kc' });
+    const err = await service.producer
+      .sendMany([
+        { projectId: 'p1', prompt: 'v2', key: 'kc', create: true },
+        { projectId: 'p1', after: 'kc', prompt: 'chained' },
+      ])
+      .catch((e: unknown) => e);
+    expect((err as Error).message).toMatch(/\[1\] after: its creation/);
+    const refused = (err as { conflicts: { dispatchId: string }[] }).conflicts[1]!.dispatchId;
+    const queue = new Queue(QUEUE_NAMES.dispatch, {
+      connection: ns().redis.duplicate(),
+      prefix: ns().prefix,
+    });
+    try {
+      expect(await queue.getJob(refused)).toBeUndefined();
+    } finally {
+      await queue.close();
+    }
+  }, 30_000);
 });
