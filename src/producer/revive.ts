@@ -1,5 +1,5 @@
 import type { Queue } from 'bullmq';
-import { addDispatchJob, type DispatchJobData } from '../store/jobs.js';
+import { addDispatchJob, freeCarryId, type DispatchJobData } from '../store/jobs.js';
 import { REGISTER_CHUNK } from '../store/register.js';
 import type { DispatchStore, Registration } from '../store/store.js';
 import { withdrawRefused } from './backlog.js';
@@ -92,7 +92,10 @@ async function reviveEnded<R extends readonly [Error | null, unknown][]>(
     const { projectId, jobId, traceparent } = registrations[i] as Registration;
     let bullJobId = dispatchId;
     if (seen === 'ended') {
-      bullJobId = await freeCarryId(queue, store, dispatchId);
+      bullJobId = await freeCarryId(
+        (carryIds) => store.poll.jobPresence((name) => queue.toKey(name), carryIds, Number.MAX_SAFE_INTEGER),
+        dispatchId,
+      );
       if (!(await store.tracking.carry(dispatchId, dispatchId, bullJobId))) continue;
     }
     await addDispatchJob(queue, { dispatchId, projectId, jobId, traceparent }, bullJobId, attempts);
@@ -103,26 +106,4 @@ async function reviveEnded<R extends readonly [Error | null, unknown][]>(
 /** Whether a REGISTER reply is a refusal of the batch (`backlog.ts`, `backlogRefusal`). */
 function isRefusal(answer: unknown): boolean {
   return Array.isArray(answer) && answer[0] === 'backlog_full';
-}
-
-/**
- * The first `<id>-f<n>` with no BullMQ job: a carry job of an earlier record of the same key may
- * still be kept, and adding an existing id does nothing. Numbered as the repair sweep numbers
- * them (poller/repair.ts); looked at eight at a time.
- */
-async function freeCarryId(
-  queue: Queue<DispatchJobData>,
-  store: DispatchStore,
-  dispatchId: string,
-): Promise<string> {
-  for (let first = 1; ; first += 8) {
-    const ids = Array.from({ length: 8 }, (_, k) => `${dispatchId}-f${first + k}`);
-    const seen = await store.poll.jobPresence(
-      (name) => queue.toKey(name),
-      ids,
-      Number.MAX_SAFE_INTEGER,
-    );
-    const free = seen.indexOf('missing');
-    if (free >= 0) return ids[free] as string;
-  }
 }
