@@ -115,8 +115,11 @@ async function readFrom(
         await ctx.store.tracking.untrack(dispatchId);
         continue;
       }
+      // Its BullMQ job's payload, if still kept, names its project and lane: a creation's
+      // event is then job.undeliverable.
+      const job = await ctx.queue.getJob(dispatchId).catch(() => undefined);
       const orphan = { bullJobId: dispatchId, dispatchId };
-      await ctx.store.tracking.publishOrphan(orphan, { dispatchId }, 'missing_record');
+      await ctx.store.tracking.publishOrphan(orphan, job?.data ?? { dispatchId }, 'missing_record');
       continue;
     }
     const parked = batch.parkedUntil.get(record.projectId);
