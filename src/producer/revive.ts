@@ -14,8 +14,9 @@ interface Committed {
 
 /**
  * After a committed transaction: withdraws the jobs of follow-ups whose REGISTER failed
- * (`withdrawRefused`, backlog.ts) and of those refused with their creation (-3), then gives a live job to each new record whose id's job may
- * have ended ({@link reviveEnded}). Resolves to `replies` as they were.
+ * (`withdrawRefused`, backlog.ts) and of those refused with their creation (-3), then gives a
+ * live job to each new record whose id's job may have ended ({@link reviveEnded}). Resolves to
+ * `replies` as they were.
  */
 export async function settleJobs<R extends readonly [Error | null, unknown][]>(
   queue: Queue<DispatchJobData>,

@@ -78,7 +78,7 @@ local function handOnTarget(recordKey, dispatchId, nextId)
   if not made[3] or (made[1] ~= 'create' and not made[2]) then return end
   local nextKey = string.sub(recordKey, 1, #recordKey - #dispatchId) .. nextId
   local theirs = redis.pcall('HMGET', nextKey, 'after', 'target')
-  if type(theirs) ~= 'table' or not theirs[1] or theirs[2] then return end
+  if type(theirs) ~= 'table' or theirs.err or not theirs[1] or theirs[2] then return end
   redis.pcall('HSET', nextKey, 'target', made[3])
 end
 
