@@ -14,7 +14,7 @@ function otherShard(projectId: string): string {
 
 /** A producer of `shards` shards, and what a batch it sends is refused: [index, after]. */
 function useRefusals(label: string, shards: number) {
-  const ns = useNamespace(label);
+  const ns = useNamespace(label, { shards });
   const producer = useOpened('producer', () =>
     createProducer({
       redisUrl: ns().redisUrl,
