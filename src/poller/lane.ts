@@ -6,6 +6,7 @@ import { reportItemError } from '../runtime/store-item-error.js';
 import { jitteredMs } from '../time/jitter.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import { isDispatchId } from '../store/tracking.js';
+import { claimedIds } from '../store/jobs.js';
 import { withTraceparent } from '../telemetry/trace-context.js';
 import { pollOne, type TickContext } from './read.js';
 
@@ -118,8 +119,9 @@ async function readFrom(
       // Its BullMQ job's payload, if still kept, names its project and lane: a creation's
       // event is then job.undeliverable.
       const job = await ctx.queue.getJob(dispatchId).catch(() => undefined);
+      const payload = job ? claimedIds(job) : { dispatchId };
       const orphan = { bullJobId: dispatchId, dispatchId };
-      await ctx.store.tracking.publishOrphan(orphan, job?.data ?? { dispatchId }, 'missing_record');
+      await ctx.store.tracking.publishOrphan(orphan, payload, 'missing_record');
       continue;
     }
     const parked = batch.parkedUntil.get(record.projectId);
