@@ -116,12 +116,12 @@ async function readFrom(
         await ctx.store.tracking.untrack(dispatchId);
         continue;
       }
-      // Its BullMQ job's payload, if still kept, names its project and lane: a creation's
-      // event is then job.undeliverable.
+      // Its BullMQ job's payload, if still kept, names its project and lane (as the repair
+      // sweep's orphan does): a creation's event is then job.undeliverable.
       const job = await ctx.queue.getJob(dispatchId).catch(() => undefined);
-      const payload = job ? claimedIds(job) : { dispatchId };
-      const orphan = { bullJobId: dispatchId, dispatchId };
-      await ctx.store.tracking.publishOrphan(orphan, payload, 'missing_record');
+      const ids = job ? claimedIds(job) : { dispatchId };
+      const orphan = { ...ids, bullJobId: dispatchId, dispatchId };
+      await ctx.store.tracking.publishOrphan(orphan, ids, 'missing_record');
       continue;
     }
     const parked = batch.parkedUntil.get(record.projectId);
