@@ -19,7 +19,14 @@ export function chainedToRefused(
   );
   return followUps.flatMap((f, index) =>
     f.after && creations.has(f.after)
-      ? [{ index, key: f.key ?? '', dispatchId: f.dispatchId ?? newDispatchId(f.key), after: f.after }]
+      ? [
+          {
+            index,
+            key: f.key ?? '',
+            dispatchId: f.dispatchId ?? newDispatchId(f.key),
+            after: f.after,
+          },
+        ]
       : [],
   );
 }

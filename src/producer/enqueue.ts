@@ -40,7 +40,11 @@ export async function enqueueByShard(
   );
   // The follow-ups chained to a creation whose claim was refused are refused with it.
   const refused = [...conflicts, ...chainedToRefused(followUps, conflicts)];
-  const batches = splitByShard(followUps, shards.length, new Set(refused.map((c) => c.index ?? -1)));
+  const batches = splitByShard(
+    followUps,
+    shards.length,
+    new Set(refused.map((c) => c.index ?? -1)),
+  );
   const digests = afterDigests(followUps);
   const registration = (i: number): Registration => ({
     ...(followUps[i] as FollowUp),
@@ -58,8 +62,7 @@ export async function enqueueByShard(
   const released = settled.flatMap((s) =>
     s.status === 'rejected' && s.reason instanceof ClaimReleasedError ? s.reason.released : [],
   );
-  if (released.length === 0)
-    return mergeShardResults(followUps.length, batches, settled, refused);
+  if (released.length === 0) return mergeShardResults(followUps.length, batches, settled, refused);
   // Best effort: whatever this does, the claims are made again by the send that follows.
   await replaceReleased(client, claimShards, released, wait).catch(() => undefined);
   const pick = <T>(items: readonly number[], from: readonly T[]) => items.map((i) => from[i] as T);

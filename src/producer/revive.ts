@@ -94,7 +94,8 @@ async function reviveEnded<R extends readonly [Error | null, unknown][]>(
     let bullJobId = dispatchId;
     if (seen === 'ended') {
       bullJobId = await freeCarryId(
-        (carryIds) => store.poll.jobPresence((name) => queue.toKey(name), carryIds, Number.MAX_SAFE_INTEGER),
+        (carryIds) =>
+          store.poll.jobPresence((name) => queue.toKey(name), carryIds, Number.MAX_SAFE_INTEGER),
         dispatchId,
       );
       if (!(await store.tracking.carry(dispatchId, dispatchId, bullJobId))) continue;

@@ -37,8 +37,7 @@ describe('follow-ups chained to a creation whose record expired', () => {
   it('learn the job one by one: an end writes it onto the next in the lane only', async () => {
     const service = start();
     const admin = createAdmin({ redisUrl: ns().redisUrl, prefix: ns().prefix });
-    const target = (id: string) =>
-      ns().redis.hget(keysFor(ns().prefix).dispatch(id), 'target');
+    const target = (id: string) => ns().redis.hget(keysFor(ns().prefix).dispatch(id), 'target');
     try {
       await service.producer.create({ projectId: 'p1', prompt: 'c', key: 'c' });
       const chained = [];

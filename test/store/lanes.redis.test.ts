@@ -99,7 +99,11 @@ describe('a lane (ACQUIRE)', () => {
     const [f1, f2] = await producer.sendMany(
       ['one', 'two'].map((prompt) => ({ projectId: 'p', after: c.dispatchId, prompt })),
     );
-    const cRef: DispatchRef = { dispatchId: c.dispatchId, projectId: 'p', jobId: `created:${c.dispatchId}` };
+    const cRef: DispatchRef = {
+      dispatchId: c.dispatchId,
+      projectId: 'p',
+      jobId: `created:${c.dispatchId}`,
+    };
     await ns.redis.hset(keys.dispatch(c.dispatchId), 'target', 'made-1');
     // The next record is replaced by a key of another type (a hand edit).
     await ns.redis.del(keys.dispatch(f1!.dispatchId));
