@@ -35,15 +35,17 @@ describe('follow-ups chained to a creation whose record expired', () => {
   }, 60_000);
 
   it('learn the job one by one: an end writes it onto the next in the lane only', async () => {
-    const service = start();
+    // All three queued before the creation is sent: none learns its job from REGISTER.
+    const producerOnly = start({}, { worker: false, poller: false });
     const admin = createAdmin({ redisUrl: ns().redisUrl, prefix: ns().prefix });
     const target = (id: string) => ns().redis.hget(keysFor(ns().prefix).dispatch(id), 'target');
     try {
-      await service.producer.create({ projectId: 'p1', prompt: 'c', key: 'c' });
+      await producerOnly.producer.create({ projectId: 'p1', prompt: 'c', key: 'c' });
       const chained = [];
       for (const prompt of ['one', 'two', 'three']) {
-        chained.push(await service.producer.send({ projectId: 'p1', after: 'c', prompt }));
+        chained.push(await producerOnly.producer.send({ projectId: 'p1', after: 'c', prompt }));
       }
+      start();
       await expect.poll(async () => simulator().deliveries.length, { timeout: 15_000 }).toBe(1);
       await admin.pauseProject('p1');
       const [made] = await waitForEvents(ns().redis, ns().eventsStream, 1, 20_000);
