@@ -26,11 +26,12 @@ async function withAdmin(
 /** `agent-dispatch cancel DISPATCH_ID`. */
 export const cancelCommand: Command = {
   name: 'cancel',
-  summary: 'cancels a follow-up not sent yet: it ends followup.cancelled',
+  summary: 'cancels a follow-up or creation not sent yet: followup.cancelled or job.cancelled',
   usage: 'cancel DISPATCH_ID',
   details: [
-    'Ends a queued follow-up with one followup.cancelled event, and hands its agent job on to the',
-    'next follow-up. Prints {"dispatchId": ..., "state": "done", "type": "followup.cancelled"}.',
+    'Ends a queued follow-up with one followup.cancelled event (a creation: job.cancelled), and',
+    'hands its lane on to the next follow-up.',
+    'Prints {"dispatchId": ..., "state": "done", "type": "followup.cancelled"} (or job.cancelled).',
     'A follow-up being sent, sent or finished is refused with its state, and nothing changes',
     '(exit 1): its prompt may already be with the agent. An unknown id exits 1 too.',
     'Example: agent-dispatch cancel k-3f2a...',

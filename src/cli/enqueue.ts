@@ -4,6 +4,7 @@ import type { Writable } from 'node:stream';
 import { checkDispatch, type DispatchInput, type FollowUpInput } from '../dispatch/creation.js';
 import {
   BacklogFullError,
+  conflictProblem,
   IdempotencyConflictError,
   InvalidFollowUpError,
   type Producer,
@@ -190,14 +191,12 @@ async function sendLines(producer: Producer, followUps: DispatchInput[]): Promis
     return await producer.sendMany(followUps);
   } catch (err) {
     if (!(err instanceof IdempotencyConflictError)) throw err;
-    return err.results.map(
-      (result, i) =>
-        result ?? {
-          problem: `key: already used for a different follow-up (dispatch ${
-            err.conflicts.find((c) => c.index === i)?.dispatchId ?? '?'
-          })`,
-        },
-    );
+    return err.results.map((result, i) => {
+      const conflict = err.conflicts.find((c) => c.index === i);
+      if (result || !conflict) return result ?? { problem: 'refused' };
+      const { field, message } = conflictProblem(conflict);
+      return { problem: `${field}: ${message}` };
+    });
   }
 }
 

@@ -2,6 +2,7 @@ import { Router, type Request, type RequestHandler, type Response } from 'expres
 import { ID_MAX_CHARS, META_MAX_BYTES, type FollowUpInput } from '../dispatch/followup.js';
 import {
   BacklogFullError,
+  conflictProblem,
   IdempotencyConflictError,
   InvalidFollowUpError,
   RedisCommandError,
@@ -146,11 +147,10 @@ function answerFailure(res: Response, logger: Logger, err: unknown): void {
   if (err instanceof InvalidFollowUpError)
     return sendError(res, 400, 'invalid follow-up', { code: err.code, problems: err.problems });
   if (err instanceof IdempotencyConflictError) {
-    const problems = err.conflicts.map(({ index, dispatchId }) => ({
-      ...(index === undefined ? {} : { index }),
-      field: 'key',
-      message: 'already used for a different follow-up; the first one is kept',
-      dispatchId,
+    const problems = err.conflicts.map((conflict) => ({
+      ...(conflict.index === undefined ? {} : { index: conflict.index }),
+      ...conflictProblem(conflict),
+      dispatchId: conflict.dispatchId,
     }));
     // A batch's other follow-ups were enqueued: their results say so, so nothing is sent twice.
     const batch = err.conflicts.some((c) => c.index !== undefined);

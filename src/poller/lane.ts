@@ -6,6 +6,7 @@ import { reportItemError } from '../runtime/store-item-error.js';
 import { jitteredMs } from '../time/jitter.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import { isDispatchId } from '../store/tracking.js';
+import { claimedIds } from '../store/jobs.js';
 import { withTraceparent } from '../telemetry/trace-context.js';
 import { pollOne, type TickContext } from './read.js';
 
@@ -115,8 +116,12 @@ async function readFrom(
         await ctx.store.tracking.untrack(dispatchId);
         continue;
       }
-      const orphan = { bullJobId: dispatchId, dispatchId };
-      await ctx.store.tracking.publishOrphan(orphan, { dispatchId }, 'missing_record');
+      // Its BullMQ job's payload, if still kept, names its project and lane (as the repair
+      // sweep's orphan does): a creation's event is then job.undeliverable.
+      const job = await ctx.queue.getJob(dispatchId).catch(() => undefined);
+      const ids = job ? claimedIds(job) : { dispatchId };
+      const orphan = { ...ids, bullJobId: dispatchId, dispatchId };
+      await ctx.store.tracking.publishOrphan(orphan, ids, 'missing_record');
       continue;
     }
     const parked = batch.parkedUntil.get(record.projectId);

@@ -1,7 +1,7 @@
 import type { Queue } from 'bullmq';
 import type { Config } from '../config/index.js';
 import type { DispatchStore, OpenDispatch, RepairPass } from '../store/store.js';
-import { addDispatchJobs } from '../store/jobs.js';
+import { addDispatchJobs, freeCarryId } from '../store/jobs.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import { LIFECYCLE } from '../telemetry/names.js';
@@ -116,10 +116,7 @@ export async function sweepLostJobs(
   return { checked, repaired, passEnded: cursor === undefined };
 }
 
-/**
- * Most open dispatches one read of the walk takes: a large page is read in parts, so that no
- * single call (a script that scans lanes of one) holds Redis for long.
- */
+/** Most open dispatches one read of the walk takes: no one call holds Redis for long. */
 const READ_PART = 1_000;
 
 /**
@@ -163,20 +160,21 @@ async function sweepPart(
 }
 
 /**
- * Gives queued dispatches their jobs back, all in one `addBulk`. A missing job is added again
- * under the same id: adding an existing id is a no-op, so a rerun of the sweep cannot add two, and
- * a lane's wake-up still finds it. A job that ended while its record is still queued keeps its id,
- * so the new one gets a fresh one (`<dispatchId>-f<n>`), recorded first with a compare-and-set so
+ * Gives queued dispatches their jobs back, in one `addBulk`. A missing job is added again under
+ * its id (adding an existing id is a no-op: a rerun cannot add two). An ended job keeps its id, so
+ * the new one gets the first free `<dispatchId>-f<n>`, recorded first with a compare-and-set so
  * that only one sweep adds it. Answers how many were given a job.
  */
 async function repairLost(
   ctx: RepairContext,
   lost: readonly { d: OpenDispatch; ended: boolean }[],
 ): Promise<number> {
+  const present = (ids: readonly string[]) =>
+    ctx.store.poll.jobPresence((name) => ctx.queue.toKey(name), ids, Number.MAX_SAFE_INTEGER);
   const carried = await Promise.all(
     lost.map(async ({ d, ended }) => {
       if (!ended) return { d, ended, bullJobId: d.bullJobId };
-      const bullJobId = `${d.dispatchId}-f${d.repairs + 1}`;
+      const bullJobId = await freeCarryId(present, d.dispatchId, d.repairs + 1);
       const won = await ctx.store.tracking.carry(d.dispatchId, d.bullJobId, bullJobId);
       return won ? { d, ended, bullJobId } : undefined;
     }),

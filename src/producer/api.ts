@@ -88,7 +88,8 @@ export interface Producer {
   /** The state of a dispatch, or `null` when unknown or expired. */
   status(dispatchId: string): Promise<DispatchStatus | null>;
   /**
-   * Ends a follow-up not sent yet with one `followup.cancelled` event, and hands its lane on.
+   * Ends a follow-up not sent yet with one `followup.cancelled` event (a creation:
+   * `job.cancelled`), and hands its lane on.
    * Throws {@link NotCancellableError} (being sent, sent, finished) or {@link UnknownDispatchError},
    * having changed nothing.
    */

@@ -4,6 +4,7 @@ import type { Registration } from '../store/store.js';
 import type { DiskWait } from '../redis/disk-wait.js';
 import type { DurabilityAssessment } from '../redis/durability.js';
 import { keysFor, shardOf } from '../redis/keys.js';
+import { afterDigests, chainedToRefused } from './chained.js';
 import { ClaimReleasedError, claimKeys, replaceReleased } from './claims.js';
 import { controlFailure } from './disk.js';
 import { IdempotencyConflictError, type KeyConflict, type SendResult } from './errors.js';
@@ -37,15 +38,19 @@ export async function enqueueByShard(
       throw controlFailure(err, ctx.redis, 'retry with the same key');
     },
   );
+  // The follow-ups chained to a creation whose claim was refused are refused with it.
+  const refused = [...conflicts, ...chainedToRefused(followUps, conflicts)];
   const batches = splitByShard(
     followUps,
     shards.length,
-    new Set(conflicts.map((c) => c.index ?? -1)),
+    new Set(refused.map((c) => c.index ?? -1)),
   );
+  const digests = afterDigests(followUps);
   const registration = (i: number): Registration => ({
     ...(followUps[i] as FollowUp),
     traceparent: traceparents[i],
     claimToken: tokens[i],
+    afterDigest: digests[i],
   });
   const settled = await Promise.allSettled(
     batches.map((b) => {
@@ -57,8 +62,7 @@ export async function enqueueByShard(
   const released = settled.flatMap((s) =>
     s.status === 'rejected' && s.reason instanceof ClaimReleasedError ? s.reason.released : [],
   );
-  if (released.length === 0)
-    return mergeShardResults(followUps.length, batches, settled, conflicts);
+  if (released.length === 0) return mergeShardResults(followUps.length, batches, settled, refused);
   // Best effort: whatever this does, the claims are made again by the send that follows.
   await replaceReleased(client, claimShards, released, wait).catch(() => undefined);
   const pick = <T>(items: readonly number[], from: readonly T[]) => items.map((i) => from[i] as T);
@@ -66,7 +70,7 @@ export async function enqueueByShard(
     await sendReleasedAgain(batches, settled, (items) =>
       enqueueByShard(ctx, client, shards, pick(items, followUps), pick(items, traceparents), false),
     );
-  return mergeShardResults(followUps.length, batches, settled, conflicts);
+  return mergeShardResults(followUps.length, batches, settled, refused);
 }
 
 /** What a send of some follow-ups answered: per follow-up its result, `null` where a conflict. */

@@ -30,6 +30,22 @@ export interface KeyConflict {
 }
 
 /**
+ * The field and message of one conflict: its key already used (naming the dispatch that holds
+ * it), or its `after` naming a creation refused for a key conflict in the same call.
+ */
+export function conflictProblem(c: KeyConflict): { field: 'key' | 'after'; message: string } {
+  if (c.after === undefined)
+    return {
+      field: 'key',
+      message: `already used for a different follow-up (dispatch ${c.dispatchId})`,
+    };
+  return {
+    field: 'after',
+    message: `its creation (dispatch ${c.after}) was refused for a key conflict`,
+  };
+}
+
+/**
  * A follow-up came with an idempotency key already used for different content (project, job,
  * prompt or meta): it was not enqueued, and the first one is unchanged. Code `idempotency_conflict`,
  * field `key`. In a batch the other follow-ups were enqueued (one transaction, already committed):
@@ -44,13 +60,10 @@ export class IdempotencyConflictError extends AgentDispatchError {
   ) {
     super(
       conflicts
-        .map(
-          (c) =>
-            `${c.index === undefined ? '' : `[${c.index}] `}` +
-            (c.after === undefined
-              ? `key: already used for a different follow-up (dispatch ${c.dispatchId})`
-              : `after: its creation (dispatch ${c.after}) was refused for a key conflict`),
-        )
+        .map((c) => {
+          const { field, message } = conflictProblem(c);
+          return `${c.index === undefined ? '' : `[${c.index}] `}${field}: ${message}`;
+        })
         .join('; ') +
         (results.length > conflicts.length
           ? '; the other follow-ups of the batch were enqueued (see results)'

@@ -5,7 +5,7 @@ export {
   RedisUnavailableError,
 } from './producer.js';
 export type { Producer, ProducerOptions, SendResult } from './producer.js';
-export { RedisCommandError, type KeyConflict } from './errors.js';
+export { conflictProblem, RedisCommandError, type KeyConflict } from './errors.js';
 export { BacklogFullError } from './backlog.js';
 export { adminFor, createAdmin } from './admin.js';
 export type {

@@ -1,5 +1,5 @@
 import type { Queue } from 'bullmq';
-import { addDispatchJob, type DispatchJobData } from '../store/jobs.js';
+import { addDispatchJob, freeCarryId, type DispatchJobData } from '../store/jobs.js';
 import { REGISTER_CHUNK } from '../store/register.js';
 import type { DispatchStore, Registration } from '../store/store.js';
 import { withdrawRefused } from './backlog.js';
@@ -14,8 +14,9 @@ interface Committed {
 
 /**
  * After a committed transaction: withdraws the jobs of follow-ups whose REGISTER failed
- * (`withdrawRefused`, backlog.ts), then gives a live job to each new record whose id's job may
- * have ended ({@link reviveEnded}). Resolves to `replies` as they were.
+ * (`withdrawRefused`, backlog.ts) and of those refused with their creation (-3), then gives a
+ * live job to each new record whose id's job may have ended ({@link reviveEnded}). Resolves to
+ * `replies` as they were.
  */
 export async function settleJobs<R extends readonly [Error | null, unknown][]>(
   queue: Queue<DispatchJobData>,
@@ -25,8 +26,30 @@ export async function settleJobs<R extends readonly [Error | null, unknown][]>(
   attempts: number,
 ): Promise<R> {
   await withdrawRefused(queue, store, transaction, replies);
+  await withdrawChained(queue, transaction, replies);
   // Registered whatever this does: if it fails, the repair sweep replaces the job later.
   return reviveEnded(queue, store, transaction, replies, attempts).catch(() => replies);
+}
+
+/**
+ * REGISTER answers -3 for a follow-up chained to a creation the same call refused: it registered
+ * nothing and set the id's orphan marker, so its job is removed, for no worker to take it for a
+ * job without a record. One a worker holds already stays (BullMQ refuses to remove a locked job)
+ * and ends on the marker, without an event.
+ */
+async function withdrawChained(
+  queue: Queue<DispatchJobData>,
+  { ids, loads, registers }: Committed,
+  replies: readonly [Error | null, unknown][],
+): Promise<void> {
+  const refused = replies
+    .slice(loads, loads + registers)
+    .flatMap(([err, answer], call) =>
+      err || !Array.isArray(answer)
+        ? []
+        : answer.flatMap((a, i) => (a === -3 ? [ids[call * REGISTER_CHUNK + i] as string] : [])),
+    );
+  await Promise.all(refused.map((id) => queue.remove(id).catch(() => 0)));
 }
 
 /**
@@ -70,7 +93,11 @@ async function reviveEnded<R extends readonly [Error | null, unknown][]>(
     const { projectId, jobId, traceparent } = registrations[i] as Registration;
     let bullJobId = dispatchId;
     if (seen === 'ended') {
-      bullJobId = await freeCarryId(queue, store, dispatchId);
+      bullJobId = await freeCarryId(
+        (carryIds) =>
+          store.poll.jobPresence((name) => queue.toKey(name), carryIds, Number.MAX_SAFE_INTEGER),
+        dispatchId,
+      );
       if (!(await store.tracking.carry(dispatchId, dispatchId, bullJobId))) continue;
     }
     await addDispatchJob(queue, { dispatchId, projectId, jobId, traceparent }, bullJobId, attempts);
@@ -81,26 +108,4 @@ async function reviveEnded<R extends readonly [Error | null, unknown][]>(
 /** Whether a REGISTER reply is a refusal of the batch (`backlog.ts`, `backlogRefusal`). */
 function isRefusal(answer: unknown): boolean {
   return Array.isArray(answer) && answer[0] === 'backlog_full';
-}
-
-/**
- * The first `<id>-f<n>` with no BullMQ job: a carry job of an earlier record of the same key may
- * still be kept, and adding an existing id does nothing. Numbered as the repair sweep numbers
- * them (poller/repair.ts); looked at eight at a time.
- */
-async function freeCarryId(
-  queue: Queue<DispatchJobData>,
-  store: DispatchStore,
-  dispatchId: string,
-): Promise<string> {
-  for (let first = 1; ; first += 8) {
-    const ids = Array.from({ length: 8 }, (_, k) => `${dispatchId}-f${first + k}`);
-    const seen = await store.poll.jobPresence(
-      (name) => queue.toKey(name),
-      ids,
-      Number.MAX_SAFE_INTEGER,
-    );
-    const free = seen.indexOf('missing');
-    if (free >= 0) return ids[free] as string;
-  }
 }

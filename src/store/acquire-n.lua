@@ -147,7 +147,8 @@ local function acquire(k, a)
   local drops, head = laneWalk(recordPrefix, headsKey, laneKey, jobId, dispatchId)
   -- Where the prompt goes: '' creates a job (a creation); a follow-up chained to a creation goes
   -- to the job it created, read when its turn has come (the creation then ended), or has none.
-  -- The creation's FINISH (and a REGISTER after it) wrote that job onto the chained record, which
+  -- The FINISH of the one before it in the lane (the creation, or a chained follow-up that learned
+  -- the job), or a REGISTER after the creation ended, wrote that job onto the chained record, which
   -- outlives the creation's (DISPATCH_RETENTION); a creation's record gone is `creation_expired`.
   local to, noJob = jobId, 'no_job'
   if stored[8] == 'create' then to = '' end

@@ -59,9 +59,6 @@ local countsKey = shardKeyOf(trackedKey, 'tracked', 'counts:open')
 local deadLettersKey = shardKeyOf(trackedKey, 'tracked', 'deadletters')
 local DEAD = {['followup.undeliverable'] = true, ['followup.timed_out'] = true}
 
--- A creation that made a job writes it onto the records chained to it and still waiting (its
--- lane), so that they find it however long they wait: the creation's record expires after
--- `retentionMs`. Records share the ended one's prefix (and hash tag).
 -- A follow-up chained to a creation that ended with no job to send to: no redrive can send it
 -- (there is no job), so it is no dead letter.
 local function noJobToRedrive(recordKey)
@@ -69,18 +66,20 @@ local function noJobToRedrive(recordKey)
   return chained[1] and not chained[2]
 end
 
-local function handOnTarget(recordKey, dispatchId, laneKey, nextId)
+-- A creation that made a job writes it onto the next record of its lane (the follow-ups chained
+-- to it), and each of those hands it on to the next when it ends: one record written per end,
+-- whatever the lane's length, and each finds the job however long it waits (the creation's
+-- record expires after `retentionMs`). Records share the ended one's prefix (and hash tag).
+-- The next record is not among the checked keys: one of another type is left as it is (pcall),
+-- so that nothing can fail after the event is written.
+local function handOnTarget(recordKey, dispatchId, nextId)
   if not nextId then return end
-  local made = redis.call('HMGET', recordKey, 'kind', 'target')
-  if made[1] ~= 'create' or not made[2] then return end
-  local prefix = string.sub(recordKey, 1, #recordKey - #dispatchId)
-  local waiting = redis.call('LRANGE', laneKey, 0, -1)
-  if #waiting == 0 then waiting = {nextId} end
-  for _, id in ipairs(waiting) do
-    if redis.call('HEXISTS', prefix .. id, 'after') == 1 then
-      redis.call('HSET', prefix .. id, 'target', made[2])
-    end
-  end
+  local made = redis.call('HMGET', recordKey, 'kind', 'after', 'target')
+  if not made[3] or (made[1] ~= 'create' and not made[2]) then return end
+  local nextKey = string.sub(recordKey, 1, #recordKey - #dispatchId) .. nextId
+  local theirs = redis.pcall('HMGET', nextKey, 'after', 'target')
+  if type(theirs) ~= 'table' or theirs.err or not theirs[1] or theirs[2] then return end
+  redis.pcall('HSET', nextKey, 'target', made[3])
 end
 
 local function finish(k, a)
@@ -138,7 +137,7 @@ local function finish(k, a)
   else
     redis.call('LREM', laneKey, 1, dispatchId)
   end
-  handOnTarget(recordKey, dispatchId, laneKey, nextId)
+  handOnTarget(recordKey, dispatchId, nextId)
   return {1, nextId or '', entry}
 end
 

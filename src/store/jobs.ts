@@ -128,3 +128,21 @@ export async function wakeDispatch(queue: Queue, dispatchId: string): Promise<vo
     // It left the delayed set in between (promoted by its own re-check, or by its timer).
   });
 }
+
+/**
+ * The first `<dispatchId>-f<n>`, from `first` on, with no BullMQ job: a carry job of an earlier
+ * record of the same key may still be kept, and adding an existing id does nothing. `presence`
+ * answers `missing` for an id with no job (store.poll.jobPresence); looked at eight at a time.
+ * The producer's revival and the poller's repair sweep number carry jobs alike.
+ */
+export async function freeCarryId(
+  presence: (bullJobIds: readonly string[]) => Promise<readonly string[]>,
+  dispatchId: string,
+  first = 1,
+): Promise<string> {
+  for (let from = first; ; from += 8) {
+    const ids = Array.from({ length: 8 }, (_, k) => `${dispatchId}-f${from + k}`);
+    const free = (await presence(ids)).indexOf('missing');
+    if (free >= 0) return ids[free] as string;
+  }
+}

@@ -46,8 +46,9 @@
     ARGV[10i + 6] W3C traceparent of the producer's span ('' = not traced)
     ARGV[10i + 7] token of the key's claim across shards ('' = none: one shard, or no key)
     ARGV[10i + 8] deadline: epoch ms, `+<ms>` from now (a ttl), or '' (none); see dispatch/deadline.ts
-    ARGV[10i + 9] kind: '' a follow-up, `c` a creation, `a<dispatchId>` a follow-up chained to
-                  that creation
+    ARGV[10i + 9] kind: '' a follow-up, `c` a creation, `a<dispatchId> <digest>` a follow-up
+                  chained to that creation (the digest of the creation when it is of the same
+                  batch, else ''; -3 when that creation's record holds another)
 
   A follow-up whose claim was released (its producer stalled past the claim's repair, see
   store/claims.ts) is not registered, and its orphan marker is set: the BullMQ job that the

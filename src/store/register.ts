@@ -8,18 +8,19 @@ import { LUA } from './lua.js';
 import { laneOf, type DispatchRef, type StoreState } from './store-state.js';
 
 /**
- * A follow-up to register, with the trace context of the producer's span when traced, and the
- * token of its key's claim across shards when it has one (`Claims`).
+ * A follow-up to register, with the trace context of the producer's span when traced, the token
+ * of its key's claim across shards when it has one (`Claims`), and the digest of the batch's
+ * creation it is chained to (REGISTER refuses it, -3, when that creation's record holds another).
  */
 export type Registration = Dispatchable & {
   readonly traceparent?: string | undefined;
   readonly claimToken?: string | undefined;
+  readonly afterDigest?: string | undefined;
 };
 
 /**
- * Follow-ups per REGISTER call. A batch has no size limit of its own (`sendMany`): one call for
- * all of it would be one command as large as all its prompts (Redis holds a command whole in the
- * client's query buffer, at most 1 GB) with four keys and ten arguments per follow-up.
+ * Follow-ups per REGISTER call. A batch has no size limit (`sendMany`): one call would be one
+ * command as large as all its prompts (Redis holds a command whole, at most 1 GB).
  */
 export const REGISTER_CHUNK = 1_000;
 
@@ -40,13 +41,11 @@ export class Register {
   }
 
   /**
-   * Queues REGISTER of every follow-up of a batch (its dispatch id at the same index), in order, on
-   * `multi`, a MULTI of the store's connection, after a SCRIPT LOAD of REGISTER at its start, so
-   * that the script is there when it runs (NOSCRIPT inside MULTI fails one command and commits the
-   * rest). One REGISTER call per {@link REGISTER_CHUNK} follow-ups, whose replies are their
-   * answers, in the same order. Returns how many replies the loads and the calls add, in that
-   * order. Only a follow-up with an idempotency key gets a digest: without one, its id is random
-   * and never registered again, so nothing would ever compare it.
+   * Queues REGISTER of a batch (dispatch ids at the same index), in order, on `multi` (a MULTI),
+   * after a SCRIPT LOAD of REGISTER (NOSCRIPT inside MULTI would fail one command and commit the
+   * rest). One call per {@link REGISTER_CHUNK} follow-ups, its replies their answers in order.
+   * Returns how many replies the loads and the calls add. Only a keyed follow-up gets a digest:
+   * an unkeyed one's id is random, never registered again, so nothing would compare it.
    */
   into(
     multi: ChainableCommander,
@@ -116,11 +115,14 @@ function queueChunk(
       followUp.traceparent ?? '',
       followUp.claimToken ?? '',
       deadlineArgument(followUp),
-      followUp.kind === 'create' ? 'c' : followUp.after ? `a${followUp.after}` : '',
+      followUp.kind === 'create' ? 'c' : followUp.after ? afterArgument(followUp) : '',
     );
   }
   state.scripts.queue(multi, scriptOf(state), [...keys, ...claimed], args);
 }
+
+// A chained follow-up's kind: `a<creation's dispatch id> <its digest, if of the batch>`.
+const afterArgument = (f: Registration) => `a${f.after ?? ''} ${f.afterDigest ?? ''}`;
 
 /** How many of `followUps` each project has. */
 function countByProject(followUps: readonly Registration[]): Record<string, number> {
@@ -130,9 +132,8 @@ function countByProject(followUps: readonly Registration[]): Record<string, numb
 }
 
 /**
- * The digest of a follow-up's content (project, job, prompt, meta), stored on its record: a second
- * send with the same idempotency key and another digest is a conflict, not a duplicate. Meta keys
- * are sorted, so the same object built in another order is the same follow-up.
+ * The digest of a follow-up's content (project, job, prompt, meta with its keys sorted), stored on
+ * its record: a send with the same idempotency key and another digest is a conflict.
  */
 export function contentDigest(followUp: Dispatchable): string {
   const content = [
@@ -237,10 +238,9 @@ const ID_LETTERS = 52;
 const RANDOM_ID_CHARS = 22;
 
 /**
- * A random dispatch id: 22 letters and digits, the first a letter (about 130 random bits, a
- * UUID has 122), so that it is never read as a number (BullMQ refuses a job id that is one) nor
- * as an option on a command line. Shorter than a UUID's 36 characters, since the id is in the
- * keys of its record, prompt and BullMQ job, in the wait list and in its lane.
+ * A random dispatch id: 22 letters and digits, the first a letter (about 130 random bits), never
+ * read as a number (BullMQ refuses a job id that is one) nor as an option on a command line.
+ * Shorter than a UUID: the id is in the keys of its record, prompt and job, and in its lane.
  */
 export function randomDispatchId(): string {
   // randomInt draws without bias, from a pool of random bytes Node keeps.

@@ -66,4 +66,23 @@ describe('creations on the command line', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   }, 60_000);
+  it('a line chained to a creation refused for its key says so on field after', async () => {
+    const service = start({}, { worker: false, poller: false });
+    await service.producer.create({ projectId: 'p1', prompt: 'first', key: 'taken' });
+    const dir = mkdtempSync(join(tmpdir(), 'create-'));
+    try {
+      const file = join(dir, 'lines.ndjson');
+      const lines = [
+        { create: true, projectId: 'p1', prompt: 'other', key: 'taken' },
+        { projectId: 'p1', after: 'taken', prompt: 'then this' },
+      ];
+      writeFileSync(file, lines.map((l) => JSON.stringify(l)).join('\n'));
+      const run = await runCliToEnd(['enqueue', '--file', file], ns().env());
+      expect(run.code).toBe(1);
+      expect(run.stderr).toContain('line 1: key: already used for a different follow-up');
+      expect(run.stderr).toMatch(/line 2: after: its creation \(dispatch \S+\) was refused/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 30_000);
 });

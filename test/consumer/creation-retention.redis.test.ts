@@ -34,6 +34,33 @@ describe('follow-ups chained to a creation whose record expired', () => {
     }
   }, 60_000);
 
+  it('learn the job one by one: an end writes it onto the next in the lane only', async () => {
+    // All three queued before the creation is sent: none learns its job from REGISTER.
+    const producerOnly = start({}, { worker: false, poller: false });
+    const admin = createAdmin({ redisUrl: ns().redisUrl, prefix: ns().prefix });
+    const target = (id: string) => ns().redis.hget(keysFor(ns().prefix).dispatch(id), 'target');
+    try {
+      await producerOnly.producer.create({ projectId: 'p1', prompt: 'c', key: 'c' });
+      const chained = [];
+      for (const prompt of ['one', 'two', 'three']) {
+        chained.push(await producerOnly.producer.send({ projectId: 'p1', after: 'c', prompt }));
+      }
+      start();
+      await expect.poll(async () => simulator().deliveries.length, { timeout: 15_000 }).toBe(1);
+      await admin.pauseProject('p1');
+      const [made] = await waitForEvents(ns().redis, ns().eventsStream, 1, 20_000);
+      const ids = chained.map((f) => f.dispatchId);
+      expect(await Promise.all(ids.map(target))).toEqual([made!.jobId, null, null]);
+      await admin.resumeProject('p1');
+      const events = await waitForEvents(ns().redis, ns().eventsStream, 4, 40_000);
+      expect(events.slice(1).map((e) => [e.dispatchId, e.jobId])).toEqual(
+        ids.map((id) => [id, made!.jobId]),
+      );
+    } finally {
+      await admin.close();
+    }
+  }, 60_000);
+
   it('end creation_expired, not job_not_created, when the record went before they learned a job', async () => {
     const service = start({}, { worker: false, poller: false });
     const c = await service.producer.create({ projectId: 'p1', prompt: 'c', key: 'c' });

@@ -164,40 +164,6 @@ describe('a creation whose answer is lost', () => {
   }, 20_000);
 });
 
-describe('a creation refused for a key conflict', () => {
-  const { simulator, ns, start } = useService('creation-conflict', { workTimeMs: 200 });
-
-  it('refuses the follow-ups chained to it in the same batch, not chaining them to the key holder', async () => {
-    const service = start();
-    const old = await service.producer.create({ projectId: 'p1', prompt: 'old', key: 'kc' });
-    const err = await service.producer
-      .sendMany([
-        { projectId: 'p1', prompt: 'new', key: 'kc', create: true },
-        { projectId: 'p1', after: 'kc', prompt: 'chained to the new one' },
-        { projectId: 'p1', jobId: 'j1', prompt: 'plain' },
-      ])
-      .catch((e: unknown) => e);
-    expect(err).toMatchObject({
-      code: 'idempotency_conflict',
-      conflicts: [
-        { index: 0, key: 'kc', dispatchId: old.dispatchId },
-        { index: 1, after: old.dispatchId },
-      ],
-      results: [null, null, { deduplicated: false }],
-    });
-    expect((err as Error).message).toMatch(/\[1\] after: its creation .* was refused/);
-    const events = await waitForEvents(ns().redis, ns().eventsStream, 2, 30_000);
-    await new Promise((resolve) => setTimeout(resolve, 1_000));
-    // The plain one was enqueued (its job j1 is unknown to the API); the chained one never was.
-    expect(events.map((e) => [e.type, e.event['reason'] ?? null]).sort()).toEqual([
-      ['followup.undeliverable', 'not_found'],
-      ['job.completed', null],
-    ]);
-    const posts = simulator().deliveries.map((d) => [d.kind ?? 'send', d.prompt]);
-    expect(posts).toEqual([['create', 'old']]);
-  }, 40_000);
-});
-
 describe('a creation whose worker died mid-send', () => {
   const { simulator, ns, start } = useService('creation-crash', { workTimeMs: 200 });
 

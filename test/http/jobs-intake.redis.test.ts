@@ -61,4 +61,18 @@ describe('POST /v1/jobs', () => {
     const empty = await post('/v1/jobs', []);
     expect(empty.status).toBe(400);
   });
+  it('answers 409 on field after for a follow-up chained to a creation refused for its key', async () => {
+    await post('/v1/jobs', { projectId: 'p1', prompt: 'first', key: 'j-taken' });
+    const refused = await post('/v1/followups', [
+      { create: true, projectId: 'p1', prompt: 'other', key: 'j-taken' },
+      { projectId: 'p1', after: 'j-taken', prompt: 'chained' },
+    ]);
+    expect(refused.status).toBe(409);
+    expect(await refused.json()).toMatchObject({
+      problems: [
+        { index: 0, field: 'key' },
+        { index: 1, field: 'after', message: expect.stringContaining('was refused') },
+      ],
+    });
+  });
 });

@@ -23,4 +23,18 @@ describe('the poller, for a tracked id without a record', () => {
     const events = await readEvents(ns().redis, ns().eventsStream);
     expect(events.map((e) => e.dispatchId)).toEqual([lost]);
   }, 20_000);
+  it("ends a creation's lost record job.undeliverable, read from its BullMQ job", async () => {
+    const producerOnly = start({}, { worker: false, poller: false });
+    const keys = keysFor(ns().prefix);
+    const c = await producerOnly.producer.create({ projectId: 'p1', prompt: 'c' });
+    await ns().redis.zadd(keys.tracked, 0, c.dispatchId);
+    await ns().redis.del(keys.dispatch(c.dispatchId));
+    start({}, { worker: false });
+    await eventually(async () => (await ns().redis.zcard(keys.tracked)) === 0 || undefined, {
+      what: 'the tracked set emptied',
+    });
+    const [event] = await readEvents(ns().redis, ns().eventsStream);
+    expect(event).toMatchObject({ type: 'job.undeliverable', dispatchId: c.dispatchId });
+    expect(event).toMatchObject({ projectId: 'p1', jobId: '' });
+  }, 20_000);
 });

@@ -6,17 +6,19 @@ import { startService } from '../support/service.js';
 import { useSimulator } from '../support/simulator.js';
 
 /**
- * BullMQ's addBulk stops at its first failed add: one job key of the wrong type (written by hand)
- * must not keep the repair sweep from giving the page's other lost jobs back.
+ * A carry job's id already taken (here by a key of the wrong type, written by hand; or a job kept
+ * of an earlier record of the same key): the repair sweep numbers the replacement past it, and
+ * gives the page's other lost jobs back. Adding to a taken id would do nothing, or fail the page's
+ * addBulk (BullMQ's addBulk stops at its first failed add).
  */
-describe('the repair sweep, when one add of its page fails', () => {
+describe('the repair sweep, when a carry id is taken', () => {
   const simulator = useSimulator();
   const cleanups: (() => Promise<void>)[] = [];
   afterEach(async () => {
     for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
   });
 
-  it('still gives the other lost jobs back, and counts them', async () => {
+  it('replaces an ended job under the next free id, and gives the other lost jobs back', async () => {
     const ns = createNamespace('repair-add-error');
     cleanups.push(() => ns.cleanup());
     const queue = new Queue(QUEUE_NAMES.dispatch, {
@@ -53,5 +55,8 @@ describe('the repair sweep, when one add of its page fails', () => {
       { what: 'the re-added job counted' },
     );
     expect(await ns.redis.type(queue.toKey(`${ended.dispatchId}-f1`))).toBe('string');
+    await eventually(async () => (await queue.getJob(`${ended.dispatchId}-f2`)) ?? undefined, {
+      what: 'the ended job replaced past the taken id',
+    });
   }, 30_000);
 });

@@ -92,4 +92,24 @@ describe('a lane (ACQUIRE)', () => {
     expect(await finish(second as DispatchRef)).toMatchObject({ nextDispatchId: undefined });
     expect(await ns.redis.exists(keys.lane('p', 'j'), keys.laneHeads('p'))).toBe(0);
   });
+  it("a creation's end hands its job to the next record only, never failing on one of another type", async () => {
+    const { ns, producer } = fixture();
+    const keys = keysFor(ns.prefix);
+    const c = await producer.create({ projectId: 'p', prompt: 'c' });
+    const [f1, f2] = await producer.sendMany(
+      ['one', 'two'].map((prompt) => ({ projectId: 'p', after: c.dispatchId, prompt })),
+    );
+    const cRef: DispatchRef = {
+      dispatchId: c.dispatchId,
+      projectId: 'p',
+      jobId: `created:${c.dispatchId}`,
+    };
+    await ns.redis.hset(keys.dispatch(c.dispatchId), 'target', 'made-1');
+    // The next record is replaced by a key of another type (a hand edit).
+    await ns.redis.del(keys.dispatch(f1!.dispatchId));
+    await ns.redis.set(keys.dispatch(f1!.dispatchId), 'not a hash');
+    expect(await finish(cRef)).toMatchObject({ nextDispatchId: f1!.dispatchId });
+    expect(await ns.redis.hget(keys.dispatch(c.dispatchId), 'state')).toBe('done');
+    expect(await ns.redis.hget(keys.dispatch(f2!.dispatchId), 'target')).toBeNull();
+  });
 });

@@ -84,6 +84,14 @@ end
 local refusal = backlogRefusal(countsKey, records, anyExisted, idsFrom, markerMs)
 if refusal then return refusal end
 
+-- Whether the record under `after` holds another digest than the batch's creation of that id:
+-- that creation was refused for its key, maybe in an earlier call of the batch.
+local function otherCreation(after, digest)
+  if digest == '' then return false end
+  local stored = redis.pcall('HGET', recordPrefix .. after, 'digest')
+  return type(stored) == 'string' and stored ~= '' and stored ~= digest
+end
+
 local answers, opened, prompts, projects, fresh = {}, {}, {}, {}, {}
 -- The creations of this call refused for a key conflict: the follow-ups chained to them are
 -- refused too (answer -3; their job add ends on its orphan marker), not joined to the lane of
@@ -102,13 +110,16 @@ for i = 1, n do
     claimKeysAt = claimKeysAt + 2
   end
   local kind = ARGV[a + 11]
-  if string.sub(kind, 1, 1) == 'a' and refusedCreations[string.sub(kind, 2)] then
-    redis.call('SET', orphanPrefix .. dispatchId, '1', 'NX', 'PX', markerMs)
-    answers[i] = -3
-  elseif registered[recordKey] ~= nil or
-      (anyExisted and redis.call('EXISTS', recordKey) == 1) then
+  -- A chained follow-up's creation, and that creation's digest when it is of the same batch.
+  local after, afterDigest = string.match(kind, '^a(%S+) ?(%S*)$')
+  -- A record that exists answers as it is (a retry of one registered before): only a new one is
+  -- refused for its creation, and only a new one gets an orphan marker.
+  if registered[recordKey] ~= nil or (anyExisted and redis.call('EXISTS', recordKey) == 1) then
     answers[i] = existing(recordKey, digest)
     if answers[i] == -1 and kind == 'c' then refusedCreations[dispatchId] = true end
+  elseif after and (refusedCreations[after] or otherCreation(after, afterDigest)) then
+    redis.call('SET', orphanPrefix .. dispatchId, '1', 'NX', 'PX', markerMs)
+    answers[i] = -3
   elseif releasedKey and redis.call('SISMEMBER', releasedKey, token) == 1 then
     redis.call('SET', markerKey, '1', 'NX', 'PX', markerMs)
     answers[i] = -2
@@ -129,10 +140,10 @@ for i = 1, n do
     addIfAny(fields, 'expiresAt', deadline)
     -- A creation (`c`), or a follow-up chained to one (`a` and the creation's dispatch id).
     if kind == 'c' then addIfAny(fields, 'kind', 'create') end
-    if string.sub(kind, 1, 1) == 'a' then
-      addIfAny(fields, 'after', string.sub(kind, 2))
+    if after then
+      addIfAny(fields, 'after', after)
       -- The job its creation made, if known: it then outlives the creation's record.
-      local made = redis.pcall('HGET', recordPrefix .. string.sub(kind, 2), 'target')
+      local made = redis.pcall('HGET', recordPrefix .. after, 'target')
       if type(made) == 'string' then addIfAny(fields, 'target', made) end
     end
     redis.call('HSET', recordKey, unpack(fields))
