@@ -84,15 +84,8 @@ function send(
   state.jobs.accept(projectId, jobId, prompt, now);
   state.deliver({ at: now, projectId, jobId, prompt });
   record.processed = true;
-  const faults = state.dice.current;
-  if (state.dice.hit(faults.timeoutRate)) {
-    record.fault = 'timeout';
-    return { kind: 'hang' };
-  }
-  if (state.dice.hit(faults.resetRate)) {
-    record.fault = 'reset';
-    return { kind: 'reset' };
-  }
+  const fault = faultAfterProcessing(state, record);
+  if (fault) return fault;
   return jobReply(state, state.jobs.view(projectId, jobId, now), record);
 }
 
@@ -117,6 +110,16 @@ function create(
   record.jobId = jobId;
   state.deliver({ at: now, projectId, jobId, prompt, kind: 'create' });
   record.processed = true;
+  const fault = faultAfterProcessing(state, record);
+  if (fault) return fault;
+  const decision = jobReply(state, state.jobs.view(projectId, jobId, now), record);
+  if (decision.kind === 'reply' && decision.reply.status === 200)
+    return reply({ ...decision.reply, status: 201 });
+  return decision;
+}
+
+/** A processed POST's answer lost to a fault (a hang or a reset), as the dice fall; else none. */
+function faultAfterProcessing(state: EndpointState, record: RecordedRequest): Decision | undefined {
   const faults = state.dice.current;
   if (state.dice.hit(faults.timeoutRate)) {
     record.fault = 'timeout';
@@ -126,10 +129,7 @@ function create(
     record.fault = 'reset';
     return { kind: 'reset' };
   }
-  const decision = jobReply(state, state.jobs.view(projectId, jobId, now), record);
-  if (decision.kind === 'reply' && decision.reply.status === 200)
-    return reply({ ...decision.reply, status: 201 });
-  return decision;
+  return undefined;
 }
 
 function get(
