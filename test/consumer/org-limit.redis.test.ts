@@ -40,8 +40,10 @@ describe('ORG_RATE_LIMIT over the fleet', () => {
         `light sends at positions ${lightAt.join(', ')} of 19, in ${all.at(-1)!.at - all[0]!.at} ms`,
     );
     expect(busiest).toBeLessThanOrEqual(3);
-    // In turn: each light project's two among the first ten sends, not the last four.
-    expect(Math.max(...lightAt)).toBeLessThanOrEqual(10);
+    // In turn: each light project's two among the first twelve sends, not the last four (16 to 19
+    // without turns). Which of the first twelve depends on when a project's next follow-up wakes
+    // after its previous send, a jittered park: 10 and 11 were both seen.
+    expect(Math.max(...lightAt)).toBeLessThanOrEqual(12);
     for (const p of ['light0', 'light1', 'big0'])
       expect(all.slice(0, 6).some((d) => d.projectId === p)).toBe(true);
     await stopAll(fleet().processes);
