@@ -88,16 +88,24 @@ local function finish(k, a)
   local dispatchId, expected, jobId = ARGV[a], ARGV[a + 1], ARGV[a + 7]
   local entryFrom, entryTo = a + 9, a + 8 + tonumber(ARGV[a + 8])
 
-  local state = callOn('HGET', recordKey, 'state')
+  local stored = callOn('HMGET', recordKey, 'state', 'projectId')
+  local state = stored[1]
   if not state or state == 'done' then return {0, '', '', state or ''} end
   if expected ~= '' and expected ~= state then return {0, '', '', state} end
-  -- Every key it writes is checked before the first write: a failure writes nothing.
-  expectType(headsKey, 'hash')
-  expectType(laneKey, 'list')
+  -- Every key it writes is read or checked before the first write: a failure writes nothing. The
+  -- lane's head is read here (a read of the wrong type fails as a check would); the lane list is
+  -- written only when the head is not this dispatch's own field in the lane heads.
+  local head = callOn('HGET', headsKey, jobId)
+  if not head then
+    head = callOn('LINDEX', laneKey, 0)
+  elseif head ~= dispatchId then
+    expectType(laneKey, 'list')
+  end
   if state == 'queued' then
     expectType(budgetKey, 'zset')
     expectType(createKey, 'zset')
   end
+  if DEAD[ARGV[a + 3]] then expectType(deadLettersKey, 'zset') end
   local fields = {'state', 'done', 'finishedAt', ARGV[a + 2], 'type', ARGV[a + 3], 'reason',
     ARGV[a + 4]}
   if ARGV[a + 5] ~= '' then table.insert(fields, 'job'); table.insert(fields, ARGV[a + 5]) end
@@ -110,7 +118,7 @@ local function finish(k, a)
     unpack(ARGV, entryFrom, entryTo))
   table.insert(fields, 'eventId'); table.insert(fields, entry)
   redis.call('HSET', recordKey, unpack(fields))
-  countMove(countsKey, redis.call('HGET', recordKey, 'projectId'), state, 'done')
+  countMove(countsKey, stored[2], state, 'done')
   -- A dead letter keeps its prompt for a redrive, for a bounded time; any other end deletes it.
   if deadLetterMs > 0 and DEAD[ARGV[a + 3]] and not noJobToRedrive(recordKey)
     and redis.call('PEXPIRE', promptKey, math.min(deadLetterMs, tonumber(retentionMs))) == 1 then
@@ -131,7 +139,7 @@ local function finish(k, a)
   -- The lane goes on without it: from the head, the next one takes its turn; from behind (a
   -- cancel of a follow-up still waiting), the head stays. Either way the head after it is
   -- answered.
-  local nextId = laneHead(headsKey, laneKey, jobId)
+  local nextId = head
   if nextId == dispatchId then
     nextId = laneAdvance(headsKey, laneKey, jobId)
   else
@@ -149,5 +157,4 @@ for i = 1, n do
 end
 return eachItem(n, function(i)
   return finish(4 + 6 * (i - 1), starts[i])
-end, {{trackedKey, 'zset'}, {streamKey, 'stream'}, {openKey, 'zset'}, {countsKey, 'hash'},
-  {deadLettersKey, 'zset'}})
+end, {{trackedKey, 'zset'}, {openKey, 'zset'}, {countsKey, 'hash'}})

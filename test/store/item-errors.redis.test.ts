@@ -244,6 +244,34 @@ describe('a broken item of a batched call', () => {
     expect(await ns.redis.xlen(ns.eventsStream)).toBe(1);
   });
 
+  it("FINISH: its lane's keys or the stream of the wrong type are named, nothing written", async () => {
+    const { ns, store } = fixture();
+    const at = keysFor(ns.prefix);
+    const [head, , alone] = await sent('l', 'l', 'm');
+    await store.acquire(head!, rate, 50, 60_000, 'A');
+    await store.acquire(alone!, rate, 50, 60_000, 'C');
+    const finishOf = async (ref: DispatchRef) =>
+      store.finish((await store.sends.get(ref.dispatchId))!, { type: 'followup.completed' });
+
+    // A lane of two: its head is the list's first, not a field of the lane heads.
+    await ns.redis.set(at.lane('l', 'j'), 'not a list');
+    let untouched = await snapshot();
+    await expect(finishOf(head!)).rejects.toMatchObject({ op: 'finish', key: at.lane('l', 'j') });
+    expect(await snapshot()).toEqual(untouched);
+
+    await ns.redis.set(at.laneHeads('m'), 'not a hash');
+    untouched = await snapshot();
+    await expect(finishOf(alone!)).rejects.toMatchObject({ key: at.laneHeads('m') });
+    expect(await snapshot()).toEqual(untouched);
+
+    await ns.redis.set(ns.eventsStream, 'not a stream');
+    await ns.redis.del(at.laneHeads('m'));
+    await ns.redis.hset(at.laneHeads('m'), 'j', alone!.dispatchId);
+    untouched = await snapshot();
+    await expect(finishOf(alone!)).rejects.toMatchObject({ key: ns.eventsStream });
+    expect(await snapshot()).toEqual(untouched);
+  });
+
   it('FINISH: a stream that takes no more entries is named, and the follow-up is not ended without its event', async () => {
     const { ns, store } = fixture();
     const [ref] = await sent('s');

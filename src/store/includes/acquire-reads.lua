@@ -67,12 +67,11 @@ local function checkBudget(budgetKey)
   return nil
 end
 
--- Whether dispatch `id` has no record or has ended (its record checked to be a hash). An ended
--- head can still stand in a lane: an id registered again under its idempotency key after its
--- record was lost stands in the lane twice, and its FINISH hands on only one of the two.
+-- Whether dispatch `id` has no record or has ended (a record of the wrong type fails the read).
+-- An ended head can still stand in a lane: an id registered again under its idempotency key after
+-- its record was lost stands in the lane twice, and its FINISH hands on only one of the two.
 local function gone(recordPrefix, id)
-  expectType(recordPrefix .. id, 'hash')
-  local state = redis.call('HGET', recordPrefix .. id, 'state')
+  local state = callOn('HGET', recordPrefix .. id, 'state')
   return not state or state == 'done'
 end
 

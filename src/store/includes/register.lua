@@ -14,12 +14,41 @@ local nowText = tostring(now)
 -- An orphan marker's key: `<prefix>:orphan:<dispatch id>`, from the open index's key.
 local orphanPrefix = string.sub(openKey, 1, -5) .. 'orphan:'
 
+-- Commands that take many keys or members take them a thousand at a time (Lua's unpack has a
+-- limit, and a batch has none); their integer replies are summed.
+local CHUNK = 1000
+local function inChunks(command, key, items, width)
+  local total = 0
+  for first = 1, #items, CHUNK * width do
+    local last = math.min(first + CHUNK * width - 1, #items)
+    local reply
+    if key then
+      reply = redis.call(command, key, unpack(items, first, last))
+    else
+      reply = redis.call(command, unpack(items, first, last))
+    end
+    if type(reply) == 'number' then total = total + reply end
+  end
+  return total
+end
+
+-- One EXISTS for the whole batch: when none of its records exists (the usual case), no record
+-- needs a look of its own. Records registered earlier in this batch are known by their digests.
+local records, lanes = {}, {}
+for i = 1, n do records[i], lanes[i] = KEYS[4 * i - 1], KEYS[4 * i + 1] end
+local anyExisted = inChunks('EXISTS', nil, records, 1) > 0
+-- And one for the lane lists: most lanes are of one (a field), so usually none needs a look.
+local anyLane = inChunks('EXISTS', nil, lanes, 1) > 0
+
 -- A key the call writes of another type (a hand edit) fails the call before its first write. A
--- prompt needs no check (MSET replaces any type), nor a marker (SET NX and DEL never fail).
+-- prompt needs no check (MSET replaces any type), nor a marker (SET NX and DEL never fail), nor a
+-- record or lane list when none of the batch's exists.
 local function wrongType()
   local kinds = {[countsKey] = 'hash', [openKey] = 'zset', [projectsKey] = 'zset'}
   for i = 1, n do
-    kinds[KEYS[4 * i - 1]], kinds[KEYS[4 * i]], kinds[KEYS[4 * i + 1]] = 'hash', 'hash', 'list'
+    kinds[KEYS[4 * i]] = 'hash'
+    if anyExisted then kinds[records[i]] = 'hash' end
+    if anyLane then kinds[lanes[i]] = 'list' end
   end
   for at = 4 * n + 3, #KEYS, 2 do kinds[KEYS[at]] = 'set' end
   for key, kind in pairs(kinds) do
@@ -41,29 +70,6 @@ if typeError then
   return redis.error_reply(typeError)
 end
 
--- Commands that take many keys or members take them a thousand at a time (Lua's unpack has a
--- limit, and a batch has none); their integer replies are summed.
-local CHUNK = 1000
-local function inChunks(command, key, items, width)
-  local total = 0
-  for first = 1, #items, CHUNK * width do
-    local last = math.min(first + CHUNK * width - 1, #items)
-    local reply
-    if key then
-      reply = redis.call(command, key, unpack(items, first, last))
-    else
-      reply = redis.call(command, unpack(items, first, last))
-    end
-    if type(reply) == 'number' then total = total + reply end
-  end
-  return total
-end
-
--- One EXISTS for the whole batch: when none of its records exists (the usual case), no record
--- needs a look of its own. Records registered earlier in this batch are known by their digests.
-local records = {}
-for i = 1, n do records[i] = KEYS[4 * i - 1] end
-local anyExisted = inChunks('EXISTS', nil, records, 1) > 0
 local registered = {}
 
 -- The answer for a record that exists: 0 the same content, -1 another.
