@@ -1,3 +1,4 @@
+import { growingReads, type ReadBounds } from '../dispatch/read-schedule.js';
 import type { RunStats } from '../store/run-history.js';
 
 /**
@@ -5,12 +6,6 @@ import type { RunStats } from '../store/run-history.js';
  * while its run is surely going on, dense ones where history says it ends, and the growing
  * schedule again once it runs past that. Pure: history and bounds in, read times out.
  */
-
-/** What bounds every wait between two reads: `POLL_MIN_INTERVAL`, `POLL_MAX_INTERVAL`. */
-export interface ReadBounds {
-  readonly pollMinIntervalMs: number;
-  readonly pollMaxIntervalMs: number;
-}
 
 /** Runs a history needs before it shapes reads: one run says nothing of the spread. */
 export const LEARN_MIN_RUNS = 2;
@@ -38,30 +33,6 @@ export interface Plan {
   readonly windowEndMs: number;
   /** The wait between two reads in the window. */
   readonly stepMs: number;
-}
-
-/**
- * The growing schedule (the one without history): the wait after `lastMs`, `sinceSendMs` after
- * the send. In the first 20 `POLL_MIN_INTERVAL`s it grows by half up to 4 of them, so a quick run
- * is seen ended soon; after that it doubles up to `POLL_MAX_INTERVAL`: few reads for long runs.
- * With the defaults: reads 0.5, 1.25, 2.4, 4.1, 6.1, 8.1, 10.1, 14.1, 22.1, 38.1, 70.1 s after the
- * send, then every minute.
- */
-export function growingDelayMs(lastMs: number, sinceSendMs: number, b: ReadBounds): number {
-  const min = b.pollMinIntervalMs;
-  const nextMs = sinceSendMs < 20 * min ? Math.min(lastMs * 1.5, 4 * min) : lastMs * 2;
-  return Math.min(b.pollMaxIntervalMs, Math.round(nextMs));
-}
-
-/** How many reads the growing schedule spends on a run that ends `runMs` after the send. */
-export function growingReads(runMs: number, b: ReadBounds): number {
-  let reads = 1;
-  let delayMs = b.pollMinIntervalMs;
-  for (let atMs = b.pollMinIntervalMs; atMs < runMs; reads++) {
-    delayMs = growingDelayMs(delayMs, atMs, b);
-    atMs += delayMs;
-  }
-  return reads;
 }
 
 /**

@@ -10,7 +10,8 @@ import { sendInFlightMs, type SendTimeouts } from '../dispatch/in-flight.js';
 import { EVENT_TYPES, eventTypeOf, type Ending } from '../dispatch/event.js';
 import { STATES, type DispatchRecord } from '../dispatch/record.js';
 import { observedRunMs, type ObservedRun, type RunStats } from '../store/run-history.js';
-import { growingDelayMs, planReads, plannedDelayMs } from './learned-schedule.js';
+import { growingDelayMs } from '../dispatch/read-schedule.js';
+import { planReads, plannedDelayMs } from './learned-schedule.js';
 
 /** What one status read saw: the job, or the error the client raised. */
 export type Observation = { kind: 'job'; job: AgentJob } | { kind: 'error'; error: unknown };

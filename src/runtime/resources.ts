@@ -50,6 +50,7 @@ export function openRoleResources(name: string, options: RoleOptions): RoleResou
     retentionMs: config.dispatchRetentionMs,
     deadLetterRetentionMs: config.deadLetterRetentionMs,
     promptMaxBytes: config.promptMaxBytes,
+    pollMaxIntervalMs: config.pollMaxIntervalMs,
     orgRate: config.orgRateLimit && budgetRate(config.orgRateLimit),
     createRate: config.budgetScope === 'split' ? budgetRate(config.createRateLimit) : undefined,
     durability: {

@@ -1,6 +1,7 @@
 import type { AgentJob } from '../agent-api/index.js';
 import { afterWrite, beforeWrite } from '../redis/disk-wait.js';
 import { isCreation } from '../dispatch/creation.js';
+import { firstRead } from '../dispatch/read-schedule.js';
 import { failureOf, itemAnswer, ItemFailure, type WriteRetry } from './call-batch.js';
 import type { DispatchRef, MarkResult, StoreState } from './store-state.js';
 
@@ -12,8 +13,9 @@ export const MAX_MARKS = 100;
 
 /**
  * One send's answer to record, as `DispatchStore.markSent` is called: attempt `attemptToken`'s
- * send as `sent`/`unsettled`, tracked (first read in `firstDelayMs`), on disk. Idempotent, so
- * retried by `retry` when given.
+ * send as `sent`/`unsettled`, tracked, on disk. Its first read is `firstDelayMs` ahead, or one
+ * growing step later when the answer shows the run active (`firstRead`). Idempotent, so retried
+ * by `retry` when given.
  */
 export type Mark = [
   ref: DispatchRef,
@@ -42,18 +44,21 @@ export async function markMany(
 ): Promise<(MarkResult | ItemFailure)[]> {
   const { keys, options, clock } = state;
   const args: (string | number)[] = [items.length];
+  const pollMaxIntervalMs = options.pollMaxIntervalMs ?? Infinity;
   for (const [ref, newState, job, firstDelayMs, attemptToken] of items) {
     // A creation's new job has had no run before: any status it shows is its first run's.
     const created = isCreation(ref) && typeof job?.id === 'string' ? job.id : '';
+    const seenActive = job?.status === 'active' || created !== '';
+    const first = firstRead(seenActive, { pollMinIntervalMs: firstDelayMs, pollMaxIntervalMs });
     args.push(
       ref.dispatchId,
       newState,
       job ? JSON.stringify(job) : '',
       job?.status ?? '',
-      job?.status === 'active' || created !== '' ? '1' : '0',
-      Math.max(1, Math.round(firstDelayMs)),
+      seenActive ? '1' : '0',
+      Math.max(1, Math.round(first.waitMs)),
       attemptToken,
-      clock.inMs(firstDelayMs) ?? 0,
+      clock.inMs(first.atMs) ?? 0,
       created,
     );
   }

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { firstRead } from '../../src/dispatch/read-schedule.js';
 import { READ_DEFAULTS as DEFAULTS, readTimes } from '../support/read-walk.js';
 
 /** The growing read schedule (no run history), walked through actionForRead (see read-walk). */
@@ -23,5 +24,22 @@ describe('the read schedule', () => {
     expect(times.slice(0, 4)).toEqual([500, 1_250, 2_375, 4_063]);
     const waits = times.slice(1).map((t, i) => t - (times[i] as number));
     expect(Math.max(...waits)).toBe(DEFAULTS.pollMaxIntervalMs);
+  });
+
+  it("skips the first read of a run the send's answer shows active: the others fall as before", () => {
+    for (const min of [250, 500, 1_000]) {
+      const s = { ...DEFAULTS, pollMinIntervalMs: min };
+      for (const runMs of [min / 2, 3 * min, 30 * min, 10 * 60_000]) {
+        const unseen = readTimes(runMs, s);
+        const seen = readTimes(runMs, s, undefined, firstRead(true, s));
+        expect(seen).toEqual(unseen.length > 1 ? unseen.slice(1) : [unseen[0]! + 1.5 * min]);
+      }
+    }
+  });
+
+  it('keeps the first wait within POLL_MAX_INTERVAL', () => {
+    const s = { ...DEFAULTS, pollMinIntervalMs: 1_000, pollMaxIntervalMs: 1_200 };
+    expect(firstRead(true, s)).toEqual({ atMs: 2_200, waitMs: 1_200 });
+    expect(firstRead(false, s)).toEqual({ atMs: 1_000, waitMs: 1_000 });
   });
 });

@@ -109,6 +109,28 @@ describe('the tracked set: claims of due reads (DUE) and their reschedules', () 
       );
     });
 
+    it("reads a run the send's answer shows active one growing step later, with that step as its last wait", async () => {
+      const { ns, producer, store } = fixture();
+      const keys = keysFor(ns.prefix);
+      const sentWith = async (status: string) => {
+        const { dispatchId } = await producer.send({ projectId: 'p', jobId: status, prompt: 'x' });
+        const ref = { dispatchId, projectId: 'p', jobId: status };
+        await store.acquire(ref, { max: 5, windowMs: 1_000 }, 20, 60_000, 'A');
+        const job = { id: status, status, prLink: null };
+        expect(await store.markSent(ref, 'sent', job, 30_000, 'A')).toBe('marked');
+        const at = Number(await ns.redis.zscore(keys.tracked, dispatchId)) - (await redisMs());
+        const fields = await ns.redis.hmget(keys.dispatch(dispatchId), 'pollDelayMs', 'seenActive');
+        return { at, fields };
+      };
+      const active = await sentWith('active');
+      expect(Math.abs(active.at - 75_000)).toBeLessThan(500);
+      expect(active.fields).toEqual(['45000', '1']);
+      // A terminal status at the send is the previous run's: read soon, to see this one active.
+      const stale = await sentWith('completed');
+      expect(Math.abs(stale.at - 30_000)).toBeLessThan(500);
+      expect(stale.fields).toEqual(['30000', '0']);
+    });
+
     it('falls back to TIME in a store that has not seen Redis answer its time yet', async () => {
       const { ns, producer, store } = fixture();
       const keys = keysFor(ns.prefix);

@@ -1,11 +1,12 @@
 import type { DispatchRecord } from '../../src/dispatch/record.js';
 import type { RunStats } from '../../src/store/run-history.js';
+import { firstRead, type FirstRead } from '../../src/dispatch/read-schedule.js';
 import { actionForRead, type ReadActionSettings } from '../../src/poller/read-action.js';
 
 /**
  * A follow-up's status reads walked through actionForRead: each read is taken when it falls due
- * and sees the run active until it ends. The first read comes POLL_MIN_INTERVAL after the send
- * (MARK_SENT schedules it).
+ * and sees the run active until it ends. The first read is where MARK_SENT schedules it: by
+ * default that of a send whose answer did not show the run active, POLL_MIN_INTERVAL after it.
  */
 
 /** When the walked follow-up was sent (epoch ms). */
@@ -39,12 +40,17 @@ export function sentRecord(
 
 /**
  * When each read happens (ms after the send), for a run that ends `runMs` after the send; `runs`:
- * the project's run history.
+ * the project's run history; `first`: the first read.
  */
-export function readTimes(runMs: number, s: ReadActionSettings, runs?: RunStats): number[] {
+export function readTimes(
+  runMs: number,
+  s: ReadActionSettings,
+  runs?: RunStats,
+  first: FirstRead = firstRead(false, s),
+): number[] {
   const times: number[] = [];
-  let atMs = s.pollMinIntervalMs;
-  let delayMs = s.pollMinIntervalMs;
+  let atMs = first.atMs;
+  let delayMs = first.waitMs;
   for (;;) {
     times.push(atMs);
     const status = atMs >= runMs ? 'completed' : 'active';
