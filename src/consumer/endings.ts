@@ -3,7 +3,7 @@ import { EVENT_TYPES } from '../dispatch/event.js';
 import type { DispatchRef } from '../store/store.js';
 import { claimedIds, wakeDispatch } from '../store/jobs.js';
 import type { RoleContext } from '../runtime/role.js';
-import { endDispatch } from '../store/end.js';
+import { endDispatch } from '../store/finish.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 
 /**

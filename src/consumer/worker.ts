@@ -5,7 +5,7 @@ import { markSentRetryMs } from '../dispatch/in-flight.js';
 import { DISPATCH_JOB_RETENTION, readDispatchJob, type DispatchJobData } from '../store/jobs.js';
 import { openRoleResources } from '../runtime/resources.js';
 import { roleOf, type Role, type RoleContext, type RoleOptions } from '../runtime/role.js';
-import { endDispatch } from '../store/end.js';
+import { endDispatch } from '../store/finish.js';
 import { EVENT_TYPES } from '../dispatch/event.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import { inProcessSpan } from '../telemetry/tracing.js';

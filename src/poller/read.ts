@@ -7,7 +7,7 @@ import { pauseSends, resumeSends } from '../runtime/auth-pause.js';
 import { jitteredMs, jitteredWithin } from '../time/jitter.js';
 import { addDispatchJob } from '../store/jobs.js';
 import type { RoleContext } from '../runtime/role.js';
-import { finishAndHandOn } from '../store/end.js';
+import { finishAndHandOn } from '../store/finish.js';
 import type { Logger } from '../telemetry/logger.js';
 import { errorCode } from '../telemetry/metrics.js';
 import { LIFECYCLE } from '../telemetry/names.js';
