@@ -1,16 +1,27 @@
+import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { DelayedError, Worker, type Job } from 'bullmq';
 import { QUEUE_NAMES } from '../redis/keys.js';
+import { isConnectionError } from '../redis/connections.js';
+import { budgetRate } from '../dispatch/budget.js';
 import { markSentRetryMs } from '../dispatch/in-flight.js';
-import { DISPATCH_JOB_RETENTION, readDispatchJob, type DispatchJobData } from '../store/jobs.js';
+import {
+  DISPATCH_JOB_RETENTION,
+  readDispatchJob,
+  type DispatchJobData,
+  type DispatchJobRef,
+} from '../store/jobs.js';
 import { openRoleResources } from '../runtime/resources.js';
-import { roleOf, type Role, type RoleContext, type RoleOptions } from '../runtime/role.js';
-import { endDispatch } from '../store/finish.js';
-import { EVENT_TYPES } from '../dispatch/event.js';
+import { roleOf, type Role, type RoleOptions } from '../runtime/role.js';
+import { reportItemError, STORE_ITEM_RECHECK_MS } from '../runtime/store-item-error.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import { inProcessSpan } from '../telemetry/tracing.js';
-import { createProcessor } from './acquire.js';
+import { sleep } from '../time/deadline.js';
+import { jitteredUntil } from '../time/jitter.js';
 import { ConcurrencyController } from './concurrency.js';
+import { onFailed, park, poison } from './endings.js';
+import { sendFollowUp, type SendContext } from './send.js';
+import { afterVerdict } from './verdicts.js';
 
 /**
  * Starts the consumer role: a BullMQ Worker that sends follow-ups. Run as many processes as
@@ -76,7 +87,7 @@ export function startConsumer(options: RoleOptions): Role {
   );
   worker.on('error', (err) => logger.error({ err }, LIFECYCLE.redisError));
   worker.on('failed', (job, err) => {
-    if (job) void onFailed(resources, job, err);
+    if (job) void onFailed(resources, job, readDispatchJob(job), err);
   });
   logger.info(
     { concurrency: concurrency.limit, rate: config.sendRateLimit },
@@ -86,30 +97,73 @@ export function startConsumer(options: RoleOptions): Role {
 }
 
 /**
- * A BullMQ job failed. Most failures are retried by BullMQ; when this one is final (attempts
- * spent, or stalled too often), its dispatch must still end with one event.
+ * ACQUIRE is retried this many times after a connection error, `ACQUIRE_BACKOFF_MS` doubling:
+ * with its attempt token a second run answers `go` again, spending nothing.
  */
-async function onFailed(ctx: RoleContext, job: Job<DispatchJobData>, err: Error): Promise<void> {
-  const { store, logger } = ctx;
-  const ref = readDispatchJob(job);
-  try {
-    if ((await job.getState()) !== 'failed') return;
-    const record = ref && (await store.sends.get(ref.dispatchId));
-    if (!record) return;
-    if (record.state === 'sending') {
-      // Its last attempt recorded an intent and no outcome: the prompt may have gone out. Marked
-      // on that attempt's behalf (its token); the poller settles it from the job's status.
-      logger.warn(
-        { dispatchId: record.dispatchId, projectId: record.projectId, jobId: record.jobId },
-        LIFECYCLE.followupAmbiguous,
-      );
-      await store.markSent(record, 'unsettled', undefined, 1_000, record.attemptToken ?? '');
-      return;
+const ACQUIRE_RETRIES = 4;
+const ACQUIRE_BACKOFF_MS = 100;
+/** Runs `command`, again after a connection error, a few times with a short backoff. */
+export async function retryOnConnectionError<T>(command: () => Promise<T>): Promise<T> {
+  for (let retry = 0; ; retry++) {
+    try {
+      return await command();
+    } catch (err) {
+      if (retry >= ACQUIRE_RETRIES || !isConnectionError(err)) throw err;
+      await sleep(ACQUIRE_BACKOFF_MS * 2 ** retry);
     }
-    if (record.state !== 'queued') return;
-    const reason = `worker_failed:${err.name}`;
-    await endDispatch(ctx, record, { type: EVENT_TYPES.undeliverable, reason }, 'queued');
-  } catch (error) {
-    logger.error({ err: error, dispatchId: ref?.dispatchId }, LIFECYCLE.followupEndFailed);
   }
+}
+
+/**
+ * Creates the BullMQ processor: one follow-up from ACQUIRE to its outcome. ACQUIRE decides, in
+ * one script, whether the follow-up may go now (its lane, its project's park and budget, the
+ * fleet's auth pause); `go` sends (`send.ts`), every other answer parks the job or ends it
+ * (`verdicts.ts`).
+ */
+export function createProcessor(ctx: SendContext) {
+  // SEND_RATE_LIMIT; a project's own limit, when the operator set one, replaces it in ACQUIRE.
+  const { toleranceMs, ...rate } = budgetRate(ctx.config.sendRateLimit);
+
+  /** `ref`: what the job's payload names (`readDispatchJob`); `undefined`: a poison job. */
+  return async function runJob(
+    job: Job<DispatchJobData>,
+    ref: DispatchJobRef | undefined,
+    token?: string,
+    round = 0,
+  ): Promise<string> {
+    if (!ref) return poison(ctx, job, 'invalid_payload');
+    // A fresh token per run: a retried or resent ACQUIRE of this run is answered `go` again, any
+    // other run's (a rerun of a job thought stalled) `sending`.
+    const attemptToken = randomUUID();
+    // When the (last) ACQUIRE was asked for: its grant came later, so a write deadline counted
+    // from here by this process's monotonic clock is never later than the one counted from it.
+    let askedAt = 0;
+    const verdict = await retryOnConnectionError(() => {
+      askedAt = performance.now();
+      return ctx.store.acquire(ref, rate, toleranceMs, ctx.config.pollMinIntervalMs, attemptToken);
+    }).catch((err: unknown) => {
+      // Its keys or stored values are broken (a limit out of range, a key of the wrong type): its
+      // ACQUIRE wrote nothing, and it waits, unsent and not ended, until an operator repairs them.
+      if (!reportItemError(ctx, err, ref)) throw err;
+      return park(ctx, job, token, jitteredUntil(Date.now() + STORE_ITEM_RECHECK_MS));
+    });
+    if (verdict.kind !== 'go') {
+      const again = () => runJob(job, ref, token, round + 1);
+      return afterVerdict(ctx, { job, ref, token, round, again }, verdict);
+    }
+    ctx.metrics.projectSends.inc({ project: ref.projectId });
+    return sendFollowUp(
+      ctx,
+      ref,
+      { n: verdict.attempt, token: attemptToken },
+      {
+        prompt: verdict.prompt,
+        to: verdict.to,
+        probe: verdict.probe,
+        writeBy: verdict.writeWithinMs === undefined ? undefined : askedAt + verdict.writeWithinMs,
+      },
+      job,
+      token,
+    );
+  };
 }
