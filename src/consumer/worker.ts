@@ -5,12 +5,14 @@ import { QUEUE_NAMES } from '../redis/keys.js';
 import { isConnectionError } from '../redis/connections.js';
 import { budgetRate } from '../dispatch/budget.js';
 import { markSentRetryMs } from '../dispatch/in-flight.js';
+import { z } from 'zod';
+import { identifier } from '../dispatch/followup.js';
 import {
   DISPATCH_JOB_RETENTION,
-  readDispatchJob,
   type DispatchJobData,
   type DispatchJobRef,
 } from '../store/jobs.js';
+import { TRACEPARENT } from '../telemetry/trace-context.js';
 import { openRoleResources } from '../runtime/resources.js';
 import { roleOf, type Role, type RoleOptions } from '../runtime/role.js';
 import { reportItemError, STORE_ITEM_RECHECK_MS } from '../runtime/store-item-error.js';
@@ -94,6 +96,36 @@ export function startConsumer(options: RoleOptions): Role {
     LIFECYCLE.roleStarted,
   );
   return roleOf({ name: 'worker', config, logger, worker, after: [() => resources.close()] });
+}
+
+/**
+ * A dispatch job's payload as a worker reads it (its format: store/jobs.ts). A payload with other
+ * fields was written by something else: it is not read.
+ */
+const payload = z.strictObject({
+  // Checked as the producer checks them, before ACQUIRE spends anything on the job: the ids go
+  // into keys and the URL of the POST.
+  p: identifier,
+  j: identifier,
+  /** The dispatch id; the BullMQ job's id when absent. */
+  d: z.string().min(1).optional(),
+  /** The follow-up's trace context (also in its record), so a worker's span joins its trace. */
+  // A malformed one is dropped, never a reason to refuse the job.
+  t: z.string().regex(TRACEPARENT).optional().catch(undefined),
+});
+
+/**
+ * Reads the dispatch a BullMQ job carries; `undefined` when its payload cannot be read (a poison
+ * job).
+ */
+export function readDispatchJob(job: {
+  readonly id?: string | undefined;
+  readonly data: unknown;
+}): DispatchJobRef | undefined {
+  const read = payload.safeParse(job.data);
+  const dispatchId = read.data?.d ?? job.id;
+  if (!read.success || !dispatchId) return undefined;
+  return { dispatchId, projectId: read.data.p, jobId: read.data.j, traceparent: read.data.t };
 }
 
 /**
