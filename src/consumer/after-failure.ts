@@ -6,7 +6,6 @@ import { jitteredUntil } from '../time/jitter.js';
 import type { RoleContext } from '../runtime/role.js';
 import type { Logger } from '../telemetry/logger.js';
 import { LIFECYCLE } from '../telemetry/names.js';
-import type { ConcurrencyController } from './concurrency.js';
 import { endIfInDoubt } from './create.js';
 import { endUndeliverable, park, parkRateLimited } from './endings.js';
 import { classifySendFailure } from './send-failure.js';
@@ -19,7 +18,8 @@ import { classifySendFailure } from './send-failure.js';
 
 /** What the handling of a failed send needs of the processor's context (`SendContext`). */
 export type FailureContext = RoleContext & {
-  readonly concurrency: ConcurrencyController;
+  /** The worker's limit on sends in flight (`ConcurrencyController`): a 429 halves it. */
+  readonly concurrency: { onRateLimited(): void };
   /** 429s in a row per project, for the backoff of a 429 that names no wait. */
   readonly rateLimitStreak: Map<string, number>;
 };

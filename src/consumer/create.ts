@@ -8,11 +8,11 @@ import type { SendFailure } from './send-failure.js';
 
 /**
  * What a creation changes in a send (see dispatch/creation.ts): its POST creates a job (`post`,
- * send.ts), and an answer it lost cannot be settled. A follow-up's outcome in doubt is settled from its job's
- * status; a creation's job has no id we know, and nothing lists a project's jobs, so a creation
- * whose answer was lost (a timeout or reset after the request was written, a worker that died
- * mid-send, a 2xx whose body names no job, a 5xx: a gateway may answer 502/504 after the API
- * created the job) ends `job.undeliverable` with reason `ambiguous`, and is never sent again:
+ * send.ts), and an answer it lost cannot be settled. A follow-up's outcome in doubt is settled
+ * from its job's status; a creation's job has no id we know, and nothing lists a project's jobs,
+ * so a creation whose answer was lost (a timeout or reset after the request was written, a worker
+ * that died mid-send, a 2xx whose body names no job, a 5xx: a gateway may answer 502/504 after the
+ * API created the job) ends `job.undeliverable` with reason `ambiguous`, and is never sent again:
  * sending it again could create a second job. Only a failure proven before the request was
  * written (a connect error, a regrant) queues a creation again.
  */

@@ -1,25 +1,34 @@
+import { randomUUID } from 'node:crypto';
 import type { Job } from 'bullmq';
 import type { AgentJob } from '../agent-api/index.js';
+import { budgetRate } from '../dispatch/budget.js';
 import { isCreation } from '../dispatch/creation.js';
+import { isConnectionError } from '../redis/connections.js';
+import type { DispatchJobData, DispatchJobRef } from '../store/jobs.js';
 import type { DispatchRef, MarkResult, WriteRetry } from '../store/store.js';
 import { resumeSends } from '../runtime/auth-pause.js';
-import { reportItemError } from '../runtime/store-item-error.js';
+import { reportItemError, STORE_ITEM_RECHECK_MS } from '../runtime/store-item-error.js';
 import type { RoleContext } from '../runtime/role.js';
 import type { Logger } from '../telemetry/logger.js';
 import { errorCode } from '../telemetry/metrics.js';
 import { LIFECYCLE } from '../telemetry/names.js';
+import { sleep } from '../time/deadline.js';
+import { jitteredUntil } from '../time/jitter.js';
 import { onFailure, type FailedSend } from './after-failure.js';
-import type { ConcurrencyController } from './concurrency.js';
 import { endIfInDoubt } from './create.js';
+import { park, poison } from './endings.js';
+import { afterVerdict } from './verdicts.js';
 
 /**
- * One send: the POST of an acquired follow-up and the recording of its answer. What is done when
- * it fails is `after-failure.ts`'s; what a creation changes in it, `create.ts`'s.
+ * One follow-up's run in a worker: ACQUIRE, then, when it answers `go`, the POST and the
+ * recording of its answer. Every other verdict is `verdicts.ts`'s, a failed POST
+ * `after-failure.ts`'s, what a creation changes in it `create.ts`'s.
  */
 
 /** What the worker's processor needs, built once per worker process. */
 export interface SendContext extends RoleContext {
-  readonly concurrency: ConcurrencyController;
+  /** The worker's limit on sends in flight (`ConcurrencyController`), which answers adjust. */
+  readonly concurrency: { onAnswer(latencyMs: number): void; onRateLimited(): void };
   readonly workerId: string;
   /** 429s in a row per project, for the backoff of a 429 that names no wait. */
   readonly rateLimitStreak: Map<string, number>;
@@ -31,6 +40,79 @@ export interface SendContext extends RoleContext {
 export interface Attempt {
   readonly n: number;
   readonly token: string;
+}
+
+/**
+ * ACQUIRE is retried this many times after a connection error, `ACQUIRE_BACKOFF_MS` doubling:
+ * with its attempt token a second run answers `go` again, spending nothing.
+ */
+const ACQUIRE_RETRIES = 4;
+const ACQUIRE_BACKOFF_MS = 100;
+/** Runs `command`, again after a connection error, a few times with a short backoff. */
+export async function retryOnConnectionError<T>(command: () => Promise<T>): Promise<T> {
+  for (let retry = 0; ; retry++) {
+    try {
+      return await command();
+    } catch (err) {
+      if (retry >= ACQUIRE_RETRIES || !isConnectionError(err)) throw err;
+      await sleep(ACQUIRE_BACKOFF_MS * 2 ** retry);
+    }
+  }
+}
+
+/**
+ * Creates the BullMQ processor: one follow-up from ACQUIRE to its outcome. ACQUIRE decides, in
+ * one script, whether the follow-up may go now (its lane, its project's park and budget, the
+ * fleet's auth pause); `go` sends (`sendFollowUp`), every other answer parks the job or ends it
+ * (`verdicts.ts`).
+ */
+export function createProcessor(ctx: SendContext) {
+  // SEND_RATE_LIMIT; a project's own limit, when the operator set one, replaces it in ACQUIRE.
+  const { toleranceMs, ...rate } = budgetRate(ctx.config.sendRateLimit);
+
+  /** `ref`: what the job's payload names (`readDispatchJob`); `undefined`: a poison job. */
+  return async function runJob(
+    job: Job<DispatchJobData>,
+    ref: DispatchJobRef | undefined,
+    token?: string,
+    round = 0,
+  ): Promise<string> {
+    if (!ref) return poison(ctx, job, 'invalid_payload');
+    // A fresh token per run: a retried or resent ACQUIRE of this run is answered `go` again, any
+    // other run's (a rerun of a job thought stalled) `sending`.
+    const attemptToken = randomUUID();
+    // When the (last) ACQUIRE was asked for: its grant came later, so a write deadline counted
+    // from here by this process's monotonic clock is never later than the one counted from it.
+    let askedAt = 0;
+    const verdict = await retryOnConnectionError(() => {
+      askedAt = performance.now();
+      return ctx.store.acquire(ref, rate, toleranceMs, ctx.config.pollMinIntervalMs, attemptToken);
+    }).catch((err: unknown) => {
+      // Its keys or stored values are broken (a limit out of range, a key of the wrong type): its
+      // ACQUIRE wrote nothing, and it waits, unsent and not ended, until an operator repairs them.
+      if (!reportItemError(ctx, err, ref)) throw err;
+      return park(ctx, job, token, jitteredUntil(Date.now() + STORE_ITEM_RECHECK_MS));
+    });
+    if (verdict.kind !== 'go') {
+      const again = () => runJob(job, ref, token, round + 1);
+      const retry = outcomeRetry(ctx, ctx.logger, { ...ref });
+      return afterVerdict(ctx, { job, ref, token, round, again, retry }, verdict);
+    }
+    ctx.metrics.projectSends.inc({ project: ref.projectId });
+    return sendFollowUp(
+      ctx,
+      ref,
+      { n: verdict.attempt, token: attemptToken },
+      {
+        prompt: verdict.prompt,
+        to: verdict.to,
+        probe: verdict.probe,
+        writeBy: verdict.writeWithinMs === undefined ? undefined : askedAt + verdict.writeWithinMs,
+      },
+      job,
+      token,
+    );
+  };
 }
 
 /** What ACQUIRE granted: the prompt, where it goes (`''`: a new job), the probe, the deadline. */
@@ -56,7 +138,12 @@ export async function sendFollowUp(
       { operation: 'send', outcome: errorCode(err) },
       (performance.now() - started) / 1000,
     );
-    return onFailure(ctx, failedSend(ctx, ref, attempt, probe, job, token, log), err);
+    const failed: FailedSend = {
+      ...{ ref, attempt, probe, job, token, log },
+      recordOutcome: (state) => recordOutcome(ctx, ref, attempt, state, undefined, log),
+      outcomeRetry: () => outcomeRetry(ctx, log),
+    };
+    return onFailure(ctx, failed, err);
   }
   const latencyMs = performance.now() - started;
   ctx.metrics.apiLatency.observe({ operation: 'send', outcome: 'ok' }, latencyMs / 1000);
@@ -126,24 +213,6 @@ export function outcomeRetry(
   return {
     budgetMs: ctx.outcomeRetryMs,
     onError: (err, retryInMs) => log.warn({ ...fields, err, retryInMs }, LIFECYCLE.redisError),
-  };
-}
-
-/** A failed send as `onFailure` takes it, with this send's ways to record what became of it. */
-function failedSend(
-  ctx: SendContext,
-  ref: DispatchRef,
-  attempt: Attempt,
-  probe: boolean,
-  job: Job,
-  token: string | undefined,
-  log: Logger,
-): FailedSend {
-  return {
-    ...{ ref, attempt, probe, job, token, log },
-    recordOutcome: (state: 'sent' | 'unsettled') =>
-      recordOutcome(ctx, ref, attempt, state, undefined, log),
-    outcomeRetry: () => outcomeRetry(ctx, log),
   };
 }
 

@@ -3,7 +3,8 @@ import { sleep } from '../time/deadline.js';
 import { sendInFlightMs } from '../dispatch/in-flight.js';
 import { earlierBy, jitteredUntil } from '../time/jitter.js';
 import type { DispatchJobRef } from '../store/jobs.js';
-import type { Verdict } from '../store/store.js';
+import type { Verdict, WriteRetry } from '../store/store.js';
+import type { RoleContext } from '../runtime/role.js';
 import { isCreation } from '../dispatch/creation.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import {
@@ -14,12 +15,11 @@ import {
   parkRateLimited,
   missingRecord,
 } from './endings.js';
-import { outcomeRetry, type SendContext } from './send.js';
 
 /**
  * Every answer of ACQUIRE but `go`: the job parks (its lane, its project's pause, park or budget,
  * the fleet's auth pause, a write Redis did not keep) or its dispatch ends unsent here; `go` is
- * the processor's own (`worker.ts`).
+ * the processor's own (`send.ts`).
  */
 
 /**
@@ -53,8 +53,9 @@ export type NotGo = Exclude<Verdict, { kind: 'go' }>;
 
 /**
  * One run of the processor, as far as a verdict other than `go` needs it: the job and its lock
- * `token`, the dispatch it names, how many times this run asked ACQUIRE again (`round`), and how
- * it asks again (`again`: the processor once more, one round later).
+ * `token`, the dispatch it names, how many times this run asked ACQUIRE again (`round`), how it
+ * asks again (`again`: the processor once more, one round later), and how a write of what became
+ * of an earlier run's send is retried (`retry`, as the send's own `outcomeRetry`).
  */
 export interface ProcessorRun {
   readonly job: Job;
@@ -62,11 +63,12 @@ export interface ProcessorRun {
   readonly token: string | undefined;
   readonly round: number;
   readonly again: () => Promise<string>;
+  readonly retry: WriteRetry;
 }
 
 /** What the processor does with a verdict that is not `go`: a park (it throws) or an end. */
 export async function afterVerdict(
-  ctx: SendContext,
+  ctx: RoleContext,
   run: ProcessorRun,
   verdict: NotGo,
 ): Promise<string> {
@@ -121,7 +123,7 @@ export async function afterVerdict(
 
 /** Its project is parked (a 429) or its budget reserved it a later slot (`over`): it waits. */
 async function budgetWait(
-  ctx: SendContext,
+  ctx: RoleContext,
   { job, ref, token, round, again }: ProcessorRun,
   verdict: { kind: 'parked' | 'over'; untilMs: number },
 ): Promise<string> {
@@ -150,8 +152,8 @@ async function budgetWait(
 
 /** Another run of this job recorded the intent and no outcome. */
 async function anotherRunSending(
-  ctx: SendContext,
-  { job, ref, token }: ProcessorRun,
+  ctx: RoleContext,
+  { job, ref, token, retry }: ProcessorRun,
   verdict: { sendingAt: number; attemptToken: string },
 ): Promise<string> {
   // While its request could still be in flight (a run BullMQ thought stalled may be alive),
@@ -172,7 +174,7 @@ async function anotherRunSending(
     undefined,
     ctx.config.pollMinIntervalMs,
     verdict.attemptToken,
-    outcomeRetry(ctx, ctx.logger, { ...ref }),
+    retry,
   );
   ctx.metrics.sends.inc({ outcome: 'ambiguous' });
   return 'unsettled after a crash';

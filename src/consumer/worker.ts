@@ -1,9 +1,6 @@
-import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
-import { DelayedError, Worker, type Job } from 'bullmq';
+import { DelayedError, Worker } from 'bullmq';
 import { QUEUE_NAMES } from '../redis/keys.js';
-import { isConnectionError } from '../redis/connections.js';
-import { budgetRate } from '../dispatch/budget.js';
 import { markSentRetryMs } from '../dispatch/in-flight.js';
 import { z } from 'zod';
 import { identifier } from '../dispatch/followup.js';
@@ -15,15 +12,16 @@ import {
 import { TRACEPARENT } from '../telemetry/trace-context.js';
 import { openRoleResources } from '../runtime/resources.js';
 import { roleOf, type Role, type RoleOptions } from '../runtime/role.js';
-import { reportItemError, STORE_ITEM_RECHECK_MS } from '../runtime/store-item-error.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import { inProcessSpan } from '../telemetry/tracing.js';
-import { sleep } from '../time/deadline.js';
-import { jitteredUntil } from '../time/jitter.js';
-import { ConcurrencyController } from './concurrency.js';
-import { onFailed, park, poison } from './endings.js';
-import { sendFollowUp, type SendContext } from './send.js';
-import { afterVerdict } from './verdicts.js';
+import { onFailed } from './endings.js';
+import { createProcessor } from './send.js';
+
+/**
+ * The consumer role's process: its BullMQ Worker, the payload of each job it takes
+ * (`readDispatchJob`), and its own limit on sends in flight (`ConcurrencyController`). What one
+ * follow-up's run does, from ACQUIRE to its answer, is `send.ts`'s.
+ */
 
 /**
  * Starts the consumer role: a BullMQ Worker that sends follow-ups. Run as many processes as
@@ -129,73 +127,72 @@ export function readDispatchJob(job: {
 }
 
 /**
- * ACQUIRE is retried this many times after a connection error, `ACQUIRE_BACKOFF_MS` doubling:
- * with its attempt token a second run answers `go` again, spending nothing.
+ * A worker's own limit on sends in flight, additive increase / multiplicative decrease, as TCP
+ * does: halve on a 429 or a slow answer, grow by one after a limit's worth of healthy answers.
+ * The fleet-wide budget is enforced in Redis; this only keeps one process from piling requests on
+ * an API that is already pushing back.
  */
-const ACQUIRE_RETRIES = 4;
-const ACQUIRE_BACKOFF_MS = 100;
-/** Runs `command`, again after a connection error, a few times with a short backoff. */
-export async function retryOnConnectionError<T>(command: () => Promise<T>): Promise<T> {
-  for (let retry = 0; ; retry++) {
-    try {
-      return await command();
-    } catch (err) {
-      if (retry >= ACQUIRE_RETRIES || !isConnectionError(err)) throw err;
-      await sleep(ACQUIRE_BACKOFF_MS * 2 ** retry);
-    }
-  }
+export interface ConcurrencyOptions {
+  /** Upper bound: `WORKER_CONCURRENCY`. */
+  readonly max: number;
+  /** An answer slower than this counts as congestion. @defaultValue 5000 */
+  readonly slowMs?: number;
+  /** Decreases closer together than this count once. @defaultValue 1000 */
+  readonly cooldownMs?: number;
+  /** Called when the limit changes. */
+  readonly onChange?: (limit: number, reason: 'increase' | 'rate_limited' | 'slow') => void;
+  readonly now?: () => number;
 }
 
-/**
- * Creates the BullMQ processor: one follow-up from ACQUIRE to its outcome. ACQUIRE decides, in
- * one script, whether the follow-up may go now (its lane, its project's park and budget, the
- * fleet's auth pause); `go` sends (`send.ts`), every other answer parks the job or ends it
- * (`verdicts.ts`).
- */
-export function createProcessor(ctx: SendContext) {
-  // SEND_RATE_LIMIT; a project's own limit, when the operator set one, replaces it in ACQUIRE.
-  const { toleranceMs, ...rate } = budgetRate(ctx.config.sendRateLimit);
+/** The AIMD controller. */
+export class ConcurrencyController {
+  private current: number;
+  private credit = 0;
+  private lastDecreaseAt = -Infinity;
+  private readonly slowMs: number;
+  private readonly cooldownMs: number;
+  private readonly now: () => number;
 
-  /** `ref`: what the job's payload names (`readDispatchJob`); `undefined`: a poison job. */
-  return async function runJob(
-    job: Job<DispatchJobData>,
-    ref: DispatchJobRef | undefined,
-    token?: string,
-    round = 0,
-  ): Promise<string> {
-    if (!ref) return poison(ctx, job, 'invalid_payload');
-    // A fresh token per run: a retried or resent ACQUIRE of this run is answered `go` again, any
-    // other run's (a rerun of a job thought stalled) `sending`.
-    const attemptToken = randomUUID();
-    // When the (last) ACQUIRE was asked for: its grant came later, so a write deadline counted
-    // from here by this process's monotonic clock is never later than the one counted from it.
-    let askedAt = 0;
-    const verdict = await retryOnConnectionError(() => {
-      askedAt = performance.now();
-      return ctx.store.acquire(ref, rate, toleranceMs, ctx.config.pollMinIntervalMs, attemptToken);
-    }).catch((err: unknown) => {
-      // Its keys or stored values are broken (a limit out of range, a key of the wrong type): its
-      // ACQUIRE wrote nothing, and it waits, unsent and not ended, until an operator repairs them.
-      if (!reportItemError(ctx, err, ref)) throw err;
-      return park(ctx, job, token, jitteredUntil(Date.now() + STORE_ITEM_RECHECK_MS));
-    });
-    if (verdict.kind !== 'go') {
-      const again = () => runJob(job, ref, token, round + 1);
-      return afterVerdict(ctx, { job, ref, token, round, again }, verdict);
+  constructor(private readonly options: ConcurrencyOptions) {
+    this.current = options.max;
+    this.slowMs = options.slowMs ?? 5_000;
+    this.cooldownMs = options.cooldownMs ?? 1_000;
+    this.now = options.now ?? Date.now;
+  }
+
+  /** The current limit. */
+  get limit(): number {
+    return this.current;
+  }
+
+  /** A send answered; `latencyMs` decides whether it counts as healthy or slow. */
+  onAnswer(latencyMs: number): void {
+    if (latencyMs > this.slowMs) {
+      this.decrease('slow');
+      return;
     }
-    ctx.metrics.projectSends.inc({ project: ref.projectId });
-    return sendFollowUp(
-      ctx,
-      ref,
-      { n: verdict.attempt, token: attemptToken },
-      {
-        prompt: verdict.prompt,
-        to: verdict.to,
-        probe: verdict.probe,
-        writeBy: verdict.writeWithinMs === undefined ? undefined : askedAt + verdict.writeWithinMs,
-      },
-      job,
-      token,
-    );
-  };
+    if (this.current >= this.options.max) return;
+    this.credit += 1;
+    if (this.credit >= this.current) {
+      this.credit = 0;
+      this.current += 1;
+      this.options.onChange?.(this.current, 'increase');
+    }
+  }
+
+  /** The API answered 429. */
+  onRateLimited(): void {
+    this.decrease('rate_limited');
+  }
+
+  private decrease(reason: 'rate_limited' | 'slow'): void {
+    const now = this.now();
+    if (now - this.lastDecreaseAt < this.cooldownMs) return;
+    this.lastDecreaseAt = now;
+    this.credit = 0;
+    const next = Math.max(1, Math.floor(this.current / 2));
+    if (next === this.current) return;
+    this.current = next;
+    this.options.onChange?.(this.current, reason);
+  }
 }
