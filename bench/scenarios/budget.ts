@@ -139,7 +139,7 @@ function evidence(run: BudgetRun, fast: BudgetRun): string[] {
       "only about 63 ms of that lag; beyond it the API's own window holds 51. Each 429 parks the " +
       'project for at least 1 s, and every reservation that falls due meanwhile is dropped.',
     'Ceiling: the service counts a window as 5 s + 125 ms (budgetMarginMs in ' +
-      'src/consumer/acquire.ts), so a steady backlog can use at most 50 / 5.125 s = 97.6 % of ' +
+      'src/dispatch/budget.ts), so a steady backlog can use at most 50 / 5.125 s = 97.6 % of ' +
       'the budget.',
     `${describeCpu(run.probe)}. Redis commands per follow-up sent: ` +
       topCommands(run.probe.commands, run.deliveries.length),

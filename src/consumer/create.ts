@@ -1,4 +1,3 @@
-import type { AgentJob } from '../agent-api/index.js';
 import { isCreation } from '../dispatch/creation.js';
 import type { RoleContext } from '../runtime/role.js';
 import type { DispatchRef } from '../store/store.js';
@@ -8,42 +7,15 @@ import { endUndeliverable } from './endings.js';
 import type { SendFailure } from './send-failure.js';
 
 /**
- * What a creation changes in a send (see dispatch/creation.ts): its POST creates a job, and an
- * answer it lost cannot be settled. A follow-up's outcome in doubt is settled from its job's
- * status; a creation's job has no id we know, and nothing lists a project's jobs, so a creation
- * whose answer was lost (a timeout or reset after the request was written, a worker that died
- * mid-send, a 2xx whose body names no job, a 5xx: a gateway may answer 502/504 after the API
- * created the job) ends `job.undeliverable` with reason `ambiguous`, and is never sent again:
+ * What a creation changes in a send (see dispatch/creation.ts): its POST creates a job (`post`,
+ * send.ts), and an answer it lost cannot be settled. A follow-up's outcome in doubt is settled
+ * from its job's status; a creation's job has no id we know, and nothing lists a project's jobs,
+ * so a creation whose answer was lost (a timeout or reset after the request was written, a worker
+ * that died mid-send, a 2xx whose body names no job, a 5xx: a gateway may answer 502/504 after the
+ * API created the job) ends `job.undeliverable` with reason `ambiguous`, and is never sent again:
  * sending it again could create a second job. Only a failure proven before the request was
  * written (a connect error, a regrant) queues a creation again.
  */
-
-/** The POST of an acquired dispatch: to `to`, or a new job when `to` is `''` (a creation). */
-export function post(
-  ctx: RoleContext,
-  projectId: string,
-  to: string,
-  prompt: string,
-  writeBy: number | undefined,
-): Promise<AgentJob> {
-  return to === ''
-    ? ctx.api.createJob(projectId, prompt, { writeBy })
-    : ctx.api.sendMessage(projectId, to, prompt, { writeBy });
-}
-
-/**
- * What a send's log lines carry: `jobId` the job the prompt goes to (none yet for a creation),
- * and `lane` when that is another name (a creation's lane).
- */
-export function logFields(ref: DispatchRef, to: string): Record<string, string | undefined> {
-  const lane = to === ref.jobId ? {} : { lane: ref.jobId };
-  return { dispatchId: ref.dispatchId, projectId: ref.projectId, jobId: to || undefined, ...lane };
-}
-
-/** Whether a creation answered `job` names no new job: it is in doubt, as a lost answer is. */
-export function createdNoJob(ref: DispatchRef, job: AgentJob): boolean {
-  return isCreation(ref) && (typeof job.id !== 'string' || job.id === '');
-}
 
 /**
  * Ends a creation whose outcome is unknown (`failure`, or an answer that named no job), and

@@ -3,12 +3,13 @@ import { EVENT_TYPES } from '../dispatch/event.js';
 import type { DispatchRef } from '../store/store.js';
 import { claimedIds, wakeDispatch } from '../store/jobs.js';
 import type { RoleContext } from '../runtime/role.js';
-import { endDispatch } from '../store/end.js';
+import { endDispatch } from '../store/finish.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 
 /**
  * How a processor run ends when it does not send: parked (lane, budget, 429), undeliverable, or
- * poison. Each keeps the record and the events right whatever BullMQ does next with the job.
+ * poison; and how a job BullMQ failed for good ends. Each keeps the record and the events right
+ * whatever BullMQ does next with the job.
  */
 
 /**
@@ -155,4 +156,38 @@ async function publishOrphan(ctx: RoleContext, job: Job, reason: string): Promis
   }
   ctx.logger.error({ bullJobId, reason }, LIFECYCLE.followupPoison);
   return `poison: ${reason}`;
+}
+
+/**
+ * A BullMQ job failed. Most failures are retried by BullMQ; when this one is final (attempts
+ * spent, or stalled too often), its dispatch must still end with one event. `ref`: what the
+ * job's payload names (`readDispatchJob`).
+ */
+export async function onFailed(
+  ctx: RoleContext,
+  job: Job,
+  ref: DispatchRef | undefined,
+  err: Error,
+): Promise<void> {
+  const { store, logger } = ctx;
+  try {
+    if ((await job.getState()) !== 'failed') return;
+    const record = ref && (await store.sends.get(ref.dispatchId));
+    if (!record) return;
+    if (record.state === 'sending') {
+      // Its last attempt recorded an intent and no outcome: the prompt may have gone out. Marked
+      // on that attempt's behalf (its token); the poller settles it from the job's status.
+      logger.warn(
+        { dispatchId: record.dispatchId, projectId: record.projectId, jobId: record.jobId },
+        LIFECYCLE.followupAmbiguous,
+      );
+      await store.markSent(record, 'unsettled', undefined, 1_000, record.attemptToken ?? '');
+      return;
+    }
+    if (record.state !== 'queued') return;
+    const reason = `worker_failed:${err.name}`;
+    await endDispatch(ctx, record, { type: EVENT_TYPES.undeliverable, reason }, 'queued');
+  } catch (error) {
+    logger.error({ err: error, dispatchId: ref?.dispatchId }, LIFECYCLE.followupEndFailed);
+  }
 }

@@ -1,26 +1,34 @@
+import { randomUUID } from 'node:crypto';
 import type { Job } from 'bullmq';
-import { isAgentApiError, type AgentJob } from '../agent-api/index.js';
+import type { AgentJob } from '../agent-api/index.js';
+import { budgetRate } from '../dispatch/budget.js';
+import { isCreation } from '../dispatch/creation.js';
+import { isConnectionError } from '../redis/connections.js';
+import type { DispatchJobData, DispatchJobRef } from '../store/jobs.js';
 import type { DispatchRef, MarkResult, WriteRetry } from '../store/store.js';
-import { pauseSends, resumeSends } from '../runtime/auth-pause.js';
-import { jitteredUntil } from '../time/jitter.js';
-import { reportItemError } from '../runtime/store-item-error.js';
+import { resumeSends } from '../runtime/auth-pause.js';
+import { reportItemError, STORE_ITEM_RECHECK_MS } from '../runtime/store-item-error.js';
 import type { RoleContext } from '../runtime/role.js';
 import type { Logger } from '../telemetry/logger.js';
 import { errorCode } from '../telemetry/metrics.js';
 import { LIFECYCLE } from '../telemetry/names.js';
-import type { ConcurrencyController } from './concurrency.js';
-import { endUndeliverable, park, parkRateLimited } from './endings.js';
-import { classifySendFailure } from './send-failure.js';
-import { createdNoJob, endIfInDoubt, logFields, post } from './create.js';
+import { sleep } from '../time/deadline.js';
+import { jitteredUntil } from '../time/jitter.js';
+import { onFailure, type FailedSend } from './after-failure.js';
+import { endIfInDoubt } from './create.js';
+import { park, poison } from './endings.js';
+import { afterVerdict } from './verdicts.js';
 
 /**
- * One send: the POST of an acquired follow-up, recording its answer, and what is done when it
- * fails (what a failure means is decided in `send-failure.ts`).
+ * One follow-up's run in a worker: ACQUIRE, then, when it answers `go`, the POST and the
+ * recording of its answer. Every other verdict is `verdicts.ts`'s, a failed POST
+ * `after-failure.ts`'s, what a creation changes in it `create.ts`'s.
  */
 
 /** What the worker's processor needs, built once per worker process. */
 export interface SendContext extends RoleContext {
-  readonly concurrency: ConcurrencyController;
+  /** The worker's limit on sends in flight (`ConcurrencyController`), which answers adjust. */
+  readonly concurrency: { onAnswer(latencyMs: number): void; onRateLimited(): void };
   readonly workerId: string;
   /** 429s in a row per project, for the backoff of a 429 that names no wait. */
   readonly rateLimitStreak: Map<string, number>;
@@ -32,6 +40,79 @@ export interface SendContext extends RoleContext {
 export interface Attempt {
   readonly n: number;
   readonly token: string;
+}
+
+/**
+ * ACQUIRE is retried this many times after a connection error, `ACQUIRE_BACKOFF_MS` doubling:
+ * with its attempt token a second run answers `go` again, spending nothing.
+ */
+const ACQUIRE_RETRIES = 4;
+const ACQUIRE_BACKOFF_MS = 100;
+/** Runs `command`, again after a connection error, a few times with a short backoff. */
+export async function retryOnConnectionError<T>(command: () => Promise<T>): Promise<T> {
+  for (let retry = 0; ; retry++) {
+    try {
+      return await command();
+    } catch (err) {
+      if (retry >= ACQUIRE_RETRIES || !isConnectionError(err)) throw err;
+      await sleep(ACQUIRE_BACKOFF_MS * 2 ** retry);
+    }
+  }
+}
+
+/**
+ * Creates the BullMQ processor: one follow-up from ACQUIRE to its outcome. ACQUIRE decides, in
+ * one script, whether the follow-up may go now (its lane, its project's park and budget, the
+ * fleet's auth pause); `go` sends (`sendFollowUp`), every other answer parks the job or ends it
+ * (`verdicts.ts`).
+ */
+export function createProcessor(ctx: SendContext) {
+  // SEND_RATE_LIMIT; a project's own limit, when the operator set one, replaces it in ACQUIRE.
+  const { toleranceMs, ...rate } = budgetRate(ctx.config.sendRateLimit);
+
+  /** `ref`: what the job's payload names (`readDispatchJob`); `undefined`: a poison job. */
+  return async function runJob(
+    job: Job<DispatchJobData>,
+    ref: DispatchJobRef | undefined,
+    token?: string,
+    round = 0,
+  ): Promise<string> {
+    if (!ref) return poison(ctx, job, 'invalid_payload');
+    // A fresh token per run: a retried or resent ACQUIRE of this run is answered `go` again, any
+    // other run's (a rerun of a job thought stalled) `sending`.
+    const attemptToken = randomUUID();
+    // When the (last) ACQUIRE was asked for: its grant came later, so a write deadline counted
+    // from here by this process's monotonic clock is never later than the one counted from it.
+    let askedAt = 0;
+    const verdict = await retryOnConnectionError(() => {
+      askedAt = performance.now();
+      return ctx.store.acquire(ref, rate, toleranceMs, ctx.config.pollMinIntervalMs, attemptToken);
+    }).catch((err: unknown) => {
+      // Its keys or stored values are broken (a limit out of range, a key of the wrong type): its
+      // ACQUIRE wrote nothing, and it waits, unsent and not ended, until an operator repairs them.
+      if (!reportItemError(ctx, err, ref)) throw err;
+      return park(ctx, job, token, jitteredUntil(Date.now() + STORE_ITEM_RECHECK_MS));
+    });
+    if (verdict.kind !== 'go') {
+      const again = () => runJob(job, ref, token, round + 1);
+      const retry = outcomeRetry(ctx, ctx.logger, { ...ref });
+      return afterVerdict(ctx, { job, ref, token, round, again, retry }, verdict);
+    }
+    ctx.metrics.projectSends.inc({ project: ref.projectId });
+    return sendFollowUp(
+      ctx,
+      ref,
+      { n: verdict.attempt, token: attemptToken },
+      {
+        prompt: verdict.prompt,
+        to: verdict.to,
+        probe: verdict.probe,
+        writeBy: verdict.writeWithinMs === undefined ? undefined : askedAt + verdict.writeWithinMs,
+      },
+      job,
+      token,
+    );
+  };
 }
 
 /** What ACQUIRE granted: the prompt, where it goes (`''`: a new job), the probe, the deadline. */
@@ -57,7 +138,12 @@ export async function sendFollowUp(
       { operation: 'send', outcome: errorCode(err) },
       (performance.now() - started) / 1000,
     );
-    return onFailure(ctx, ref, attempt, probe, { job, token }, err, log);
+    const failed: FailedSend = {
+      ...{ ref, attempt, probe, job, token, log },
+      recordOutcome: (state) => recordOutcome(ctx, ref, attempt, state, undefined, log),
+      outcomeRetry: () => outcomeRetry(ctx, log),
+    };
+    return onFailure(ctx, failed, err);
   }
   const latencyMs = performance.now() - started;
   ctx.metrics.apiLatency.observe({ operation: 'send', outcome: 'ok' }, latencyMs / 1000);
@@ -114,121 +200,6 @@ export async function recordOutcome(
     log.warn({ attempt: attempt.n, state, result }, LIFECYCLE.followupUnrecorded);
 }
 
-/** A send failed: what that means (`send-failure.ts`), and what is done about it. */
-async function onFailure(
-  ctx: SendContext,
-  ref: DispatchRef,
-  attempt: Attempt,
-  probe: boolean,
-  { job, token }: { job: Job; token: string | undefined },
-  err: unknown,
-  log: Logger,
-): Promise<string> {
-  const failure = classifySendFailure(err);
-  // Any answer but a rejection shows the key and the URL work again.
-  if (probe && failure.kind !== 'auth_paused' && isAgentApiError(err) && err.httpStatus)
-    await resumeSends(ctx.store, ctx.queue, log);
-  const inDoubt = endIfInDoubt(ctx, ref, failure, log);
-  if (inDoubt) return inDoubt;
-  switch (failure.kind) {
-    case 'permanent':
-      ctx.metrics.sends.inc({ outcome: 'rejected' });
-      log.warn({ err, attempt: attempt.n }, LIFECYCLE.followupSendFailed);
-      return endUndeliverable(ctx, ref, failure.reason, 'sending');
-    case 'auth_paused': {
-      ctx.metrics.sends.inc({ outcome: 'auth_paused' });
-      // The API did not take it: queued again, its budget unit back, no attempt spent.
-      await requeue(ctx, ref, attempt, true, 0, log);
-      // It left with a key the file no longer holds: try the new one at once, pause nothing.
-      if (ctx.refreshKey()) return park(ctx, job, token, Date.now());
-      const probeAt = await pauseSends(ctx.store, failure.httpStatus, log);
-      if (job.id) await ctx.store.pause.noteParked(job.id);
-      return park(ctx, job, token, jitteredUntil(probeAt));
-    }
-    case 'rate_limited': {
-      ctx.metrics.sends.inc({ outcome: 'rate_limited' });
-      ctx.concurrency.onRateLimited();
-      const streak = (ctx.rateLimitStreak.get(ref.projectId) ?? 0) + 1;
-      ctx.rateLimitStreak.set(ref.projectId, streak);
-      const parkMs = rateLimitParkMs(failure.retryAfterMs, ctx.config.sendRateLimit, streak - 1);
-      const requeued = await requeue(ctx, ref, attempt, false, parkMs, log);
-      const until = typeof requeued === 'number' && requeued > 0 ? requeued : Date.now() + parkMs;
-      log.warn({ parkMs, retryAfterMs: failure.retryAfterMs }, LIFECYCLE.projectParked);
-      ctx.metrics.parkProject(ref.projectId, until);
-      ctx.metrics.budgetWait.observe(parkMs / 1000);
-      // Jittered: the project's parked follow-ups do not all wake in the park's last instant.
-      return parkRateLimited(ctx, job, token, jitteredUntil(until), ref);
-    }
-    case 'transient':
-      ctx.metrics.sends.inc({ outcome: 'transient' });
-      await requeue(ctx, ref, attempt, failure.refund, 0, log);
-      if (job.attemptsMade + 1 >= (job.opts.attempts ?? 1)) {
-        log.warn({ err, attempt: attempt.n }, LIFECYCLE.followupSendFailed);
-        return endUndeliverable(ctx, ref, `send_failed:${failure.reason}`, 'queued');
-      }
-      log.info({ err, attempt: attempt.n }, LIFECYCLE.followupRetry);
-      throw err;
-    case 'regrant':
-      // Its grant is too old for the request to arrive within the budget's margin (this worker
-      // stalled): nothing left, the unit goes back and it acquires again now, no attempt spent.
-      ctx.metrics.sends.inc({ outcome: 'regrant' });
-      log.info({ attempt: attempt.n }, LIFECYCLE.followupRegrant);
-      await requeue(ctx, ref, attempt, 'unwritten', 0, log);
-      return park(ctx, job, token, Date.now());
-    case 'ambiguous':
-      // The worker's own view decides what is in doubt: its timeout fired or the connection
-      // reset after the request was written. Only such a send may be resent, and only when
-      // the operator opted in (the poller settles it first).
-      ctx.metrics.sends.inc({ outcome: 'ambiguous' });
-      log.warn({ err, attempt: attempt.n, reason: failure.reason }, LIFECYCLE.followupAmbiguous);
-      await recordOutcome(ctx, ref, attempt, 'unsettled', undefined, log);
-      return failure.kind;
-    case 'delivered':
-      // A 200 with an unreadable body: delivered for sure, so not in doubt; the job is unknown.
-      ctx.metrics.sends.inc({ outcome: 'sent' });
-      log.warn({ err, attempt: attempt.n, reason: failure.reason }, LIFECYCLE.followupSent);
-      await recordOutcome(ctx, ref, attempt, 'sent', undefined, log);
-      return failure.kind;
-  }
-}
-
-/**
- * Puts a refused send back to `queued` (see `store.requeue`), retried like a send's answer: a
- * re-queue the disk did not keep runs again once Redis is back, before the job moves on.
- */
-function requeue(
-  ctx: SendContext,
-  ref: DispatchRef,
-  attempt: Attempt,
-  refund: boolean | 'unwritten',
-  parkMs: number,
-  log: Logger,
-) {
-  return ctx.store.tracking.requeue(
-    ref,
-    attempt.n,
-    attempt.token,
-    refund,
-    parkMs,
-    outcomeRetry(ctx, log),
-  );
-}
-
-/**
- * How long to park a project after a 429 that named no wait: one budget slot's share of the
- * window, doubled for each 429 in a row, at most the whole window. The API's own figure, when
- * given, always wins.
- */
-export function rateLimitParkMs(
-  retryAfterMs: number | undefined,
-  rate: { max: number; windowMs: number },
-  consecutive: number,
-): number {
-  if (retryAfterMs !== undefined && retryAfterMs >= 0) return Math.max(retryAfterMs, 100);
-  const slotMs = rate.windowMs / rate.max;
-  return Math.min(rate.windowMs, Math.max(1_000, slotMs * 2 ** Math.min(consecutive, 20)));
-}
-
 /**
  * How a write that records what became of a send (MARK_SENT, REQUEUE) is retried: for as long as
  * a send's answer may still be recorded (`outcomeRetryMs`), each failure logged on `log` as a
@@ -243,4 +214,31 @@ export function outcomeRetry(
     budgetMs: ctx.outcomeRetryMs,
     onError: (err, retryInMs) => log.warn({ ...fields, err, retryInMs }, LIFECYCLE.redisError),
   };
+}
+
+/** The POST of an acquired dispatch: to `to`, or a new job when `to` is `''` (a creation). */
+function post(
+  ctx: RoleContext,
+  projectId: string,
+  to: string,
+  prompt: string,
+  writeBy: number | undefined,
+): Promise<AgentJob> {
+  return to === ''
+    ? ctx.api.createJob(projectId, prompt, { writeBy })
+    : ctx.api.sendMessage(projectId, to, prompt, { writeBy });
+}
+
+/**
+ * What a send's log lines carry: `jobId` the job the prompt goes to (none yet for a creation),
+ * and `lane` when that is another name (a creation's lane).
+ */
+function logFields(ref: DispatchRef, to: string): Record<string, string | undefined> {
+  const lane = to === ref.jobId ? {} : { lane: ref.jobId };
+  return { dispatchId: ref.dispatchId, projectId: ref.projectId, jobId: to || undefined, ...lane };
+}
+
+/** Whether a creation answered `job` names no new job: it is in doubt, as a lost answer is. */
+function createdNoJob(ref: DispatchRef, job: AgentJob): boolean {
+  return isCreation(ref) && (typeof job.id !== 'string' || job.id === '');
 }

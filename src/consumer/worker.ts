@@ -1,16 +1,27 @@
 import { hostname } from 'node:os';
-import { DelayedError, Worker, type Job } from 'bullmq';
+import { DelayedError, Worker } from 'bullmq';
 import { QUEUE_NAMES } from '../redis/keys.js';
 import { markSentRetryMs } from '../dispatch/in-flight.js';
-import { DISPATCH_JOB_RETENTION, readDispatchJob, type DispatchJobData } from '../store/jobs.js';
+import { z } from 'zod';
+import { identifier } from '../dispatch/followup.js';
+import {
+  DISPATCH_JOB_RETENTION,
+  type DispatchJobData,
+  type DispatchJobRef,
+} from '../store/jobs.js';
+import { TRACEPARENT } from '../telemetry/trace-context.js';
 import { openRoleResources } from '../runtime/resources.js';
-import { roleOf, type Role, type RoleContext, type RoleOptions } from '../runtime/role.js';
-import { endDispatch } from '../store/end.js';
-import { EVENT_TYPES } from '../dispatch/event.js';
+import { roleOf, type Role, type RoleOptions } from '../runtime/role.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import { inProcessSpan } from '../telemetry/tracing.js';
-import { createProcessor } from './acquire.js';
-import { ConcurrencyController } from './concurrency.js';
+import { onFailed } from './endings.js';
+import { createProcessor } from './send.js';
+
+/**
+ * The consumer role's process: its BullMQ Worker, the payload of each job it takes
+ * (`readDispatchJob`), and its own limit on sends in flight (`ConcurrencyController`). What one
+ * follow-up's run does, from ACQUIRE to its answer, is `send.ts`'s.
+ */
 
 /**
  * Starts the consumer role: a BullMQ Worker that sends follow-ups. Run as many processes as
@@ -76,7 +87,7 @@ export function startConsumer(options: RoleOptions): Role {
   );
   worker.on('error', (err) => logger.error({ err }, LIFECYCLE.redisError));
   worker.on('failed', (job, err) => {
-    if (job) void onFailed(resources, job, err);
+    if (job) void onFailed(resources, job, readDispatchJob(job), err);
   });
   logger.info(
     { concurrency: concurrency.limit, rate: config.sendRateLimit },
@@ -86,30 +97,102 @@ export function startConsumer(options: RoleOptions): Role {
 }
 
 /**
- * A BullMQ job failed. Most failures are retried by BullMQ; when this one is final (attempts
- * spent, or stalled too often), its dispatch must still end with one event.
+ * A dispatch job's payload as a worker reads it (its format: store/jobs.ts). A payload with other
+ * fields was written by something else: it is not read.
  */
-async function onFailed(ctx: RoleContext, job: Job<DispatchJobData>, err: Error): Promise<void> {
-  const { store, logger } = ctx;
-  const ref = readDispatchJob(job);
-  try {
-    if ((await job.getState()) !== 'failed') return;
-    const record = ref && (await store.sends.get(ref.dispatchId));
-    if (!record) return;
-    if (record.state === 'sending') {
-      // Its last attempt recorded an intent and no outcome: the prompt may have gone out. Marked
-      // on that attempt's behalf (its token); the poller settles it from the job's status.
-      logger.warn(
-        { dispatchId: record.dispatchId, projectId: record.projectId, jobId: record.jobId },
-        LIFECYCLE.followupAmbiguous,
-      );
-      await store.markSent(record, 'unsettled', undefined, 1_000, record.attemptToken ?? '');
+const payload = z.strictObject({
+  // Checked as the producer checks them, before ACQUIRE spends anything on the job: the ids go
+  // into keys and the URL of the POST.
+  p: identifier,
+  j: identifier,
+  /** The dispatch id; the BullMQ job's id when absent. */
+  d: z.string().min(1).optional(),
+  /** The follow-up's trace context (also in its record), so a worker's span joins its trace. */
+  // A malformed one is dropped, never a reason to refuse the job.
+  t: z.string().regex(TRACEPARENT).optional().catch(undefined),
+});
+
+/**
+ * Reads the dispatch a BullMQ job carries; `undefined` when its payload cannot be read (a poison
+ * job).
+ */
+export function readDispatchJob(job: {
+  readonly id?: string | undefined;
+  readonly data: unknown;
+}): DispatchJobRef | undefined {
+  const read = payload.safeParse(job.data);
+  const dispatchId = read.data?.d ?? job.id;
+  if (!read.success || !dispatchId) return undefined;
+  return { dispatchId, projectId: read.data.p, jobId: read.data.j, traceparent: read.data.t };
+}
+
+/**
+ * A worker's own limit on sends in flight, additive increase / multiplicative decrease, as TCP
+ * does: halve on a 429 or a slow answer, grow by one after a limit's worth of healthy answers.
+ * The fleet-wide budget is enforced in Redis; this only keeps one process from piling requests on
+ * an API that is already pushing back.
+ */
+export interface ConcurrencyOptions {
+  /** Upper bound: `WORKER_CONCURRENCY`. */
+  readonly max: number;
+  /** An answer slower than this counts as congestion. @defaultValue 5000 */
+  readonly slowMs?: number;
+  /** Decreases closer together than this count once. @defaultValue 1000 */
+  readonly cooldownMs?: number;
+  /** Called when the limit changes. */
+  readonly onChange?: (limit: number, reason: 'increase' | 'rate_limited' | 'slow') => void;
+  readonly now?: () => number;
+}
+
+/** The AIMD controller. */
+export class ConcurrencyController {
+  private current: number;
+  private credit = 0;
+  private lastDecreaseAt = -Infinity;
+  private readonly slowMs: number;
+  private readonly cooldownMs: number;
+  private readonly now: () => number;
+
+  constructor(private readonly options: ConcurrencyOptions) {
+    this.current = options.max;
+    this.slowMs = options.slowMs ?? 5_000;
+    this.cooldownMs = options.cooldownMs ?? 1_000;
+    this.now = options.now ?? Date.now;
+  }
+
+  /** The current limit. */
+  get limit(): number {
+    return this.current;
+  }
+
+  /** A send answered; `latencyMs` decides whether it counts as healthy or slow. */
+  onAnswer(latencyMs: number): void {
+    if (latencyMs > this.slowMs) {
+      this.decrease('slow');
       return;
     }
-    if (record.state !== 'queued') return;
-    const reason = `worker_failed:${err.name}`;
-    await endDispatch(ctx, record, { type: EVENT_TYPES.undeliverable, reason }, 'queued');
-  } catch (error) {
-    logger.error({ err: error, dispatchId: ref?.dispatchId }, LIFECYCLE.followupEndFailed);
+    if (this.current >= this.options.max) return;
+    this.credit += 1;
+    if (this.credit >= this.current) {
+      this.credit = 0;
+      this.current += 1;
+      this.options.onChange?.(this.current, 'increase');
+    }
+  }
+
+  /** The API answered 429. */
+  onRateLimited(): void {
+    this.decrease('rate_limited');
+  }
+
+  private decrease(reason: 'rate_limited' | 'slow'): void {
+    const now = this.now();
+    if (now - this.lastDecreaseAt < this.cooldownMs) return;
+    this.lastDecreaseAt = now;
+    this.credit = 0;
+    const next = Math.max(1, Math.floor(this.current / 2));
+    if (next === this.current) return;
+    this.current = next;
+    this.options.onChange?.(this.current, reason);
   }
 }

@@ -1,10 +1,12 @@
-import { growingReads, type ReadBounds } from '../dispatch/read-schedule.js';
+import { growingDelayMs, growingReads, type ReadBounds } from '../dispatch/read-schedule.js';
+import { STATES, type DispatchRecord } from '../dispatch/record.js';
 import type { RunStats } from '../store/run-history.js';
 
 /**
  * The read schedule of a sent follow-up whose project has a run history (`POLL_LEARN`): few reads
  * while its run is surely going on, dense ones where history says it ends, and the growing
- * schedule again once it runs past that. Pure: history and bounds in, read times out.
+ * schedule again once it runs past that. Pure: history and bounds in, read times out. Also
+ * which schedule a read takes, the learned one or the growing one (`nextDelayMs`).
  */
 
 /** Runs a history needs before it shapes reads: one run says nothing of the spread. */
@@ -88,4 +90,23 @@ export function plannedDelayMs(
   // (a run a little late is still seen soon), doubling once the wait passes a tenth of the run.
   const lastWaitMs = Math.max(lastMs, plan.stepMs);
   return bound(lastWaitMs * (lastWaitMs < sinceSendMs / 10 ? LATE_GROWTH : 2));
+}
+
+/**
+ * The next wait between reads, `sinceSendMs` after the send: the learned schedule for a `sent`
+ * follow-up whose project has a history that shapes one (`planReads`), else the
+ * growing one. An `unsettled` send keeps the growing schedule: its early reads must catch the run
+ * active, or it ends undeliverable.
+ */
+export function nextDelayMs(
+  record: DispatchRecord,
+  sinceSendMs: number,
+  s: ReadBounds,
+  runs?: RunStats,
+): number {
+  const lastMs = record.pollDelayMs ?? s.pollMinIntervalMs;
+  const plan = record.state === STATES.sent ? planReads(runs, s) : undefined;
+  return plan
+    ? plannedDelayMs(plan, sinceSendMs, lastMs, s)
+    : growingDelayMs(lastMs, sinceSendMs, s);
 }

@@ -2,16 +2,20 @@ import {
   AgentApiError,
   configRejectionStatus,
   isAgentApiError,
-  isTerminalStatus,
   statusKind,
   type AgentJob,
 } from '../agent-api/index.js';
 import { sendInFlightMs, type SendTimeouts } from '../dispatch/in-flight.js';
-import { EVENT_TYPES, eventTypeOf, type Ending } from '../dispatch/event.js';
+import { EVENT_TYPES, type Ending } from '../dispatch/event.js';
 import { STATES, type DispatchRecord } from '../dispatch/record.js';
-import { observedRunMs, type ObservedRun, type RunStats } from '../store/run-history.js';
-import { growingDelayMs } from '../dispatch/read-schedule.js';
-import { planReads, plannedDelayMs } from './learned-schedule.js';
+import type { ObservedRun } from '../store/run-history.js';
+import { nextDelayMs } from './learned-schedule.js';
+
+/**
+ * What a status read can show and lead to, and what it means where the send is not settled yet
+ * (its request in flight, a creation with no job) or where the read failed. A settled send's
+ * answered read is decided in `actionForRead` (`read.ts`).
+ */
 
 /** What one status read saw: the job, or the error the client raised. */
 export type Observation = { kind: 'job'; job: AgentJob } | { kind: 'error'; error: unknown };
@@ -42,89 +46,27 @@ export interface ReadActionSettings extends SendTimeouts {
 }
 
 /**
- * Decides what a status read means for a dispatch.
- *
- * The stale terminal status: a send is processed asynchronously, so right after it the job may
- * still show the previous run's `completed`. A terminal status therefore counts for this follow-up
- * only once the job was seen `active` after the send, or once `activeGraceMs` passed without ever
- * seeing it active (a run too quick to be caught between two reads). For a send whose delivery is
- * unknown (`unsettled`), "never seen active" means it was most likely never taken: it ends
- * undeliverable (`ambiguous`), or is resent when the operator chose so.
- *
- * `runs`: the project's run history, which shapes the reads of a `sent` follow-up (with
- * `POLL_LEARN`); a run seen ended precisely enough carries its length in the `finish`.
+ * A failed read of a `sent` or `unsettled` follow-up, `next` the wait its schedule would take:
+ * a 404 ends it, past `TRACK_TIMEOUT` (`timeout`, when it passed) it ends timed out, else its
+ * project's reads back off.
  */
-export function actionForRead(
-  record: DispatchRecord,
-  seen: Observation,
-  nowMs: number,
+export function afterFailedRead(
+  error: unknown,
+  timeout: Ending | undefined,
+  next: number,
   s: ReadActionSettings,
-  runs?: RunStats,
 ): Action {
-  if (record.state === STATES.sending) return whileSending(record, seen, nowMs, s);
-  const sinceSendMs = nowMs - (record.sentAt ?? record.enqueuedAt);
-  const timedOut = sinceSendMs >= s.trackTimeoutMs;
-  const timeout: Ending = { type: EVENT_TYPES.timedOut, reason: 'track_timeout' };
-  const next = nextDelayMs(record, sinceSendMs, s, s.pollLearn ? runs : undefined);
-
-  if (record.state === STATES.queued) {
-    // Only a resend is tracked while queued: make sure its BullMQ job exists, then look later.
-    return record.resendPending
-      ? { kind: 'resend' }
-      : { kind: 'reschedule', delayMs: next, fields: {} };
+  if (isAgentApiError(error) && error.code === 'not_found') {
+    return { kind: 'finish', ending: { type: EVENT_TYPES.undeliverable, reason: 'not_found' } };
   }
-  if (seen.kind === 'error') {
-    if (isAgentApiError(seen.error) && seen.error.code === 'not_found') {
-      return { kind: 'finish', ending: { type: EVENT_TYPES.undeliverable, reason: 'not_found' } };
-    }
-    // A rejected key or a wrong URL says nothing about the job: it ends nothing, not even a
-    // timeout (contract, promise 8). The reads back off until the key works again.
-    if (timedOut && configRejectionStatus(seen.error) === undefined)
-      return { kind: 'finish', ending: timeout };
-    return {
-      kind: 'backoff',
-      delayMs: Math.max(next, retryAfter(seen.error) ?? 0, 2 * s.pollMinIntervalMs),
-    };
-  }
-
-  const { job } = seen;
-  const status = job.status;
-  const kind = statusKind(status);
-  const fields = { job: JSON.stringify(job), lastStatus: status ?? '', polls: record.polls + 1 };
-  if (isTerminalStatus(status)) {
-    const ended: Action = { kind: 'finish', ending: { type: eventTypeOf(status), job } };
-    if (record.seenActive) {
-      const run = s.pollLearn ? observedRunMs(record, nowMs, s.pollMinIntervalMs) : undefined;
-      return run === undefined ? ended : { ...ended, run };
-    }
-    if (sinceSendMs >= s.activeGraceMs) {
-      if (record.state === STATES.sent) return ended;
-      if (s.ambiguousResend) return { kind: 'resend' };
-      return {
-        kind: 'finish',
-        ending: { type: EVENT_TYPES.undeliverable, reason: 'ambiguous', job },
-      };
-    }
-    // Within the grace period: read again soon, to catch the run while it is active.
-    return {
-      kind: 'reschedule',
-      delayMs: s.pollMinIntervalMs,
-      fields: { ...fields, pollDelayMs: s.pollMinIntervalMs },
-    };
-  }
-  if (timedOut) return { kind: 'finish', ending: { ...timeout, job } };
-  if (kind === 'active') {
-    return {
-      kind: 'reschedule',
-      delayMs: next,
-      fields: {
-        ...fields,
-        ...{ seenActive: '1', activeAt: nowMs, state: STATES.sent, pollDelayMs: next },
-      },
-    };
-  }
-  // An unknown status is tolerated: keep reading, as for an active run.
-  return { kind: 'reschedule', delayMs: next, fields: { ...fields, pollDelayMs: next } };
+  // A rejected key or a wrong URL says nothing about the job: it ends nothing, not even a
+  // timeout (contract, promise 8). The reads back off until the key works again.
+  if (timeout && configRejectionStatus(error) === undefined)
+    return { kind: 'finish', ending: timeout };
+  return {
+    kind: 'backoff',
+    delayMs: Math.max(next, retryAfter(error) ?? 0, 2 * s.pollMinIntervalMs),
+  };
 }
 
 /**
@@ -136,7 +78,7 @@ export function actionForRead(
  * any request could be in flight, and past `TRACK_TIMEOUT`, is stuck: its worker and its BullMQ
  * job are both gone.
  */
-function whileSending(
+export function whileSending(
   record: DispatchRecord,
   seen: Observation,
   nowMs: number,
@@ -178,25 +120,6 @@ function whileSending(
   };
 }
 
-/**
- * The next wait between reads, `sinceSendMs` after the send: the learned schedule for a `sent`
- * follow-up whose project has a history that shapes one (`learned-schedule.ts`), else the
- * growing one. An `unsettled` send keeps the growing schedule: its early reads must catch the run
- * active, or it ends undeliverable.
- */
-function nextDelayMs(
-  record: DispatchRecord,
-  sinceSendMs: number,
-  s: ReadActionSettings,
-  runs?: RunStats,
-): number {
-  const lastMs = record.pollDelayMs ?? s.pollMinIntervalMs;
-  const plan = record.state === STATES.sent ? planReads(runs, s) : undefined;
-  return plan
-    ? plannedDelayMs(plan, sinceSendMs, lastMs, s)
-    : growingDelayMs(lastMs, sinceSendMs, s);
-}
-
 function retryAfter(error: unknown): number | undefined {
   return isAgentApiError(error) ? error.retryAfterMs : undefined;
 }
@@ -212,6 +135,6 @@ export const NO_JOB: Observation = {
  * follow-up would); else its answer was lost, which no read can settle: it ends `ambiguous`.
  */
 export function withoutJob(record: DispatchRecord, nowMs: number, s: ReadActionSettings): Action {
-  if (record.state === STATES.sending) return actionForRead(record, NO_JOB, nowMs, s);
+  if (record.state === STATES.sending) return whileSending(record, NO_JOB, nowMs, s);
   return { kind: 'finish', ending: { type: EVENT_TYPES.undeliverable, reason: 'ambiguous' } };
 }

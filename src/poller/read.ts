@@ -1,19 +1,32 @@
-import { configRejectionStatus, isAgentApiError, statusKind } from '../agent-api/index.js';
+import { isTerminalStatus, statusKind } from '../agent-api/index.js';
 import { agentJobOf } from '../dispatch/creation.js';
-import { EVENT_TYPES } from '../dispatch/event.js';
-import type { DispatchRecord } from '../dispatch/record.js';
-import type { ObservedRun, RunStats } from '../store/run-history.js';
-import { pauseSends, resumeSends } from '../runtime/auth-pause.js';
-import { jitteredMs, jitteredWithin } from '../time/jitter.js';
-import { addDispatchJob } from '../store/jobs.js';
+import { EVENT_TYPES, eventTypeOf, type Ending } from '../dispatch/event.js';
+import { STATES, type DispatchRecord } from '../dispatch/record.js';
+import { observedRunMs, type ObservedRun, type RunStats } from '../store/run-history.js';
 import type { RoleContext } from '../runtime/role.js';
-import { finishAndHandOn } from '../store/end.js';
+import { finishAndHandOn } from '../store/finish.js';
+import { jitteredMs } from '../time/jitter.js';
 import type { Logger } from '../telemetry/logger.js';
 import { errorCode } from '../telemetry/metrics.js';
 import { LIFECYCLE } from '../telemetry/names.js';
-import { actionForRead, NO_JOB, withoutJob, type Action, type Observation } from './read-action.js';
+import { nextDelayMs } from './learned-schedule.js';
+import {
+  afterFailedRead,
+  NO_JOB,
+  whileSending,
+  withoutJob,
+  type Action,
+  type Observation,
+  type ReadActionSettings,
+} from './read-action.js';
+import { keepTracking, pauseOrResume } from './read-later.js';
 
-/** One status read of a tick and what follows from it: reschedule, back off, resend or finish. */
+/**
+ * One status read of a tick and what follows from it: the GET of the follow-up's job, what it
+ * shows (`actionForRead`), and the action. A read that ends the follow-up finishes it here; one
+ * that keeps it tracked (read again, back off, resend) acts in `read-later.ts`; what a read means
+ * for a send not settled yet is `read-action.ts`'s.
+ */
 
 /** What a tick needs, built once per poller process: the role's context. */
 export type TickContext = RoleContext;
@@ -54,7 +67,8 @@ export async function pollOne(
       (performance.now() - started) / 1000,
     );
   }
-  await pauseOrResume(ctx, seen, pause);
+  // An answered read changes no pause unless one is on; a failed one may start it.
+  if (pause.on || seen.kind === 'error') await pauseOrResume(ctx, seen, pause);
   const action = actionForRead(record, seen, nowMs, ctx.config, runs);
   countRead(ctx, seen, action);
   const acted = act(ctx, record, action, seen);
@@ -94,26 +108,82 @@ function observeRunEnd(
   ctx.metrics.runEndToEvent.observe({ type }, seconds);
 }
 
-/** A read rejected for the key or the URL pauses every send; an answered read ends a pause. */
-async function pauseOrResume(
-  ctx: TickContext,
+/**
+ * Decides what a status read means for a dispatch.
+ *
+ * The stale terminal status: a send is processed asynchronously, so right after it the job may
+ * still show the previous run's `completed`. A terminal status therefore counts for this follow-up
+ * only once the job was seen `active` after the send, or once `activeGraceMs` passed without ever
+ * seeing it active (a run too quick to be caught between two reads). For a send whose delivery is
+ * unknown (`unsettled`), "never seen active" means it was most likely never taken: it ends
+ * undeliverable (`ambiguous`), or is resent when the operator chose so.
+ *
+ * `runs`: the project's run history, which shapes the reads of a `sent` follow-up (with
+ * `POLL_LEARN`); a run seen ended precisely enough carries its length in the `finish`.
+ */
+export function actionForRead(
+  record: DispatchRecord,
   seen: Observation,
-  pause: { on: boolean },
-): Promise<void> {
-  const rejected = seen.kind === 'error' ? configRejectionStatus(seen.error) : undefined;
-  if (rejected !== undefined) {
-    if (!pause.on) await pauseSends(ctx.store, rejected, ctx.logger);
-    pause.on = true;
-    return;
+  nowMs: number,
+  s: ReadActionSettings,
+  runs?: RunStats,
+): Action {
+  if (record.state === STATES.sending) return whileSending(record, seen, nowMs, s);
+  const sinceSendMs = nowMs - (record.sentAt ?? record.enqueuedAt);
+  const timedOut = sinceSendMs >= s.trackTimeoutMs;
+  const timeout: Ending = { type: EVENT_TYPES.timedOut, reason: 'track_timeout' };
+  const next = nextDelayMs(record, sinceSendMs, s, s.pollLearn ? runs : undefined);
+
+  if (record.state === STATES.queued) {
+    // Only a resend is tracked while queued: make sure its BullMQ job exists, then look later.
+    return record.resendPending
+      ? { kind: 'resend' }
+      : { kind: 'reschedule', delayMs: next, fields: {} };
   }
-  const answered =
-    seen.kind === 'job' || (isAgentApiError(seen.error) && seen.error.httpStatus !== undefined);
-  if (pause.on && answered) {
-    pause.on = false;
-    await resumeSends(ctx.store, ctx.queue, ctx.logger);
+  if (seen.kind === 'error')
+    return afterFailedRead(seen.error, timedOut ? timeout : undefined, next, s);
+
+  const { job } = seen;
+  const status = job.status;
+  const kind = statusKind(status);
+  const fields = { job: JSON.stringify(job), lastStatus: status ?? '', polls: record.polls + 1 };
+  if (isTerminalStatus(status)) {
+    const ended: Action = { kind: 'finish', ending: { type: eventTypeOf(status), job } };
+    if (record.seenActive) {
+      const run = s.pollLearn ? observedRunMs(record, nowMs, s.pollMinIntervalMs) : undefined;
+      return run === undefined ? ended : { ...ended, run };
+    }
+    if (sinceSendMs >= s.activeGraceMs) {
+      if (record.state === STATES.sent) return ended;
+      if (s.ambiguousResend) return { kind: 'resend' };
+      return {
+        kind: 'finish',
+        ending: { type: EVENT_TYPES.undeliverable, reason: 'ambiguous', job },
+      };
+    }
+    // Within the grace period: read again soon, to catch the run while it is active.
+    return {
+      kind: 'reschedule',
+      delayMs: s.pollMinIntervalMs,
+      fields: { ...fields, pollDelayMs: s.pollMinIntervalMs },
+    };
   }
+  if (timedOut) return { kind: 'finish', ending: { ...timeout, job } };
+  if (kind === 'active') {
+    return {
+      kind: 'reschedule',
+      delayMs: next,
+      fields: {
+        ...fields,
+        ...{ seenActive: '1', activeAt: nowMs, state: STATES.sent, pollDelayMs: next },
+      },
+    };
+  }
+  // An unknown status is tolerated: keep reading, as for an active run.
+  return { kind: 'reschedule', delayMs: next, fields: { ...fields, pollDelayMs: next } };
 }
 
+/** Acts on a read: a FINISH here, the actions that keep it tracked in `read-later.ts`. */
 async function act(
   ctx: TickContext,
   record: DispatchRecord,
@@ -125,91 +195,23 @@ async function act(
     projectId: record.projectId,
     jobId: record.jobId,
   });
-  switch (action.kind) {
-    case 'reschedule':
-      if (
-        seen.kind === 'job' &&
-        statusKind(seen.job.status) === 'unknown' &&
-        seen.job.status !== record.lastStatus
-      ) {
-        // Tolerated and logged once per change; the dispatch stays tracked.
-        log.warn({ status: seen.job.status }, LIFECYCLE.followupUnknownStatus);
-      }
-      // Jittered within a small share of the wait (at most POLL_MIN_INTERVAL), earlier at
-      // POLL_MAX_INTERVAL: reads scheduled together, as after a burst of sends, drift apart
-      // instead of staying in step.
-      await ctx.store.tracking.reschedule(
-        record.dispatchId,
-        jitteredRead(ctx, action.delayMs),
-        action.fields,
-      );
-      return false;
-    case 'backoff': {
-      await ctx.store.poll.parkPolls(record.projectId, action.delayMs);
-      log.warn(
-        { err: seen.kind === 'error' ? seen.error : undefined, delayMs: action.delayMs },
-        LIFECYCLE.pollError,
-      );
-      await ctx.store.tracking.reschedule(record.dispatchId, jitteredMs(action.delayMs));
-      return false;
-    }
-    case 'resend':
-      return resend(ctx, record, log);
-    case 'finish': {
-      const { finished, found } = await finishAndHandOn(ctx, record, action.ending, record.state);
-      if (finished && action.run !== undefined) await learnRun(ctx, record, action.run, log);
-      if (finished) {
-        log.info(
-          { type: action.ending.type, reason: action.ending.reason },
-          LIFECYCLE.followupFinished,
-        );
-      } else if (found !== undefined && found !== 'done') {
-        // The record moved on after this read's snapshot (a late MARK_SENT turned `unsettled`
-        // into `sent`): read it again soon, not at the end of the claim's lease.
-        await ctx.store.tracking.reschedule(
-          record.dispatchId,
-          jitteredMs(ctx.config.pollMinIntervalMs),
-        );
-      }
-      return finished;
-    }
+  if (action.kind !== 'finish') return keepTracking(ctx, record, action, seen, log);
+  const { finished, found } = await finishAndHandOn(ctx, record, action.ending, record.state);
+  if (finished && action.run !== undefined) await learnRun(ctx, record, action.run, log);
+  if (finished) {
+    log.info(
+      { type: action.ending.type, reason: action.ending.reason },
+      LIFECYCLE.followupFinished,
+    );
+  } else if (found !== undefined && found !== 'done') {
+    // The record moved on after this read's snapshot (a late MARK_SENT turned `unsettled`
+    // into `sent`): read it again soon, not at the end of the claim's lease.
+    await ctx.store.tracking.reschedule(
+      record.dispatchId,
+      jitteredMs(ctx.config.pollMinIntervalMs),
+    );
   }
-}
-
-/**
- * The operator opted in to resending what could not be settled: queue it again, as a new BullMQ
- * job whose id is fixed by the attempt, so adding it again (after a crash between the two steps,
- * the next tick does) is a no-op. The record stays tracked until a worker takes it.
- */
-async function resend(ctx: TickContext, record: DispatchRecord, log: Logger): Promise<boolean> {
-  if (
-    record.state === 'unsettled' &&
-    typeof (await ctx.store.tracking.requeue(
-      record,
-      record.attempts,
-      record.attemptToken ?? '',
-      false,
-    )) !== 'number'
-  ) {
-    return false;
-  }
-  const jobId = `${record.dispatchId}-r${record.attempts}`;
-  // Named on the record first, so the repair sweep checks this job, not the first one.
-  await ctx.store.tracking.carry(record.dispatchId, '', jobId);
-  await addDispatchJob(ctx.queue, record, jobId, ctx.config.sendAttempts);
-  // Jittered: the resends of an outage's unsettled sends are not all read again together.
-  await ctx.store.tracking.reschedule(
-    record.dispatchId,
-    jitteredRead(ctx, ctx.config.pollMaxIntervalMs),
-  );
-  log.warn({ attempts: record.attempts }, LIFECYCLE.followupRetry);
-  return false;
-}
-
-/** The wait before a read, jittered by at most POLL_MIN_INTERVAL, within the poll bounds. */
-function jitteredRead(ctx: TickContext, waitMs: number): number {
-  const { pollMinIntervalMs: min, pollMaxIntervalMs: max } = ctx.config;
-  return Math.max(Math.min(min, waitMs), jitteredWithin(waitMs, max, min));
+  return finished;
 }
 
 /**

@@ -9,7 +9,7 @@ import { within } from '../time/deadline.js';
 
 /**
  * What the roles share to run: the one role type, what a role's work is handed, the one
- * deadline-bounded shutdown. How a role ends a dispatch is the store's (`store/end.ts`).
+ * deadline-bounded shutdown. How a role ends a dispatch is the store's (`store/finish.ts`).
  */
 
 /** A started role (worker, poller, an HTTP server), as the CLI and `/readyz` see it. */

@@ -3,7 +3,7 @@ import { endingTypeOf, EVENT_TYPES, type EventType } from '../dispatch/event.js'
 import type { DispatchState } from '../dispatch/record.js';
 import type { DispatchStore } from './store.js';
 import type { Metrics } from '../telemetry/metrics.js';
-import { finishAndHandOn } from './end.js';
+import { finishAndHandOn } from './finish.js';
 
 /**
  * An operator's cancel of one follow-up not sent yet: FINISH from `queued` with a

@@ -1,8 +1,18 @@
+import type { Queue } from 'bullmq';
 import { beforeWrite, notOnDisk } from '../redis/disk-wait.js';
+import type { Metrics } from '../telemetry/metrics.js';
+import { inSettleSpan } from '../telemetry/tracing.js';
 import { failureOf, itemAnswer, ItemFailure } from './call-batch.js';
 import { endingTypeOf, eventFields, type Ending } from '../dispatch/event.js';
 import type { DispatchRecord, DispatchState } from '../dispatch/record.js';
+import { wakeDispatch } from './jobs.js';
 import { laneOf, type StoreState } from './store-state.js';
+
+/**
+ * How a follow-up ends, from the role's call to FINISH's reply: `endDispatch` (or
+ * `finishAndHandOn`) settles it with its one event and wakes its lane's next; `finishMany` is the
+ * batch of FINISH calls behind `DispatchStore.finish`.
+ */
 
 /**
  * Most ends in one call of finish-n.lua: its arguments stay a few thousand, and its one ZREM of
@@ -98,4 +108,46 @@ export async function finishMany(
     if (notDurable instanceof ItemFailure) return notDurable;
     return notDurable === undefined ? a : { ...a, nextDispatchId: undefined };
   });
+}
+
+/** What ending a dispatch needs: the store, the dispatch queue (to wake the lane's next), metrics if any. */
+export interface EndContext {
+  /** `DispatchStore`, of which ending needs only `finish`. */
+  readonly store: { readonly finish: (...finish: Finish) => Promise<Finished> };
+  readonly queue: Queue;
+  readonly metrics?: Metrics | undefined;
+}
+
+/**
+ * Ends a dispatch the one way a role does: FINISH publishes its one event (only from `expected`
+ * state; any state but `done` when omitted), the event is counted, and the lane's next dispatch
+ * is woken. Resolves to whether this call ended it.
+ */
+export async function endDispatch(
+  ctx: EndContext & { readonly metrics: Metrics },
+  record: DispatchRecord,
+  ending: Ending,
+  expected?: DispatchState,
+): Promise<boolean> {
+  return (await finishAndHandOn(ctx, record, ending, expected)).finished;
+}
+
+/**
+ * {@link endDispatch} for a caller that may have no metrics (an operator's cancel through the
+ * library): resolves to all that FINISH answered, the state it found when it changed nothing.
+ */
+export async function finishAndHandOn(
+  ctx: EndContext,
+  record: DispatchRecord,
+  ending: Ending,
+  expected?: DispatchState,
+): Promise<Finished> {
+  // The event carries the trace context of this settle span (or the stored one, untraced here).
+  const result = await inSettleSpan(record, ending.type, (traceparent) =>
+    ctx.store.finish({ ...record, traceparent }, ending, expected),
+  );
+  if (result.finished)
+    ctx.metrics?.eventsPublished.inc({ type: endingTypeOf(record, ending.type) });
+  if (result.nextDispatchId) await wakeDispatch(ctx.queue, result.nextDispatchId);
+  return result;
 }

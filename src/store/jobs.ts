@@ -1,7 +1,4 @@
 import { Job, type Queue } from 'bullmq';
-import { z } from 'zod';
-import { identifier } from '../dispatch/followup.js';
-import { TRACEPARENT } from '../telemetry/trace-context.js';
 import {
   DISPATCH_JOB_NAME,
   dispatchJobOptions,
@@ -12,43 +9,19 @@ import {
 export type { DispatchJobData, DispatchJobRef } from './register.js';
 
 /**
- * The BullMQ job that carries a dispatch to a worker, as the worker and the poller use it: its
- * payload read back, a resend's add, a lane's wake-up. The producer writes it with REGISTER
- * (`register.ts`: the payload, the options, the id). Its payload holds ids only: the prompt and
- * everything else live in the dispatch record, so nothing large or sensitive sits in BullMQ's
- * hashes or the dashboard.
+ * The BullMQ job that carries a dispatch to a worker, as the worker and the poller use it: the
+ * ids its payload names, a resend's add, a lane's wake-up. The producer writes it with REGISTER
+ * (`register.ts`: the payload, the options, the id); a worker reads it, checked, with
+ * `readDispatchJob` (consumer/worker.ts). Its payload holds ids only: the prompt and everything
+ * else live in the dispatch record, so nothing large or sensitive sits in BullMQ's hashes or the
+ * dashboard.
  *
  * The payload is `{"p": projectId, "j": jobId}`, with `"d": dispatchId` only when the BullMQ job
  * id is not the dispatch id (a resend's or a repair's job) and `"t": traceparent` for a traced
  * follow-up. Short keys keep every field of a job hash within Redis's `hash-max-listpack-value`
  * (64 bytes) while the two ids take at most 49 bytes together (as JSON), so Redis keeps the hash
- * as a listpack. A payload with other fields was written by something else: it is not read.
+ * as a listpack.
  */
-const payload = z.strictObject({
-  // Checked as the producer checks them, before ACQUIRE spends anything on the job: the ids go
-  // into keys and the URL of the POST.
-  p: identifier,
-  j: identifier,
-  /** The dispatch id; the BullMQ job's id when absent. */
-  d: z.string().min(1).optional(),
-  /** The follow-up's trace context (also in its record), so a worker's span joins its trace. */
-  // A malformed one is dropped, never a reason to refuse the job.
-  t: z.string().regex(TRACEPARENT).optional().catch(undefined),
-});
-
-/**
- * Reads the dispatch a BullMQ job carries; `undefined` when its payload cannot be read (a poison
- * job).
- */
-export function readDispatchJob(job: {
-  readonly id?: string | undefined;
-  readonly data: unknown;
-}): DispatchJobRef | undefined {
-  const read = payload.safeParse(job.data);
-  const dispatchId = read.data?.d ?? job.id;
-  if (!read.success || !dispatchId) return undefined;
-  return { dispatchId, projectId: read.data.p, jobId: read.data.j, traceparent: read.data.t };
-}
 
 /**
  * The ids a job's payload names, read field by field, `''` for what it lacks: the event of a job

@@ -153,7 +153,7 @@ function canonicalJson(value: unknown): string {
   return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
 }
 
-/** What a dispatch's BullMQ job holds as its `data` (read back by `readDispatchJob`, jobs.ts). */
+/** What a dispatch's BullMQ job holds as its `data` (read back by the worker, `readDispatchJob`). */
 export interface DispatchJobData {
   p: string;
   j: string;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ConcurrencyController } from '../../src/consumer/concurrency.js';
+import { ConcurrencyController } from '../../src/consumer/worker.js';
 
 describe('ConcurrencyController (AIMD)', () => {
   function controller(max = 16) {

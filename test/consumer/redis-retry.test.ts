@@ -1,7 +1,7 @@
 import { createServer, type AddressInfo } from 'node:net';
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import { retryOnConnectionError } from '../../src/consumer/acquire.js';
+import { retryOnConnectionError } from '../../src/consumer/send.js';
 import { isConnectionError } from '../../src/redis/connections.js';
 import { retryWrite } from '../../src/store/call-batch.js';
 

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { AgentApiError, type AgentErrorCode } from '../../src/agent-api/index.js';
 import { errorFromStatus } from '../../src/agent-api/errors.js';
-import { budgetMarginMs } from '../../src/consumer/acquire.js';
-import { rateLimitParkMs } from '../../src/consumer/send.js';
+import { budgetMarginMs } from '../../src/dispatch/budget.js';
+import { rateLimitParkMs } from '../../src/consumer/after-failure.js';
 import { classifySendFailure } from '../../src/consumer/send-failure.js';
 
 const error = (code: AgentErrorCode, ambiguous = false, retryAfterMs?: number) =>

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { RunStats } from '../../src/store/run-history.js';
 import { planReads } from '../../src/poller/learned-schedule.js';
-import { actionForRead } from '../../src/poller/read-action.js';
+import { actionForRead } from '../../src/poller/read.js';
 import { READ_DEFAULTS, readTimes, SENT_AT, sentRecord } from '../support/read-walk.js';
 
 /**

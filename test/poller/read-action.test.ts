@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { AgentApiError } from '../../src/agent-api/index.js';
 import type { DispatchRecord } from '../../src/dispatch/record.js';
-import { actionForRead, type ReadActionSettings } from '../../src/poller/read-action.js';
+import { actionForRead } from '../../src/poller/read.js';
+import type { ReadActionSettings } from '../../src/poller/read-action.js';
 
 const SETTINGS: ReadActionSettings = {
   trackTimeoutMs: 60_000,

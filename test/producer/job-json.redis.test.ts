@@ -1,7 +1,7 @@
 import { Job, Queue } from 'bullmq';
 import { describe, expect, it } from 'vitest';
 import { QUEUE_NAMES } from '../../src/redis/keys.js';
-import { readDispatchJob } from '../../src/store/jobs.js';
+import { readDispatchJob } from '../../src/consumer/worker.js';
 import {
   DISPATCH_JOB_NAME,
   dispatchJobJson,

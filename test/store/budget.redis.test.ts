@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { budgetMarginMs } from '../../src/consumer/acquire.js';
+import { budgetMarginMs } from '../../src/dispatch/budget.js';
 import { DispatchStore, type DispatchRef } from '../../src/store/store.js';
 import { keysFor } from '../../src/redis/keys.js';
 import { useStore } from '../support/store.js';

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { claimedIds, readDispatchJob } from '../../src/store/jobs.js';
+import { readDispatchJob } from '../../src/consumer/worker.js';
+import { claimedIds } from '../../src/store/jobs.js';
 import { dispatchJobOptions, dispatchJobPayload } from '../../src/store/register.js';
 
 const TRACEPARENT = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';

@@ -1,7 +1,8 @@
 import type { DispatchRecord } from '../../src/dispatch/record.js';
 import type { RunStats } from '../../src/store/run-history.js';
 import { firstRead, type FirstRead } from '../../src/dispatch/read-schedule.js';
-import { actionForRead, type ReadActionSettings } from '../../src/poller/read-action.js';
+import { actionForRead } from '../../src/poller/read.js';
+import type { ReadActionSettings } from '../../src/poller/read-action.js';
 
 /**
  * A follow-up's status reads walked through actionForRead: each read is taken when it falls due

@@ -4,7 +4,7 @@ import { Queue } from 'bullmq';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createProducer } from '../../src/producer/index.js';
 import { keysFor, QUEUE_NAMES } from '../../src/redis/keys.js';
-import { readDispatchJob } from '../../src/store/jobs.js';
+import { readDispatchJob } from '../../src/consumer/worker.js';
 import { contextOf, traceparentOf } from '../../src/telemetry/trace-context.js';
 import { startTestServer } from '../http/fixture.js';
 import { useNamespace } from '../support/namespace.js';
