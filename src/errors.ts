@@ -10,7 +10,7 @@ export { RedisAddressError } from './config/redis-address.js';
 export { RedisServerMissingError } from './cli/errors.js';
 export { LayoutError } from './redis/layout.js';
 export { NotDurableError } from './redis/disk-wait.js';
-export { InvalidFollowUpError } from './dispatch/followup.js';
+export { InvalidFollowUpError } from './dispatch/followup-problems.js';
 export { StoreItemError } from './store/call-batch.js';
 export { CursorError } from './store/event-pages.js';
 export { CursorGapError } from './store/event-gaps.js';

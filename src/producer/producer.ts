@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { InvalidFollowUpError, type FieldProblem } from '../dispatch/followup.js';
+import { InvalidFollowUpError, type FieldProblem } from '../dispatch/followup-problems.js';
 import { checkDispatch, type Dispatchable, type Unresolved } from '../dispatch/creation.js';
 import { shardOf } from '../redis/keys.js';
 import { resolveChains } from './chain.js';
