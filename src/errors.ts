@@ -28,7 +28,7 @@ export {
 } from './producer/controls.js';
 export { NotRedrivableError } from './producer/redrive.js';
 export { AgentApiError, type AgentErrorCode } from './agent-api/errors.js';
-export { ResponseTooLargeError, WriteDeadlineError } from './agent-api/exchange.js';
+export { ResponseTooLargeError, WriteDeadlineError } from './agent-api/transport-errors.js';
 export { InvalidWebhookError } from './webhooks/errors.js';
 export { WebhookAttemptError } from './webhooks/errors.js';
 export { UsageError } from './cli/errors.js';
