@@ -8,8 +8,8 @@ import type { DispatchJobData } from '../store/register.js';
 /**
  * The producer's shards: per shard its BullMQ dispatch queue and its store, on the producer's one
  * connection (a cluster sends each shard's MULTI to the master of the shard's slot). How a batch
- * is split across them, and its answers merged back in input order, is `enqueue.ts`; each shard's
- * transaction, `transaction.ts`.
+ * is split across them, each shard's transaction, and the answers merged back in input order, is
+ * `enqueue.ts`.
  */
 
 /** One shard as the producer writes it. */
