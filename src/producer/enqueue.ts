@@ -6,7 +6,7 @@ import type { DurabilityAssessment } from '../redis/durability.js';
 import { keysFor, shardOf } from '../redis/keys.js';
 import { dispatchJobJson, dispatchJobOptions, newDispatchId } from '../store/register.js';
 import type { Registration } from '../store/store.js';
-import { backlogRefusal, refuseEarly } from './backlog.js';
+import { BacklogFullError, backlogRefusal } from './backlog.js';
 import { afterDigests } from './chained.js';
 import { controlFailure } from './disk.js';
 import { asRedisFailure, discardedTransaction, IdempotencyConflictError } from './errors.js';
@@ -25,12 +25,11 @@ import { settleJobs } from './revive.js';
 import type { ProducerShard } from './shards.js';
 
 /**
- * A batch from the producer to Redis: one transaction per shard, in parallel: one REGISTER of its
- * follow-ups, then BullMQ's job add per follow-up, in one MULTI on BullMQ's connection, so a
- * follow-up's record and its job both land or neither does (a traced one's `traceparent` rides in
- * both: no round trip more); then the wait for the disk (`REDIS_DURABILITY`); the answers in input
- * order. What keys cost with several shards, and what REGISTER refused, is `idempotency.ts`; adds
- * the server forgot the script of, `missing-jobs.ts`; the jobs a record lacks, `revive.ts`.
+ * A batch from the producer to Redis: per shard, in parallel, one REGISTER of its follow-ups and
+ * BullMQ's job add of each in one MULTI on BullMQ's connection (a record and its job both land or
+ * neither does; a `traceparent` rides in both), then the wait for the disk (`REDIS_DURABILITY`);
+ * the answers in input order. Keys across shards and refusals: `idempotency.ts`; adds whose script
+ * the server forgot: `missing-jobs.ts`; jobs to withdraw or revive after REGISTER: `revive.ts`.
  */
 export async function enqueueByShard(
   ctx: EnqueueContext,
@@ -72,10 +71,7 @@ export async function enqueueByShard(
   return mergeShardResults(followUps.length, batches, settled, refused);
 }
 
-/**
- * Splits a batch by the shard of each follow-up's project, keeping input order within each, and
- * leaving out the positions in `refused`.
- */
+/** Splits a batch by its follow-ups' projects' shards, in input order, but the `refused` ones. */
 export function splitByShard(
   followUps: readonly FollowUp[],
   count: number,
@@ -124,9 +120,8 @@ export function mergeShardResults(
 const addReply = ({ loads, registers }: Transaction, i: number) => loads + registers + i;
 
 /**
- * One shard's transaction, on the server's assessment (`DiskGuard.assess`), to the answers: built,
- * marked for the disk, run, its missing jobs added, then waited on disk. A timeout of that wait is
- * a retryable failure: the follow-ups may or may not be kept, so retry with the same key.
+ * One shard's transaction, on the server's assessment (`DiskGuard.assess`): built, marked for the
+ * disk, run, then waited on disk; a timeout of that wait is retryable (retry with the same key).
  */
 export async function enqueueIn(
   { redis, attempts, disk }: EnqueueContext,
@@ -137,14 +132,21 @@ export async function enqueueIn(
 ): Promise<SendResult[]> {
   const { queue, store, nodeKey } = target;
   const wait: DiskWait = { timeoutMs: disk.timeoutMs, assessment: async () => assessed };
-  await refuseEarly(store, followUps).catch((err: unknown) => {
+  // Refused before anything is added when the store already sees the backlog full.
+  const over = await store.register.backlogOver(followUps).catch((err: unknown) => {
     throw asRedisFailure(err, redis);
   });
+  if (over) throw new BacklogFullError(over.projectId, over.queued, over.adding, over.retryMs);
   const transaction = await buildTransaction(target, client, followUps, attempts);
   const mark = await beforeWrite(wait, client, nodeKey);
-  const first = await execute(transaction, redis);
+  const first = await transaction.multi.exec().catch((err: unknown) => {
+    throw asRedisFailure(err, redis);
+  });
+  if (!first) throw discardedTransaction();
   const replies = await withMissingJobs(queue, client, transaction, first, attempts)
-    .then((all) => settleJobs(queue, store, transaction, all, attempts))
+    .then((all) =>
+      isPlain(transaction, all) ? all : settleJobs(queue, store, transaction, all, attempts),
+    )
     .catch((err: unknown) => {
       throw asRedisFailure(err, redis);
     });
@@ -172,10 +174,7 @@ async function buildTransaction(
   return { multi, ids, loads, registers, registrations };
 }
 
-/**
- * Queues BullMQ's add of the job that carries `dispatchId` on `multi` (as the MULTI type its add
- * takes). BullMQ queues it before its promise settles: a batch's adds queue in order, unawaited.
- */
+/** Queues BullMQ's add of `dispatchId`'s job on `multi` (queued before its promise settles). */
 function addJobInto(
   queue: ShardTarget['queue'],
   multi: ChainableCommander,
@@ -189,19 +188,7 @@ function addJobInto(
   return queue.backend.addJobToTransaction(multi as unknown as BullTransaction, json, dispatchId);
 }
 
-/** Runs the transaction; a failure or a discarded transaction is a retryable Redis failure. */
-async function execute({ multi }: Transaction, redis: Redis): Promise<Replies> {
-  const replies = await multi.exec().catch((err: unknown) => {
-    throw asRedisFailure(err, redis);
-  });
-  if (!replies) throw discardedTransaction();
-  return replies;
-}
-
-/**
- * The replies of a committed transaction, with the job adds that failed NOSCRIPT (their REGISTER
- * landed) made again by a second MULTI (`missing-jobs.ts`); as they were when none failed so.
- */
+/** The replies, with the job adds that failed NOSCRIPT made again (`missing-jobs.ts`). */
 async function withMissingJobs(
   queue: ShardTarget['queue'],
   client: Redis,
@@ -231,7 +218,7 @@ function resultsOf(
 ): SendResult[] {
   const { ids, loads, registers } = transaction;
   const registered = replies.slice(loads, loads + registers);
-  const full = backlogRefusal(registered);
+  const full = isPlain(transaction, replies) ? undefined : backlogRefusal(registered);
   if (full) throw full;
   const answers = registered.flatMap(([, answer]) => (Array.isArray(answer) ? answer : []));
   const registerErr =
@@ -247,4 +234,16 @@ function resultsOf(
   const refused = results.includes(null) ? refusalOf(followUps, ids, answers, results) : undefined;
   if (refused) throw refused;
   return results as SendResult[];
+}
+
+/**
+ * Whether REGISTER answered each follow-up new (1) or deduplicated (0): no REGISTER call failed
+ * or refused the batch, and there are no jobs to settle (`revive.ts`).
+ */
+function isPlain({ loads, registers }: Transaction, replies: Replies): boolean {
+  return replies
+    .slice(loads, loads + registers)
+    .every(
+      ([err, answer]) => !err && Array.isArray(answer) && answer.every((a) => a === 0 || a === 1),
+    );
 }
