@@ -125,7 +125,9 @@ export function createProducer(options: ProducerOptions): Producer {
         }
         if (problems.length > 0) throw new InvalidFollowUpError(problems);
         if (valid.length === 0) return [];
-        return enqueue(await resolveChains(valid, recordIn, true));
+        // Only creations and chained follow-ups have lanes to resolve (chain.ts).
+        const chained = valid.some((v) => v.kind === 'create' || v.afterRef !== undefined);
+        return enqueue(chained ? await resolveChains(valid, recordIn, true) : valid);
       },
       async create(input) {
         const creation = typeof input === 'object' && input !== null ? input : {};
