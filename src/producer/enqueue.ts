@@ -22,7 +22,7 @@ import {
   sendReleasedAgain,
 } from './idempotency.js';
 import { settleJobs } from './revive.js';
-import type { ProducerShard } from './shards.js';
+import type { ProducerShard } from './fleet.js';
 
 /**
  * A batch from the producer to Redis: per shard, in parallel, one REGISTER of its follow-ups and

@@ -13,7 +13,7 @@ import {
 } from './claims.js';
 import { controlFailure, type DiskGuard } from './disk.js';
 import { IdempotencyConflictError, type KeyConflict, type SendResult } from './errors.js';
-import type { ProducerShard } from './shards.js';
+import type { ProducerShard } from './fleet.js';
 
 /**
  * What a batch's idempotency keys cost it besides its MULTIs: their claims across shards (more

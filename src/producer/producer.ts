@@ -17,7 +17,7 @@ import { startSendSpans } from '../telemetry/tracing.js';
 import { cancelFollowUp, checkId } from './controls.js';
 import { controlFailure } from './disk.js';
 import { enqueueByShard } from './enqueue.js';
-import type { ProducerShard } from './shards.js';
+import type { ProducerShard } from './fleet.js';
 
 import type { Producer, ProducerOptions } from './api.js';
 import type { DispatchInput } from '../dispatch/creation.js';
