@@ -10,7 +10,7 @@ import { commandHelp, topLevelHelp } from './cli/help.js';
 import { ConfigError } from './config/index.js';
 import { DEMO_DATA_DIR, runningEmbeddedRedisUrl } from './cli/embedded-folder.js';
 import { LayoutError } from './redis/layout.js';
-import { InvalidFollowUpError } from './dispatch/followup.js';
+import { InvalidFollowUpError } from './dispatch/followup-problems.js';
 import { stopTracing } from './telemetry/tracing-sdk.js';
 import { InvalidControlError } from './producer/index.js';
 

@@ -10,7 +10,7 @@ export { RedisAddressError } from './config/redis-address.js';
 export { RedisServerMissingError } from './cli/errors.js';
 export { LayoutError } from './redis/layout.js';
 export { NotDurableError } from './redis/disk-wait.js';
-export { InvalidFollowUpError } from './dispatch/followup.js';
+export { InvalidFollowUpError } from './dispatch/followup-problems.js';
 export { StoreItemError } from './store/call-batch.js';
 export { CursorError } from './store/event-pages.js';
 export { CursorGapError } from './store/event-gaps.js';
@@ -28,7 +28,7 @@ export {
 } from './producer/controls.js';
 export { NotRedrivableError } from './producer/redrive.js';
 export { AgentApiError, type AgentErrorCode } from './agent-api/errors.js';
-export { ResponseTooLargeError, WriteDeadlineError } from './agent-api/exchange.js';
+export { ResponseTooLargeError, WriteDeadlineError } from './agent-api/transport-errors.js';
 export { InvalidWebhookError } from './webhooks/errors.js';
 export { WebhookAttemptError } from './webhooks/errors.js';
 export { UsageError } from './cli/errors.js';

@@ -22,7 +22,8 @@ export type {
   RedriveResult,
   UnparkResult,
 } from './producer/index.js';
-export type { FollowUpInput, FieldProblem } from './dispatch/followup.js';
+export type { FollowUpInput } from './dispatch/followup.js';
+export type { FieldProblem } from './dispatch/followup-problems.js';
 export type { CreateInput, DispatchInput } from './dispatch/creation.js';
 export type { DispatchStatus } from './dispatch/status.js';
 export type { DispatchState } from './dispatch/record.js';

@@ -1,54 +1,83 @@
 import type { Logger } from 'pino';
-import { Pool, type Dispatcher } from 'undici';
-import { badResponse, errorFromStatus, type Operation } from './errors.js';
-import { isSuccess, scrubStrings, segment } from './request-parts.js';
-import { errorFromTransport, exchange, type ExchangeResult } from './exchange.js';
-import { agentJobSchema, type AgentJob } from './job.js';
+import type { Dispatcher, Pool } from 'undici';
+import { z } from 'zod';
 import { LIFECYCLE } from '../telemetry/names.js';
-import { startHttpSpan } from './http-span.js';
-
-/** How to reach the agent API. Units are in the names. */
-export interface AgentApiClientOptions {
-  /** `{base_url}`, such as `https://api.mintlify.com`; a path prefix is kept. */
-  readonly baseUrl: string;
-  /** Bearer key. Kept in one private header object; never logged or put in an error message. */
-  readonly apiKey: string;
-  /** TCP (and TLS) connect timeout. */
-  readonly connectTimeoutMs: number;
-  /** Headers timeout and body timeout (between body chunks) of one request. */
-  readonly requestTimeoutMs: number;
-  /** Sockets per origin. @defaultValue 64 */
-  readonly connections?: number;
-  /** Receives one debug line per call, fields first. */
-  readonly logger?: Logger;
-}
-
-/** @defaultValue of {@link AgentApiClientOptions.connections}. */
-export const DEFAULT_CONNECTIONS = 64;
-
-/** Per-call options. */
-export interface CallOptions {
-  /** Aborts the call: code `timeout`, ambiguous when the request was already written. */
-  readonly signal?: AbortSignal;
-  /**
-   * Sends only: the latest `performance.now()` time at which the request may be handed to the
-   * socket; later, it is not written and the call rejects (its cause a `WriteDeadlineError`).
-   */
-  readonly writeBy?: number | undefined;
-}
-
-/** The routes of the calls, as the HTTP spans' `url.template` (after the base path). */
-const TEMPLATES = {
-  send: '/v2/agent/{projectId}/job/{id}/message',
-  get: '/v2/agent/{projectId}/job/{id}',
-  create: '/v2/agent/{projectId}/job',
-} as const;
-
-/** Bearer tokens are token68 characters in practice; anything else would break the header. */
-const API_KEY_SHAPE = /^[\x21-\x7e]+$/;
+import { activeTracer } from '../telemetry/trace-context.js';
+import { AgentApiError, badResponse, errorFromStatus, type Operation } from './errors.js';
+import { exchange, type ExchangeResult } from './exchange.js';
+import { exchangeInSpan, type HttpCall } from './http-span.js';
+import { keyHeaders, scrubStrings, type KeyHeaders } from './api-key.js';
+import { poolFor, type AgentApiClientOptions, type CallOptions } from './options.js';
+import { errorOfFailure } from './transport-errors.js';
 
 /**
- * The one HTTP client of the agent API, with one keep-alive undici `Pool` for its origin.
+ * The agent job as the vendor's OpenAPI document describes it (`components.schemas.AgentJob`),
+ * and the one HTTP client of the agent API, which answers with it.
+ *
+ * The document marks no field required, so none is required here. Unknown fields are tolerated
+ * and dropped (`z.object` strips them), also inside `source`: the job is stored in the dispatch
+ * record and echoed in the completion event, so only the contract's fields may reach Redis, never
+ * whatever else a server or a gateway put in the body. `status` is any string: a value outside
+ * `JOB_STATUSES` is reported by `statusKind` as `'unknown'`, never as a parse failure,
+ * so a new vendor status cannot crash a role (contract, section 1).
+ */
+
+/** Every status the OpenAPI document lists, in its order. */
+export const JOB_STATUSES = ['active', 'completed', 'archived', 'failed'] as const;
+
+/** Statuses after which the agent does no more work on the job's current run. */
+export const TERMINAL_STATUSES = ['completed', 'archived', 'failed'] as const;
+
+/** One documented status. */
+export type JobStatus = (typeof JOB_STATUSES)[number];
+
+/** One terminal status. */
+export type TerminalStatus = (typeof TERMINAL_STATUSES)[number];
+
+/** Where the agent works: the repository URL and the branch (`ref`, nullable). */
+export const jobSourceSchema = z.object({
+  repository: z.string().optional(),
+  ref: z.string().nullable().optional(),
+});
+
+/** Parser of an agent job body; see above for what it tolerates. */
+export const agentJobSchema = z.object({
+  id: z.string().optional(),
+  status: z.string().optional(),
+  source: jobSourceSchema.optional(),
+  model: z.string().optional(),
+  // `format: uri` in the document; kept as a plain string so an odd link never fails a parse.
+  prLink: z.string().nullable().optional(),
+  createdAt: z.string().optional(),
+  archivedAt: z.string().nullable().optional(),
+});
+
+/** An agent job as parsed from the API: the contract's fields only. */
+export type AgentJob = z.infer<typeof agentJobSchema>;
+
+const TERMINAL: ReadonlySet<string> = new Set(TERMINAL_STATUSES);
+
+/**
+ * Sorts a status into what the poller acts on: `'active'` (still working), `'terminal'` (the run
+ * ended) or `'unknown'` (missing, or a value the OpenAPI document does not list: log it and keep
+ * polling, never crash).
+ */
+export function statusKind(status: string | undefined): 'active' | 'terminal' | 'unknown' {
+  if (status === 'active') return 'active';
+  if (status !== undefined && TERMINAL.has(status)) return 'terminal';
+  return 'unknown';
+}
+
+/** Whether `status` is one of {@link TERMINAL_STATUSES}. */
+export function isTerminalStatus(status: string | undefined): status is TerminalStatus {
+  return status !== undefined && TERMINAL.has(status);
+}
+
+/**
+ * The one HTTP client of the agent API, with one keep-alive undici `Pool` for its origin. A call
+ * is one exchange (`exchange.ts`; in its HTTP client span when a tracer is registered,
+ * `http-span.ts`), its answer read here as an agent job; how one fails is `transport-errors.ts`
+ * (no complete answer) and `errors.ts` (an error status).
  *
  * No retries happen here, neither undici's (no retry interceptor, pipelining 1 so undici never
  * re-dispatches a request after a head-of-line failure) nor our own: BullMQ attempts own every
@@ -59,8 +88,7 @@ export class AgentApiClient {
   readonly #pool: Pool;
   readonly #origin: string;
   readonly #basePath: string;
-  #getHeaders: Readonly<Record<string, string>> = {};
-  #sendHeaders: Readonly<Record<string, string>> = {};
+  #headers: KeyHeaders;
   /** Every key this client has used: a server may echo an old one after a rotation. */
   readonly #keys = new Set<string>();
   readonly #scrub = (text: string) => {
@@ -75,15 +103,10 @@ export class AgentApiClient {
     const url = new URL(options.baseUrl);
     this.#origin = url.origin;
     this.#basePath = url.pathname.replace(/\/+$/, '');
-    this.setApiKey(options.apiKey);
+    this.#headers = keyHeaders(options.apiKey);
+    this.#keys.add(options.apiKey);
     this.#logger = options.logger;
-    this.#pool = new Pool(url.origin, {
-      connections: options.connections ?? DEFAULT_CONNECTIONS,
-      pipelining: 1,
-      connect: { timeout: options.connectTimeoutMs },
-      headersTimeout: options.requestTimeoutMs,
-      bodyTimeout: options.requestTimeoutMs,
-    });
+    this.#pool = poolFor(url.origin, options);
   }
 
   /**
@@ -103,7 +126,7 @@ export class AgentApiClient {
   ): Promise<AgentJob> {
     const path = `${this.#jobPath(projectId, jobId)}/message`;
     const body = JSON.stringify({ prompt });
-    const request = { method: 'POST', path, body, headers: this.#sendHeaders } as const;
+    const request = { method: 'POST', path, body, headers: this.#headers.send } as const;
     return this.#call('send', projectId, jobId, request, options.signal, options.writeBy);
   }
 
@@ -114,7 +137,7 @@ export class AgentApiClient {
   async createJob(projectId: string, prompt: string, options: CallOptions = {}): Promise<AgentJob> {
     const path = `${this.#basePath}/v2/agent/${segment('projectId', projectId)}/job`;
     const body = JSON.stringify({ prompt });
-    const request = { method: 'POST', path, body, headers: this.#sendHeaders } as const;
+    const request = { method: 'POST', path, body, headers: this.#headers.send } as const;
     return this.#call('create', projectId, '', request, options.signal, options.writeBy);
   }
 
@@ -123,7 +146,7 @@ export class AgentApiClient {
     const request = {
       method: 'GET',
       path: this.#jobPath(projectId, jobId),
-      headers: this.#getHeaders,
+      headers: this.#headers.get,
     } as const;
     return this.#call('get', projectId, jobId, request, options.signal);
   }
@@ -133,13 +156,8 @@ export class AgentApiClient {
    * connections stay: the key is a header, not part of the connection.
    */
   setApiKey(apiKey: string): void {
-    if (!API_KEY_SHAPE.test(apiKey)) {
-      // The message must not echo the key, not even a malformed one.
-      throw new TypeError('apiKey must be a non-empty string of visible ASCII characters');
-    }
+    this.#headers = keyHeaders(apiKey);
     this.#keys.add(apiKey);
-    this.#getHeaders = { authorization: `Bearer ${apiKey}`, accept: 'application/json' };
-    this.#sendHeaders = { ...this.#getHeaders, 'content-type': 'application/json' };
   }
 
   /** Closes the pool once in-flight calls finish. Idempotent: a second call returns the same promise. */
@@ -157,7 +175,10 @@ export class AgentApiClient {
     writeBy?: number,
   ): Promise<AgentJob> {
     const startedAt = performance.now();
-    const outcome = await this.#exchange(op, request, signal, writeBy);
+    const tracer = activeTracer();
+    const outcome = await (tracer
+      ? exchangeInSpan(tracer, this.#httpCall(op, request), this.#pool, request, signal, writeBy)
+      : exchange(this.#pool, request, signal, writeBy));
     const ms = Math.round(performance.now() - startedAt);
     try {
       const job = this.#interpret(op, outcome);
@@ -172,42 +193,8 @@ export class AgentApiClient {
     }
   }
 
-  /** One exchange in its HTTP client span; a traced request carries the span's `traceparent`. */
-  async #exchange(
-    op: Operation,
-    request: Dispatcher.DispatchOptions,
-    signal: AbortSignal | undefined,
-    writeBy: number | undefined,
-  ): Promise<ExchangeResult> {
-    const span = startHttpSpan(() => ({
-      method: op === 'get' ? 'GET' : 'POST',
-      template: `${this.#basePath}${TEMPLATES[op]}`,
-      url: new URL(request.path, this.#origin),
-    }));
-    const traceparent = span?.traceparent;
-    const outcome = await exchange(
-      this.#pool,
-      traceparent ? { ...request, headers: { ...request.headers, traceparent } } : request,
-      signal,
-      writeBy,
-    ).catch((err: unknown) => {
-      span?.end({ status: undefined, cause: err });
-      throw err;
-    });
-    span?.end(outcome.ok ? outcome : { status: outcome.status, cause: outcome.cause });
-    return outcome;
-  }
-
   #interpret(op: Operation, outcome: ExchangeResult): AgentJob {
-    if (!outcome.ok) {
-      const { status, cause } = outcome;
-      if (status === undefined) {
-        throw errorFromTransport(op, cause, outcome.written, outcome.aborted);
-      }
-      // The status line arrived and then the body failed: the status alone says what happened.
-      if (isSuccess(status)) throw badResponse(op, status, cause);
-      throw errorFromStatus(op, status, outcome.headers, '', this.#scrub, cause);
-    }
+    if (!outcome.ok) throw errorOfFailure(op, outcome, this.#scrub);
     // Scrubbed before anything reads it: a server or gateway may echo our Authorization header,
     // and JSON.parse quotes the start of a body it cannot read in its error message.
     const text = this.#scrub(outcome.body.toString('utf8'));
@@ -229,7 +216,32 @@ export class AgentApiClient {
     return parsed.data;
   }
 
+  /** A traced call, as its HTTP client span describes it. */
+  #httpCall(op: Operation, request: Dispatcher.DispatchOptions): HttpCall {
+    return { op, basePath: this.#basePath, url: new URL(request.path, this.#origin) };
+  }
+
   #jobPath(projectId: string, jobId: string): string {
     return `${this.#basePath}/v2/agent/${segment('projectId', projectId)}/job/${segment('jobId', jobId)}`;
   }
+}
+
+/** Whether an HTTP status is a 2xx. */
+function isSuccess(status: number): boolean {
+  return status >= 200 && status < 300;
+}
+
+/**
+ * One encoded path segment. `.` and `..` are encoded too, because a proxy that normalises dot
+ * segments would otherwise send the call to another path.
+ */
+function segment(name: string, value: string): string {
+  if (value === '') {
+    throw new AgentApiError(`agent API call needs a non-empty ${name}`, {
+      code: 'bad_request',
+      ambiguous: false,
+    });
+  }
+  const encoded = encodeURIComponent(value);
+  return encoded === '.' || encoded === '..' ? encoded.replaceAll('.', '%2E') : encoded;
 }

@@ -128,7 +128,7 @@ export function describeError(err: unknown): ErrorDescription {
 
 /*
  * How an answer with an error status becomes an AgentApiError (a transport failure becomes one in
- * `exchange.ts`).
+ * `transport-errors.ts`).
  */
 
 /** Which call failed, for messages: `send` is the follow-up POST, `get` the status read. */

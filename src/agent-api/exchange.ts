@@ -1,18 +1,20 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Dispatcher } from 'undici';
-import { AgentApiError, type AgentErrorCode, type Operation } from './errors.js';
-import { AgentDispatchError } from '../agent-dispatch-error.js';
+import {
+  abortReason,
+  MAX_RESPONSE_BYTES,
+  ResponseTooLargeError,
+  WriteDeadlineError,
+  type ExchangeFailure,
+} from './transport-errors.js';
 
 /**
  * One HTTP exchange through undici's dispatch API, with the one fact `request()` hides: whether the
  * request was handed to a socket. undici calls `onRequestStart` synchronously right before it
  * writes a request to a connected socket (`writeH1`), and never for a request that failed to
  * connect, so "started" means "may have reached the server". The exchange never rejects; the
- * client turns the outcome into an agent job or an error.
+ * client turns the outcome into an agent job or an error (how it fails: `transport-errors.ts`).
  */
-
-/** Largest response body read: an agent job is a few KB; this bounds memory on a broken server. */
-export const MAX_RESPONSE_BYTES = 1024 * 1024;
 
 /** What came back: a complete response, or a failure with how far the exchange got. */
 export type ExchangeResult =
@@ -22,39 +24,7 @@ export type ExchangeResult =
       readonly headers: IncomingHttpHeaders;
       readonly body: Buffer;
     }
-  | {
-      readonly ok: false;
-      readonly cause: unknown;
-      /** The request was handed to a socket: it may have reached the server. */
-      readonly written: boolean;
-      /** The caller's signal ended the exchange. */
-      readonly aborted: boolean;
-      /** Set when the status line arrived before the failure (the body then failed). */
-      readonly status: number | undefined;
-      readonly headers: IncomingHttpHeaders;
-    };
-
-/**
- * Why a request was not written: its `writeBy` deadline had passed when undici was about to hand
- * it to the socket (a send whose budget grant is too old to arrive within the budget's margin).
- * Nothing left; the caller gives the grant back.
- */
-export class WriteDeadlineError extends AgentDispatchError {
-  readonly code = 'write_deadline';
-  constructor(lateMs: number) {
-    super(`request not written: its write deadline passed ${Math.round(lateMs)} ms ago`);
-    this.name = 'WriteDeadlineError';
-  }
-}
-
-/** Raised through undici when a response body passes {@link MAX_RESPONSE_BYTES}. */
-export class ResponseTooLargeError extends AgentDispatchError {
-  readonly code = 'response_too_large';
-  constructor() {
-    super(`response body larger than ${MAX_RESPONSE_BYTES} bytes`);
-    this.name = 'ResponseTooLargeError';
-  }
-}
+  | ExchangeFailure;
 
 /**
  * Runs one request on `dispatcher`; resolves with its {@link ExchangeResult}, never rejects.
@@ -182,45 +152,4 @@ class ExchangeHandler implements Dispatcher.DispatchHandler {
     this.#signal?.removeEventListener('abort', this.#onAbort);
     this.#resolve(outcome);
   }
-}
-
-function abortReason(signal: AbortSignal | undefined): Error {
-  const reason: unknown = signal?.reason;
-  return reason instanceof Error ? reason : new Error('request aborted', { cause: reason });
-}
-
-const TIMEOUT_CODES: ReadonlySet<string> = new Set([
-  'UND_ERR_HEADERS_TIMEOUT',
-  'UND_ERR_BODY_TIMEOUT',
-]);
-
-/**
- * The error for a request that got no complete answer.
- *
- * `written` is the one fact that decides ambiguity: undici calls the handler's `onRequestStart`
- * synchronously right before it writes the request to a connected socket, so before that point
- * (connection refused, DNS, TLS, connect timeout, a queued request aborted) nothing can have
- * reached the server. After it, a reset, a close or a timeout leaves the outcome unknown.
- */
-export function errorFromTransport(
-  op: Operation,
-  cause: unknown,
-  written: boolean,
-  aborted: boolean,
-): AgentApiError {
-  const errCode = errorCodeOf(cause);
-  const code: AgentErrorCode = aborted || TIMEOUT_CODES.has(errCode) ? 'timeout' : 'network';
-  const what = aborted ? 'aborted' : errCode;
-  const message = written
-    ? `agent API ${op} failed after the request was written, outcome unknown (${what})`
-    : `agent API ${op} failed before the request was written (${what})`;
-  return new AgentApiError(message, { code, ambiguous: written, cause });
-}
-
-function errorCodeOf(err: unknown): string {
-  if (err instanceof Error) {
-    const code = (err as { code?: unknown }).code;
-    return typeof code === 'string' ? code : err.name;
-  }
-  return 'unknown error';
 }

@@ -5,8 +5,8 @@
  * is named after its own dispatch id ({@link createdLane}); a follow-up sent `after` it joins
  * that lane, behind it, and goes to the new job once the creation ended (see docs/creations.md).
  */
-import { identifier, type FieldProblem, type FollowUp, type FollowUpInput } from './followup.js';
-import { checkFollowUp } from './followup.js';
+import { checkFollowUp, identifier, type FollowUp, type FollowUpInput } from './followup.js';
+import type { FieldProblem } from './followup-problems.js';
 
 export type { FollowUpInput };
 

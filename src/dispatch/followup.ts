@@ -13,9 +13,15 @@
  * - **terminal status**: `completed`, `archived` or `failed`; the dispatch then ends with one event.
  */
 import { z } from 'zod';
-import { AgentDispatchError } from '../agent-dispatch-error.js';
 import { bothDeadlinesProblem, DEADLINE_FIELDS, deadlineOf, type Deadline } from './deadline.js';
-import { issueProblems, withoutNulls } from './followup-input.js';
+import {
+  isAboutMeta,
+  issueProblems,
+  metaBytes,
+  metaShapeProblem,
+  suspectField,
+  type FieldProblem,
+} from './followup-problems.js';
 
 /** Largest `meta` accepted, as UTF-8 bytes of its JSON. It rides along in every event. */
 export const META_MAX_BYTES = 4096;
@@ -103,29 +109,6 @@ function buildSchema(promptMaxBytes: number) {
   );
 }
 
-/** One problem with one field of one follow-up. `index` is set for batches. */
-export interface FieldProblem {
-  readonly field: string;
-  readonly message: string;
-  readonly index?: number;
-}
-
-/** Thrown for invalid input; nothing of the call was enqueued. Code `invalid_followup`. */
-export class InvalidFollowUpError extends AgentDispatchError {
-  readonly code = 'invalid_followup';
-  /** The first bad field, for callers that want one name. */
-  readonly field: string;
-  constructor(readonly problems: readonly FieldProblem[]) {
-    super(problems.map(describeProblem).join('; '));
-    this.name = 'InvalidFollowUpError';
-    this.field = problems[0]?.field ?? '';
-  }
-}
-
-function describeProblem(p: FieldProblem): string {
-  return `${p.index === undefined ? '' : `[${p.index}] `}${p.field}: ${p.message}`;
-}
-
 /**
  * Validates one follow-up; the problems name their fields (`prompt`, `meta.x`...). Never throws:
  * an error raised while validating (a getter of an in-process caller's object, say) is a problem
@@ -146,7 +129,7 @@ export function checkFollowUp(
     const plain = plainFollowUp(input, promptMaxBytes);
     if (plain) return { ok: true, value: plain };
     // A meta too deep or too big is not handed to the schema; the other fields still are.
-    const shape = metaShapeProblem(input);
+    const shape = metaShapeProblem(input, META_MAX_BYTES, META_MAX_DEPTH);
     const result = followUpSchema(promptMaxBytes).safeParse(
       shape ? { ...(input as object), meta: undefined } : input,
     );
@@ -215,36 +198,15 @@ function copyOfMeta(input: unknown): Record<string, unknown> | undefined {
   return JSON.parse(JSON.stringify(meta)) as Record<string, unknown>;
 }
 
-/**
- * Why `meta` is too deep or too big to validate, found by an iterative walk (no recursion, so no
- * input can overflow the stack), or `undefined`. Each JSON value takes at least one byte, so more
- * values than {@link META_MAX_BYTES} cannot fit; a cycle is reported as too deep.
- */
-function metaShapeProblem(input: unknown): string | undefined {
-  if (typeof input !== 'object' || input === null || !('meta' in input)) return undefined;
-  const pending: [unknown, number][] = [[input.meta, 1]];
-  let values = 0;
-  for (let next = pending.pop(); next; next = pending.pop()) {
-    const [value, depth] = next;
-    if (++values > META_MAX_BYTES) return `must be at most ${META_MAX_BYTES} bytes as JSON`;
-    if (typeof value !== 'object' || value === null) continue;
-    if (depth > META_MAX_DEPTH) return `must be nested at most ${META_MAX_DEPTH} levels deep`;
-    for (const child of Object.values(value)) pending.push([child, depth + 1]);
-  }
-  return undefined;
-}
+/** The optional fields, where `null` means absent (JSON clients send it for "no value"). */
+const OPTIONAL = ['key', 'meta', 'ttl', 'expiresAt'] as const;
 
-function isAboutMeta(p: FieldProblem): boolean {
-  return p.field === 'meta' || p.field.startsWith('meta.');
-}
-
-/** UTF-8 bytes of the caller's `meta` as JSON (0 when absent); called once it validated. */
-function metaBytes(input: unknown): number {
-  const meta = (input as { meta?: unknown }).meta;
-  return meta === undefined ? 0 : utf8Bytes(JSON.stringify(meta));
-}
-
-/** The field to blame when validation threw: `meta` is the only one that is walked into. */
-function suspectField(input: unknown): string {
-  return typeof input === 'object' && input !== null && 'meta' in input ? 'meta' : '(body)';
+/** `input` without its `null` optional fields (a copy; the caller's object is left alone). */
+export function withoutNulls(input: unknown): unknown {
+  if (typeof input !== 'object' || input === null || Array.isArray(input)) return input;
+  const record = input as Record<string, unknown>;
+  if (!OPTIONAL.some((field) => record[field] === null)) return input;
+  const copy: Record<string, unknown> = { ...record };
+  for (const field of OPTIONAL) if (copy[field] === null) delete copy[field];
+  return copy;
 }

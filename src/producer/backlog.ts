@@ -1,7 +1,7 @@
 import { AgentDispatchError } from '../agent-dispatch-error.js';
 import type { Queue } from 'bullmq';
 import type { DispatchJobData } from '../store/register.js';
-import type { DispatchStore, Registration } from '../store/store.js';
+import type { DispatchStore } from '../store/store.js';
 
 /**
  * A send that would take a project's follow-ups not yet sent past `PROJECT_BACKLOG_MAX`: nothing
@@ -50,18 +50,6 @@ export function backlogRefusal(
     return new BacklogFullError(projectId, Number(queued), Number(adding), Number(retryMs));
   }
   return refused ? new BacklogFullError('', 0, 0, 1_000) : undefined;
-}
-
-/**
- * Throws the {@link BacklogFullError} of a batch for one shard that its store already sees past
- * `PROJECT_BACKLOG_MAX` (`Register.backlogOver`), before its transaction adds anything.
- */
-export async function refuseEarly(
-  store: DispatchStore,
-  followUps: readonly Registration[],
-): Promise<void> {
-  const over = await store.register.backlogOver(followUps);
-  if (over) throw new BacklogFullError(over.projectId, over.queued, over.adding, over.retryMs);
 }
 
 /**

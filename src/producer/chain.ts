@@ -1,5 +1,5 @@
 import { createdLane, type Dispatchable, type Unresolved } from '../dispatch/creation.js';
-import { InvalidFollowUpError, type FieldProblem } from '../dispatch/followup.js';
+import { InvalidFollowUpError, type FieldProblem } from '../dispatch/followup-problems.js';
 import type { DispatchRecord } from '../dispatch/record.js';
 import { newDispatchId } from '../store/register.js';
 

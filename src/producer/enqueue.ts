@@ -1,24 +1,35 @@
-import type { Redis } from 'ioredis';
+import type { Queue } from 'bullmq';
+import type { ChainableCommander, Redis } from 'ioredis';
 import type { FollowUp } from '../dispatch/followup.js';
-import type { Registration } from '../store/store.js';
-import type { DiskWait } from '../redis/disk-wait.js';
+import { afterWrite, beforeWrite, type DiskWait } from '../redis/disk-wait.js';
 import type { DurabilityAssessment } from '../redis/durability.js';
 import { keysFor, shardOf } from '../redis/keys.js';
-import { afterDigests, chainedToRefused } from './chained.js';
-import { ClaimReleasedError, claimKeys, replaceReleased } from './claims.js';
+import { dispatchJobJson, dispatchJobOptions, newDispatchId } from '../store/register.js';
+import type { Registration } from '../store/store.js';
+import { BacklogFullError, backlogRefusal } from './backlog.js';
+import { afterDigests } from './chained.js';
 import { controlFailure } from './disk.js';
-import { IdempotencyConflictError, type KeyConflict, type SendResult } from './errors.js';
-import type { ProducerShard } from './shards.js';
-import { enqueueIn, type EnqueueContext } from './transaction.js';
+import { asRedisFailure, discardedTransaction, IdempotencyConflictError } from './errors.js';
+import type { EnqueueContext, Replies, ShardBatch, ShardTarget, Transaction } from './batch.js';
+import type { KeyConflict, SendResult } from './errors.js';
+import { addMissingJobs } from './missing-jobs.js';
+import {
+  claimBatch,
+  claimsOf,
+  conflictedResults,
+  isReleased,
+  refusalOf,
+  sendReleasedAgain,
+} from './idempotency.js';
+import { settleJobs } from './revive.js';
+import type { ProducerShard } from './fleet.js';
 
 /**
- * A batch from the producer to Redis: its keys claimed across shards (`claims.ts`, with more than
- * one shard), then one transaction per shard, in parallel, each waited on disk (`enqueueIn`); the
- * answers in input order (`mergeShardResults`). A keyed follow-up costs, besides its shard's
- * MULTI, its part of one claim script call per shard that holds claims of the batch; one shard
- * claims nothing. Follow-ups whose claim REGISTER found released are sent once more, at once
- * ({@link sendReleasedAgain}): the rest of their transaction was committed, so failing the batch
- * would have its caller enqueue those again.
+ * A batch from the producer to Redis: per shard, in parallel, one REGISTER of its follow-ups and
+ * BullMQ's job add of each in one MULTI on BullMQ's connection (a record and its job both land or
+ * neither does; a `traceparent` rides in both), then the wait for the disk (`REDIS_DURABILITY`);
+ * the answers in input order. Keys across shards and refusals: `idempotency.ts`; adds whose script
+ * the server forgot: `missing-jobs.ts`; jobs to withdraw or revive after REGISTER: `revive.ts`.
  */
 export async function enqueueByShard(
   ctx: EnqueueContext,
@@ -30,22 +41,14 @@ export async function enqueueByShard(
 ): Promise<SendResult[]> {
   // Before any read or write: a strict setting the server cannot keep refuses the batch.
   const assessed = await ctx.disk.assess(client);
-  const claimShards = shards.map((s) => ({ store: s.store(client), prefix: s.shard.prefix }));
-  const wait = claimWait(client, ctx.disk.timeoutMs, assessed);
-  const { tokens, conflicts } = await claimKeys(client, claimShards, followUps, wait).catch(
-    (err: unknown) => {
-      // Retryable: nothing was registered yet.
-      throw controlFailure(err, ctx.redis, 'retry with the same key');
-    },
-  );
-  // The follow-ups chained to a creation whose claim was refused are refused with it.
-  const refused = [...conflicts, ...chainedToRefused(followUps, conflicts)];
-  const batches = splitByShard(
-    followUps,
-    shards.length,
-    new Set(refused.map((c) => c.index ?? -1)),
-  );
-  const digests = afterDigests(followUps);
+  // Keys are claimed across shards only when there are several (`idempotency.ts`).
+  const { tokens, refused } =
+    shards.length > 1 && followUps.some((f) => f.key !== undefined)
+      ? await claimBatch(claimsOf(client, shards, ctx.disk, assessed), followUps, ctx.redis)
+      : { tokens: [], refused: [] };
+  const skip = new Set(refused.map((c) => c.index ?? -1));
+  const batches = splitByShard(followUps, shards.length, skip);
+  const digests = followUps.some((f) => 'after' in f && f.after) ? afterDigests(followUps) : [];
   const registration = (i: number): Registration => ({
     ...(followUps[i] as FollowUp),
     traceparent: traceparents[i],
@@ -59,103 +62,16 @@ export async function enqueueByShard(
       return enqueueIn(ctx, client, assessed, target, b.indexes.map(registration));
     }),
   );
-  const released = settled.flatMap((s) =>
-    s.status === 'rejected' && s.reason instanceof ClaimReleasedError ? s.reason.released : [],
-  );
-  if (released.length === 0) return mergeShardResults(followUps.length, batches, settled, refused);
-  // Best effort: whatever this does, the claims are made again by the send that follows.
-  await replaceReleased(client, claimShards, released, wait).catch(() => undefined);
-  const pick = <T>(items: readonly number[], from: readonly T[]) => items.map((i) => from[i] as T);
-  if (again)
-    await sendReleasedAgain(batches, settled, (items) =>
-      enqueueByShard(ctx, client, shards, pick(items, followUps), pick(items, traceparents), false),
-    );
+  if (settled.some((s) => s.status === 'rejected' && isReleased(s.reason))) {
+    const claims = claimsOf(client, shards, ctx.disk, assessed);
+    const send = (pick: <T>(from: readonly T[]) => T[]) =>
+      enqueueByShard(ctx, client, shards, pick(followUps), pick(traceparents), false);
+    await sendReleasedAgain(claims, batches, settled, again ? send : undefined);
+  }
   return mergeShardResults(followUps.length, batches, settled, refused);
 }
 
-/** What a send of some follow-ups answered: per follow-up its result, `null` where a conflict. */
-interface Answered {
-  readonly results: readonly (SendResult | null)[];
-  readonly conflicts: readonly KeyConflict[];
-}
-
-/**
- * Sends the follow-ups of each {@link ClaimReleasedError} of `settled` again with `send` (by their
- * positions in the batch), and replaces that outcome, in place, by its transaction's answers
- * completed with theirs: new, deduplicated, or a conflict (their key was claimed for another
- * shard meanwhile: a producer that stalled past the repair age).
- */
-async function sendReleasedAgain(
-  batches: readonly ShardBatch[],
-  settled: PromiseSettledResult<SendResult[]>[],
-  send: (items: readonly number[]) => Promise<SendResult[]>,
-): Promise<void> {
-  const items = settled.flatMap((s, b) =>
-    s.status === 'rejected' && s.reason instanceof ClaimReleasedError
-      ? s.reason.released.map((r) => batches[b]?.indexes[r.index] ?? -1)
-      : [],
-  );
-  const answered: Answered = await send(items).then(
-    (results) => ({ results, conflicts: [] }),
-    (err: unknown) => {
-      if (err instanceof IdempotencyConflictError) return err;
-      throw err;
-    },
-  );
-  for (const [b, outcome] of settled.entries()) {
-    if (outcome.status !== 'rejected' || !(outcome.reason instanceof ClaimReleasedError)) continue;
-    settled[b] = completed(batches[b]?.indexes ?? [], outcome.reason, items, answered);
-  }
-}
-
-/**
- * One transaction's outcome (`err`, of the follow-ups at `indexes` of the batch) completed with
- * what the send of `items` (positions in the batch) answered.
- */
-function completed(
-  indexes: readonly number[],
-  err: ClaimReleasedError,
-  items: readonly number[],
-  again: Answered,
-): PromiseSettledResult<SendResult[]> {
-  const inItems = new Map(items.map((item, k) => [item, k]));
-  const local = new Map(indexes.map((item, j) => [item, j]));
-  const results = err.results.map(
-    (r, j) => r ?? again.results[inItems.get(indexes[j] ?? -1) ?? -1] ?? null,
-  );
-  const conflicts = [...err.conflicts];
-  for (const c of again.conflicts) {
-    const j = local.get(items[c.index ?? 0] ?? -1);
-    if (j !== undefined) conflicts.push({ ...c, index: j });
-  }
-  return conflicts.length > 0
-    ? { status: 'rejected', reason: new IdempotencyConflictError(conflicts, results) }
-    : { status: 'fulfilled', value: results as SendResult[] };
-}
-
-/**
- * The wait for the claims' disk: on a cluster only, where a claim and its record live on two
- * masters (see `claimKeys`).
- */
-function claimWait(
-  client: Redis,
-  timeoutMs: number,
-  assessed: DurabilityAssessment,
-): DiskWait | undefined {
-  return client.isCluster ? { timeoutMs, assessment: async () => assessed } : undefined;
-}
-
-/** The follow-ups of a batch that go to one shard, with their positions in the batch. */
-export interface ShardBatch {
-  readonly shard: number;
-  readonly indexes: number[];
-  readonly followUps: FollowUp[];
-}
-
-/**
- * Splits a batch by the shard of each follow-up's project, keeping input order within each, and
- * leaving out the positions in `refused`.
- */
+/** Splits a batch by its follow-ups' projects' shards, in input order, but the `refused` ones. */
 export function splitByShard(
   followUps: readonly FollowUp[],
   count: number,
@@ -175,9 +91,8 @@ export function splitByShard(
 
 /**
  * Puts the answers of each shard's transaction back in input order. A key conflict in any shard,
- * or one `refused` before the transactions (a key claimed for another shard, `claims.ts`),
- * becomes one {@link IdempotencyConflictError} for the batch, with batch indexes, after every shard
- * committed; any other failure is rethrown (the first one).
+ * or one `refused` before them (`idempotency.ts`), becomes one {@link IdempotencyConflictError}
+ * for the batch, with batch indexes, after every shard committed; any other failure is rethrown.
  */
 export function mergeShardResults(
   total: number,
@@ -190,17 +105,145 @@ export function mergeShardResults(
   for (const [i, outcome] of settled.entries()) {
     const batch = batches[i];
     if (!batch) continue;
-    if (outcome.status === 'rejected') {
-      if (!(outcome.reason instanceof IdempotencyConflictError)) throw outcome.reason;
-      const err = outcome.reason;
-      err.results.forEach((r, j) => (results[batch.indexes[j] ?? 0] = r));
-      for (const c of err.conflicts)
-        conflicts.push({ ...c, index: batch.indexes[c.index ?? 0] ?? 0 });
-    } else {
-      outcome.value.forEach((r, j) => (results[batch.indexes[j] ?? 0] = r));
-    }
+    const answered =
+      outcome.status === 'fulfilled'
+        ? outcome.value
+        : conflictedResults(outcome.reason, batch.indexes, conflicts);
+    answered.forEach((r, j) => (results[batch.indexes[j] ?? 0] = r));
   }
   conflicts.sort((a, b) => (a.index ?? 0) - (b.index ?? 0));
   if (conflicts.length > 0) throw new IdempotencyConflictError(conflicts, results);
   return results as SendResult[];
+}
+
+/** Where the reply of the job add of the `i`th follow-up is. */
+const addReply = ({ loads, registers }: Transaction, i: number) => loads + registers + i;
+
+/**
+ * One shard's transaction, on the server's assessment (`DiskGuard.assess`): built, marked for the
+ * disk, run, then waited on disk; a timeout of that wait is retryable (retry with the same key).
+ */
+export async function enqueueIn(
+  { redis, attempts, disk }: EnqueueContext,
+  client: Redis,
+  assessed: DurabilityAssessment,
+  target: ShardTarget,
+  followUps: readonly Registration[],
+): Promise<SendResult[]> {
+  const { queue, store, nodeKey } = target;
+  const wait: DiskWait = { timeoutMs: disk.timeoutMs, assessment: async () => assessed };
+  // Refused before anything is added when the store already sees the backlog full.
+  const over = await store.register.backlogOver(followUps).catch((err: unknown) => {
+    throw asRedisFailure(err, redis);
+  });
+  if (over) throw new BacklogFullError(over.projectId, over.queued, over.adding, over.retryMs);
+  const transaction = await buildTransaction(target, client, followUps, attempts);
+  const mark = await beforeWrite(wait, client, nodeKey);
+  const first = await transaction.multi.exec().catch((err: unknown) => {
+    throw asRedisFailure(err, redis);
+  });
+  if (!first) throw discardedTransaction();
+  const replies = await withMissingJobs(queue, client, transaction, first, attempts)
+    .then((all) =>
+      isPlain(transaction, all) ? all : settleJobs(queue, store, transaction, all, attempts),
+    )
+    .catch((err: unknown) => {
+      throw asRedisFailure(err, redis);
+    });
+  await afterWrite(wait, mark).catch((err: unknown) => {
+    throw controlFailure(err, redis, 'retry with the same key');
+  });
+  return resultsOf(followUps, transaction, replies, redis);
+}
+
+/** Builds the transaction. The target's store must be a store on `client`. */
+async function buildTransaction(
+  { queue, store }: ShardTarget,
+  client: Redis,
+  registrations: readonly Registration[],
+  attempts: number,
+): Promise<Transaction> {
+  const multi = client.multi();
+  const ids = registrations.map((f) => f.dispatchId ?? newDispatchId(f.key));
+  const { loads, registers } = store.register.into(multi, ids, registrations);
+  await Promise.all(
+    registrations.map((registration, i) =>
+      addJobInto(queue, multi, ids[i] as string, registration, attempts),
+    ),
+  );
+  return { multi, ids, loads, registers, registrations };
+}
+
+/** Queues BullMQ's add of `dispatchId`'s job on `multi` (queued before its promise settles). */
+function addJobInto(
+  queue: ShardTarget['queue'],
+  multi: ChainableCommander,
+  dispatchId: string,
+  { projectId, jobId, traceparent }: Registration,
+  attempts: number,
+): Promise<string> {
+  const ref = { dispatchId, projectId, jobId, traceparent };
+  const json = dispatchJobJson(ref, dispatchJobOptions(attempts));
+  type BullTransaction = Parameters<Queue['backend']['addJobToTransaction']>[0];
+  return queue.backend.addJobToTransaction(multi as unknown as BullTransaction, json, dispatchId);
+}
+
+/** The replies, with the job adds that failed NOSCRIPT made again (`missing-jobs.ts`). */
+async function withMissingJobs(
+  queue: ShardTarget['queue'],
+  client: Redis,
+  transaction: Transaction,
+  replies: Replies,
+  attempts: number,
+): Promise<Replies> {
+  const { ids, registrations } = transaction;
+  const missing = ids.flatMap((_, i) =>
+    replies[addReply(transaction, i)]?.[0]?.message.startsWith('NOSCRIPT') ? [i] : [],
+  );
+  if (missing.length === 0) return [...replies];
+  const add = (multi: ChainableCommander, i: number) =>
+    addJobInto(queue, multi, ids[i] as string, registrations[i] as Registration, attempts);
+  return addMissingJobs(client, replies, missing, (i) => addReply(transaction, i), add);
+}
+
+/**
+ * The answers of a committed transaction: REGISTER answers, per follow-up, 1 new (2: new, its job
+ * revived), 0 the same content under the same key (deduplicated), -1 to -3 refused (`refusalOf`).
+ */
+function resultsOf(
+  followUps: readonly Registration[],
+  transaction: Transaction,
+  replies: Replies,
+  redis: Redis,
+): SendResult[] {
+  const { ids, loads, registers } = transaction;
+  const registered = replies.slice(loads, loads + registers);
+  const full = isPlain(transaction, replies) ? undefined : backlogRefusal(registered);
+  if (full) throw full;
+  const answers = registered.flatMap(([, answer]) => (Array.isArray(answer) ? answer : []));
+  const registerErr =
+    registered.find(([err]) => err)?.[0] ??
+    (answers.length === ids.length ? null : new Error('REGISTER answered for too few follow-ups'));
+  const results = ids.map((dispatchId, i): SendResult | null => {
+    const [addErr] = replies[addReply(transaction, i)] ?? [new Error('no reply')];
+    if (registerErr || addErr) throw asRedisFailure(registerErr ?? addErr, redis);
+    const created: unknown = answers[i];
+    if (created === -1 || created === -2 || created === -3) return null;
+    return { dispatchId, deduplicated: created === 0 };
+  });
+  const refused = results.includes(null) ? refusalOf(followUps, ids, answers, results) : undefined;
+  if (refused) throw refused;
+  return results as SendResult[];
+}
+
+/**
+ * Whether REGISTER answered each follow-up new (1) or deduplicated (0): no REGISTER call failed
+ * or refused the batch, and there are no jobs to settle (`revive.ts`).
+ */
+function isPlain({ loads, registers }: Transaction, replies: Replies): boolean {
+  return replies
+    .slice(loads, loads + registers)
+    .every(
+      ([err, answer]) => !err && Array.isArray(answer) && answer.every((a) => a === 0 || a === 1),
+    );
 }

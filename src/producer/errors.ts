@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import { AgentDispatchError } from '../agent-dispatch-error.js';
-import { asRedisFailure } from '../redis/failure.js';
+import { asRedisFailure, RedisUnavailableError } from '../redis/failure.js';
 
 export { asRedisFailure, RedisCommandError, RedisUnavailableError } from '../redis/failure.js';
 
@@ -100,6 +100,11 @@ export function guardCalls<T extends object>(api: T, redis: Redis): T {
     };
   }
   return guarded as T;
+}
+
+/** A MULTI whose EXEC answered null (a WATCH broke it, or Redis discarded it): retryable. */
+export function discardedTransaction(): RedisUnavailableError {
+  return new RedisUnavailableError('Redis discarded the transaction; retry it with the same key');
 }
 
 /** `pages`, each failure mapped as {@link guardCalls} maps a call's. */

@@ -1,13 +1,20 @@
+import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { layoutKey, shardLayout } from '../redis/keys.js';
-import { fleetShardCount, LayoutError } from '../redis/layout.js';
+import type { DiskWait } from '../redis/disk-wait.js';
 import { asRedisFailure, untilReady } from '../redis/failure.js';
-import { openShards, type EndingOptions, type ProducerShard } from './shards.js';
+import { keysFor, layoutKey, QUEUE_NAMES, queueOptions, shardLayout } from '../redis/keys.js';
+import type { Shard } from '../redis/keys.js';
+import { fleetShardCount, LayoutError } from '../redis/layout.js';
+import type { DispatchJobData } from '../store/register.js';
+import { DispatchStore, type StoreOptions } from '../store/store.js';
 
 /**
  * The shards a tool (the producer, `createAdmin`) reaches, opened on first use: only then is the
  * shard count the fleet recorded known (`fleetShardCount`), and a tool without `DISPATCH_SHARDS`
- * must use that one, not a default that would act on shard 0 of a 4-shard fleet.
+ * must use that one, not a default that would act on shard 0 of a 4-shard fleet. Per shard its
+ * BullMQ dispatch queue and its store, on the tool's one connection (a cluster sends each shard's
+ * MULTI to the master of the shard's slot). How a batch is split across them, each shard's
+ * transaction, and the answers merged back in input order, is `enqueue.ts`.
  */
 
 /** Where the shards are and how many the caller expects. */
@@ -96,4 +103,48 @@ export function fleetOf(redis: Redis, options: FleetOptions): Fleet {
       await Promise.all(all.map((s) => s.queue.close().catch(() => {})));
     },
   };
+}
+
+/** One shard as the producer writes it. */
+export interface ProducerShard {
+  readonly shard: Shard;
+  readonly queue: Queue<DispatchJobData>;
+  /** The store on BullMQ's client of the queue (see `storeOn`). */
+  store(client: Redis): DispatchStore;
+}
+
+/** What a shard's store needs to end a follow-up (`cancel`) and to change a control. */
+export interface EndingOptions {
+  readonly eventsMaxLen: number;
+  readonly retentionMs: number;
+  /** The wait for the disk before a cancel or a control answers (`REDIS_DURABILITY`). */
+  readonly durability?: DiskWait;
+  /** `PROJECT_BACKLOG_MAX` and the rate of its retry estimate (see `StoreOptions.backlog`). */
+  readonly backlog?: StoreOptions['backlog'];
+}
+
+/** Opens the queue of every shard on `redis`; `onError` listens to each queue's errors. */
+export function openShards(
+  redis: Redis,
+  layout: readonly Shard[],
+  onError: (err: Error) => void,
+  ending: EndingOptions,
+): ProducerShard[] {
+  return layout.map((shard) => {
+    const queue = new Queue<DispatchJobData>(QUEUE_NAMES.dispatch, {
+      connection: redis,
+      ...queueOptions(shard.prefix),
+    });
+    queue.on('error', onError);
+    let store: DispatchStore | undefined;
+    return {
+      shard,
+      queue,
+      store: (client) =>
+        (store ??= new DispatchStore(client, keysFor(shard.prefix), {
+          eventsStream: shard.eventsStream,
+          ...ending,
+        })),
+    };
+  });
 }

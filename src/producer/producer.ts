@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { InvalidFollowUpError, type FieldProblem } from '../dispatch/followup.js';
+import { InvalidFollowUpError, type FieldProblem } from '../dispatch/followup-problems.js';
 import { checkDispatch, type Dispatchable, type Unresolved } from '../dispatch/creation.js';
 import { shardOf } from '../redis/keys.js';
 import { resolveChains } from './chain.js';
@@ -17,7 +17,7 @@ import { startSendSpans } from '../telemetry/tracing.js';
 import { cancelFollowUp, checkId } from './controls.js';
 import { controlFailure } from './disk.js';
 import { enqueueByShard } from './enqueue.js';
-import type { ProducerShard } from './shards.js';
+import type { ProducerShard } from './fleet.js';
 
 import type { Producer, ProducerOptions } from './api.js';
 import type { DispatchInput } from '../dispatch/creation.js';
@@ -125,7 +125,9 @@ export function createProducer(options: ProducerOptions): Producer {
         }
         if (problems.length > 0) throw new InvalidFollowUpError(problems);
         if (valid.length === 0) return [];
-        return enqueue(await resolveChains(valid, recordIn, true));
+        // Only creations and chained follow-ups have lanes to resolve (chain.ts).
+        const chained = valid.some((v) => v.kind === 'create' || v.afterRef !== undefined);
+        return enqueue(chained ? await resolveChains(valid, recordIn, true) : valid);
       },
       async create(input) {
         const creation = typeof input === 'object' && input !== null ? input : {};

@@ -4,7 +4,7 @@ import { REGISTER_CHUNK } from '../store/register.js';
 import type { DispatchStore, Registration } from '../store/store.js';
 import { withdrawRefused } from './backlog.js';
 
-/** What {@link settleJobs} reads of a committed transaction (see transaction.ts). */
+/** What {@link settleJobs} reads of a committed transaction (see `Transaction`, batch.ts). */
 interface Committed {
   readonly ids: readonly string[];
   readonly registrations: readonly Registration[];

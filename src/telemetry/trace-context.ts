@@ -14,8 +14,8 @@ import {
  * record (and the BullMQ job's ids-only payload), so every attempt, status read and the event of
  * one follow-up join the producer's trace. It is written here, not by the global propagator:
  * the record's field is a W3C traceparent whatever `OTEL_PROPAGATORS` says. The spans that join
- * it are `tracing.ts` and the agent-API client's `http-span.ts`, each asking first whether any
- * tracer is registered at all ({@link activeTracer}).
+ * it are `tracing.ts` and the agent-API client's `http-span.ts`, each made only when a tracer is
+ * registered at all ({@link activeTracer}).
  */
 
 /** The name of the service's tracer. */

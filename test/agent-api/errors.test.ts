@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { codeOfStatus, retryAfterMsOf, serverMessageOf } from '../../src/agent-api/errors.js';
-import { errorFromTransport } from '../../src/agent-api/exchange.js';
+import { errorFromTransport } from '../../src/agent-api/transport-errors.js';
 import { AGENT_ERROR_CODES, AgentApiError, describeError } from '../../src/agent-api/index.js';
 
 /** Unit checks of the mapping tables; the real exchanges are in the client tests. */

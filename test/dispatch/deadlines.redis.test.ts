@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { eventTypeNamed } from '../../src/dispatch/event-body.js';
 import { EVENT_TYPES } from '../../src/dispatch/event.js';
-import { InvalidFollowUpError } from '../../src/dispatch/followup.js';
+import { InvalidFollowUpError } from '../../src/dispatch/followup-problems.js';
 import { keysFor } from '../../src/redis/keys.js';
 import { adminOf } from '../support/admin.js';
 import { readEvents, waitForEvents, type StreamEvent } from '../support/events.js';
