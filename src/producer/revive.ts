@@ -60,7 +60,7 @@ async function withdrawChained(
  * would wait for the repair sweep (`REPAIR_GRACE`). So the job of each such id is looked at once:
  * an ended one is replaced at once as the sweep would (`<id>-f<n>`, carried on the record first),
  * a missing one is added again. A live one runs: a worker that took it before this record was
- * written runs it again when its orphan event finds the record (consumer/acquire.ts).
+ * written runs it again when its orphan event finds the record (consumer/verdicts.ts).
  */
 async function reviveEnded<R extends readonly [Error | null, unknown][]>(
   queue: Queue<DispatchJobData>,
