@@ -43,11 +43,12 @@ export interface FirstRead {
 /**
  * The first read of a follow-up just sent. At `POLL_MIN_INTERVAL`, to see the run active; when
  * the send's own answer already shows it active, that read would see nothing new: the first is
- * then the growing schedule's second, as if the first had been made.
+ * then the growing schedule's second, as if the first had been made, unless that is further
+ * than `POLL_MAX_INTERVAL` from the send.
  */
-export function firstRead(seenActive: boolean, b: ReadBounds): FirstRead {
+export function firstRead(answeredActive: boolean, b: ReadBounds): FirstRead {
   const min = b.pollMinIntervalMs;
-  if (!seenActive) return { atMs: min, waitMs: min };
   const waitMs = growingDelayMs(min, min, b);
+  if (!answeredActive || min + waitMs > b.pollMaxIntervalMs) return { atMs: min, waitMs: min };
   return { atMs: min + waitMs, waitMs };
 }

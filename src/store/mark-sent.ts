@@ -2,6 +2,7 @@ import type { AgentJob } from '../agent-api/index.js';
 import { afterWrite, beforeWrite } from '../redis/disk-wait.js';
 import { isCreation } from '../dispatch/creation.js';
 import { firstRead } from '../dispatch/read-schedule.js';
+import { settingDefault } from '../config/defaults.js';
 import { failureOf, itemAnswer, ItemFailure, type WriteRetry } from './call-batch.js';
 import type { DispatchRef, MarkResult, StoreState } from './store-state.js';
 
@@ -26,6 +27,9 @@ export type Mark = [
   retry?: WriteRetry,
 ];
 
+/** `POLL_MAX_INTERVAL` for a store built without it. */
+const DEFAULT_POLL_MAX_INTERVAL_MS = settingDefault('POLL_MAX_INTERVAL');
+
 /** Where `retry` is in a {@link Mark}. */
 export const MARK_RETRY_ARG = 5;
 
@@ -44,22 +48,24 @@ export async function markMany(
 ): Promise<(MarkResult | ItemFailure)[]> {
   const { keys, options, clock } = state;
   const args: (string | number)[] = [items.length];
-  const pollMaxIntervalMs = options.pollMaxIntervalMs ?? Infinity;
+  const pollMaxIntervalMs = options.pollMaxIntervalMs ?? DEFAULT_POLL_MAX_INTERVAL_MS;
   for (const [ref, newState, job, firstDelayMs, attemptToken] of items) {
     // A creation's new job has had no run before: any status it shows is its first run's.
     const created = isCreation(ref) && typeof job?.id === 'string' ? job.id : '';
-    const seenActive = job?.status === 'active' || created !== '';
-    const first = firstRead(seenActive, { pollMinIntervalMs: firstDelayMs, pollMaxIntervalMs });
+    const answeredActive = job?.status === 'active';
+    const first = firstRead(answeredActive, { pollMinIntervalMs: firstDelayMs, pollMaxIntervalMs });
+    const atMs = Math.max(1, Math.round(first.atMs));
     args.push(
       ref.dispatchId,
       newState,
       job ? JSON.stringify(job) : '',
       job?.status ?? '',
-      seenActive ? '1' : '0',
+      answeredActive || created !== '' ? '1' : '0',
       Math.max(1, Math.round(first.waitMs)),
       attemptToken,
-      clock.inMs(first.atMs) ?? 0,
+      clock.inMs(atMs) ?? 0,
       created,
+      atMs,
     );
   }
   const recordKeys = items.map(([ref]) => keys.dispatch(ref.dispatchId));

@@ -15,17 +15,18 @@
     KEYS[1 + i] the record of the i-th dispatch
 
     ARGV[1] how many dispatches (n)
-    then nine arguments per dispatch, the i-th's from ARGV[2 + 9 (i - 1)]:
+    then ten arguments per dispatch, the i-th's from ARGV[2 + 10 (i - 1)]:
       dispatchId
       new state: sent or unsettled
       agent job as JSON ('' = none)
       its status
       seenActive (1/0)
-      firstDelayMs
+      the first read's wait, stored as the last wait (`pollDelayMs`)
       attemptToken
       when, by Redis's clock, the first read falls due (the worker knows that clock from
-        ACQUIRE's `now`); 0 = `firstDelayMs` from TIME
+        ACQUIRE's `now`); 0 = the next argument's ms from TIME
       a creation's new job id, its `target` from now on ('' = none: a follow-up)
+      how long after now the first read falls due, ms
 
   Output: for each dispatch
     1  recorded, or already so
@@ -52,18 +53,25 @@ local function mark(recordKey, a)
   if (stored[2] or '') ~= token then return -1 end
   if state == newState then return 1 end
   if state ~= 'sending' and not (state == 'unsettled' and newState == 'sent') then return 0 end
-  local at = tonumber(ARGV[a + 7])
+  local at, firstInMs = tonumber(ARGV[a + 7]), tonumber(ARGV[a + 9])
   if at <= 0 or not stored[3] then
     local now = clockNow()
-    if at <= 0 then at = now + tonumber(ARGV[a + 5]) end
+    if at <= 0 then at = now + firstInMs end
     stored[3] = stored[3] or now
   end
   local sentAt = stored[3]
   -- The poller may have seen the job active while the request was in flight: keep that.
   local seenActive = ARGV[a + 4]
   if stored[4] == '1' then seenActive = '1' end
-  redis.call('HSET', recordKey, 'state', newState, 'sentAt', sentAt, 'job', ARGV[a + 2],
-    'lastStatus', ARGV[a + 3], 'seenActive', seenActive, 'pollDelayMs', ARGV[a + 5])
+  local fields = {'state', newState, 'sentAt', sentAt, 'job', ARGV[a + 2], 'lastStatus',
+    ARGV[a + 3], 'seenActive', seenActive, 'pollDelayMs', ARGV[a + 5]}
+  -- An answer that shows the run active is a read of it, now (the first read's time less its
+  -- wait): the end of a run over before the first read is then known as after any read's.
+  if ARGV[a + 3] == 'active' then
+    fields[#fields + 1] = 'activeAt'
+    fields[#fields + 1] = at - firstInMs
+  end
+  redis.call('HSET', recordKey, unpack(fields))
   if ARGV[a + 8] ~= '' then redis.call('HSET', recordKey, 'target', ARGV[a + 8]) end
   countMove(countsKey, stored[5], state, newState)
   later('ZADD', trackedKey, at, dispatchId)
@@ -71,5 +79,5 @@ local function mark(recordKey, a)
 end
 
 return eachItem(n, function(i)
-  return mark(KEYS[i + 1], 2 + 9 * (i - 1))
+  return mark(KEYS[i + 1], 2 + 10 * (i - 1))
 end, {{trackedKey, 'zset'}, {countsKey, 'hash'}})

@@ -54,11 +54,12 @@ export function parseRunStats(value: string | null | undefined): RunStats | unde
  * (`activeAt`) and this one. Taking this read as the end would count every run long by half the
  * gap (more where reads are sparse), the last active read short by as much: the midpoint is
  * unbiased while the end is about evenly likely anywhere in the gap. A wide gap (a backoff, a
- * park, a stopped poller) says too little and is left out; the bound is relative, so the runs
- * that end where reads are sparse (outside the dense window) still count, and the history does
- * not narrow itself around its own window. The gap's own uncertainty goes into the spread
- * (`recordRun`): runs seen through wide gaps all share one midpoint, which alone would look like a
- * project whose runs never vary.
+ * park, a stopped poller) says too little and is left out: one wider than two thirds of the run
+ * and than three `POLL_MIN_INTERVAL`s (the first read of a run answered active at its send comes
+ * two and a half after it). The bound is relative, so the runs that end where reads are sparse
+ * (outside the dense window) still count, and the history does not narrow itself around its own
+ * window. The gap's own uncertainty goes into the spread (`recordRun`): runs seen through wide gaps
+ * all share one midpoint, which alone would look like a project whose runs never vary.
  */
 export function observedRunMs(
   record: DispatchRecord,
@@ -70,7 +71,7 @@ export function observedRunMs(
   if (activeAt < sentAt || nowMs <= activeAt) return undefined;
   const gapMs = nowMs - activeAt;
   const runMs = (activeAt + nowMs) / 2 - sentAt;
-  return gapMs <= Math.max(2 * pollMinIntervalMs, MAX_GAP_SHARE * runMs)
+  return gapMs <= Math.max(3 * pollMinIntervalMs, MAX_GAP_SHARE * runMs)
     ? { runMs: Math.round(runMs), gapMs }
     : undefined;
 }

@@ -19,7 +19,7 @@ export interface StoreOptions {
   readonly deadLetterRetentionMs?: number;
   /**
    * `POLL_MAX_INTERVAL`: no first read that MARK_SENT schedules is further than this from the one
-   * before it (see `firstRead`). Unset: no bound but the first read's own.
+   * before it (see `firstRead`). Unset: its default.
    */
   readonly pollMaxIntervalMs?: number;
   /** Largest prompt ACQUIRE lets go, in UTF-8 bytes (`PROMPT_MAX_BYTES`); unset: any but empty. */

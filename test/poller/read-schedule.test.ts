@@ -37,9 +37,13 @@ describe('the read schedule', () => {
     }
   });
 
-  it('keeps the first wait within POLL_MAX_INTERVAL', () => {
-    const s = { ...DEFAULTS, pollMinIntervalMs: 1_000, pollMaxIntervalMs: 1_200 };
-    expect(firstRead(true, s)).toEqual({ atMs: 2_200, waitMs: 1_200 });
+  it('skips no read where the skipped one would put the first further than POLL_MAX_INTERVAL from the send', () => {
+    for (const max of [1_000, 1_500, 2_499]) {
+      const s = { ...DEFAULTS, pollMinIntervalMs: 1_000, pollMaxIntervalMs: max };
+      expect(firstRead(true, s)).toEqual({ atMs: 1_000, waitMs: 1_000 });
+    }
+    const s = { ...DEFAULTS, pollMinIntervalMs: 1_000, pollMaxIntervalMs: 2_500 };
+    expect(firstRead(true, s)).toEqual({ atMs: 2_500, waitMs: 1_500 });
     expect(firstRead(false, s)).toEqual({ atMs: 1_000, waitMs: 1_000 });
   });
 });

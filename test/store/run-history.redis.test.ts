@@ -70,6 +70,10 @@ describe("a project's run history", () => {
     expect(observedRunMs(at(29_000), SENT_AT + 30_000, 500)).toEqual(seen(29_500, 1_000));
     // The growing schedule's gaps (22.1 → 38.1 s) still count, at their middle.
     expect(observedRunMs(at(22_100), SENT_AT + 38_100, 500)).toEqual(seen(30_100, 16_000));
+    // A quick run answered active at its send, seen ended by the first read (two and a half
+    // POLL_MIN_INTERVALs after the send): its gap counts; one wider than three does not.
+    expect(observedRunMs(at(50), SENT_AT + 1_250, 500)).toEqual(seen(650, 1_200));
+    expect(observedRunMs(at(100), SENT_AT + 1_701, 500)).toBeUndefined();
     // A read long after the last active one (a backoff, a stopped poller) does not.
     expect(observedRunMs(at(5_000), SENT_AT + 30_000, 500)).toBeUndefined();
     // Seen active before this send (a previous attempt's), or never: nothing to go by.
