@@ -1,8 +1,8 @@
-import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { MAX_RESCHEDULES } from '../../src/store/reschedule.js';
 import type { DispatchRef } from '../../src/store/store.js';
 import { keysFor } from '../../src/redis/keys.js';
+import { monitorServer, type Monitor } from '../support/monitor.js';
 import { useStore } from '../support/store.js';
 
 /**
@@ -13,10 +13,10 @@ import { useStore } from '../support/store.js';
 describe('writes of the store asked for together', () => {
   const fixture = useStore('batched');
   /** MONITOR connections of the current test, closed after it even when it fails. */
-  const monitors: Redis[] = [];
-  afterEach(() => {
+  const monitors: Monitor[] = [];
+  afterEach(async () => {
     vi.restoreAllMocks();
-    for (const monitor of monitors.splice(0)) monitor.disconnect();
+    for (const monitor of monitors.splice(0)) await monitor.stop();
   });
 
   /** Counts the script calls the store's connection sends from now on. */
@@ -33,22 +33,16 @@ describe('writes of the store asked for together', () => {
    */
   async function watchScriptCommands() {
     const { ns } = fixture();
-    const monitor = await new Redis(ns.redisUrl).monitor();
-    monitors.push(monitor);
     const seen: string[][] = [];
-    let marked: (() => void) | undefined;
-    const marker = `${ns.prefix}:seen-all`;
-    monitor.on('monitor', (_time: string, args: string[], source: string) => {
-      if (args[0]?.toLowerCase() === 'echo' && args[1] === marker) marked?.();
-      else if (source === 'lua' && args.some((arg) => arg.startsWith(ns.prefix))) {
+    const monitor = await monitorServer(ns.redisUrl, ({ args, source }) => {
+      if (source === 'lua' && args.some((arg) => arg.startsWith(ns.prefix))) {
         seen.push([args[0]!.toLowerCase(), ...args.slice(1)]);
       }
     });
+    monitors.push(monitor);
     return {
       async stop(): Promise<string[][]> {
-        const all = new Promise<void>((resolve) => (marked = resolve));
-        await ns.redis.echo(marker);
-        await all;
+        await monitor.settle();
         return seen;
       },
     };
