@@ -4,8 +4,7 @@
 -- page reads the counts instead of walking the open follow-ups. The hash's key is the shard's
 -- prefix and `counts:open`: `shardKeyOf(key, name)` builds it from a key of the same shard that
 -- the script was given (`<prefix>:<name>`), so no caller's key list changes and it stays in the
--- shard's slot. A count that would go below zero (a follow-up registered before the counts) is
--- dropped instead.
+-- shard's slot. A count that would go below zero (a hand edit) is dropped instead.
 local COUNT_CLASS = {queued = 'q', sending = 's', sent = 't', unsettled = 't'}
 
 local function shardKeyOf(key, name, wanted)
