@@ -23,11 +23,18 @@ export function growingDelayMs(lastMs: number, sinceSendMs: number, b: ReadBound
   return Math.min(b.pollMaxIntervalMs, Math.round(nextMs));
 }
 
-/** How many reads the growing schedule spends on a run that ends `runMs` after the send. */
-export function growingReads(runMs: number, b: ReadBounds): number {
+/**
+ * How many reads the growing schedule spends on a run that ends `runMs` after the send, from its
+ * first read `first` (by default that of a send not answered active).
+ */
+export function growingReads(
+  runMs: number,
+  b: ReadBounds,
+  first: FirstRead = firstRead(false, b),
+): number {
   let reads = 1;
-  let delayMs = b.pollMinIntervalMs;
-  for (let atMs = b.pollMinIntervalMs; atMs < runMs; reads++) {
+  let delayMs = first.waitMs;
+  for (let atMs = first.atMs; atMs < runMs; reads++) {
     delayMs = growingDelayMs(delayMs, atMs, b);
     atMs += delayMs;
   }

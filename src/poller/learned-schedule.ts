@@ -1,4 +1,9 @@
-import { growingDelayMs, growingReads, type ReadBounds } from '../dispatch/read-schedule.js';
+import {
+  firstRead,
+  growingDelayMs,
+  growingReads,
+  type ReadBounds,
+} from '../dispatch/read-schedule.js';
 import { STATES, type DispatchRecord } from '../dispatch/record.js';
 import type { RunStats } from '../store/run-history.js';
 
@@ -29,7 +34,7 @@ const SPARE_READS = 2;
 
 /** Where a learned schedule reads, in ms after the send. */
 export interface Plan {
-  /** Sparse reads before the window, the first at `POLL_MIN_INTERVAL` (it sees the run active). */
+  /** Sparse reads before the window, the first where a send answered active is first read. */
   readonly earlyMs: readonly number[];
   readonly windowStartMs: number;
   readonly windowEndMs: number;
@@ -50,12 +55,19 @@ export function planReads(stats: RunStats | undefined, b: ReadBounds): Plan | un
   const halfMs = WINDOW_SDS * sdMs + min;
   const windowStartMs = Math.max(min, stats.meanMs - halfMs);
   const windowEndMs = stats.meanMs + halfMs;
+  // The early reads: the first where a follow-up whose send answered active is first read (as
+  // nearly every one is: `firstRead`), standing for the first two of a plan without it (at
+  // POLL_MIN_INTERVAL and four times that), then each a few times later than the last, but no wait
+  // past POLL_MAX_INTERVAL: every read counted.
+  const first = firstRead(true, b);
   const earlyMs: number[] = [];
-  // Each a few times later than the last, but no wait past POLL_MAX_INTERVAL: every read counted.
-  for (let t = min; t < windowStartMs; t = Math.min(t * EARLY_GROWTH, t + b.pollMaxIntervalMs))
+  for (let t = first.atMs, stood = min * EARLY_GROWTH; t < windowStartMs;) {
     earlyMs.push(t);
+    stood = Math.min(stood * EARLY_GROWTH, stood + b.pollMaxIntervalMs);
+    t = Math.max(t + min, stood);
+  }
   // A run of the mean length sees the early reads and half the window's.
-  const budget = growingReads(stats.meanMs, b) - earlyMs.length - SPARE_READS;
+  const budget = growingReads(stats.meanMs, b, first) - earlyMs.length - SPARE_READS;
   const halfWindowReads = Math.max(1, budget);
   const stepMs = Math.min(
     b.pollMaxIntervalMs,

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { RunStats } from '../../src/store/run-history.js';
+import { firstRead } from '../../src/dispatch/read-schedule.js';
 import { planReads } from '../../src/poller/learned-schedule.js';
 import { actionForRead } from '../../src/poller/read.js';
 import { READ_DEFAULTS, readTimes, SENT_AT, sentRecord } from '../support/read-walk.js';
@@ -16,13 +17,17 @@ function history(meanMs: number, share: number, runs = 3): RunStats {
   return { runs, meanMs, varMs2: (meanMs * share) ** 2 / 3 };
 }
 
-/** Reads and run end → last read for 100 runs spread evenly over `meanMs` ± `share`. */
-function walk(meanMs: number, share: number, runs?: RunStats) {
+/**
+ * Reads and run end → last read for 100 runs spread evenly over `meanMs` ± `share`, each sent with
+ * an answer that showed it active (`answeredActive`, as nearly every send is) or not.
+ */
+function walk(meanMs: number, share: number, runs?: RunStats, answeredActive = true) {
   const reads: number[] = [];
   const lateMs: number[] = [];
+  const first = firstRead(answeredActive, LEARN);
   for (let i = 0; i < 100; i++) {
     const runMs = meanMs * (1 - share + (2 * share * (i + 0.5)) / 100);
-    const times = readTimes(runMs, LEARN, runs);
+    const times = readTimes(runMs, LEARN, runs, first);
     reads.push(times.length);
     lateMs.push((times.at(-1) as number) - runMs);
   }
@@ -50,6 +55,10 @@ describe('the learned read schedule', () => {
       // ends well before the growing schedule's.
       const off = walk(meanMs, 0.1, history(0.96 * meanMs, 0.06));
       expect(off.p99).toBeLessThan(growing.p99 / 2);
+      // A send not answered active is first read at POLL_MIN_INTERVAL: one read more, no later.
+      const unseen = walk(meanMs, 0.1, history(meanMs, 0.1), false);
+      expect(unseen.meanReads).toBeLessThanOrEqual(learned.meanReads + 1);
+      expect(unseen.p99).toBeLessThanOrEqual(learned.p99);
     },
   );
 
