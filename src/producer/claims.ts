@@ -46,6 +46,14 @@ interface Keyed extends ClaimRequest {
 }
 
 /**
+ * Whether a batch has keys to claim across shards: only with several shards (one shard's REGISTER
+ * settles its own keys) and a follow-up with a key.
+ */
+export function hasKeysToClaim(followUps: readonly FollowUp[], shardCount: number): boolean {
+  return shardCount > 1 && followUps.some((f) => f.key !== undefined);
+}
+
+/**
  * Claims the keys of `followUps` (see above). `wait`, on a cluster, makes each shard's claims
  * durable before this resolves: a claim on one master must not be lost in a crash while its
  * record, written after it on another, survives. On one Redis the record's own wait covers the
@@ -58,13 +66,13 @@ export async function claimKeys(
   wait: DiskWait | undefined,
 ): Promise<ClaimOutcome> {
   const count = shards.length;
+  if (!hasKeysToClaim(followUps, count)) return { tokens: [], conflicts: [] };
   const token = randomUUID();
   const keyed: Keyed[] = followUps.flatMap(({ key, projectId }, index) =>
-    key === undefined || count === 1
+    key === undefined
       ? []
       : [{ index, key, dispatchId: newDispatchId(key), shard: shardOf(projectId, count), token }],
   );
-  if (keyed.length === 0) return { tokens: [], conflicts: [] };
   const claimIn = (requests: readonly Keyed[]) => claimAll(client, shards, requests, wait);
   const answers = await claimIn(keyed);
   await releaseLeftClaims(client, shards, keyed, answers, wait, claimIn);

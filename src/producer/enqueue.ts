@@ -8,6 +8,7 @@ import { dispatchJobJson, dispatchJobOptions, newDispatchId } from '../store/reg
 import type { Registration } from '../store/store.js';
 import { BacklogFullError, backlogRefusal } from './backlog.js';
 import { afterDigests } from './chained.js';
+import { hasKeysToClaim } from './claims.js';
 import { controlFailure } from './disk.js';
 import { asRedisFailure, discardedTransaction, IdempotencyConflictError } from './errors.js';
 import type { EnqueueContext, Replies, ShardBatch, ShardTarget, Transaction } from './batch.js';
@@ -42,13 +43,12 @@ export async function enqueueByShard(
   // Before any read or write: a strict setting the server cannot keep refuses the batch.
   const assessed = await ctx.disk.assess(client);
   // Keys are claimed across shards only when there are several (`idempotency.ts`).
-  const { tokens, refused } =
-    shards.length > 1 && followUps.some((f) => f.key !== undefined)
-      ? await claimBatch(claimsOf(client, shards, ctx.disk, assessed), followUps, ctx.redis)
-      : { tokens: [], refused: [] };
+  const { tokens, refused } = hasKeysToClaim(followUps, shards.length)
+    ? await claimBatch(claimsOf(client, shards, ctx.disk, assessed), followUps, ctx.redis)
+    : { tokens: [], refused: [] };
   const skip = new Set(refused.map((c) => c.index ?? -1));
   const batches = splitByShard(followUps, shards.length, skip);
-  const digests = followUps.some((f) => 'after' in f && f.after) ? afterDigests(followUps) : [];
+  const digests = afterDigests(followUps);
   const registration = (i: number): Registration => ({
     ...(followUps[i] as FollowUp),
     traceparent: traceparents[i],
@@ -143,17 +143,16 @@ export async function enqueueIn(
     throw asRedisFailure(err, redis);
   });
   if (!first) throw discardedTransaction();
-  const replies = await withMissingJobs(queue, client, transaction, first, attempts)
-    .then((all) =>
-      isPlain(transaction, all) ? all : settleJobs(queue, store, transaction, all, attempts),
-    )
-    .catch((err: unknown) => {
-      throw asRedisFailure(err, redis);
-    });
+  const failed = (err: unknown) => {
+    throw asRedisFailure(err, redis);
+  };
+  const replies = await withMissingJobs(queue, client, transaction, first, attempts).catch(failed);
+  const plain = isPlain(transaction, replies);
+  if (!plain) await settleJobs(queue, store, transaction, replies, attempts).catch(failed);
   await afterWrite(wait, mark).catch((err: unknown) => {
     throw controlFailure(err, redis, 'retry with the same key');
   });
-  return resultsOf(followUps, transaction, replies, redis);
+  return resultsOf(followUps, transaction, replies, redis, plain);
 }
 
 /** Builds the transaction. The target's store must be a store on `client`. */
@@ -209,16 +208,18 @@ async function withMissingJobs(
 /**
  * The answers of a committed transaction: REGISTER answers, per follow-up, 1 new (2: new, its job
  * revived), 0 the same content under the same key (deduplicated), -1 to -3 refused (`refusalOf`).
+ * `plain`: what {@link isPlain} answered for them.
  */
 function resultsOf(
   followUps: readonly Registration[],
   transaction: Transaction,
   replies: Replies,
   redis: Redis,
+  plain: boolean,
 ): SendResult[] {
   const { ids, loads, registers } = transaction;
   const registered = replies.slice(loads, loads + registers);
-  const full = isPlain(transaction, replies) ? undefined : backlogRefusal(registered);
+  const full = plain ? undefined : backlogRefusal(registered);
   if (full) throw full;
   const answers = registered.flatMap(([, answer]) => (Array.isArray(answer) ? answer : []));
   const registerErr =

@@ -15,20 +15,19 @@ interface Committed {
 /**
  * After a committed transaction: withdraws the jobs of follow-ups whose REGISTER failed
  * (`withdrawRefused`, backlog.ts) and of those refused with their creation (-3), then gives a
- * live job to each new record whose id's job may have ended ({@link reviveEnded}). Resolves to
- * `replies` as they were.
+ * live job to each new record whose id's job may have ended ({@link reviveEnded}).
  */
-export async function settleJobs<R extends readonly [Error | null, unknown][]>(
+export async function settleJobs(
   queue: Queue<DispatchJobData>,
   store: DispatchStore,
   transaction: Committed,
-  replies: R,
+  replies: readonly [Error | null, unknown][],
   attempts: number,
-): Promise<R> {
+): Promise<void> {
   await withdrawRefused(queue, store, transaction, replies);
   await withdrawChained(queue, transaction, replies);
   // Registered whatever this does: if it fails, the repair sweep replaces the job later.
-  return reviveEnded(queue, store, transaction, replies, attempts).catch(() => replies);
+  await reviveEnded(queue, store, transaction, replies, attempts).catch(() => undefined);
 }
 
 /**
@@ -62,24 +61,24 @@ async function withdrawChained(
  * a missing one is added again. A live one runs: a worker that took it before this record was
  * written runs it again when its orphan event finds the record (consumer/verdicts.ts).
  */
-async function reviveEnded<R extends readonly [Error | null, unknown][]>(
+async function reviveEnded(
   queue: Queue<DispatchJobData>,
   store: DispatchStore,
   transaction: Committed,
-  replies: R,
+  replies: readonly [Error | null, unknown][],
   attempts: number,
-): Promise<R> {
+): Promise<void> {
   const { ids, registrations, loads, registers } = transaction;
   const calls = replies.slice(loads, loads + registers);
   // A refused batch (`backlog_full`, see register-n.lua) registered nothing: nothing to revive.
-  if (calls.some(([, answer]) => isRefusal(answer))) return replies;
+  if (calls.some(([, answer]) => isRefusal(answer))) return;
   // Each call answers its own chunk: a failed one is skipped, the positions of the next kept.
   const at = calls.flatMap(([err, answer], call) =>
     err || !Array.isArray(answer)
       ? []
       : answer.flatMap((a, i) => (a === 2 ? [call * REGISTER_CHUNK + i] : [])),
   );
-  if (at.length === 0) return replies;
+  if (at.length === 0) return;
   const bullIds = at.map((i) => ids[i] as string);
   const presence = await store.poll.jobPresence(
     (name) => queue.toKey(name),
@@ -102,7 +101,6 @@ async function reviveEnded<R extends readonly [Error | null, unknown][]>(
     }
     await addDispatchJob(queue, { dispatchId, projectId, jobId, traceparent }, bullJobId, attempts);
   }
-  return replies;
 }
 
 /** Whether a REGISTER reply is a refusal of the batch (`backlog.ts`, `backlogRefusal`). */
