@@ -56,6 +56,11 @@ export interface DispatchRecord {
   readonly seenActive: boolean;
   /** When a read last saw the job active (Redis's clock): where its run's end is bounded from. */
   readonly activeAt?: number | undefined;
+  /**
+   * The send (its `sentAt`) whose run its project's history was told had gone on past where the
+   * history expected runs to end: told once per send.
+   */
+  readonly overran?: number | undefined;
   /** The BullMQ job that carries it, when a resend or a repair replaced the first one. */
   readonly bullJobId?: string | undefined;
   /** Back in `queued` for an operator-approved resend, waiting for its new BullMQ job. */
@@ -94,6 +99,7 @@ export const FIELDS_BUT_PROMPT = [
   'lastStatus',
   'seenActive',
   'activeAt',
+  'overran',
   'resend',
   'pollDelayMs',
   'polls',
@@ -142,6 +148,7 @@ export function parseRecord(
     lastStatus: hash['lastStatus'] || undefined,
     seenActive: hash['seenActive'] === '1',
     activeAt: optionalNumber(hash['activeAt']),
+    overran: optionalNumber(hash['overran']),
     bullJobId: hash['bullJobId'] || undefined,
     resendPending: hash['resend'] === '1',
     pollDelayMs: optionalNumber(hash['pollDelayMs']),

@@ -5,7 +5,7 @@ import {
   type ReadBounds,
 } from '../dispatch/read-schedule.js';
 import { STATES, type DispatchRecord } from '../dispatch/record.js';
-import type { RunStats } from '../store/run-history.js';
+import { spreadOf, type RunStats } from '../store/run-history.js';
 
 /**
  * The read schedule of a sent follow-up whose project has a run history (`POLL_LEARN`): few reads
@@ -25,8 +25,6 @@ export const LEARN_MAX_CV = 0.25;
 const WINDOW_SDS = 2;
 /** Before the window, each read comes this many times later after the send than the last. */
 const EARLY_GROWTH = 4;
-/** The spread is taken as at least this share of the mean: a few alike runs prove little. */
-const MIN_SD_SHARE = 0.03;
 /** Past the window, each wait this many times the last one while it is short. */
 const LATE_GROWTH = 1.5;
 /** Reads kept in hand against the growing schedule's count, for runs that end late. */
@@ -49,7 +47,7 @@ export interface Plan {
  */
 export function planReads(stats: RunStats | undefined, b: ReadBounds): Plan | undefined {
   if (!stats || stats.runs < LEARN_MIN_RUNS || !(stats.meanMs > 0)) return undefined;
-  const sdMs = Math.max(Math.sqrt(Math.max(0, stats.varMs2)), MIN_SD_SHARE * stats.meanMs);
+  const sdMs = spreadOf(stats);
   if (sdMs / stats.meanMs > LEARN_MAX_CV) return undefined;
   const min = b.pollMinIntervalMs;
   const halfMs = WINDOW_SDS * sdMs + min;
@@ -102,6 +100,26 @@ export function plannedDelayMs(
   // (a run a little late is still seen soon), doubling once the wait passes a tenth of the run.
   const lastWaitMs = Math.max(lastMs, plan.stepMs);
   return bound(lastWaitMs * (lastWaitMs < sinceSendMs / 10 ? LATE_GROWTH : 2));
+}
+
+/**
+ * Whether a read `sinceSendMs` after the send of a `sent` follow-up, which saw its run still
+ * going, is the first past the window where its project's history expected the run to end: the
+ * last read that saw it active (`activeAt`) came before the window's end, this one after, and the
+ * history was not told of this send's run yet (`overran`: told, its window then moves on).
+ */
+export function firstPastWindow(
+  record: DispatchRecord,
+  sinceSendMs: number,
+  s: ReadBounds,
+  runs?: RunStats,
+): boolean {
+  const { state, activeAt, sentAt } = record;
+  if (state !== STATES.sent || activeAt === undefined || sentAt === undefined) return false;
+  if (record.overran === sentAt) return false;
+  const plan = planReads(runs, s);
+  const lastMs = activeAt - sentAt;
+  return plan !== undefined && lastMs < plan.windowEndMs && sinceSendMs >= plan.windowEndMs;
 }
 
 /**

@@ -8,7 +8,7 @@ import {
 import { sendInFlightMs, type SendTimeouts } from '../dispatch/in-flight.js';
 import { EVENT_TYPES, type Ending } from '../dispatch/event.js';
 import { STATES, type DispatchRecord } from '../dispatch/record.js';
-import type { ObservedRun } from '../store/run-history.js';
+import type { SeenRun } from '../store/run-history.js';
 import { nextDelayMs } from './learned-schedule.js';
 
 /**
@@ -23,9 +23,17 @@ export type Observation = { kind: 'job'; job: AgentJob } | { kind: 'error'; erro
 /** What to do with a tracked dispatch after a status read. */
 export type Action =
   /** It ended: publish its event; `run`: how long its run took, known precisely enough. */
-  | { kind: 'finish'; ending: Ending; run?: ObservedRun }
-  /** Read again in `delayMs`, storing `fields` on the record. */
-  | { kind: 'reschedule'; delayMs: number; fields: Record<string, string | number> }
+  | { kind: 'finish'; ending: Ending; run?: SeenRun }
+  /**
+   * Read again in `delayMs`, storing `fields` on the record; `overran`: the run went on past where
+   * its project's history expected it to end, and tells the history so.
+   */
+  | {
+      kind: 'reschedule';
+      delayMs: number;
+      fields: Record<string, string | number>;
+      overran?: SeenRun;
+    }
   /** The read failed (429, 5xx, network): back off this project's reads, keep tracking. */
   | { kind: 'backoff'; delayMs: number }
   /**

@@ -3,6 +3,7 @@ import type { DispatchRecord } from '../dispatch/record.js';
 import { pauseSends, resumeSends } from '../runtime/auth-pause.js';
 import type { RoleContext } from '../runtime/role.js';
 import { addDispatchJob } from '../store/jobs.js';
+import type { SeenRun } from '../store/run-history.js';
 import type { Logger } from '../telemetry/logger.js';
 import { LIFECYCLE } from '../telemetry/names.js';
 import { jitteredMs, jitteredWithin } from '../time/jitter.js';
@@ -40,6 +41,7 @@ export async function keepTracking(
         jitteredRead(ctx, action.delayMs),
         action.fields,
       );
+      if (action.overran) await learnRun(ctx, record, action.overran, log);
       return false;
     case 'backoff': {
       await ctx.store.poll.parkPolls(record.projectId, action.delayMs);
@@ -109,4 +111,20 @@ export async function pauseOrResume(
     pause.on = false;
     await resumeSends(ctx.store, ctx.queue, ctx.logger);
   }
+}
+
+/**
+ * Folds a run into its project's history: a finished one (only the read whose FINISH ended it gets
+ * here), or one gone on past where the history expected it to end (once, at the first read past
+ * that). A failure costs only this one run of the history, never the event.
+ */
+export async function learnRun(
+  ctx: RoleContext,
+  record: DispatchRecord,
+  run: SeenRun,
+  log: Logger,
+): Promise<void> {
+  await ctx.store.poll.recordRun(record.projectId, run).catch((err: unknown) => {
+    log.warn({ err }, LIFECYCLE.pollError);
+  });
 }

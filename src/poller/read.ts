@@ -2,14 +2,13 @@ import { isTerminalStatus, statusKind } from '../agent-api/index.js';
 import { agentJobOf } from '../dispatch/creation.js';
 import { EVENT_TYPES, eventTypeOf, type Ending } from '../dispatch/event.js';
 import { STATES, type DispatchRecord } from '../dispatch/record.js';
-import { observedRunMs, type ObservedRun, type RunStats } from '../store/run-history.js';
+import { observedRunMs, runBeyond, type RunStats } from '../store/run-history.js';
 import type { RoleContext } from '../runtime/role.js';
 import { finishAndHandOn } from '../store/finish.js';
 import { jitteredMs } from '../time/jitter.js';
-import type { Logger } from '../telemetry/logger.js';
 import { errorCode } from '../telemetry/metrics.js';
 import { LIFECYCLE } from '../telemetry/names.js';
-import { nextDelayMs } from './learned-schedule.js';
+import { firstPastWindow, nextDelayMs } from './learned-schedule.js';
 import {
   afterFailedRead,
   NO_JOB,
@@ -19,7 +18,7 @@ import {
   type Observation,
   type ReadActionSettings,
 } from './read-action.js';
-import { keepTracking, pauseOrResume } from './read-later.js';
+import { keepTracking, learnRun, pauseOrResume } from './read-later.js';
 
 /**
  * One status read of a tick and what follows from it: the GET of the follow-up's job, what it
@@ -150,7 +149,7 @@ export function actionForRead(
   if (isTerminalStatus(status)) {
     const ended: Action = { kind: 'finish', ending: { type: eventTypeOf(status), job } };
     if (record.seenActive) {
-      const run = s.pollLearn ? observedRunMs(record, nowMs, s.pollMinIntervalMs) : undefined;
+      const run = s.pollLearn ? observedRunMs(record, nowMs, s.pollMinIntervalMs, runs) : undefined;
       return run === undefined ? ended : { ...ended, run };
     }
     if (sinceSendMs >= s.activeGraceMs) {
@@ -170,13 +169,20 @@ export function actionForRead(
   }
   if (timedOut) return { kind: 'finish', ending: { ...timeout, job } };
   if (kind === 'active') {
+    const learning = s.pollLearn ? runs : undefined;
+    const overran =
+      learning && firstPastWindow(record, sinceSendMs, s, learning)
+        ? { ...runBeyond(sinceSendMs, learning), atMs: nowMs }
+        : undefined;
     return {
       kind: 'reschedule',
       delayMs: next,
       fields: {
         ...fields,
         ...{ seenActive: '1', activeAt: nowMs, state: STATES.sent, pollDelayMs: next },
+        ...(overran && { overran: record.sentAt ?? '' }),
       },
+      ...(overran && { overran }),
     };
   }
   // An unknown status is tolerated: keep reading, as for an active run.
@@ -212,21 +218,6 @@ async function act(
     );
   }
   return finished;
-}
-
-/**
- * Folds a finished run into its project's history. Once per follow-up: only the read whose FINISH
- * ended it gets here. A failure costs only this one run of the history, never the event.
- */
-async function learnRun(
-  ctx: TickContext,
-  record: DispatchRecord,
-  run: ObservedRun,
-  log: Logger,
-): Promise<void> {
-  await ctx.store.poll.recordRun(record.projectId, run).catch((err: unknown) => {
-    log.warn({ err }, LIFECYCLE.pollError);
-  });
 }
 
 function countRead(ctx: TickContext, seen: Observation, action: Action): void {

@@ -1,4 +1,4 @@
-import { parseRunStats, recordRun, type ObservedRun, type RunStats } from './run-history.js';
+import { parseRunStats, recordRun, type RunStats, type SeenRun } from './run-history.js';
 import { FIELDS_BUT_PROMPT, parseRecord, type DispatchRecord } from '../dispatch/record.js';
 import type { StoreState } from './store-state.js';
 import {
@@ -113,7 +113,7 @@ export class PollState {
   }
 
   /** Folds a finished run of `projectId`, seen ended through a gap, into its history. */
-  async recordRun(projectId: string, run: ObservedRun): Promise<RunStats | undefined> {
+  async recordRun(projectId: string, run: SeenRun): Promise<RunStats | undefined> {
     return recordRun(this.#state, projectId, run);
   }
 

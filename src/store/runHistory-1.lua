@@ -1,10 +1,10 @@
 --[[
   Folds one observed run length into a project's run history (see store/run-history.ts): a
-  decayed mean and variance (exponentially weighted, a new run weighing ARGV[2]), so the history
-  follows a project whose runs change, in one short string that expires when unused.
+  decayed mean and variance (exponentially weighted), so the history follows a project whose runs
+  change, in one short string that expires when unused.
 
   Input:
-    KEYS[1] the project's run history: a string `runs mean variance noise`
+    KEYS[1] the project's run history: a string `runs mean variance noise at`
 
     ARGV[1] the run's length, ms
     ARGV[2] the weight of a new run (0..1)
@@ -12,6 +12,8 @@
     ARGV[4] how long the history lives after its last update, ms
     ARGV[5] the variance of the run's length as observed (its end lies in a gap), ms²
     ARGV[6] the most a run precise against the history weighs (ARGV[2]..1)
+    ARGV[7] the least a run weighs (0..ARGV[2])
+    ARGV[8] when the run was seen ended, ms (`at`)
 
   Output: the new history, as stored
 ]]
@@ -19,25 +21,33 @@ local runMs, weight = tonumber(ARGV[1]), tonumber(ARGV[2])
 local spread, ttlMs = tonumber(ARGV[3]), tonumber(ARGV[4])
 local seenVar = tonumber(ARGV[5]) or 0
 local maxWeight = tonumber(ARGV[6]) or weight
+local minWeight, atMs = tonumber(ARGV[7]) or weight, tonumber(ARGV[8]) or 0
 
-local runs, mean, var, noise
+local runs, mean, var, noise, lastAt
 local stored = redis.call('GET', KEYS[1])
 if stored then
-  local r, m, v, n = string.match(stored, '^(%S+) (%S+) (%S+) (%S+)$')
-  runs, mean, var, noise = tonumber(r), tonumber(m), tonumber(v), tonumber(n)
+  local r, m, v, n, a = string.match(stored, '^(%S+) (%S+) (%S+) (%S+) (%S+)$')
+  runs, mean, var, noise, lastAt = tonumber(r), tonumber(m), tonumber(v), tonumber(n), tonumber(a)
 end
 
-if not runs or not mean or not var or not noise or runs < 1 or mean <= 0 or var < 0 then
+if not runs or not mean or not var or not noise or not lastAt or runs < 1 or mean <= 0
+    or var < 0 then
   -- No history (or an unreadable one): this run alone, with an assumed spread.
   runs, mean, var = 1, runMs, math.max((runMs * spread) ^ 2, seenVar)
   noise = seenVar
 else
+  -- A young history's runs weigh alike (a running mean). After that a run weighs `weight` when it
+  -- ends a mean run's length or more after the last one, less when sooner, down to `minWeight`:
+  -- runs that end together end in the order of their lengths, and at full weight each, the
+  -- history would keep the longest few of them.
+  local apart = math.min(1, math.max(0, atMs - lastAt) / mean)
+  local w = math.max(1 / (runs + 1), minWeight, weight * apart)
   -- The share of the variance that is only the gaps' (noise), not the runs' own spread, and that
   -- this run's end is known better than: that much more weight, so the history built through the
   -- growing schedule's wide gaps narrows within a few precisely seen runs.
   local sharper = 0
   if var > 0 then sharper = math.min(1, math.max(0, (noise - seenVar) / var)) end
-  local w = weight + (math.max(weight, maxWeight) - weight) * sharper
+  w = w + (math.max(w, maxWeight) - w) * sharper
   local diff = runMs - mean
   local step = w * diff
   mean = mean + step
@@ -49,6 +59,7 @@ else
   runs = math.min(runs + 1, 1000000)
 end
 
-local value = string.format('%d %.1f %.1f %d', runs, mean, var, math.floor(noise + 0.5))
+local value = string.format('%d %.1f %.1f %d %d', runs, mean, var, math.floor(noise + 0.5),
+  math.max(atMs, lastAt or 0))
 redis.call('SET', KEYS[1], value, 'PX', ttlMs)
 return value

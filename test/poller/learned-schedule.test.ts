@@ -95,7 +95,7 @@ describe('the learned read schedule', () => {
     const seen = { kind: 'job' as const, job: { id: 'j', status: 'completed', prLink: null } };
     const record = sentRecord(1_000, { activeAt: SENT_AT + 29_000 });
     const action = actionForRead(record, seen, SENT_AT + 30_000, LEARN);
-    expect(action).toMatchObject({ kind: 'finish', run: { runMs: 29_500, gapMs: 1_000 } });
+    expect(action).toMatchObject({ kind: 'finish', run: { runMs: 29_500, varMs2: 83_333 } });
     // A wide gap (the poller was away) says too little; with learning off nothing is reported.
     const away = sentRecord(1_000, { activeAt: SENT_AT + 5_000 });
     expect(actionForRead(away, seen, SENT_AT + 30_000, LEARN)).not.toHaveProperty('run');
@@ -106,5 +106,59 @@ describe('the learned read schedule', () => {
     const seen = { kind: 'job' as const, job: { id: 'j', status: 'active', prLink: null } };
     const action = actionForRead(sentRecord(500), seen, SENT_AT + 500, LEARN);
     expect(action).toMatchObject({ kind: 'reschedule', fields: { activeAt: SENT_AT + 500 } });
+  });
+
+  it('tells the history once when a run goes on past its window, as a long run', () => {
+    const seen = { kind: 'job' as const, job: { id: 'j', status: 'active', prLink: null } };
+    // Runs of 30 s ± 1.5 s: the window ends near 33.5 s.
+    const runs = history(30_000, 0.05, 20);
+    const windowEndMs = planReads(runs, LEARN)?.windowEndMs ?? 0;
+    expect(windowEndMs).toBeGreaterThan(32_000);
+    expect(windowEndMs).toBeLessThan(35_000);
+    const read = (activeMs: number, atMs: number) =>
+      actionForRead(
+        sentRecord(1_000, { activeAt: SENT_AT + activeMs }),
+        seen,
+        SENT_AT + atMs,
+        LEARN,
+        runs,
+      );
+    // The first read past the window that sees it active: a run at least that long, told with
+    // the history's own spread (it weighs as a run seen roughly, not precisely).
+    const first = read(windowEndMs - 500, windowEndMs + 200);
+    expect(first).toMatchObject({
+      kind: 'reschedule',
+      overran: { atMs: SENT_AT + windowEndMs + 200, varMs2: runs.varMs2 },
+    });
+    const overran = first.kind === 'reschedule' ? first.overran : undefined;
+    expect(overran?.runMs).toBeGreaterThanOrEqual(windowEndMs + 200);
+    // Far past everything the history knows: at least as long as it has gone on.
+    expect(read(windowEndMs - 500, 120_000)).toMatchObject({ overran: { runMs: 120_000 } });
+    // The record keeps that it was told, for this send: its window moves on with the history.
+    expect(first).toMatchObject({ fields: { overran: SENT_AT } });
+    const told = sentRecord(1_000, { activeAt: SENT_AT + windowEndMs - 500, overran: SENT_AT });
+    expect(actionForRead(told, seen, SENT_AT + windowEndMs + 200, LEARN, runs)).not.toHaveProperty(
+      'overran',
+    );
+    // Only once: the reads after it, and those within the window, tell nothing.
+    expect(read(windowEndMs + 200, windowEndMs + 2_000)).not.toHaveProperty('overran');
+    expect(read(25_000, 30_000)).not.toHaveProperty('overran');
+    // Nor without learning, or without a history that shapes the reads.
+    const off = actionForRead(
+      sentRecord(1_000, { activeAt: SENT_AT + windowEndMs - 500 }),
+      seen,
+      SENT_AT + windowEndMs + 200,
+      READ_DEFAULTS,
+      runs,
+    );
+    expect(off).not.toHaveProperty('overran');
+    const young = actionForRead(
+      sentRecord(1_000, { activeAt: SENT_AT + windowEndMs - 500 }),
+      seen,
+      SENT_AT + windowEndMs + 200,
+      LEARN,
+      history(30_000, 0.05, 1),
+    );
+    expect(young).not.toHaveProperty('overran');
   });
 });
