@@ -47,7 +47,7 @@ const SCENARIOS: readonly Scenario[] = [
   { id: 'poller', minimumMs: 45_000, size: [2_000, 10_000], run: pollerScenario },
   { id: 'quick-run', minimumMs: 40_000, size: [10, 30], run: quickRunScenario },
   // Four rounds of runs up to 2.5 min compressed 5×: about 2 min, the longest runs' own time.
-  { id: 'learned-reads', minimumMs: 150_000, size: [2, 5], run: learnedReadsScenario },
+  { id: 'learned-reads', minimumMs: 150_000, size: [4, 20], run: learnedReadsScenario },
   { id: 'memory', minimumMs: 25_000, size: [2_000, 10_000], run: memoryScenario },
   { id: 'redis-work', minimumMs: 35_000, size: [500, 2_000], run: redisWorkScenario },
   { id: 'repair', minimumMs: 90_000, size: [20_000, 200_000], run: repairScenario },

@@ -55,10 +55,10 @@ export interface Measured {
   readonly lateMs: number;
 }
 
-/** What one run measured: each follow-up, and GETs per follow-up by side and project. */
+/** What one run measured: each follow-up, and GETs by side and project (`on-reg-60s`), by round. */
 export interface LearnedRun {
   readonly followUps: readonly Measured[];
-  readonly gets: ReadonlyMap<string, number>;
+  readonly gets: ReadonlyMap<string, readonly number[]>;
 }
 
 /** A uniform draw in [0, 1), the same for both sides: from the base project, job and round. */
@@ -84,8 +84,9 @@ export async function measureLearned(
     { prefix: `${base.prefix}-off`, eventsStream: `${base.eventsStream}-off` },
     { prefix: `${base.prefix}-on`, eventsStream: `${base.eventsStream}-on` },
   ];
-  // Each run's end (epoch ms), by `project/job`, in the order the runs started.
+  // Each run's end and start (epoch ms), by `project/job`, in the order the runs started.
   const ends = new Map<string, number[]>();
+  const starts = new Map<string, number[]>();
   const byName = new Map(PROJECTS.map((p) => [p.name, p]));
   const simulator = await benchSimulator({
     workTimeMs: (projectId, jobId) => {
@@ -95,6 +96,10 @@ export async function measureLearned(
       const runMs = real(byName.get(name)?.length(draw(name, jobId, round)) ?? 60_000);
       list.push(Date.now() + runMs);
       ends.set(`${projectId}/${jobId}`, list);
+      starts.set(`${projectId}/${jobId}`, [
+        ...(starts.get(`${projectId}/${jobId}`) ?? []),
+        Date.now(),
+      ]);
       // The run ends when the simulator's timer (set next, for the same time) turns it terminal:
       // on a busy machine that fires late, and a read in between still sees the run active.
       setTimeout(() => (list[round] = Math.max(list[round] ?? 0, Date.now())), runMs).unref();
@@ -116,7 +121,7 @@ export async function measureLearned(
       );
     await waitUntil(done, `${total} events on each side`, 15 * 60_000, 200);
     const followUps = (await Promise.all(sides.map((ns) => measured(ctx, ns, ends)))).flat();
-    return { followUps, gets: getsPerFollowUp(simulator, jobs * rounds) };
+    return { followUps, gets: getsByRound(simulator, starts, rounds) };
   } finally {
     await stopAll(processes);
     await simulator.close();
@@ -172,12 +177,24 @@ async function measured(
   return out;
 }
 
-function getsPerFollowUp(simulator: Simulator, perProject: number): Map<string, number> {
-  const gets = new Map<string, number>();
-  for (const p of PROJECTS) {
-    for (const side of ['off', 'on']) {
-      gets.set(`${side}-${p.name}`, simulator.countGets(`${side}-${p.name}`) / perProject);
-    }
+/**
+ * GETs by side and project, summed over its jobs, for each round: a GET counts for the run that
+ * started last before it (the job's `starts`).
+ */
+function getsByRound(
+  simulator: Simulator,
+  starts: ReadonlyMap<string, readonly number[]>,
+  rounds: number,
+): Map<string, number[]> {
+  const gets = new Map<string, number[]>();
+  for (const r of simulator.requests) {
+    if (r.kind !== 'get' || r.projectId === undefined) continue;
+    const runStarts = starts.get(`${r.projectId}/${r.jobId ?? ''}`) ?? [];
+    const round = runStarts.filter((at) => at <= r.at).length - 1;
+    if (round < 0) continue;
+    const counts = gets.get(r.projectId) ?? new Array<number>(rounds).fill(0);
+    counts[round] = (counts[round] ?? 0) + 1;
+    gets.set(r.projectId, counts);
   }
   return gets;
 }
