@@ -24,21 +24,22 @@ export function growingDelayMs(lastMs: number, sinceSendMs: number, b: ReadBound
 }
 
 /**
- * How many reads the growing schedule spends on a run that ends `runMs` after the send, from its
- * first read `first` (by default that of a send not answered active).
+ * The growing schedule's reads of a run that ends `runMs` after the send, from its first read
+ * `first` (by default that of a send not answered active): how many, and the wait before the
+ * last (the one that sees the end).
  */
 export function growingReads(
   runMs: number,
   b: ReadBounds,
   first: FirstRead = firstRead(false, b),
-): number {
+): { reads: number; lastWaitMs: number } {
   let reads = 1;
   let delayMs = first.waitMs;
   for (let atMs = first.atMs; atMs < runMs; reads++) {
     delayMs = growingDelayMs(delayMs, atMs, b);
     atMs += delayMs;
   }
-  return reads;
+  return { reads, lastWaitMs: delayMs };
 }
 
 /** A first read: when it falls after the send, and the wait it counts as (the next grows from it). */

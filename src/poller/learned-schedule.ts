@@ -29,6 +29,8 @@ const EARLY_GROWTH = 4;
 const LATE_GROWTH = 1.5;
 /** Reads kept in hand against the growing schedule's count, for runs that end late. */
 const SPARE_READS = 2;
+/** A window serves only where its step is this many times shorter than the growing wait there. */
+const MIN_GAIN = 1.5;
 
 /** Where a learned schedule reads, in ms after the send. */
 export interface Plan {
@@ -42,7 +44,7 @@ export interface Plan {
 
 /**
  * The learned plan for a history, or `undefined` where the growing schedule serves: too few runs,
- * or runs too irregular. The window's step spends no more reads, for a run of the mean length,
+ * runs too irregular, or too short for a window to read them more densely. The window's step spends no more reads, for a run of the mean length,
  * than the growing schedule would (less {@link SPARE_READS}).
  */
 export function planReads(stats: RunStats | undefined, b: ReadBounds): Plan | undefined {
@@ -65,12 +67,15 @@ export function planReads(stats: RunStats | undefined, b: ReadBounds): Plan | un
     t = Math.max(t + min, stood);
   }
   // A run of the mean length sees the early reads and half the window's.
-  const budget = growingReads(stats.meanMs, b, first) - earlyMs.length - SPARE_READS;
-  const halfWindowReads = Math.max(1, budget);
+  const growing = growingReads(stats.meanMs, b, first);
+  const halfWindowReads = Math.max(1, growing.reads - earlyMs.length - SPARE_READS);
   const stepMs = Math.min(
     b.pollMaxIntervalMs,
     Math.max(min, (windowEndMs - windowStartMs) / (2 * halfWindowReads)),
   );
+  // Short runs: where the growing schedule reads about as densely at the mean, a window gains
+  // nothing, and risks reading late where the history is young.
+  if (stepMs * MIN_GAIN > growing.lastWaitMs) return undefined;
   return { earlyMs, windowStartMs, windowEndMs, stepMs };
 }
 
@@ -106,7 +111,9 @@ export function plannedDelayMs(
  * Whether a read `sinceSendMs` after the send of a `sent` follow-up, which saw its run still
  * going, is the first past the window where its project's history expected the run to end: the
  * last read that saw it active (`activeAt`) came before the window's end, this one after, and the
- * history was not told of this send's run yet (`overran`: told, its window then moves on).
+ * history was not told of this send's run yet (`overran`: told, its window then moves on). A run
+ * first seen active past the window (its send's answer did not show it, or it was `unsettled`
+ * then) is not told: its end is, as every run's.
  */
 export function firstPastWindow(
   record: DispatchRecord,

@@ -24,7 +24,7 @@ export async function keepTracking(
   log: Logger,
 ): Promise<boolean> {
   switch (action.kind) {
-    case 'reschedule':
+    case 'reschedule': {
       if (
         seen.kind === 'job' &&
         statusKind(seen.job.status) === 'unknown' &&
@@ -36,13 +36,15 @@ export async function keepTracking(
       // Jittered within a small share of the wait (at most POLL_MIN_INTERVAL), earlier at
       // POLL_MAX_INTERVAL: reads scheduled together, as after a burst of sends, drift apart
       // instead of staying in step.
-      await ctx.store.tracking.reschedule(
+      const tracked = await ctx.store.tracking.reschedule(
         record.dispatchId,
         jitteredRead(ctx, action.delayMs),
         action.fields,
       );
-      if (action.overran) await learnRun(ctx, record, action.overran, log);
+      // Not when another poller ended it meanwhile: its end was told instead.
+      if (tracked && action.overran) await learnRun(ctx, record, action.overran, log);
       return false;
+    }
     case 'backoff': {
       await ctx.store.poll.parkPolls(record.projectId, action.delayMs);
       log.warn(

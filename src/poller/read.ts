@@ -172,7 +172,7 @@ export function actionForRead(
     const learning = s.pollLearn ? runs : undefined;
     const overran =
       learning && firstPastWindow(record, sinceSendMs, s, learning)
-        ? { ...runBeyond(sinceSendMs, learning), atMs: nowMs }
+        ? { ...runBeyond(sinceSendMs, learning), atMs: nowMs, going: true }
         : undefined;
     return {
       kind: 'reschedule',

@@ -83,7 +83,7 @@ export interface Keys {
   claimReleased(dispatchId: string): string;
   /** String: epoch ms until which a project's status reads are backed off (GET 429/5xx). */
   pollPark(projectId: string): string;
-  /** String: a project's run history, `runs mean variance` (see store/run-history.ts). */
+  /** String: a project's run history, `runs mean variance noise at` (see store/run-history.ts). */
   runs(projectId: string): string;
   /**
    * Hash: an operator's controls of one project, read by every ACQUIRE: `paused` (`1`) and

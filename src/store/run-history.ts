@@ -60,9 +60,13 @@ export interface ObservedRun {
   readonly varMs2: number;
 }
 
-/** A run seen ended by a read at `atMs` (Redis's clock, as the claims'). */
+/**
+ * A run seen by a read at `atMs` (Redis's clock, as the claims'): ended, or `going` still, past
+ * where its history expected it to end.
+ */
 export interface SeenRun extends ObservedRun {
   readonly atMs: number;
+  readonly going?: boolean;
 }
 
 /** Parses a stored history (`runs mean var noise at`); `undefined` when absent or unreadable. */
@@ -113,6 +117,8 @@ export function endInGap(fromMs: number, toMs: number, stats: RunStats): Observe
   const sd = spreadOf(stats);
   const a = (fromMs - stats.meanMs) / sd;
   const b = (toMs - stats.meanMs) / sd;
+  // A gap narrow against the spread: the formulas below cancel out; its middle is as good.
+  if (b - a < 0.01) return undefined;
   const mass = a > 0 ? tail(a) - tail(b) : b < 0 ? tail(-b) - tail(-a) : 1 - tail(-a) - tail(b);
   if (!(mass >= MIN_MASS)) return undefined;
   const shift = (density(a) - density(b)) / mass;
@@ -165,7 +171,7 @@ function tail(x: number): number {
 export async function recordRun(
   state: StoreState,
   projectId: string,
-  { runMs, varMs2, atMs }: SeenRun,
+  { runMs, varMs2, atMs, going }: SeenRun,
 ): Promise<RunStats | undefined> {
   const reply = await state.scripts.run(
     'runHistory',
@@ -179,6 +185,7 @@ export async function recordRun(
       SHARP_RUN_WEIGHT,
       MIN_RUN_WEIGHT,
       Math.round(atMs),
+      going ? 1 : 0,
     ],
   );
   return parseRunStats(typeof reply === 'string' ? reply : undefined);

@@ -14,6 +14,8 @@
     ARGV[6] the most a run precise against the history weighs (ARGV[2]..1)
     ARGV[7] the least a run weighs (0..ARGV[2])
     ARGV[8] when the run was seen ended, ms (`at`)
+    ARGV[9] 1: the run is still going, only known to be at least this long (it leaves `at` as it
+      was: the run's end, told later, weighs as the run it is)
 
   Output: the new history, as stored
 ]]
@@ -22,16 +24,18 @@ local spread, ttlMs = tonumber(ARGV[3]), tonumber(ARGV[4])
 local seenVar = tonumber(ARGV[5]) or 0
 local maxWeight = tonumber(ARGV[6]) or weight
 local minWeight, atMs = tonumber(ARGV[7]) or weight, tonumber(ARGV[8]) or 0
+local going = ARGV[9] == '1'
 
 local runs, mean, var, noise, lastAt
 local stored = redis.call('GET', KEYS[1])
 if stored then
-  local r, m, v, n, a = string.match(stored, '^(%S+) (%S+) (%S+) (%S+) (%S+)$')
-  runs, mean, var, noise, lastAt = tonumber(r), tonumber(m), tonumber(v), tonumber(n), tonumber(a)
+  -- Without its time (written by hand, or before the time was kept), told long ago.
+  local r, m, v, n, a = string.match(stored, '^(%S+) (%S+) (%S+) (%S+) ?(%S*)$')
+  runs, mean, var, noise = tonumber(r), tonumber(m), tonumber(v), tonumber(n)
+  lastAt = tonumber(a) or 0
 end
 
-if not runs or not mean or not var or not noise or not lastAt or runs < 1 or mean <= 0
-    or var < 0 then
+if not runs or not mean or not var or not noise or runs < 1 or mean <= 0 or var < 0 then
   -- No history (or an unreadable one): this run alone, with an assumed spread.
   runs, mean, var = 1, runMs, math.max((runMs * spread) ^ 2, seenVar)
   noise = seenVar
@@ -40,7 +44,11 @@ else
   -- ends a mean run's length or more after the last one, less when sooner, down to `minWeight`:
   -- runs that end together end in the order of their lengths, and at full weight each, the
   -- history would keep the longest few of them.
-  local apart = math.min(1, math.max(0, atMs - lastAt) / mean)
+  local since = atMs - lastAt
+  -- A time ahead of this run's by more than a run (a clock that stepped back, a failover to a
+  -- node behind): this run counts as apart, and its time is kept from now on.
+  if since < -mean then since, lastAt = mean, atMs end
+  local apart = math.min(1, math.max(0, since) / mean)
   local w = math.max(1 / (runs + 1), minWeight, weight * apart)
   -- The share of the variance that is only the gaps' (noise), not the runs' own spread, and that
   -- this run's end is known better than: that much more weight, so the history built through the
@@ -59,7 +67,8 @@ else
   runs = math.min(runs + 1, 1000000)
 end
 
-local value = string.format('%d %.1f %.1f %d %d', runs, mean, var, math.floor(noise + 0.5),
-  math.max(atMs, lastAt or 0))
+local keptAt = math.max(atMs, lastAt or 0)
+if going and lastAt then keptAt = lastAt end
+local value = string.format('%d %.1f %.1f %d %d', runs, mean, var, math.floor(noise + 0.5), keptAt)
 redis.call('SET', KEYS[1], value, 'PX', ttlMs)
 return value

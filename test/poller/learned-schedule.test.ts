@@ -161,4 +161,14 @@ describe('the learned read schedule', () => {
     );
     expect(young).not.toHaveProperty('overran');
   });
+
+  it('leaves short runs to the growing schedule, which reads them as densely as a window would', () => {
+    // Runs of 2 to 5 s, read from 250 ms: the growing schedule waits 1 s at their mean, and a
+    // window spending no more reads would wait about as long.
+    const bounds = { pollMinIntervalMs: 250, pollMaxIntervalMs: 5_000 };
+    expect(planReads({ runs: 50, meanMs: 3_500, varMs2: 860 ** 2 }, bounds)).toBeUndefined();
+    // Runs of minutes, read from 500 ms: the window is far denser than the growing waits there.
+    const plan = planReads(history(90_000, 0.1, 50), LEARN);
+    expect(plan?.stepMs).toBeLessThan(4_000);
+  });
 });

@@ -82,7 +82,7 @@ describe("a project's run history", () => {
 
   it('starts again from this run when the stored history cannot be read', async () => {
     const { store, ns } = fixture();
-    await ns.redis.set(keysFor(ns.prefix).runs('p'), '5 30000.0 1000000.0 0');
+    await ns.redis.set(keysFor(ns.prefix).runs('p'), '5 30000.0 1000000.0');
     const stats = await store.poll.recordRun('p', seen(31_000));
     expect(stats).toMatchObject({ runs: 1, meanMs: 31_000 });
   });
@@ -181,5 +181,34 @@ describe("a project's run history", () => {
     expect(runBeyond(31_000, h).runMs).toBeGreaterThan(31_000);
     expect(runBeyond(31_000, h).runMs).toBeLessThan(33_000);
     expect(runBeyond(90_000, h)).toEqual({ runMs: 90_000, varMs2: 1_000 ** 2 });
+  });
+
+  it('keeps a run still going from lessening the weight of its end, and a time gone wrong', async () => {
+    const { store, ns } = fixture();
+    const key = keysFor(ns.prefix).runs('p');
+    // Runs of 30 s ± 1.5 s; one takes 40 s. Told only at its end, 106 s after the last run:
+    const T0 = 1_800_000_000_000;
+    await ns.redis.set(key, `20 30000.0 2250000.0 0 ${T0}`);
+    const endAlone = await store.poll.recordRun('p', ended(40_000, 500, T0 + 106_000));
+    // Told first as going on past its window, at 34.4 s, then at its end: the end weighs no
+    // less for it (it would, were the going run's time kept as the last).
+    await ns.redis.set(key, `20 30000.0 2250000.0 0 ${T0}`);
+    await store.poll.recordRun('p', {
+      runMs: 34_400,
+      varMs2: 2_250_000,
+      atMs: T0 + 100_000,
+      going: true,
+    });
+    const both = await store.poll.recordRun('p', ended(40_000, 500, T0 + 106_000));
+    expect(both?.meanMs).toBeGreaterThanOrEqual(endAlone?.meanMs ?? Infinity);
+    // A history without its time counts as told long ago: the next run weighs fully.
+    await ns.redis.set(key, '20 30000.0 2250000.0 0');
+    const untimed = await store.poll.recordRun('p', ended(40_000, 500, T0 + 106_000));
+    expect(untimed).toEqual(endAlone);
+    // A time far ahead (a clock stepped back): the same, and the run's own time is kept.
+    await ns.redis.set(key, `20 30000.0 2250000.0 0 ${T0 + 10 ** 11}`);
+    const ahead = await store.poll.recordRun('p', ended(40_000, 500, T0 + 106_000));
+    expect(ahead).toEqual(endAlone);
+    expect((await ns.redis.get(key))?.split(' ')[4]).toBe(String(T0 + 106_000));
   });
 });
