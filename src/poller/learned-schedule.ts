@@ -44,8 +44,9 @@ export interface Plan {
 
 /**
  * The learned plan for a history, or `undefined` where the growing schedule serves: too few runs,
- * runs too irregular, or too short for a window to read them more densely. The window's step spends no more reads, for a run of the mean length,
- * than the growing schedule would (less {@link SPARE_READS}).
+ * runs too irregular, or too short for a window to read them more densely. The window's step
+ * spends no more reads, for a run of the mean length, than the growing schedule would (less
+ * {@link SPARE_READS}).
  */
 export function planReads(stats: RunStats | undefined, b: ReadBounds): Plan | undefined {
   if (!stats || stats.runs < LEARN_MIN_RUNS || !(stats.meanMs > 0)) return undefined;

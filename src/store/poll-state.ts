@@ -112,7 +112,7 @@ export class PollState {
     return { parkedUntil, runs };
   }
 
-  /** Folds a finished run of `projectId`, seen ended through a gap, into its history. */
+  /** Folds a run of `projectId` into its history: seen ended, or still going past its window. */
   async recordRun(projectId: string, run: SeenRun): Promise<RunStats | undefined> {
     return recordRun(this.#state, projectId, run);
   }
