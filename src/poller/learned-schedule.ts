@@ -74,9 +74,10 @@ export function planReads(stats: RunStats | undefined, b: ReadBounds): Plan | un
     b.pollMaxIntervalMs,
     Math.max(min, (windowEndMs - windowStartMs) / (2 * halfWindowReads)),
   );
-  // Short runs: where the growing schedule reads about as densely at the mean, a window gains
-  // nothing, and risks reading late where the history is young.
-  if (stepMs * MIN_GAIN > growing.lastWaitMs) return undefined;
+  // Short runs: where the growing schedule, still growing, reads about as densely at the mean, a
+  // window gains nothing, and risks reading late where the history is young.
+  const short = growing.lastWaitMs < b.pollMaxIntervalMs;
+  if (short && stepMs * MIN_GAIN > growing.lastWaitMs) return undefined;
   return { earlyMs, windowStartMs, windowEndMs, stepMs };
 }
 

@@ -26,6 +26,8 @@ local maxWeight = tonumber(ARGV[6]) or weight
 local minWeight, atMs = tonumber(ARGV[7]) or weight, tonumber(ARGV[8]) or 0
 local going = ARGV[9] == '1'
 
+--- @include "includes/clock"
+
 local runs, mean, var, noise, lastAt
 local stored = redis.call('GET', KEYS[1])
 if stored then
@@ -45,9 +47,14 @@ else
   -- runs that end together end in the order of their lengths, and at full weight each, the
   -- history would keep the longest few of them.
   local since = atMs - lastAt
-  -- A time ahead of this run's by more than a run (a clock that stepped back, a failover to a
-  -- node behind): this run counts as apart, and its time is kept from now on.
-  if since < -mean then since, lastAt = mean, atMs end
+  -- A kept time ahead of Redis's own clock (a clock that stepped back, a failover to a node
+  -- behind) would damp every run until the clock caught up: this run counts as apart, and from
+  -- now on its time is kept (for a run still going, one mean run earlier: its end then counts as
+  -- apart from it). A run read a while ago (its claim's time) simply counts as together.
+  if lastAt > clockNow() then
+    since, lastAt = mean, atMs
+    if going then lastAt = atMs - mean end
+  end
   local apart = math.min(1, math.max(0, since) / mean)
   local w = math.max(1 / (runs + 1), minWeight, weight * apart)
   -- The share of the variance that is only the gaps' (noise), not the runs' own spread, and that

@@ -128,7 +128,7 @@ describe('the learned read schedule', () => {
     const first = read(windowEndMs - 500, windowEndMs + 200);
     expect(first).toMatchObject({
       kind: 'reschedule',
-      overran: { atMs: SENT_AT + windowEndMs + 200, varMs2: runs.varMs2 },
+      overran: { atMs: SENT_AT + windowEndMs + 200, varMs2: runs.varMs2, going: true },
     });
     const overran = first.kind === 'reschedule' ? first.overran : undefined;
     expect(overran?.runMs).toBeGreaterThanOrEqual(windowEndMs + 200);
@@ -167,8 +167,14 @@ describe('the learned read schedule', () => {
     // window spending no more reads would wait about as long.
     const bounds = { pollMinIntervalMs: 250, pollMaxIntervalMs: 5_000 };
     expect(planReads({ runs: 50, meanMs: 3_500, varMs2: 860 ** 2 }, bounds)).toBeUndefined();
+    // So with a spread of a fifth of the mean, well within LEARN_MAX_CV; runs within ±10 % make
+    // a window narrow enough to read them more densely.
+    expect(planReads(history(3_500, 0.35, 50), bounds)).toBeUndefined();
+    expect(planReads(history(3_500, 0.1, 50), bounds)).toBeDefined();
     // Runs of minutes, read from 500 ms: the window is far denser than the growing waits there.
     const plan = planReads(history(90_000, 0.1, 50), LEARN);
     expect(plan?.stepMs).toBeLessThan(4_000);
+    // And runs of hours, whose growing waits stopped growing at POLL_MAX_INTERVAL: still a window.
+    expect(planReads(history(3 * 3_600_000, 0.1, 50), LEARN)).toBeDefined();
   });
 });

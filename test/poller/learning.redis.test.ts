@@ -1,9 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { keysFor } from '../../src/redis/keys.js';
+import { keysFor, QUEUE_NAMES } from '../../src/redis/keys.js';
 import { parseRunStats } from '../../src/store/run-history.js';
 import { fleetEnv, useFleet } from '../support/fleet.js';
 import { eventually } from '../support/namespace.js';
-import { QUEUE_NAMES } from '../../src/redis/keys.js';
 import { startRoles, waitForWorkers } from '../support/roles.js';
 import { useSimulator } from '../support/simulator.js';
 

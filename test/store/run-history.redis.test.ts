@@ -186,29 +186,38 @@ describe("a project's run history", () => {
   it('keeps a run still going from lessening the weight of its end, and a time gone wrong', async () => {
     const { store, ns } = fixture();
     const key = keysFor(ns.prefix).runs('p');
+    const timeOf = async () => Number((await ns.redis.get(key))?.split(' ')[4]);
     // Runs of 30 s ± 1.5 s; one takes 40 s. Told only at its end, 106 s after the last run:
-    const T0 = 1_800_000_000_000;
+    const T0 = Date.now() - 3_600_000;
+    const going = { runMs: 34_400, varMs2: 2_250_000, atMs: T0 + 100_000, going: true };
     await ns.redis.set(key, `20 30000.0 2250000.0 0 ${T0}`);
     const endAlone = await store.poll.recordRun('p', ended(40_000, 500, T0 + 106_000));
-    // Told first as going on past its window, at 34.4 s, then at its end: the end weighs no
-    // less for it (it would, were the going run's time kept as the last).
+    // Told first as going on past its window, at 34.4 s (weighing 0.3: 31.3 s), then at its end:
+    // the going run leaves the time as it was, so the end weighs fully too (at the going run's
+    // time, it would weigh 0.06: 31.8 s).
     await ns.redis.set(key, `20 30000.0 2250000.0 0 ${T0}`);
-    await store.poll.recordRun('p', {
-      runMs: 34_400,
-      varMs2: 2_250_000,
-      atMs: T0 + 100_000,
-      going: true,
-    });
+    await store.poll.recordRun('p', going);
+    expect(await timeOf()).toBe(T0);
     const both = await store.poll.recordRun('p', ended(40_000, 500, T0 + 106_000));
+    expect(both?.meanMs).toBeGreaterThan(33_500);
     expect(both?.meanMs).toBeGreaterThanOrEqual(endAlone?.meanMs ?? Infinity);
     // A history without its time counts as told long ago: the next run weighs fully.
     await ns.redis.set(key, '20 30000.0 2250000.0 0');
     const untimed = await store.poll.recordRun('p', ended(40_000, 500, T0 + 106_000));
     expect(untimed).toEqual(endAlone);
-    // A time far ahead (a clock stepped back): the same, and the run's own time is kept.
-    await ns.redis.set(key, `20 30000.0 2250000.0 0 ${T0 + 10 ** 11}`);
-    const ahead = await store.poll.recordRun('p', ended(40_000, 500, T0 + 106_000));
-    expect(ahead).toEqual(endAlone);
-    expect((await ns.redis.get(key))?.split(' ')[4]).toBe(String(T0 + 106_000));
+    // A time ahead of Redis's clock (a clock stepped back): the same, and the run's own time is
+    // kept; for a run still going, one that leaves its end apart from it.
+    const ahead = `20 30000.0 2250000.0 0 ${T0 + 10 ** 11}`;
+    await ns.redis.set(key, ahead);
+    expect(await store.poll.recordRun('p', ended(40_000, 500, T0 + 106_000))).toEqual(endAlone);
+    expect(await timeOf()).toBe(T0 + 106_000);
+    await ns.redis.set(key, ahead);
+    await store.poll.recordRun('p', going);
+    expect(await store.poll.recordRun('p', ended(40_000, 500, T0 + 106_000))).toEqual(both);
+    // A run read a while before the last (its claim's time) counts as ending with it.
+    await ns.redis.set(key, `20 30000.0 2250000.0 0 ${T0}`);
+    const stale = await store.poll.recordRun('p', ended(40_000, 500, T0 - 60_000));
+    expect(stale?.meanMs).toBeLessThan(30_500);
+    expect(await timeOf()).toBe(T0);
   });
 });
