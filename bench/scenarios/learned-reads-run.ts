@@ -91,15 +91,15 @@ export async function measureLearned(
   const simulator = await benchSimulator({
     workTimeMs: (projectId, jobId) => {
       const { base: name } = sideOf(projectId);
-      const list = ends.get(`${projectId}/${jobId}`) ?? [];
+      const key = `${projectId}/${jobId}`;
+      const list = ends.get(key) ?? [];
+      const begun = starts.get(key) ?? [];
       const round = list.length;
       const runMs = real(byName.get(name)?.length(draw(name, jobId, round)) ?? 60_000);
       list.push(Date.now() + runMs);
-      ends.set(`${projectId}/${jobId}`, list);
-      starts.set(`${projectId}/${jobId}`, [
-        ...(starts.get(`${projectId}/${jobId}`) ?? []),
-        Date.now(),
-      ]);
+      begun.push(Date.now());
+      ends.set(key, list);
+      starts.set(key, begun);
       // The run ends when the simulator's timer (set next, for the same time) turns it terminal:
       // on a busy machine that fires late, and a read in between still sees the run active.
       setTimeout(() => (list[round] = Math.max(list[round] ?? 0, Date.now())), runMs).unref();

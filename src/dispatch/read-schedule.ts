@@ -25,13 +25,12 @@ export function growingDelayMs(lastMs: number, sinceSendMs: number, b: ReadBound
 
 /**
  * The growing schedule's reads of a run that ends `runMs` after the send, from its first read
- * `first` (by default that of a send not answered active): how many, and the wait before the
- * last (the one that sees the end).
+ * `first`: how many, and the wait before the last (the one that sees the end).
  */
 export function growingReads(
   runMs: number,
   b: ReadBounds,
-  first: FirstRead = firstRead(false, b),
+  first: FirstRead,
 ): { reads: number; lastWaitMs: number } {
   let reads = 1;
   let delayMs = first.waitMs;

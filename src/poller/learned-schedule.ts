@@ -113,38 +113,46 @@ export function plannedDelayMs(
  * Whether a read `sinceSendMs` after the send of a `sent` follow-up, which saw its run still
  * going, is the first past the window where its project's history expected the run to end: the
  * last read that saw it active (`activeAt`) came before the window's end, this one after, and the
- * history was not told of this send's run yet (`overran`: told, its window then moves on). A run
+ * history was not told of this send's run yet (`overran`: told, its window then moves on). `plan`:
+ * the follow-up's, as {@link planFor} answers. A run
  * first seen active past the window (its send's answer did not show it, or it was `unsettled`
  * then) is not told: its end is, as every run's.
  */
 export function firstPastWindow(
   record: DispatchRecord,
   sinceSendMs: number,
-  s: ReadBounds,
-  runs?: RunStats,
+  plan: Plan | undefined,
 ): boolean {
-  const { state, activeAt, sentAt } = record;
-  if (state !== STATES.sent || activeAt === undefined || sentAt === undefined) return false;
+  const { activeAt, sentAt } = record;
+  if (!plan || activeAt === undefined || sentAt === undefined) return false;
   if (record.overran === sentAt) return false;
-  const plan = planReads(runs, s);
-  const lastMs = activeAt - sentAt;
-  return plan !== undefined && lastMs < plan.windowEndMs && sinceSendMs >= plan.windowEndMs;
+  return activeAt - sentAt < plan.windowEndMs && sinceSendMs >= plan.windowEndMs;
 }
 
 /**
- * The next wait between reads, `sinceSendMs` after the send: the learned schedule for a `sent`
- * follow-up whose project has a history that shapes one (`planReads`), else the
- * growing one. An `unsettled` send keeps the growing schedule: its early reads must catch the run
- * active, or it ends undeliverable.
+ * The learned plan of a follow-up's reads: a `sent` follow-up's whose project has a history that
+ * shapes one (`planReads`), else `undefined` (the growing schedule). An `unsettled` send keeps
+ * the growing schedule: its early reads must catch the run active, or it ends undeliverable.
+ */
+export function planFor(
+  record: DispatchRecord,
+  s: ReadBounds,
+  runs: RunStats | undefined,
+): Plan | undefined {
+  return record.state === STATES.sent ? planReads(runs, s) : undefined;
+}
+
+/**
+ * The next wait between reads, `sinceSendMs` after the send: the learned `plan`'s where there is
+ * one ({@link planFor}), else the growing schedule's.
  */
 export function nextDelayMs(
   record: DispatchRecord,
   sinceSendMs: number,
   s: ReadBounds,
-  runs?: RunStats,
+  plan?: Plan,
 ): number {
   const lastMs = record.pollDelayMs ?? s.pollMinIntervalMs;
-  const plan = record.state === STATES.sent ? planReads(runs, s) : undefined;
   return plan
     ? plannedDelayMs(plan, sinceSendMs, lastMs, s)
     : growingDelayMs(lastMs, sinceSendMs, s);

@@ -8,7 +8,7 @@ import { finishAndHandOn } from '../store/finish.js';
 import { jitteredMs } from '../time/jitter.js';
 import { errorCode } from '../telemetry/metrics.js';
 import { LIFECYCLE } from '../telemetry/names.js';
-import { firstPastWindow, nextDelayMs } from './learned-schedule.js';
+import { firstPastWindow, nextDelayMs, planFor } from './learned-schedule.js';
 import {
   afterFailedRead,
   NO_JOB,
@@ -131,7 +131,8 @@ export function actionForRead(
   const sinceSendMs = nowMs - (record.sentAt ?? record.enqueuedAt);
   const timedOut = sinceSendMs >= s.trackTimeoutMs;
   const timeout: Ending = { type: EVENT_TYPES.timedOut, reason: 'track_timeout' };
-  const next = nextDelayMs(record, sinceSendMs, s, s.pollLearn ? runs : undefined);
+  const plan = s.pollLearn ? planFor(record, s, runs) : undefined;
+  const next = nextDelayMs(record, sinceSendMs, s, plan);
 
   if (record.state === STATES.queued) {
     // Only a resend is tracked while queued: make sure its BullMQ job exists, then look later.
@@ -169,10 +170,9 @@ export function actionForRead(
   }
   if (timedOut) return { kind: 'finish', ending: { ...timeout, job } };
   if (kind === 'active') {
-    const learning = s.pollLearn ? runs : undefined;
     const overran =
-      learning && firstPastWindow(record, sinceSendMs, s, learning)
-        ? { ...runBeyond(sinceSendMs, learning), atMs: nowMs, going: true }
+      runs && firstPastWindow(record, sinceSendMs, plan)
+        ? { ...runBeyond(sinceSendMs, runs), atMs: nowMs, going: true }
         : undefined;
     return {
       kind: 'reschedule',

@@ -31,7 +31,7 @@ local going = ARGV[9] == '1'
 local runs, mean, var, noise, lastAt
 local stored = redis.call('GET', KEYS[1])
 if stored then
-  -- Without its time (written by hand, or before the time was kept), told long ago.
+  -- Without its time (written by hand): told long ago.
   local r, m, v, n, a = string.match(stored, '^(%S+) (%S+) (%S+) (%S+) ?(%S*)$')
   runs, mean, var, noise = tonumber(r), tonumber(m), tonumber(v), tonumber(n)
   lastAt = tonumber(a) or 0
