@@ -29,33 +29,53 @@ const BATCH_SIZE = 500;
 const leaseMsOf = (config: Config) => config.connectTimeoutMs + 2 * config.sendTimeoutMs + 5_000;
 const lockMsOf = (pollIntervalMs: number) => Math.min(30_000, Math.max(2_000, pollIntervalMs * 10));
 
-/** Share of `POLL_INTERVAL` at the end of a tick in which it starts no new wait. */
+/**
+ * At the end of a tick, the time in which it starts no new wait for the due set: at most this
+ * share of `POLL_INTERVAL`, and at most {@link HANDOVER_MS}. The next tick waits for the lock
+ * while this one ends its reads, so what falls due meanwhile is read as soon as it takes it.
+ */
 const TICK_MARGIN = 0.1;
+const HANDOVER_MS = 50;
+/** A tick that finds the lock held looks again after this long, then twice that, up to 50 ms. */
+const HANDOVER_FIRST_WAIT_MS = 10;
 /** Shortest wait between two looks at the due set within a tick. */
 const MIN_WAIT_MS = 10;
 
 /**
- * Runs one poll tick, unless another poller's tick holds the lock (its first claim takes it). The
- * tick reads what is due, then keeps reading what falls due until shortly before the next tick
- * (`POLL_INTERVAL`), sleeping until the earliest tracked read but at most `POLL_MIN_INTERVAL` (a
- * send tracked meanwhile is first read at least that far ahead): a read happens when it is due, not
- * at the next tick, so the first reads after a send, the ones that catch a quick run while it is
- * active, are on time. Idle, that is one look at the due set per `POLL_MIN_INTERVAL`. `stopping`
- * says the role is closing: no more waits.
+ * Runs one poll tick, unless another poller's tick holds the lock (its first claim takes it) until
+ * this one's time is up. The tick reads what is due, then keeps reading what falls due until
+ * shortly before the next tick (`POLL_INTERVAL`), sleeping until the earliest tracked read but at
+ * most `POLL_MIN_INTERVAL` (a send tracked meanwhile is first read at least that far ahead): a read
+ * happens when it is due, not at the next tick, so the first reads after a send, the ones that
+ * catch a quick run while it is active, are on time. Idle, that is one look at the due set per
+ * `POLL_MIN_INTERVAL`. A tick that finds the lock held (the one before still ends its reads, or
+ * its sweep) looks again every few ms until it takes it, then reads until its own end: there is
+ * no gap between two ticks in which nothing is read. `stopping` says the role is closing: no
+ * more waits.
  */
 export async function runTick(
   ctx: TickContext,
   stopping: () => boolean = () => false,
 ): Promise<TickResult> {
+  const calledAt = Date.now();
   const token = randomUUID();
-  const lockMs = lockMsOf(ctx.config.pollIntervalMs);
-  // The next tick must find the lock free: stop waiting a little before it is due. Nor past half
-  // the lock's time, which only a batch renews.
-  const readMs = Math.min(ctx.config.pollIntervalMs * (1 - TICK_MARGIN), lockMs / 2);
-  const feed = new DueFeed(ctx, { token, lockMs, readMs }, stopping);
-  if (!(await feed.start())) {
-    ctx.metrics.pollTicks.inc({ outcome: 'skipped' });
-    return { ran: false, reads: 0, finished: 0 };
+  const { pollIntervalMs } = ctx.config;
+  const lockMs = lockMsOf(pollIntervalMs);
+  // The next tick must find the lock free soon after it is due: stop waiting a little before.
+  // Reads end by the tick's own time, however late it took the lock, so ticks do not drift; nor
+  // past half the lock's time, which only a batch renews.
+  const marginMs = Math.min(pollIntervalMs * TICK_MARGIN, HANDOVER_MS);
+  const readUntil = calledAt + Math.min(pollIntervalMs - marginMs, lockMs / 2);
+  const bounds = { token, lockMs, readUntil };
+  let feed = new DueFeed(ctx, bounds, stopping);
+  for (let waitMs = HANDOVER_FIRST_WAIT_MS; !(await feed.start());) {
+    if (stopping() || Date.now() + waitMs > readUntil) {
+      ctx.metrics.pollTicks.inc({ outcome: 'skipped' });
+      return { ran: false, reads: 0, finished: 0 };
+    }
+    await sleep(waitMs);
+    waitMs = Math.min(2 * waitMs, HANDOVER_MS);
+    feed = new DueFeed(ctx, bounds, stopping);
   }
   const counts: ReadCounts = { reads: 0, finished: 0 };
   try {
@@ -87,8 +107,8 @@ export async function runTick(
 interface TickBounds {
   readonly token: string;
   readonly lockMs: number;
-  /** No wait for the due set goes past this long after the lock was taken. */
-  readonly readMs: number;
+  /** No wait for the due set goes past this time (ms since the epoch). */
+  readonly readUntil: number;
 }
 
 /**
@@ -195,7 +215,7 @@ class DueFeed {
         MIN_WAIT_MS,
         Math.min((nextDueMs ?? Infinity) - nowMs, ctx.config.pollMinIntervalMs),
       );
-      if (Date.now() + waitMs > this.started + bounds.readMs) return this.end();
+      if (Date.now() + waitMs > bounds.readUntil) return this.end();
       await sleep(waitMs);
     }
   }

@@ -34,7 +34,7 @@ describe('the poll tick’s lock', () => {
     }
   });
 
-  it('held by another tick: this one is skipped, claims nothing and leaves the lock as it was', async () => {
+  it('held by another tick until this one’s time is up: this one is skipped, claims nothing and leaves the lock as it was', async () => {
     const keys = keysFor(ns().prefix);
     await ns().redis.set(keys.pollLock, 'another tick', 'PX', 60_000);
     await ns().redis.zadd(keys.tracked, 0, 'due-now');
@@ -44,6 +44,24 @@ describe('the poll tick’s lock', () => {
       expect(await ns().redis.get(keys.pollLock)).toBe('another tick');
       expect(await ns().redis.zscore(keys.tracked, 'due-now')).toBe('0');
       expect(await ticks('skipped')).toBe(1);
+    } finally {
+      await ctx.close();
+    }
+  });
+
+  it('released by the tick before while this one waits: this one takes it and runs', async () => {
+    const keys = keysFor(ns().prefix);
+    await ns().redis.set(keys.pollLock, 'the tick before', 'PX', 60_000);
+    const { ctx, ticks } = resources();
+    try {
+      const tick = runTick(ctx);
+      // The tick before ends its reads a little after this one was due (POLL_INTERVAL is 100 ms).
+      await new Promise((resolve) => setTimeout(resolve, 30));
+      await ns().redis.del(keys.pollLock);
+      expect((await tick).ran).toBe(true);
+      expect(await ticks('ran')).toBe(1);
+      expect(await ticks('skipped')).toBe(0);
+      expect(await ns().redis.exists(keys.pollLock)).toBe(0);
     } finally {
       await ctx.close();
     }
