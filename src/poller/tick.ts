@@ -69,11 +69,11 @@ export async function runTick(
   const bounds = { token, lockMs, readUntil };
   let feed = new DueFeed(ctx, bounds, stopping);
   for (let waitMs = HANDOVER_FIRST_WAIT_MS; !(await feed.start());) {
-    if (stopping() || Date.now() + waitMs > readUntil) {
+    // Skipped when its time is up, or told to stop, also while it slept: it looks no more.
+    if (stopping() || Date.now() + waitMs > readUntil || (await sleep(waitMs).then(stopping))) {
       ctx.metrics.pollTicks.inc({ outcome: 'skipped' });
       return { ran: false, reads: 0, finished: 0 };
     }
-    await sleep(waitMs);
     waitMs = Math.min(2 * waitMs, HANDOVER_MS);
     feed = new DueFeed(ctx, bounds, stopping);
   }

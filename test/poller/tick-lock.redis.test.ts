@@ -66,4 +66,35 @@ describe('the poll tick’s lock', () => {
       await ctx.close();
     }
   });
+
+  it('released after this one, told to stop, went to sleep between its looks: this one is skipped and claims nothing', async () => {
+    const keys = keysFor(ns().prefix);
+    await ns().redis.set(keys.pollLock, 'the tick before', 'PX', 60_000);
+    await ns().redis.zadd(keys.tracked, 0, 'due-now');
+    const { ctx, ticks } = resources();
+    const { poll } = ctx.store;
+    const takeLock = poll.takeLock.bind(poll);
+    let firstLook: (taken: boolean) => void = () => {};
+    const looked = new Promise<boolean>((resolve) => (firstLook = resolve));
+    poll.takeLock = async (token, lockMs) => {
+      const taken = await takeLock(token, lockMs);
+      firstLook(taken);
+      return taken;
+    };
+    let stop = false;
+    try {
+      const tick = runTick(ctx, () => stop);
+      expect(await looked).toBe(false);
+      // It sleeps 10 ms before it looks again: told to stop meanwhile, the lock free, it looks no more.
+      await new Promise((resolve) => setTimeout(resolve, 2));
+      stop = true;
+      await ns().redis.del(keys.pollLock);
+      expect(await tick).toEqual({ ran: false, reads: 0, finished: 0 });
+      expect(await ticks('skipped')).toBe(1);
+      expect(await ns().redis.exists(keys.pollLock)).toBe(0);
+      expect(await ns().redis.zscore(keys.tracked, 'due-now')).toBe('0');
+    } finally {
+      await ctx.close();
+    }
+  });
 });
