@@ -48,9 +48,9 @@ const MIN_WAIT_MS = 10;
  * most `POLL_MIN_INTERVAL` (a send tracked meanwhile is first read at least that far ahead): a read
  * happens when it is due, not at the next tick, so the first reads after a send, the ones that
  * catch a quick run while it is active, are on time. Idle, that is one look at the due set per
- * `POLL_MIN_INTERVAL`. A tick that finds the lock held (the one before still ends its reads, or
- * its sweep) looks again every few ms until it takes it, then reads until its own end: there is
- * no gap between two ticks in which nothing is read. `stopping` says the role is closing: no
+ * `POLL_MIN_INTERVAL`. A tick that finds the lock held (the one before still ends its last reads,
+ * or its repair sweep) looks again every few ms until it takes it, then reads until its own end:
+ * between two ticks, a due read waits only that long. `stopping` says the role is closing: no
  * more waits.
  */
 export async function runTick(

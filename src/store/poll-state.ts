@@ -77,8 +77,8 @@ export class PollState {
   }
 
   /**
-   * One claim of a poll tick: first the tick's lock (`lock`: take it, and answer `undefined` when
-   * another tick holds it; or renew it), then at most `limit` due dispatches for `leaseMs` (DUE),
+   * One claim of a poll tick: first the tick's lock (`lock`: take it, or renew it; `undefined`
+   * when another tick holds it), then at most `limit` due dispatches for `leaseMs` (DUE),
    * with their records and their projects' read parks and run histories.
    */
   async claim(limit: number, leaseMs: number, lock?: ClaimLock): Promise<Claim | undefined> {
@@ -86,7 +86,11 @@ export class PollState {
       if (!(await this.takeLock(lock.token, lock.lockMs))) return undefined;
       lock.onTaken?.();
     }
-    if (lock?.step === 'renew') await this.renewLock(lock.token, lock.lockMs);
+    // A lock that lapsed while the tick read (a read slower than the lock lasts) is taken again
+    // if free; held by another tick by then, this one claims no more.
+    if (lock?.step === 'renew' && !(await this.renewLock(lock.token, lock.lockMs))) {
+      if (!(await this.takeLock(lock.token, lock.lockMs))) return undefined;
+    }
     const due = await this.due(limit, leaseMs);
     const records = await readRecords(this.#state, due.ids);
     const projects = new Set(records.flatMap((r) => (r ? [r.projectId] : [])));

@@ -97,4 +97,24 @@ describe('the poll tick’s lock', () => {
       await ctx.close();
     }
   });
+
+  it('lapsed while a tick read: renewed by taking it again when free, and no claim once another tick holds it', async () => {
+    const keys = keysFor(ns().prefix);
+    await ns().redis.zadd(keys.tracked, 0, 'due-1', 0, 'due-2');
+    const { ctx } = resources();
+    const renew = { token: 'this tick', lockMs: 60_000, step: 'renew' } as const;
+    try {
+      // Expired, nobody took it: this tick holds it again and claims.
+      const again = await ctx.store.poll.claim(1, 60_000, renew);
+      expect(again?.ids).toEqual(['due-1']);
+      expect(await ns().redis.get(keys.pollLock)).toBe('this tick');
+      // Taken by another tick meanwhile: this one claims nothing more, and leaves it.
+      await ns().redis.set(keys.pollLock, 'another tick', 'PX', 60_000);
+      expect(await ctx.store.poll.claim(1, 60_000, renew)).toBeUndefined();
+      expect(await ns().redis.get(keys.pollLock)).toBe('another tick');
+      expect(await ns().redis.zscore(keys.tracked, 'due-2')).toBe('0');
+    } finally {
+      await ctx.close();
+    }
+  });
 });
