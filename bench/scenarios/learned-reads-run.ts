@@ -13,8 +13,19 @@ import { benchSimulator, waitUntil } from '../workload.js';
  * minutes fit in the bench's budget.
  */
 
-/** Every duration of the scenario is this many times shorter than the real one it stands for. */
-export const COMPRESSION = 5;
+/**
+ * Every duration of the scenario is this many times shorter than the real one it stands for: 5,
+ * or `BENCH_LEARNED_COMPRESSION` (1: in real time, about 13 minutes).
+ */
+export const COMPRESSION = compressionOf(process.env['BENCH_LEARNED_COMPRESSION']);
+
+function compressionOf(value: string | undefined): number {
+  if (value === undefined || value === '') return 5;
+  const n = Number(value);
+  if (!(n >= 1 && n <= 20))
+    throw new Error(`BENCH_LEARNED_COMPRESSION must be 1 to 20, not ${value}`);
+  return n;
+}
 const real = (ms: number) => ms / COMPRESSION;
 
 /** A project's runs: `regular` ones within ±10 % of their mean, `irregular` ones anywhere. */
@@ -119,7 +130,9 @@ export async function measureLearned(
       (await Promise.all(sides.map((ns) => ctx.admin.xlen(ns.eventsStream)))).every(
         (n) => n >= total,
       );
-    await waitUntil(done, `${total} events on each side`, 15 * 60_000, 200);
+    // Rounds of runs up to 2.5 minutes, each seen up to a minute late: 5 real minutes a round.
+    const timeoutMs = Math.max(15 * 60_000, (rounds * 300_000) / COMPRESSION);
+    await waitUntil(done, `${total} events on each side`, timeoutMs, 200);
     const followUps = (await Promise.all(sides.map((ns) => measured(ctx, ns, ends)))).flat();
     return { followUps, gets: getsByRound(simulator, starts, rounds) };
   } finally {

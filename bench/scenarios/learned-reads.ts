@@ -91,7 +91,8 @@ function report(r: LearnedRun, jobs: number): ScenarioResult {
       `poller each) against one simulator: POLL_LEARN=false and POLL_LEARN=true, the same run ` +
       `lengths on both. Time is compressed ${COMPRESSION}×: run lengths and POLL_MIN_INTERVAL, ` +
       `POLL_MAX_INTERVAL, POLL_INTERVAL, ACTIVE_GRACE are all ${COMPRESSION} times shorter; ` +
-      `latencies are reported ×${COMPRESSION}, as real time. Measured once.`,
+      `latencies are reported ×${COMPRESSION}, as real time (BENCH_LEARNED_COMPRESSION=1 runs ` +
+      `it in real time). Measured once.`,
     tables: [table(r)],
     limitedBy: [
       `The poll tick's own delay (claims, Redis round trips, a busy machine) is not compressed: ` +
