@@ -23,12 +23,11 @@ import { LIFECYCLE } from '../telemetry/names.js';
  * most {@link MAX_PAGE}: a backlog that grows, or a page cut short, makes the later pages larger.
  * A tick stops taking parts once its sweep has used {@link REPAIR_BUDGET} of `POLL_INTERVAL`: the
  * sweep holds the tick's lock, and the next tick's reads wait for it no longer than that; what is
- * left falls to the later pages. So a
- * lost job waits for its repair about the grace (before it is looked at), the gap to the next pass
- * (one grace) and one pass (about one grace, while the backlog is at most {@link MAX_PAGE} times
- * the ticks of a grace and each page fits the budget; beyond, longer). Dispatches younger than
- * the grace are not looked at: REGISTER and the job's `add` share one MULTI, so a job is never
- * legitimately missing for more than an instant.
+ * left falls to the later pages. So a lost job waits for its repair about the grace (before it is
+ * looked at), the gap to the next pass (one grace) and one pass (about one grace, while the
+ * backlog is at most {@link MAX_PAGE} times the ticks of a grace and each page fits the budget;
+ * beyond, longer). Dispatches younger than the grace are not looked at: REGISTER and the job's
+ * `add` share one MULTI, so a job is never legitimately missing for more than an instant.
  */
 
 /** Open dispatches read per tick at least: what a small backlog costs. */
