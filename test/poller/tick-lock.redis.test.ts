@@ -20,6 +20,14 @@ describe('the poll tick’s lock', () => {
     return { ctx, ticks };
   }
 
+  /** The lock held by `holder`, one id tracked and due, and a tick's resources. */
+  async function heldBy(holder: string) {
+    const keys = keysFor(ns().prefix);
+    await ns().redis.set(keys.pollLock, holder, 'PX', 60_000);
+    await ns().redis.zadd(keys.tracked, 0, 'due-now');
+    return { keys, ...resources() };
+  }
+
   it('is released, and the tick counted failed, when the claim fails after taking it', async () => {
     const keys = keysFor(ns().prefix);
     // DUE reads the tracked set as a sorted set: a string there fails it, after the lock is taken.
@@ -35,10 +43,7 @@ describe('the poll tick’s lock', () => {
   });
 
   it('held by another tick until this one’s time is up: this one is skipped, claims nothing and leaves the lock as it was', async () => {
-    const keys = keysFor(ns().prefix);
-    await ns().redis.set(keys.pollLock, 'another tick', 'PX', 60_000);
-    await ns().redis.zadd(keys.tracked, 0, 'due-now');
-    const { ctx, ticks } = resources();
+    const { keys, ctx, ticks } = await heldBy('another tick');
     try {
       expect(await runTick(ctx)).toEqual({ ran: false, reads: 0, finished: 0 });
       expect(await ns().redis.get(keys.pollLock)).toBe('another tick');
@@ -50,9 +55,7 @@ describe('the poll tick’s lock', () => {
   });
 
   it('released by the tick before while this one waits: this one takes it and runs', async () => {
-    const keys = keysFor(ns().prefix);
-    await ns().redis.set(keys.pollLock, 'the tick before', 'PX', 60_000);
-    const { ctx, ticks } = resources();
+    const { keys, ctx, ticks } = await heldBy('the tick before');
     try {
       const tick = runTick(ctx);
       // The tick before ends its reads a little after this one was due (POLL_INTERVAL is 100 ms).
@@ -68,10 +71,7 @@ describe('the poll tick’s lock', () => {
   });
 
   it('released after this one, told to stop, went to sleep between its looks: this one is skipped and claims nothing', async () => {
-    const keys = keysFor(ns().prefix);
-    await ns().redis.set(keys.pollLock, 'the tick before', 'PX', 60_000);
-    await ns().redis.zadd(keys.tracked, 0, 'due-now');
-    const { ctx, ticks } = resources();
+    const { keys, ctx, ticks } = await heldBy('the tick before');
     const { poll } = ctx.store;
     const takeLock = poll.takeLock.bind(poll);
     let firstLook: (taken: boolean) => void = () => {};
