@@ -35,8 +35,9 @@ const lockMsOf = (pollIntervalMs: number) => Math.min(30_000, Math.max(2_000, po
  * while this one ends its reads, so what falls due meanwhile is read as soon as it takes it.
  */
 const TICK_MARGIN = 0.1;
+/** The most a tick stops early, and the longest wait between two looks at a lock held. */
 const HANDOVER_MS = 50;
-/** A tick that finds the lock held looks again after this long, then twice that, up to 50 ms. */
+/** The first wait before a lock held is looked at again; each next one twice as long. */
 const HANDOVER_FIRST_WAIT_MS = 10;
 /** Shortest wait between two looks at the due set within a tick. */
 const MIN_WAIT_MS = 10;
